@@ -1,0 +1,45 @@
+//! The control protocol between `netperf` and `netserver`, without I/O.
+//!
+//! Nothing here opens a socket, starts a thread or reads a clock: messages
+//! are values, frames are bytes, sessions are state machines. The daemon and
+//! the client do the I/O; this crate decides what bytes mean.
+//!
+//! # Layout
+//! - [`codec`]: the serializer (postcard), one file deep.
+//! - [`frame`]: length-prefixed frames, capped before allocation.
+//! - [`message`]: [`ClientMsg`] and [`ServerMsg`], the hello and versioning.
+//! - [`test`]: [`TestKind`], [`TestSpec`], [`Grant`], [`SideResults`].
+//! - [`session`]: [`ServerSession`] and [`ClientSession`] state machines.
+//! - [`error`]: [`ProtoError`], [`SpecError`].
+//!
+//! The wire format is specified in `doc/protocol.md`.
+
+#![forbid(unsafe_code)]
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
+)]
+
+pub mod codec;
+pub mod error;
+pub mod frame;
+pub mod message;
+pub mod session;
+pub mod test;
+
+pub use error::{ProtoError, SpecError};
+pub use message::{
+    ClientMsg, ErrorCode, ErrorMsg, Hello, MAGIC, PROTOCOL_VERSION, ServerHello, ServerMsg,
+};
+pub use session::{
+    Authenticator, ClientError, ClientEvent, ClientSession, Role, ServerAction, ServerSession,
+};
+pub use test::{
+    ClientDone, CpuStats, Direction, DropSource, Family, FlowCounters, Grant, Limits, Protocol,
+    SideResults, SideSpec, TcpStats, TestEnd, TestKind, TestSpec, Token, UdpRecvStats,
+};

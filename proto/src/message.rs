@@ -1,0 +1,219 @@
+//! Every control message, one enum per direction.
+//!
+//! The conversation on one control connection:
+//!
+//! ```text
+//! netperf                                   netserver
+//!   Hello{magic, version, software}  ->
+//!                                    <-  Hello{magic, version, software, challenge?}
+//!   Auth{nonce, proof}               ->                      (only with a key)
+//!                                    <-  AuthOk{proof}
+//!   -- then, once per test (each confidence iteration is a test) --
+//!   Setup(TestSpec)                  ->
+//!                                    <-  Ready(Grant)   or  Error
+//!   ... data connections open, present Grant.token, carry the test ...
+//!   Done(ClientDone)                 ->
+//!                                    <-  Results(SideResults)  or  Error
+//!   --
+//!   Bye                              ->
+//! ```
+//!
+//! Hello messages are the first variant of each enum and their leading fields
+//! never change, so any two versions can tell each other that they differ.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    codec,
+    error::ProtoError,
+    frame,
+    test::{ClientDone, Grant, SideResults, TestSpec},
+};
+
+/// The version of this control protocol. Peers of different versions refuse
+/// each other at hello, with both versions in the error.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// First bytes of every hello: tells our protocol from anything else that
+/// might answer on port 12865 (such as netperf 2.7's netserver).
+pub const MAGIC: [u8; 8] = *b"rsnetprf";
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Hello {
+    pub magic: [u8; 8],
+    pub protocol: u32,
+    /// Name and version of the sending program, for error messages and logs.
+    pub software: String,
+}
+
+impl Hello {
+    pub fn new(software: impl Into<String>) -> Hello {
+        Hello {
+            magic: MAGIC,
+            protocol: PROTOCOL_VERSION,
+            software: software.into(),
+        }
+    }
+
+    /// Check the peer's hello: magic first, then version.
+    pub fn check(&self) -> Result<(), ProtoError> {
+        if self.magic != MAGIC {
+            return Err(ProtoError::NotOurProtocol);
+        }
+        if self.protocol != PROTOCOL_VERSION {
+            return Err(ProtoError::VersionMismatch {
+                ours: PROTOCOL_VERSION,
+                theirs: self.protocol,
+                peer_software: self.software.clone(),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ServerHello {
+    pub hello: Hello,
+    /// Present when the server requires authentication: its nonce.
+    pub challenge: Option<[u8; 32]>,
+}
+
+/// netperf to netserver.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub enum ClientMsg {
+    Hello(Hello),
+    /// Answer to the server's challenge: our nonce and our proof.
+    Auth {
+        nonce: [u8; 32],
+        proof: [u8; 32],
+    },
+    Setup(Box<TestSpec>),
+    Done(ClientDone),
+    Bye,
+}
+
+/// netserver to netperf.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub enum ServerMsg {
+    Hello(ServerHello),
+    /// The server's proof that it knows the key too.
+    AuthOk {
+        proof: [u8; 32],
+    },
+    Ready(Grant),
+    Results(Box<SideResults>),
+    Error(ErrorMsg),
+}
+
+/// Why the server refused or ended something.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorCode {
+    /// The peers speak different protocol versions.
+    Version,
+    /// A message could not be decoded or came out of order.
+    Protocol,
+    /// A test request had a field out of range.
+    InvalidRequest,
+    /// The server is at one of its caps; try again later.
+    Busy,
+    /// Authentication was required and failed.
+    Auth,
+    /// The server does not support what was asked.
+    Unsupported,
+    /// The server ran out of a resource (sockets, memory, threads, ports).
+    Resource,
+    /// A deadline passed.
+    Timeout,
+    /// The server is shutting down.
+    ShuttingDown,
+    /// The test started but failed.
+    TestFailed,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ErrorMsg {
+    pub code: ErrorCode,
+    /// Human-readable, one line.
+    pub message: String,
+}
+
+impl ErrorMsg {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ErrorMsg {
+        ErrorMsg {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorMsg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl ClientMsg {
+    /// Short name for logs and errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ClientMsg::Hello(_) => "Hello",
+            ClientMsg::Auth { .. } => "Auth",
+            ClientMsg::Setup(_) => "Setup",
+            ClientMsg::Done(_) => "Done",
+            ClientMsg::Bye => "Bye",
+        }
+    }
+
+    /// Decode one message body. A hello may carry fields we do not know
+    /// (a newer peer); anything else must be exact.
+    pub fn decode(body: &[u8]) -> Result<ClientMsg, ProtoError> {
+        decode_tolerating_hello(body, |m| matches!(m, ClientMsg::Hello(_)))
+    }
+
+    pub fn encode(&self) -> Result<Vec<u8>, ProtoError> {
+        frame::encode(self)
+    }
+}
+
+impl ServerMsg {
+    pub fn name(&self) -> &'static str {
+        match self {
+            ServerMsg::Hello(_) => "Hello",
+            ServerMsg::AuthOk { .. } => "AuthOk",
+            ServerMsg::Ready(_) => "Ready",
+            ServerMsg::Results(_) => "Results",
+            ServerMsg::Error(_) => "Error",
+        }
+    }
+
+    pub fn decode(body: &[u8]) -> Result<ServerMsg, ProtoError> {
+        decode_tolerating_hello(body, |m| matches!(m, ServerMsg::Hello(_)))
+    }
+
+    pub fn encode(&self) -> Result<Vec<u8>, ProtoError> {
+        frame::encode(self)
+    }
+}
+
+fn decode_tolerating_hello<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+    is_hello: impl Fn(&T) -> bool,
+) -> Result<T, ProtoError> {
+    let value: T = codec::decode_prefix(body)?;
+    if is_hello(&value) {
+        return Ok(value);
+    }
+    codec::decode_exact(body)
+}
+
+/// Take the first whole frame off `buf` and decode it with `decode`.
+/// `Ok(None)` means more bytes are needed.
+pub fn take_frame<T>(
+    buf: &[u8],
+    decode: impl Fn(&[u8]) -> Result<T, ProtoError>,
+) -> Result<Option<(T, usize)>, ProtoError> {
+    match frame::split(buf)? {
+        Some((body, used)) => Ok(Some((decode(body)?, used))),
+        None => Ok(None),
+    }
+}

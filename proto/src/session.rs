@@ -1,0 +1,706 @@
+//! The two ends of a control conversation as state machines, with no I/O.
+//!
+//! The daemon feeds [`ServerSession::handle`] each message it reads and does
+//! what the returned [`ServerAction`] says; when its side of a test ends it
+//! calls [`ServerSession::test_ended`]. The client does the same with
+//! [`ClientSession`]. Tests drive a pair of them in memory.
+
+use crate::{
+    error::ProtoError,
+    message::{ClientMsg, ErrorCode, ErrorMsg, Hello, ServerHello, ServerMsg},
+    test::{ClientDone, Grant, Limits, SideResults, TestSpec},
+};
+
+/// Which end computes a proof.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Client,
+    Server,
+}
+
+/// Proves and checks knowledge of a shared key over both nonces. The
+/// implementation (HMAC-SHA256 with a constant-time compare) lives outside
+/// this crate, which has no cryptography of its own.
+pub trait Authenticator: Send + Sync {
+    fn proof(&self, role: Role, server_nonce: &[u8; 32], client_nonce: &[u8; 32]) -> [u8; 32];
+    fn verify(
+        &self,
+        role: Role,
+        server_nonce: &[u8; 32],
+        client_nonce: &[u8; 32],
+        proof: &[u8; 32],
+    ) -> bool;
+}
+
+/// What the daemon must do after a message.
+#[derive(Debug, PartialEq)]
+pub enum ServerAction {
+    /// Send this message and carry on.
+    Reply(ServerMsg),
+    /// Send this message, then close the connection.
+    ReplyAndClose(ServerMsg),
+    /// Validated test request: prepare the data sockets, then call
+    /// [`ServerSession::granted`] with what was set up.
+    Prepare(Box<TestSpec>),
+    /// netperf finished its data phase; tell the test what it counted.
+    ClientDone(ClientDone),
+    /// Both sides are done: send the results.
+    SendResults(ServerMsg),
+    /// The client said goodbye.
+    Close,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ServerState {
+    AwaitHello,
+    AwaitAuth {
+        server_nonce: [u8; 32],
+    },
+    Idle,
+    Preparing,
+    Testing {
+        client_done: bool,
+        server_done: bool,
+    },
+    Closed,
+}
+
+impl ServerState {
+    fn describe(&self) -> &'static str {
+        match self {
+            ServerState::AwaitHello => "waiting for hello",
+            ServerState::AwaitAuth { .. } => "waiting for authentication",
+            ServerState::Idle => "waiting for a test request",
+            ServerState::Preparing => "preparing a test",
+            ServerState::Testing { .. } => "running a test",
+            ServerState::Closed => "closed",
+        }
+    }
+}
+
+/// The netserver end of one control connection.
+pub struct ServerSession {
+    state: ServerState,
+    software: String,
+    limits: Limits,
+    auth: Option<Box<dyn Authenticator>>,
+    nonce: [u8; 32],
+    results: Option<SideResults>,
+    peer_software: String,
+}
+
+impl std::fmt::Debug for ServerSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerSession")
+            .field("state", &self.state)
+            .field("auth", &self.auth.is_some())
+            .finish()
+    }
+}
+
+impl ServerSession {
+    /// `nonce` is the challenge sent when `auth` is set; the caller draws it
+    /// from a secure random source.
+    pub fn new(
+        software: impl Into<String>,
+        limits: Limits,
+        auth: Option<Box<dyn Authenticator>>,
+        nonce: [u8; 32],
+    ) -> ServerSession {
+        ServerSession {
+            state: ServerState::AwaitHello,
+            software: software.into(),
+            limits,
+            auth,
+            nonce,
+            results: None,
+            peer_software: String::new(),
+        }
+    }
+
+    /// The client's software string from its hello.
+    pub fn peer_software(&self) -> &str {
+        &self.peer_software
+    }
+
+    /// True once hello (and authentication, if required) are done.
+    pub fn established(&self) -> bool {
+        !matches!(
+            self.state,
+            ServerState::AwaitHello | ServerState::AwaitAuth { .. } | ServerState::Closed
+        )
+    }
+
+    /// True while a test is being prepared or run.
+    pub fn in_test(&self) -> bool {
+        matches!(
+            self.state,
+            ServerState::Preparing | ServerState::Testing { .. }
+        )
+    }
+
+    fn unexpected(&mut self, msg: &ClientMsg) -> ServerAction {
+        let err = ProtoError::UnexpectedMessage {
+            got: msg.name(),
+            state: self.state.describe(),
+        };
+        self.state = ServerState::Closed;
+        ServerAction::ReplyAndClose(ServerMsg::Error(ErrorMsg::new(
+            ErrorCode::Protocol,
+            err.to_string(),
+        )))
+    }
+
+    /// An error message for a failure to decode what the client sent.
+    pub fn protocol_error(&mut self, err: &ProtoError) -> ServerMsg {
+        self.state = ServerState::Closed;
+        let code = match err {
+            ProtoError::VersionMismatch { .. } => ErrorCode::Version,
+            _ => ErrorCode::Protocol,
+        };
+        ServerMsg::Error(ErrorMsg::new(code, err.to_string()))
+    }
+
+    pub fn handle(&mut self, msg: ClientMsg) -> ServerAction {
+        match (self.state, msg) {
+            (ServerState::AwaitHello, ClientMsg::Hello(hello)) => {
+                self.peer_software = hello.software.clone();
+                if let Err(e) = hello.check() {
+                    return ServerAction::ReplyAndClose(self.protocol_error(&e));
+                }
+                let challenge = self.auth.as_ref().map(|_| self.nonce);
+                self.state = match challenge {
+                    Some(server_nonce) => ServerState::AwaitAuth { server_nonce },
+                    None => ServerState::Idle,
+                };
+                ServerAction::Reply(ServerMsg::Hello(ServerHello {
+                    hello: Hello::new(self.software.clone()),
+                    challenge,
+                }))
+            }
+            (ServerState::AwaitAuth { server_nonce }, ClientMsg::Auth { nonce, proof }) => {
+                let Some(auth) = &self.auth else {
+                    self.state = ServerState::Closed;
+                    return ServerAction::ReplyAndClose(ServerMsg::Error(ErrorMsg::new(
+                        ErrorCode::Auth,
+                        "authentication state lost",
+                    )));
+                };
+                if nonce == server_nonce
+                    || !auth.verify(Role::Client, &server_nonce, &nonce, &proof)
+                {
+                    self.state = ServerState::Closed;
+                    return ServerAction::ReplyAndClose(ServerMsg::Error(ErrorMsg::new(
+                        ErrorCode::Auth,
+                        "authentication failed: the key does not match",
+                    )));
+                }
+                let proof = auth.proof(Role::Server, &server_nonce, &nonce);
+                self.state = ServerState::Idle;
+                ServerAction::Reply(ServerMsg::AuthOk { proof })
+            }
+            (ServerState::Idle, ClientMsg::Setup(spec)) => match spec.validate(&self.limits) {
+                Ok(()) => {
+                    self.state = ServerState::Preparing;
+                    ServerAction::Prepare(spec)
+                }
+                Err(e) => ServerAction::Reply(ServerMsg::Error(ErrorMsg::new(
+                    ErrorCode::InvalidRequest,
+                    format!("invalid test request: {e}"),
+                ))),
+            },
+            (
+                ServerState::Testing {
+                    client_done: false,
+                    server_done,
+                },
+                ClientMsg::Done(done),
+            ) => {
+                if server_done {
+                    self.finish()
+                } else {
+                    self.state = ServerState::Testing {
+                        client_done: true,
+                        server_done,
+                    };
+                    ServerAction::ClientDone(done)
+                }
+            }
+            (ServerState::Idle | ServerState::AwaitHello, ClientMsg::Bye) => {
+                self.state = ServerState::Closed;
+                ServerAction::Close
+            }
+            (_, msg) => self.unexpected(&msg),
+        }
+    }
+
+    /// The data sockets are ready: the reply to send.
+    pub fn granted(&mut self, grant: Grant) -> ServerMsg {
+        self.state = ServerState::Testing {
+            client_done: false,
+            server_done: false,
+        };
+        self.results = None;
+        ServerMsg::Ready(grant)
+    }
+
+    /// Preparing the test failed: the reply to send. The session stays open
+    /// for another request.
+    pub fn prepare_failed(&mut self, err: ErrorMsg) -> ServerMsg {
+        self.state = ServerState::Idle;
+        ServerMsg::Error(err)
+    }
+
+    /// The server's side of the test ended. Returns the message to send now,
+    /// if any: the results once netperf is done too, or the error at once.
+    /// After an error the connection should be closed.
+    pub fn test_ended(&mut self, outcome: Result<SideResults, ErrorMsg>) -> Option<ServerAction> {
+        let ServerState::Testing { client_done, .. } = self.state else {
+            return None;
+        };
+        match outcome {
+            Err(e) => {
+                self.state = ServerState::Closed;
+                Some(ServerAction::ReplyAndClose(ServerMsg::Error(e)))
+            }
+            Ok(results) => {
+                self.results = Some(results);
+                if client_done {
+                    Some(self.finish())
+                } else {
+                    self.state = ServerState::Testing {
+                        client_done,
+                        server_done: true,
+                    };
+                    None
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self) -> ServerAction {
+        self.state = ServerState::Idle;
+        let results = self.results.take().unwrap_or_default();
+        ServerAction::SendResults(ServerMsg::Results(Box::new(results)))
+    }
+}
+
+/// What the client learns from a server message.
+#[derive(Debug, PartialEq)]
+pub enum ClientEvent {
+    /// Send this (the authentication answer) and wait for the next message.
+    Send(ClientMsg),
+    /// Handshake complete; tests may be requested.
+    Established,
+    Granted(Grant),
+    Results(Box<SideResults>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClientState {
+    AwaitHello,
+    AwaitAuthOk {
+        server_nonce: [u8; 32],
+        client_nonce: [u8; 32],
+    },
+    Idle,
+    AwaitGrant,
+    Testing,
+    AwaitResults,
+}
+
+/// The netperf end of a control connection.
+pub struct ClientSession {
+    state: ClientState,
+    auth: Option<Box<dyn Authenticator>>,
+    nonce: [u8; 32],
+    server_software: String,
+}
+
+impl std::fmt::Debug for ClientSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientSession")
+            .field("state", &self.state)
+            .finish()
+    }
+}
+
+/// Why a conversation failed, from the client's side.
+#[derive(Debug, PartialEq)]
+pub enum ClientError {
+    /// The server sent an error message.
+    Server(ErrorMsg),
+    Protocol(ProtoError),
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientError::Server(e) => write!(f, "netserver: {}", e.message),
+            ClientError::Protocol(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+impl From<ProtoError> for ClientError {
+    fn from(e: ProtoError) -> Self {
+        ClientError::Protocol(e)
+    }
+}
+
+impl ClientSession {
+    /// `nonce` answers a challenge, if the server sends one.
+    pub fn new(auth: Option<Box<dyn Authenticator>>, nonce: [u8; 32]) -> ClientSession {
+        ClientSession {
+            state: ClientState::AwaitHello,
+            auth,
+            nonce,
+            server_software: String::new(),
+        }
+    }
+
+    pub fn hello(software: &str) -> ClientMsg {
+        ClientMsg::Hello(Hello::new(software))
+    }
+
+    pub fn server_software(&self) -> &str {
+        &self.server_software
+    }
+
+    /// Ask for a test. Only valid between tests.
+    pub fn setup(&mut self, spec: TestSpec) -> Result<ClientMsg, ClientError> {
+        if self.state != ClientState::Idle {
+            return Err(ProtoError::UnexpectedMessage {
+                got: "Setup",
+                state: "not idle",
+            }
+            .into());
+        }
+        self.state = ClientState::AwaitGrant;
+        Ok(ClientMsg::Setup(Box::new(spec)))
+    }
+
+    /// netperf's data phase is over.
+    pub fn done(&mut self, done: ClientDone) -> Result<ClientMsg, ClientError> {
+        if self.state != ClientState::Testing {
+            return Err(ProtoError::UnexpectedMessage {
+                got: "Done",
+                state: "not testing",
+            }
+            .into());
+        }
+        self.state = ClientState::AwaitResults;
+        Ok(ClientMsg::Done(done))
+    }
+
+    pub fn handle(&mut self, msg: ServerMsg) -> Result<ClientEvent, ClientError> {
+        if let ServerMsg::Error(e) = msg {
+            return Err(ClientError::Server(e));
+        }
+        match (self.state, msg) {
+            (ClientState::AwaitHello, ServerMsg::Hello(h)) => {
+                self.server_software = h.hello.software.clone();
+                h.hello.check()?;
+                match (h.challenge, &self.auth) {
+                    (None, None) => {
+                        self.state = ClientState::Idle;
+                        Ok(ClientEvent::Established)
+                    }
+                    (None, Some(_)) => Err(ProtoError::Auth(
+                        "a key was given but the netserver does not ask for authentication; refusing to run unauthenticated".into(),
+                    )
+                    .into()),
+                    (Some(_), None) => Err(ProtoError::Auth(
+                        "the netserver requires a key (use --key-file)".into(),
+                    )
+                    .into()),
+                    (Some(server_nonce), Some(auth)) => {
+                        let proof = auth.proof(Role::Client, &server_nonce, &self.nonce);
+                        self.state = ClientState::AwaitAuthOk {
+                            server_nonce,
+                            client_nonce: self.nonce,
+                        };
+                        Ok(ClientEvent::Send(ClientMsg::Auth {
+                            nonce: self.nonce,
+                            proof,
+                        }))
+                    }
+                }
+            }
+            (
+                ClientState::AwaitAuthOk {
+                    server_nonce,
+                    client_nonce,
+                },
+                ServerMsg::AuthOk { proof },
+            ) => {
+                let ok = self
+                    .auth
+                    .as_ref()
+                    .is_some_and(|a| a.verify(Role::Server, &server_nonce, &client_nonce, &proof));
+                if !ok {
+                    return Err(ProtoError::Auth(
+                        "the netserver could not prove it knows the key".into(),
+                    )
+                    .into());
+                }
+                self.state = ClientState::Idle;
+                Ok(ClientEvent::Established)
+            }
+            (ClientState::AwaitGrant, ServerMsg::Ready(grant)) => {
+                self.state = ClientState::Testing;
+                Ok(ClientEvent::Granted(grant))
+            }
+            (ClientState::AwaitResults | ClientState::Testing, ServerMsg::Results(r)) => {
+                self.state = ClientState::Idle;
+                Ok(ClientEvent::Results(r))
+            }
+            (_, msg) => Err(ProtoError::UnexpectedMessage {
+                got: msg.name(),
+                state: "in this state",
+            }
+            .into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test::{Family, TestKind, Token};
+
+    /// A toy authenticator: the proof is the key xor-folded with the nonces.
+    struct Xor([u8; 32]);
+    impl Authenticator for Xor {
+        fn proof(&self, role: Role, s: &[u8; 32], c: &[u8; 32]) -> [u8; 32] {
+            let mut out = self.0;
+            for i in 0..32 {
+                out[i] ^= s[i].wrapping_add(c[i]) ^ (role as u8);
+            }
+            out
+        }
+        fn verify(&self, role: Role, s: &[u8; 32], c: &[u8; 32], p: &[u8; 32]) -> bool {
+            self.proof(role, s, c) == *p
+        }
+    }
+
+    fn grant() -> Grant {
+        Grant {
+            data_port: 5000,
+            token: Token([7; 32]),
+            send_buf: 1,
+            recv_buf: 2,
+            send_size: 3,
+            recv_size: 4,
+            measure_cpu: false,
+            num_cpus: 2,
+        }
+    }
+
+    /// Shuttle messages through encode/decode, as the wire would.
+    fn wire_c(m: ClientMsg) -> ClientMsg {
+        let f = m.encode().unwrap();
+        ClientMsg::decode(&f[4..]).unwrap()
+    }
+    fn wire_s(m: ServerMsg) -> ServerMsg {
+        let f = m.encode().unwrap();
+        ServerMsg::decode(&f[4..]).unwrap()
+    }
+
+    fn reply(a: ServerAction) -> ServerMsg {
+        match a {
+            ServerAction::Reply(m) | ServerAction::SendResults(m) => m,
+            other => panic!("expected a reply, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_whole_conversation_with_two_tests() {
+        let mut server = ServerSession::new("srv", Limits::default(), None, [1; 32]);
+        let mut client = ClientSession::new(None, [2; 32]);
+        let m = reply(server.handle(wire_c(ClientSession::hello("cli"))));
+        assert_eq!(client.handle(wire_s(m)).unwrap(), ClientEvent::Established);
+        assert_eq!(server.peer_software(), "cli");
+        assert_eq!(client.server_software(), "srv");
+
+        for round in 0..2u64 {
+            let spec = TestSpec::new(TestKind::TcpStream, Family::V4);
+            let a = server.handle(wire_c(client.setup(spec.clone()).unwrap()));
+            assert_eq!(a, ServerAction::Prepare(Box::new(spec)));
+            let ev = client.handle(wire_s(server.granted(grant()))).unwrap();
+            assert_eq!(ev, ClientEvent::Granted(grant()));
+            // server finishes first in round 0, client first in round 1
+            let res = SideResults {
+                bytes_received: round + 10,
+                ..Default::default()
+            };
+            let done = ClientDone {
+                bytes_sent: round + 10,
+                ..Default::default()
+            };
+            let msg = if round == 0 {
+                assert_eq!(server.test_ended(Ok(res.clone())), None);
+                reply(server.handle(wire_c(client.done(done).unwrap())))
+            } else {
+                let a = server.handle(wire_c(client.done(done.clone()).unwrap()));
+                assert_eq!(a, ServerAction::ClientDone(done));
+                reply(server.test_ended(Ok(res.clone())).unwrap())
+            };
+            assert_eq!(
+                client.handle(wire_s(msg)).unwrap(),
+                ClientEvent::Results(Box::new(res))
+            );
+        }
+        assert_eq!(server.handle(wire_c(ClientMsg::Bye)), ServerAction::Close);
+    }
+
+    #[test]
+    fn version_mismatch_is_reported_on_both_ends() {
+        let mut server = ServerSession::new("srv 9", Limits::default(), None, [1; 32]);
+        let mut hello = Hello::new("cli 2");
+        hello.protocol = 2;
+        let ServerAction::ReplyAndClose(ServerMsg::Error(e)) =
+            server.handle(ClientMsg::Hello(hello))
+        else {
+            panic!("expected an error");
+        };
+        assert_eq!(e.code, ErrorCode::Version);
+        assert!(
+            e.message.contains("version 1") && e.message.contains("version 2"),
+            "{}",
+            e.message
+        );
+
+        let mut client = ClientSession::new(None, [0; 32]);
+        let mut sh = Hello::new("srv 3");
+        sh.protocol = 3;
+        let err = client
+            .handle(ServerMsg::Hello(ServerHello {
+                hello: sh,
+                challenge: None,
+            }))
+            .unwrap_err();
+        assert!(err.to_string().contains("version 3"), "{err}");
+    }
+
+    #[test]
+    fn bad_magic_is_not_our_protocol() {
+        let mut server = ServerSession::new("srv", Limits::default(), None, [1; 32]);
+        let mut hello = Hello::new("x");
+        hello.magic = *b"GET / HT";
+        let ServerAction::ReplyAndClose(ServerMsg::Error(e)) =
+            server.handle(ClientMsg::Hello(hello))
+        else {
+            panic!()
+        };
+        assert_eq!(e.code, ErrorCode::Protocol);
+    }
+
+    #[test]
+    fn messages_out_of_order_close_the_session() {
+        let mut server = ServerSession::new("srv", Limits::default(), None, [1; 32]);
+        let spec = TestSpec::new(TestKind::TcpRr, Family::V6);
+        assert!(matches!(
+            server.handle(ClientMsg::Setup(Box::new(spec))),
+            ServerAction::ReplyAndClose(ServerMsg::Error(ErrorMsg {
+                code: ErrorCode::Protocol,
+                ..
+            }))
+        ));
+    }
+
+    #[test]
+    fn invalid_spec_is_refused_but_session_survives() {
+        let mut server = ServerSession::new("srv", Limits::default(), None, [1; 32]);
+        reply(server.handle(ClientMsg::Hello(Hello::new("c"))));
+        let mut spec = TestSpec::new(TestKind::UdpStream, Family::V4);
+        spec.server.send_size = Some(0);
+        let ServerMsg::Error(e) = reply(server.handle(ClientMsg::Setup(Box::new(spec)))) else {
+            panic!()
+        };
+        assert_eq!(e.code, ErrorCode::InvalidRequest);
+        assert!(e.message.contains("-m"), "{}", e.message);
+        let ok = TestSpec::new(TestKind::UdpStream, Family::V4);
+        assert!(matches!(
+            server.handle(ClientMsg::Setup(Box::new(ok))),
+            ServerAction::Prepare(_)
+        ));
+    }
+
+    #[test]
+    fn authentication_both_ways() {
+        let key = [9u8; 32];
+        let mut server =
+            ServerSession::new("srv", Limits::default(), Some(Box::new(Xor(key))), [1; 32]);
+        let mut client = ClientSession::new(Some(Box::new(Xor(key))), [2; 32]);
+        let m = reply(server.handle(ClientSession::hello("c")));
+        let ClientEvent::Send(auth) = client.handle(m).unwrap() else {
+            panic!()
+        };
+        let m = reply(server.handle(auth));
+        assert_eq!(client.handle(m).unwrap(), ClientEvent::Established);
+        assert!(server.established());
+    }
+
+    #[test]
+    fn wrong_key_and_replayed_proof_fail() {
+        let mut server = ServerSession::new(
+            "srv",
+            Limits::default(),
+            Some(Box::new(Xor([9; 32]))),
+            [1; 32],
+        );
+        let mut client = ClientSession::new(Some(Box::new(Xor([8; 32]))), [2; 32]);
+        let m = reply(server.handle(ClientSession::hello("c")));
+        let ClientEvent::Send(auth) = client.handle(m).unwrap() else {
+            panic!()
+        };
+        assert!(matches!(
+            server.handle(auth),
+            ServerAction::ReplyAndClose(ServerMsg::Error(ErrorMsg {
+                code: ErrorCode::Auth,
+                ..
+            }))
+        ));
+
+        // A transcript recorded against nonce [1;32] does not pass a server
+        // whose nonce is [3;32].
+        let good = Xor([9; 32]);
+        let recorded = ClientMsg::Auth {
+            nonce: [2; 32],
+            proof: good.proof(Role::Client, &[1; 32], &[2; 32]),
+        };
+        let mut server2 = ServerSession::new(
+            "srv",
+            Limits::default(),
+            Some(Box::new(Xor([9; 32]))),
+            [3; 32],
+        );
+        reply(server2.handle(ClientSession::hello("c")));
+        assert!(matches!(
+            server2.handle(recorded),
+            ServerAction::ReplyAndClose(_)
+        ));
+    }
+
+    #[test]
+    fn server_error_during_test_reaches_client() {
+        let mut server = ServerSession::new("srv", Limits::default(), None, [1; 32]);
+        let mut client = ClientSession::new(None, [2; 32]);
+        client
+            .handle(reply(server.handle(ClientSession::hello("c"))))
+            .unwrap();
+        let spec = TestSpec::new(TestKind::TcpStream, Family::V4);
+        server.handle(client.setup(spec).unwrap());
+        client.handle(server.granted(grant())).unwrap();
+        let Some(ServerAction::ReplyAndClose(m)) =
+            server.test_ended(Err(ErrorMsg::new(ErrorCode::TestFailed, "boom")))
+        else {
+            panic!()
+        };
+        let err = client.handle(m).unwrap_err();
+        assert_eq!(err.to_string(), "netserver: boom");
+    }
+}

@@ -1,0 +1,593 @@
+//! What both ends of a test must agree on ([`TestSpec`]), what the server
+//! grants ([`Grant`]), and what each side measured ([`SideResults`]).
+//!
+//! Names follow netperf: "local" is the netperf (client) side, "remote" the
+//! netserver side. A `TestSpec` is built once from the command line and is the
+//! only thing about the test that crosses the wire.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::SpecError;
+
+/// The named tests, as `netperf -t` spells them.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TestKind {
+    TcpStream,
+    TcpMaerts,
+    UdpStream,
+    TcpRr,
+    UdpRr,
+    TcpCrr,
+}
+
+/// Transport protocol of the data connections.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    Tcp,
+    Udp,
+}
+
+/// Which way the data flows, seen from netperf.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// netperf sends, netserver receives (TCP_STREAM, UDP_STREAM).
+    Send,
+    /// netserver sends, netperf receives (TCP_MAERTS).
+    Receive,
+    /// Requests one way, responses the other (the _RR tests).
+    RequestResponse,
+}
+
+impl TestKind {
+    pub const ALL: [TestKind; 6] = [
+        TestKind::TcpStream,
+        TestKind::TcpMaerts,
+        TestKind::UdpStream,
+        TestKind::TcpRr,
+        TestKind::UdpRr,
+        TestKind::TcpCrr,
+    ];
+
+    /// The name netperf uses for `-t`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TestKind::TcpStream => "TCP_STREAM",
+            TestKind::TcpMaerts => "TCP_MAERTS",
+            TestKind::UdpStream => "UDP_STREAM",
+            TestKind::TcpRr => "TCP_RR",
+            TestKind::UdpRr => "UDP_RR",
+            TestKind::TcpCrr => "TCP_CRR",
+        }
+    }
+
+    /// Parse a test name, case-insensitively, as netperf does.
+    pub fn from_name(name: &str) -> Option<TestKind> {
+        TestKind::ALL
+            .into_iter()
+            .find(|k| k.name().eq_ignore_ascii_case(name))
+    }
+
+    pub fn protocol(self) -> Protocol {
+        match self {
+            TestKind::UdpStream | TestKind::UdpRr => Protocol::Udp,
+            _ => Protocol::Tcp,
+        }
+    }
+
+    pub fn direction(self) -> Direction {
+        match self {
+            TestKind::TcpStream | TestKind::UdpStream => Direction::Send,
+            TestKind::TcpMaerts => Direction::Receive,
+            TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr => Direction::RequestResponse,
+        }
+    }
+
+    pub fn is_rr(self) -> bool {
+        self.direction() == Direction::RequestResponse
+    }
+}
+
+impl std::fmt::Display for TestKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Address family of the data connections.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Family {
+    V4,
+    V6,
+}
+
+impl Family {
+    /// The largest UDP payload that fits one datagram.
+    pub fn max_udp_payload(self) -> u32 {
+        match self {
+            Family::V4 => 65_507,
+            Family::V6 => 65_527,
+        }
+    }
+
+    /// netperf's spelling in its banner.
+    pub fn af_name(self) -> &'static str {
+        match self {
+            Family::V4 => "AF_INET",
+            Family::V6 => "AF_INET6",
+        }
+    }
+}
+
+/// When a test ends: after a time, or after a count whose unit depends on the
+/// test (netperf's negative `-l`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TestEnd {
+    /// Milliseconds; 0 means "until netperf says stop" (netperf's `-l 0`).
+    Time { millis: u64 },
+    /// Exactly this many bytes (STREAM and MAERTS tests).
+    Bytes(u64),
+    /// Exactly this many datagrams (UDP_STREAM).
+    Datagrams(u64),
+    /// Exactly this many transactions (the _RR tests).
+    Transactions(u64),
+}
+
+/// Socket and message settings of one side (netperf's local or remote).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct SideSpec {
+    /// SO_SNDBUF to request (`-s`/`-S` first value).
+    pub send_buf: Option<u32>,
+    /// SO_RCVBUF to request (`-s`/`-S` second value).
+    pub recv_buf: Option<u32>,
+    /// Bytes per send call (`-m`); default depends on the test.
+    pub send_size: Option<u32>,
+    /// Bytes per receive call (`-M`); default depends on the test.
+    pub recv_size: Option<u32>,
+    /// TCP_NODELAY (`-D`).
+    pub nodelay: bool,
+    /// IP TOS / traffic class (`-Y`).
+    pub tos: Option<u8>,
+    /// TCP congestion control algorithm (`-K`).
+    pub cong_control: Option<String>,
+    /// SO_PRIORITY (`-y`).
+    pub priority: Option<u32>,
+    /// CPU to pin this side's test thread to (`-T`).
+    pub cpu_bind: Option<u32>,
+}
+
+/// Everything the server needs to run its side of one test.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct TestSpec {
+    pub kind: TestKind,
+    pub family: Family,
+    pub end: TestEnd,
+    /// The server's (netperf's "remote") side settings.
+    pub server: SideSpec,
+    /// Request and response sizes of the _RR tests (`-r`).
+    pub request_size: u32,
+    pub response_size: u32,
+    /// Extra transactions in flight (TCP_RR `-b`).
+    pub burst: u32,
+    /// Number of data connections (flows) in this test.
+    pub flows: u32,
+    /// Receive timeout for lost UDP_RR transactions (`-e`), milliseconds.
+    pub recv_timeout_ms: Option<u32>,
+    /// Busy-poll non-blocking sockets instead of sleeping (`--spin`).
+    pub spin: bool,
+    /// Pace the sender at this many bits per second (`--rate`).
+    pub rate_bps: Option<u64>,
+    /// Measure CPU utilisation on the server (`-C`).
+    pub measure_cpu: bool,
+    /// Number of CPUs to assume for utilisation (`-n`), 0 = count them.
+    pub num_cpus: u32,
+    /// Interim report interval wanted from the server, milliseconds.
+    pub interim_ms: Option<u32>,
+    /// Data port the client asks the server to listen on (`-P ,port`).
+    pub data_port: Option<u16>,
+    /// Set SO_KEEPALIVE on the data connections (global `-S`).
+    pub keepalive: bool,
+}
+
+impl TestSpec {
+    /// A spec with netperf's defaults for `kind`.
+    pub fn new(kind: TestKind, family: Family) -> TestSpec {
+        TestSpec {
+            kind,
+            family,
+            end: TestEnd::Time { millis: 10_000 },
+            server: SideSpec::default(),
+            request_size: 1,
+            response_size: 1,
+            burst: 0,
+            flows: 1,
+            recv_timeout_ms: None,
+            spin: false,
+            rate_bps: None,
+            measure_cpu: false,
+            num_cpus: 0,
+            interim_ms: None,
+            data_port: None,
+            keepalive: false,
+        }
+    }
+
+    /// Check every field against the server's limits. The error names the
+    /// netperf option that sets the field.
+    pub fn validate(&self, limits: &Limits) -> Result<(), SpecError> {
+        let max_msg = match self.kind.protocol() {
+            Protocol::Udp => self.family.max_udp_payload(),
+            Protocol::Tcp => limits.max_message,
+        };
+        let check_size = |field: &str, v: Option<u32>| -> Result<(), SpecError> {
+            match v {
+                Some(0) => Err(SpecError::new(field, "must be at least 1 byte")),
+                Some(n) if n > max_msg => Err(SpecError::new(
+                    field,
+                    format!("{n} bytes is more than the limit of {max_msg}"),
+                )),
+                _ => Ok(()),
+            }
+        };
+        check_size("-m (remote send size)", self.server.send_size)?;
+        check_size("-M (remote receive size)", self.server.recv_size)?;
+        if self.kind.is_rr() {
+            check_size("-r (request size)", Some(self.request_size))?;
+            check_size("-r (response size)", Some(self.response_size))?;
+        }
+        for (field, v) in [
+            ("-S (remote send socket buffer)", self.server.send_buf),
+            ("-S (remote receive socket buffer)", self.server.recv_buf),
+        ] {
+            if let Some(n) = v
+                && n > limits.max_socket_buffer
+            {
+                return Err(SpecError::new(
+                    field,
+                    format!(
+                        "{n} bytes is more than the limit of {}",
+                        limits.max_socket_buffer
+                    ),
+                ));
+            }
+        }
+        if self.flows == 0 || self.flows > limits.max_flows {
+            return Err(SpecError::new(
+                "flows",
+                format!("{} is not between 1 and {}", self.flows, limits.max_flows),
+            ));
+        }
+        if self.burst > limits.max_burst {
+            return Err(SpecError::new(
+                "-b (burst)",
+                format!(
+                    "{} is more than the limit of {}",
+                    self.burst, limits.max_burst
+                ),
+            ));
+        }
+        if self.burst > 0 && self.kind != TestKind::TcpRr && self.kind != TestKind::UdpRr {
+            return Err(SpecError::new(
+                "-b (burst)",
+                "applies to TCP_RR and UDP_RR only",
+            ));
+        }
+        match self.end {
+            TestEnd::Time { millis } if millis > limits.max_duration_ms => {
+                return Err(SpecError::new(
+                    "-l (test length)",
+                    format!(
+                        "{} s is more than this netserver's limit of {} s",
+                        millis / 1000,
+                        limits.max_duration_ms / 1000
+                    ),
+                ));
+            }
+            TestEnd::Bytes(0) | TestEnd::Datagrams(0) | TestEnd::Transactions(0) => {
+                return Err(SpecError::new(
+                    "-l (test length)",
+                    "a count of 0 runs nothing",
+                ));
+            }
+            TestEnd::Bytes(_)
+                if !matches!(self.kind, TestKind::TcpStream | TestKind::TcpMaerts) =>
+            {
+                return Err(SpecError::new(
+                    "-l (test length)",
+                    "a byte count applies to TCP stream tests only",
+                ));
+            }
+            TestEnd::Datagrams(_) if self.kind != TestKind::UdpStream => {
+                return Err(SpecError::new(
+                    "-l (test length)",
+                    "a datagram count applies to UDP_STREAM only",
+                ));
+            }
+            TestEnd::Transactions(_) if !self.kind.is_rr() => {
+                return Err(SpecError::new(
+                    "-l (test length)",
+                    "a transaction count applies to _RR tests only",
+                ));
+            }
+            _ => {}
+        }
+        if let Some(t) = self.recv_timeout_ms
+            && (t == 0 || t > 3_600_000)
+        {
+            return Err(SpecError::new(
+                "-e (receive timeout)",
+                "must be between 1 ms and 1 hour",
+            ));
+        }
+        if let Some(r) = self.rate_bps
+            && r == 0
+        {
+            return Err(SpecError::new("--rate", "must be more than 0 bits/s"));
+        }
+        if let Some(cc) = &self.server.cong_control
+            && (cc.is_empty()
+                || cc.len() > 15
+                || !cc
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
+        {
+            return Err(SpecError::new(
+                "-K (remote congestion control)",
+                "must be 1 to 15 letters, digits, '_' or '-'",
+            ));
+        }
+        if self.num_cpus > 65_536 {
+            return Err(SpecError::new("-n (CPUs)", "more than 65536"));
+        }
+        if let Some(i) = self.interim_ms
+            && i == 0
+        {
+            return Err(SpecError::new(
+                "-D (interim interval)",
+                "must be more than 0",
+            ));
+        }
+        let memory = self.server_memory();
+        if memory > limits.memory_per_session {
+            return Err(SpecError::new(
+                "buffers",
+                format!(
+                    "the test would need {memory} bytes of buffers on the server, more than its limit of {}",
+                    limits.memory_per_session
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// An upper bound of the buffer memory the server allocates for this
+    /// test, used against the per-session memory cap.
+    pub fn server_memory(&self) -> u64 {
+        const DEFAULT_GUESS: u64 = 256 * 1024;
+        let send = self.server.send_size.map_or(DEFAULT_GUESS, u64::from);
+        let recv = self.server.recv_size.map_or(DEFAULT_GUESS, u64::from);
+        let per_flow = if self.kind.is_rr() {
+            u64::from(self.request_size) + u64::from(self.response_size)
+        } else {
+            // a ring of two send buffers, one receive buffer
+            2 * send + recv
+        };
+        per_flow.saturating_mul(u64::from(self.flows))
+    }
+}
+
+/// What a server allows a client to ask for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest TCP message size (send or receive).
+    pub max_message: u32,
+    /// Largest socket buffer a client may request.
+    pub max_socket_buffer: u32,
+    /// Largest number of flows in one test.
+    pub max_flows: u32,
+    /// Largest burst (transactions in flight beyond one).
+    pub max_burst: u32,
+    /// Longest test, in milliseconds; count-limited tests are cut off here too.
+    pub max_duration_ms: u64,
+    /// Buffer memory one session may use.
+    pub memory_per_session: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_message: 16 * 1024 * 1024,
+            max_socket_buffer: 256 * 1024 * 1024,
+            max_flows: 1024,
+            max_burst: 4096,
+            max_duration_ms: 300_000,
+            memory_per_session: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// A per-test secret that every data connection presents first.
+#[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq)]
+pub struct Token(pub [u8; 32]);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(..)")
+    }
+}
+
+/// The server's answer to a test request: where to connect and what it set.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Grant {
+    /// Port of the data listener (TCP) or data socket (UDP).
+    pub data_port: u16,
+    /// What each data connection must present first.
+    pub token: Token,
+    /// Socket buffer sizes the kernel gave the server's data socket.
+    pub send_buf: u32,
+    pub recv_buf: u32,
+    /// Message sizes the server will use.
+    pub send_size: u32,
+    pub recv_size: u32,
+    /// Whether the server measures its CPU utilisation.
+    pub measure_cpu: bool,
+    /// CPUs the server counts for utilisation.
+    pub num_cpus: u32,
+}
+
+/// netperf's word that its part of the data phase is over, with what it
+/// counted (the server needs the datagram count to tell in-flight datagrams
+/// from lost ones).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClientDone {
+    pub bytes_sent: u64,
+    pub datagrams_sent: u64,
+    pub transactions: u64,
+}
+
+/// CPU utilisation measured by one side over its measured interval.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct CpuStats {
+    /// Percent of all CPUs busy, 0..=100.
+    pub util: f64,
+    pub user: f64,
+    pub system: f64,
+    pub iowait: f64,
+    pub irq: f64,
+    pub softirq: f64,
+    /// Busiest CPU and its utilisation.
+    pub peak_cpu: u32,
+    pub peak_util: f64,
+    pub num_cpus: u32,
+    /// netperf's method letter ('S' for /proc/stat).
+    pub method: char,
+}
+
+/// TCP_INFO figures of a data connection at the end of a test.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct TcpStats {
+    pub retransmits: u64,
+    pub mss: u32,
+    pub rtt_us: u32,
+    pub rttvar_us: u32,
+    pub cwnd: u32,
+    pub cong_control: String,
+}
+
+/// Where a receiver's count of socket-buffer drops came from.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropSource {
+    /// The socket's own counter (/proc/net/udp drops column): exact.
+    Socket,
+    /// The host's UDP receive-buffer error counter: includes other sockets.
+    Host,
+    /// Neither was readable.
+    Unavailable,
+}
+
+/// What a UDP receiver counted.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct UdpRecvStats {
+    /// Distinct datagrams of this test received.
+    pub received: u64,
+    /// Datagrams that arrived with a lower sequence number than one before.
+    pub out_of_order: u64,
+    pub duplicates: u64,
+    /// Datagrams that did not carry this test's identifier.
+    pub foreign: u64,
+    /// Datagrams the receiving socket dropped for lack of buffer space.
+    pub rcvbuf_drops: u64,
+    pub drops_source: DropSource,
+    /// RFC 3550 interarrival jitter, nanoseconds.
+    pub jitter_ns: u64,
+}
+
+/// Counters of one data connection.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct FlowCounters {
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub send_calls: u64,
+    pub recv_calls: u64,
+    pub transactions: u64,
+}
+
+/// What one side measured over its measured interval.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct SideResults {
+    pub elapsed_ns: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub send_calls: u64,
+    pub recv_calls: u64,
+    pub transactions: u64,
+    /// Socket buffer sizes at the end (Linux autotuning changes them).
+    pub send_buf_end: u32,
+    pub recv_buf_end: u32,
+    pub cpu: Option<CpuStats>,
+    pub tcp: Option<TcpStats>,
+    pub udp: Option<UdpRecvStats>,
+    /// Per-flow counters when the test had more than one flow.
+    pub flows: Vec<FlowCounters>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_case_insensitively() {
+        for k in TestKind::ALL {
+            assert_eq!(TestKind::from_name(k.name()), Some(k));
+            assert_eq!(TestKind::from_name(&k.name().to_lowercase()), Some(k));
+        }
+        assert_eq!(TestKind::from_name("TCP_STREAMX"), None);
+    }
+
+    #[test]
+    fn default_spec_is_valid() {
+        for k in TestKind::ALL {
+            TestSpec::new(k, Family::V4)
+                .validate(&Limits::default())
+                .unwrap();
+        }
+    }
+
+    #[test]
+    fn zero_and_oversized_messages_are_refused() {
+        let limits = Limits::default();
+        let mut s = TestSpec::new(TestKind::UdpStream, Family::V4);
+        s.server.recv_size = Some(0);
+        let e = s.validate(&limits).unwrap_err();
+        assert!(e.field.starts_with("-M"), "{e}");
+        s.server.recv_size = Some(65_508);
+        assert!(s.validate(&limits).unwrap_err().problem.contains("65507"));
+        s.family = Family::V6;
+        s.validate(&limits).unwrap();
+
+        let mut r = TestSpec::new(TestKind::TcpRr, Family::V4);
+        r.response_size = 0;
+        assert!(r.validate(&limits).unwrap_err().field.starts_with("-r"));
+    }
+
+    #[test]
+    fn memory_cap_is_enforced() {
+        let limits = Limits::default();
+        let mut s = TestSpec::new(TestKind::TcpRr, Family::V4);
+        s.request_size = 16 * 1024 * 1024;
+        s.response_size = 16 * 1024 * 1024;
+        s.flows = 3;
+        assert_eq!(s.validate(&limits).unwrap_err().field, "buffers");
+    }
+
+    #[test]
+    fn length_units_must_fit_the_test() {
+        let limits = Limits::default();
+        let mut s = TestSpec::new(TestKind::TcpRr, Family::V4);
+        s.end = TestEnd::Bytes(10);
+        assert!(s.validate(&limits).is_err());
+        s.end = TestEnd::Transactions(10);
+        s.validate(&limits).unwrap();
+        s.end = TestEnd::Time { millis: 301_000 };
+        assert!(s.validate(&limits).unwrap_err().problem.contains("300 s"));
+    }
+}
