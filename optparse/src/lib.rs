@@ -1,0 +1,21 @@
+//! netperf's command-line grammar, shared by `netperf` and `netserver`.
+//!
+//! netperf 2.7 parses with POSIX `getopt`, and scripts in the wild lean on
+//! its tolerance: values glued to their option (`-l1`, `-P0`), clustered
+//! flags (`-cC`), repeated options (the last wins), stray words (ignored),
+//! negative numbers as values (`-l -1000`), and a few options whose value is
+//! optional (`-c [rate]`). clap cannot express all of that, so, like ripgrep,
+//! we parse from one table of [`OptDef`]s with a small getopt of our own; the
+//! same table generates help text, man pages and completions.
+//!
+//! # Layout
+//! - [`getopt`]: the parser: [`OptDef`], [`parse`], [`Parsed`].
+//! - [`value`]: netperf's value syntax: sizes with K/M/G and k/m/g suffixes,
+//!   `a,b` pairs in both of netperf's flavours, floats.
+
+#![forbid(unsafe_code)]
+
+pub mod getopt;
+pub mod value;
+
+pub use getopt::{Arity, OptDef, OptError, Parsed, parse};
