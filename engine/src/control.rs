@@ -1,0 +1,90 @@
+//! Blocking transport of control frames, for the client side (the daemon
+//! drives its control connections from a mio event loop instead).
+
+use std::{
+    io::{self, Read, Write},
+    net::TcpStream,
+    time::{Duration, Instant},
+};
+
+use proto::{ProtoError, frame, message::take_frame};
+use serde::Serialize;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ControlError {
+    #[error("control connection: {0}")]
+    Io(#[source] io::Error),
+    #[error("the peer closed the control connection")]
+    Closed,
+    #[error("no answer on the control connection within {} s", .0.as_secs_f64())]
+    Timeout(Duration),
+    #[error(transparent)]
+    Proto(#[from] ProtoError),
+}
+
+/// A control connection with its read buffer.
+#[derive(Debug)]
+pub struct ControlStream {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl ControlStream {
+    pub fn new(stream: TcpStream) -> ControlStream {
+        ControlStream {
+            stream,
+            buf: Vec::with_capacity(4096),
+        }
+    }
+
+    pub fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+
+    /// Send one message as a frame.
+    pub fn send<M: Serialize>(&mut self, msg: &M) -> Result<(), ControlError> {
+        let bytes = frame::encode(msg)?;
+        self.stream.write_all(&bytes).map_err(ControlError::Io)
+    }
+
+    /// Receive one message, waiting at most `timeout` in all.
+    pub fn recv<M>(
+        &mut self,
+        decode: impl Fn(&[u8]) -> Result<M, ProtoError>,
+        timeout: Duration,
+    ) -> Result<M, ControlError> {
+        let deadline = Instant::now() + timeout;
+        let mut chunk = [0u8; 4096];
+        loop {
+            if let Some((msg, used)) = take_frame(&self.buf, &decode)? {
+                self.buf.drain(..used);
+                return Ok(msg);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(ControlError::Timeout(timeout));
+            }
+            self.stream
+                .set_read_timeout(Some(deadline - now))
+                .map_err(ControlError::Io)?;
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Err(ControlError::Closed),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Err(ControlError::Timeout(timeout));
+                }
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
+                    return Err(ControlError::Closed);
+                }
+                Err(e) => return Err(ControlError::Io(e)),
+            }
+        }
+    }
+}

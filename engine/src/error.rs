@@ -1,0 +1,55 @@
+//! Errors of the data path.
+
+use std::io;
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum EngineError {
+    /// A system call failed; `context` says which and on what.
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("data connection did not present this test's token")]
+    BadToken,
+    #[error("{0}")]
+    Timeout(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("test aborted")]
+    Aborted,
+}
+
+impl EngineError {
+    pub fn io(context: impl Into<String>, source: io::Error) -> EngineError {
+        EngineError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// The underlying OS error number, if any.
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            EngineError::Io { source, .. } => source.raw_os_error(),
+            _ => None,
+        }
+    }
+}
+
+/// Attach context to an `io::Result`.
+pub trait IoContext<T> {
+    fn context(self, what: impl FnOnce() -> String) -> Result<T, EngineError>;
+}
+
+impl<T> IoContext<T> for io::Result<T> {
+    fn context(self, what: impl FnOnce() -> String) -> Result<T, EngineError> {
+        self.map_err(|source| EngineError::Io {
+            context: what(),
+            source,
+        })
+    }
+}

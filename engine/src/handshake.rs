@@ -1,0 +1,144 @@
+//! What every data connection presents first: the test's token and its flow
+//! number. Anything else is closed without touching the test.
+
+use std::{
+    io::{self, Read, Write},
+    net::TcpStream,
+    time::Instant,
+};
+
+use proto::Token;
+
+use crate::{EngineError, error::IoContext};
+
+/// Bytes of the preamble: 32 of token, 4 of flow number (big-endian).
+pub const PREAMBLE_LEN: usize = 36;
+
+/// A fresh random token.
+pub fn new_token() -> Result<Token, EngineError> {
+    let mut t = [0u8; 32];
+    getrandom::fill(&mut t)
+        .map_err(|e| EngineError::Invalid(format!("no secure random numbers: {e}")))?;
+    Ok(Token(t))
+}
+
+/// Compare tokens in constant time.
+pub fn token_eq(a: &Token, b: &Token) -> bool {
+    a.0.iter()
+        .zip(b.0.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
+}
+
+pub fn preamble(token: &Token, flow: u32) -> [u8; PREAMBLE_LEN] {
+    let mut p = [0u8; PREAMBLE_LEN];
+    p[..32].copy_from_slice(&token.0);
+    p[32..].copy_from_slice(&flow.to_be_bytes());
+    p
+}
+
+pub fn write_preamble(mut w: impl Write, token: &Token, flow: u32) -> Result<(), EngineError> {
+    w.write_all(&preamble(token, flow))
+        .context(|| "sending the data connection's token".to_string())
+}
+
+/// Read exactly `buf.len()` bytes before `deadline`, however slowly they
+/// dribble in: the deadline is for the whole read.
+pub fn read_exact_by(stream: &TcpStream, buf: &mut [u8], deadline: Instant) -> io::Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        stream.set_read_timeout(Some(deadline - now))?;
+        match (&*stream).read(&mut buf[got..]) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(io::ErrorKind::TimedOut.into());
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    stream.set_read_timeout(None)
+}
+
+/// Read a data connection's preamble and check its token. Returns the flow
+/// number.
+pub fn read_preamble(
+    stream: &TcpStream,
+    expected: &Token,
+    deadline: Instant,
+) -> Result<u32, EngineError> {
+    let mut p = [0u8; PREAMBLE_LEN];
+    read_exact_by(stream, &mut p, deadline).map_err(|e| match e.kind() {
+        io::ErrorKind::TimedOut => {
+            EngineError::Timeout("data connection sent no token in time".into())
+        }
+        _ => EngineError::io("reading a data connection's token", e),
+    })?;
+    let mut t = [0u8; 32];
+    t.copy_from_slice(&p[..32]);
+    if !token_eq(&Token(t), expected) {
+        return Err(EngineError::BadToken);
+    }
+    let mut f = [0u8; 4];
+    f.copy_from_slice(&p[32..]);
+    Ok(u32::from_be_bytes(f))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::{net::TcpListener, time::Duration};
+
+    #[test]
+    fn tokens_compare() {
+        let a = new_token().unwrap();
+        let b = new_token().unwrap();
+        assert!(token_eq(&a, &a));
+        assert!(!token_eq(&a, &b));
+    }
+
+    #[test]
+    fn preamble_round_trip_and_bad_token() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let tok = new_token().unwrap();
+        let c = TcpStream::connect(addr).unwrap();
+        write_preamble(&c, &tok, 7).unwrap();
+        let (s, _) = l.accept().unwrap();
+        let dl = Instant::now() + Duration::from_secs(5);
+        assert_eq!(read_preamble(&s, &tok, dl).unwrap(), 7);
+
+        let c2 = TcpStream::connect(addr).unwrap();
+        write_preamble(&c2, &new_token().unwrap(), 0).unwrap();
+        let (s2, _) = l.accept().unwrap();
+        assert!(matches!(
+            read_preamble(&s2, &tok, dl),
+            Err(EngineError::BadToken)
+        ));
+    }
+
+    #[test]
+    fn silent_connection_times_out() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let _c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        let start = Instant::now();
+        let r = read_preamble(
+            &s,
+            &new_token().unwrap(),
+            start + Duration::from_millis(100),
+        );
+        assert!(matches!(r, Err(EngineError::Timeout(_))));
+        assert!(start.elapsed() < Duration::from_secs(2));
+    }
+}

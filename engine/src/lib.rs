@@ -1,0 +1,33 @@
+//! The data path that both `netperf` and `netserver` run.
+//!
+//! Both roles of each test live in one module, so that what one side counts
+//! can be checked against what the other counts. The hot loops make one
+//! system call per send or receive on a blocking socket; counters are plain
+//! integers, published to [`live::Live`] with a relaxed store for interim
+//! reports; the clock is read at the start and end only, and a
+//! [`timer::Timer`] thread raises a flag when a timed test is over.
+//!
+//! # Layout
+//! - [`stream`]: TCP_STREAM and TCP_MAERTS, sender and receiver roles.
+//! - [`handshake`]: the token every data connection presents first.
+//! - [`control`]: blocking transport of control frames (the client's side).
+//! - [`sockopt`]: socket buffers, TCP_NODELAY, TOS, priority, congestion
+//!   control, keepalive, TCP_INFO.
+//! - [`buffer`]: rings of send buffers.
+//! - [`timer`]: the stop flag and the thread that raises it.
+//! - [`live`]: counters readable while a test runs.
+//! - [`sys`]: the only unsafe code: thin system-call wrappers.
+
+#![deny(unsafe_code)]
+
+pub mod buffer;
+pub mod control;
+pub mod error;
+pub mod handshake;
+pub mod live;
+pub mod sockopt;
+pub mod stream;
+pub mod sys;
+pub mod timer;
+
+pub use error::EngineError;

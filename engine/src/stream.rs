@@ -1,0 +1,210 @@
+//! TCP_STREAM and TCP_MAERTS: the sender's and the receiver's loops.
+//!
+//! TCP_STREAM runs [`send`] in netperf and [`receive`] in netserver;
+//! TCP_MAERTS the other way round. The sender sends until its stop flag is
+//! raised (timed test) or until exactly the requested number of bytes is
+//! out, then shuts down its write side and waits for the receiver to close:
+//! its elapsed time therefore covers the delivery of every byte it counted.
+//! The receiver reads until end-of-file, then shuts down its own write side.
+//! Each send and each receive is one
+//! system call on a blocking socket.
+
+use std::{
+    io::{self, Read, Write},
+    net::{Shutdown, TcpStream},
+    time::{Duration, Instant},
+};
+
+use crate::{EngineError, buffer::SendRing, live::Live, timer::StopFlag};
+
+/// When the sender stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Until {
+    /// When the stop flag is raised.
+    Stopped,
+    /// After exactly this many bytes (or earlier if the flag is raised).
+    Bytes(u64),
+}
+
+/// What one side of a stream test counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    pub bytes: u64,
+    pub calls: u64,
+    pub elapsed: Duration,
+}
+
+/// Sender role. `linger` bounds the wait for the receiver to close after the
+/// last byte.
+pub fn send(
+    conn: &TcpStream,
+    ring: &mut SendRing,
+    until: Until,
+    stop: &StopFlag,
+    live: &Live,
+    linger: Duration,
+) -> Result<Outcome, EngineError> {
+    let start = Instant::now();
+    let mut out = Outcome::default();
+    let size = ring.size() as u64;
+    loop {
+        if stop.is_set() {
+            break;
+        }
+        let want = match until {
+            Until::Stopped => size,
+            Until::Bytes(total) if out.bytes < total => size.min(total - out.bytes),
+            Until::Bytes(_) => break,
+        };
+        let buf = ring.next_buf();
+        match (&*conn).write(&buf[..want as usize]) {
+            Ok(n) => {
+                out.bytes += n as u64;
+                out.calls += 1;
+                live.publish(out.bytes, out.calls);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(EngineError::io("send on the data connection", e)),
+        }
+    }
+    conn.shutdown(Shutdown::Write)
+        .map_err(|e| EngineError::io("shutting down the data connection", e))?;
+    wait_for_close(conn, linger)?;
+    out.elapsed = start.elapsed();
+    Ok(out)
+}
+
+/// Receiver role: read until the sender's end-of-file.
+pub fn receive(conn: &TcpStream, buf: &mut [u8], live: &Live) -> Result<Outcome, EngineError> {
+    let start = Instant::now();
+    let mut out = Outcome::default();
+    loop {
+        match (&*conn).read(buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                out.bytes += n as u64;
+                out.calls += 1;
+                live.publish(out.bytes, out.calls);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(EngineError::Timeout(
+                    "the data connection went silent (no data, no end of test)".into(),
+                ));
+            }
+            Err(e) => return Err(EngineError::io("receive on the data connection", e)),
+        }
+    }
+    // The final receive call, which saw end-of-file, is counted by netperf too.
+    out.calls += 1;
+    out.elapsed = start.elapsed();
+    // Tell the sender we have everything: it is waiting for our end-of-file.
+    // (A plain close would not do if another descriptor of the socket is
+    // open, as netserver keeps one to abort tests.)
+    let _ = conn.shutdown(Shutdown::Write);
+    Ok(out)
+}
+
+/// After shutting down our write side, wait for the peer to close its side.
+fn wait_for_close(conn: &TcpStream, linger: Duration) -> Result<(), EngineError> {
+    let deadline = Instant::now() + linger;
+    let mut scratch = [0u8; 512];
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(EngineError::Timeout(
+                "the receiver did not close the data connection after the test".into(),
+            ));
+        }
+        conn.set_read_timeout(Some(deadline - now))
+            .map_err(|e| EngineError::io("setting a receive timeout", e))?;
+        match (&*conn).read(&mut scratch) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
+            // The receiver closed abruptly: everything we counted was
+            // acknowledged or lost with it; the caller compares counts.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(()),
+            Err(e) => return Err(EngineError::io("waiting for the receiver to close", e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timer::Timer;
+    use std::{net::TcpListener, thread};
+
+    fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        (c, s)
+    }
+
+    #[test]
+    fn byte_count_is_exact_on_both_sides() {
+        let (c, s) = pair();
+        let rx = thread::spawn(move || {
+            let mut buf = vec![0u8; 8192];
+            let o = receive(&s, &mut buf, &Live::new()).unwrap();
+            drop(s);
+            o
+        });
+        let mut ring = SendRing::new(3000, 2, b"");
+        let live = Live::new();
+        let sent = send(
+            &c,
+            &mut ring,
+            Until::Bytes(1_000_001),
+            &StopFlag::new(),
+            &live,
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        let got = rx.join().unwrap();
+        assert_eq!(sent.bytes, 1_000_001);
+        assert_eq!(got.bytes, 1_000_001);
+        assert_eq!(sent.calls, 334); // 333 full sends and one of 1001 bytes
+        assert_eq!(live.snapshot().bytes, 1_000_001);
+    }
+
+    #[test]
+    fn timed_send_stops_and_counts_match() {
+        let (c, s) = pair();
+        let rx = thread::spawn(move || {
+            let mut buf = vec![0u8; 65536];
+            let o = receive(&s, &mut buf, &Live::new()).unwrap();
+            drop(s);
+            o
+        });
+        let stop = StopFlag::new();
+        let _t = Timer::start(Duration::from_millis(200), stop.clone()).unwrap();
+        let mut ring = SendRing::new(16384, 2, b"");
+        let sent = send(
+            &c,
+            &mut ring,
+            Until::Stopped,
+            &stop,
+            &Live::new(),
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        let got = rx.join().unwrap();
+        assert!(sent.bytes > 0);
+        assert_eq!(sent.bytes, got.bytes);
+        assert!(sent.elapsed >= Duration::from_millis(150));
+        assert!(sent.elapsed < Duration::from_secs(5));
+    }
+}
