@@ -1,0 +1,290 @@
+//! netserver's command line: netperf 2.7's options, and ours as long options.
+
+use std::{path::PathBuf, time::Duration};
+
+use optparse::{
+    Arity, OptDef,
+    value::{self, AddrFamily},
+};
+
+use crate::Config;
+
+/// Every option netserver takes: the source of its help and man page.
+pub const OPTIONS: &[OptDef] = &[
+    OptDef::flag("help", 'h', "Display this text"),
+    OptDef::flag(
+        "foreground",
+        'D',
+        "Do not daemonize: stay in the foreground, log to stderr",
+    ),
+    OptDef::flag(
+        "debug",
+        'd',
+        "Increase debugging output (raises the verbosity)",
+    ),
+    OptDef::flag(
+        "no_fork",
+        'f',
+        "Accepted for netperf compatibility (sessions are threads)",
+    ),
+    OptDef::value(
+        "listen",
+        'L',
+        "name,family",
+        "Listen on this address only, and/or for this family (4, 6)",
+    ),
+    OptDef::flag("no_debug", 'N', "Accepted for netperf compatibility"),
+    OptDef::value(
+        "port",
+        'p',
+        "port",
+        "Listen for control connections on this port (default 12865)",
+    ),
+    OptDef::flag("ipv4", '4', "IPv4 only"),
+    OptDef::flag("ipv6", '6', "IPv6 only"),
+    OptDef::value(
+        "verbosity",
+        'v',
+        "level",
+        "Log verbosity: 0 errors, 1 one line per test (default), 2 more",
+    ),
+    OptDef::flag(
+        "version",
+        'V',
+        "Display the version and the control protocol version, and exit",
+    ),
+    OptDef::value(
+        "num_cpus",
+        'n',
+        "numcpu",
+        "Number of CPUs to assume for CPU utilisation",
+    ),
+    OptDef::long_only(
+        "data_ports",
+        "data-ports",
+        Arity::Required,
+        "MIN-MAX",
+        "Data sockets use ports in this range; clients may ask for one of them",
+    ),
+    OptDef::long_only(
+        "max_sessions",
+        "max-sessions",
+        Arity::Required,
+        "N",
+        "Most control sessions at once (default 16)",
+    ),
+    OptDef::long_only(
+        "max_per_client",
+        "max-per-client",
+        Arity::Required,
+        "N",
+        "Most sessions from one client address (default 4)",
+    ),
+    OptDef::long_only(
+        "max_pending",
+        "max-pending",
+        Arity::Required,
+        "N",
+        "Most connections in their handshake at once (default 64)",
+    ),
+    OptDef::long_only(
+        "max_test_length",
+        "max-test-length",
+        Arity::Required,
+        "secs",
+        "Longest test a client may run (default 300)",
+    ),
+    OptDef::long_only(
+        "memory_cap",
+        "memory-cap",
+        Arity::Required,
+        "bytes",
+        "Most buffer memory one session may use (default 64M)",
+    ),
+    OptDef::long_only(
+        "log_file",
+        "log-file",
+        Arity::Required,
+        "file",
+        "Append log lines to this file (default: stderr, or nothing when detached)",
+    ),
+];
+
+/// What the command line asks for.
+#[derive(Debug)]
+pub enum Invocation {
+    Help,
+    Version,
+    Run(Box<ServerOptions>),
+}
+
+#[derive(Debug)]
+pub struct ServerOptions {
+    pub port: u16,
+    /// `-L` address, as given (name or literal).
+    pub bind: Option<String>,
+    pub family: AddrFamily,
+    pub foreground: bool,
+    pub verbosity: u8,
+    pub log_file: Option<PathBuf>,
+    pub config: Config,
+}
+
+/// A command-line error: one line that names the option.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct CliError(pub String);
+
+pub fn usage() -> String {
+    format!(
+        "Usage: netserver [options]\n\nOptions:\n{}",
+        optparse::help(OPTIONS)
+    )
+}
+
+pub fn version() -> String {
+    format!(
+        "netserver (rsnetperf) {}, control protocol version {}",
+        env!("CARGO_PKG_VERSION"),
+        proto::PROTOCOL_VERSION
+    )
+}
+
+pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
+    let parsed = optparse::parse(OPTIONS, args).map_err(|e| CliError(e.to_string()))?;
+    let mut o = ServerOptions {
+        port: 12865,
+        bind: None,
+        family: AddrFamily::Unspec,
+        foreground: false,
+        verbosity: 1,
+        log_file: None,
+        config: Config::default(),
+    };
+    let bad = |opt: &str, e: value::ValueError| CliError(format!("{opt}: {e}"));
+    for occ in &parsed.options {
+        let v = occ.value.as_deref().unwrap_or("");
+        let spelled = occ.spelled.as_str();
+        match occ.id {
+            "help" => return Ok(Invocation::Help),
+            "version" => return Ok(Invocation::Version),
+            "foreground" => o.foreground = true,
+            "debug" => o.verbosity = o.verbosity.saturating_add(1),
+            "no_fork" | "no_debug" => {}
+            "listen" => {
+                let (host, fam) = value::pair_explicit(v);
+                if let Some(h) = host {
+                    o.bind = Some(h.to_string());
+                }
+                if let Some(f) = fam {
+                    o.family = value::address_family(f).map_err(|e| bad(spelled, e))?;
+                }
+            }
+            "port" => o.port = value::port(v).map_err(|e| bad(spelled, e))?,
+            "ipv4" => o.family = AddrFamily::V4,
+            "ipv6" => o.family = AddrFamily::V6,
+            "verbosity" => {
+                let n = value::int(v).map_err(|e| bad(spelled, e))?;
+                o.verbosity = n.clamp(0, 9) as u8;
+            }
+            "num_cpus" => o.config.num_cpus = value::u32_size(v).map_err(|e| bad(spelled, e))?,
+            "data_ports" => {
+                let (lo, hi) = v
+                    .split_once('-')
+                    .ok_or_else(|| CliError(format!("{spelled}: '{v}' is not a range MIN-MAX")))?;
+                let lo = value::port(lo).map_err(|e| bad(spelled, e))?;
+                let hi = value::port(hi).map_err(|e| bad(spelled, e))?;
+                if lo == 0 || hi < lo {
+                    return Err(CliError(format!(
+                        "{spelled}: '{v}' is not a range of ports MIN-MAX with 0 < MIN <= MAX"
+                    )));
+                }
+                o.config.data_ports = Some((lo, hi));
+            }
+            "max_sessions" => o.config.max_sessions = count(spelled, v)?,
+            "max_per_client" => o.config.max_per_client = count(spelled, v)?,
+            "max_pending" => o.config.max_pending = count(spelled, v)?,
+            "max_test_length" => {
+                let secs = count(spelled, v)?;
+                o.config.limits.max_duration_ms = secs as u64 * 1000;
+            }
+            "memory_cap" => {
+                let n = value::int(v).map_err(|e| bad(spelled, e))?;
+                if n < 1 << 20 {
+                    return Err(CliError(format!("{spelled}: '{v}' is less than 1M")));
+                }
+                o.config.limits.memory_per_session = n as u64;
+            }
+            "log_file" => o.log_file = Some(PathBuf::from(v)),
+            _ => {}
+        }
+    }
+    o.config.idle_timeout = o.config.idle_timeout.max(Duration::from_secs(1));
+    Ok(Invocation::Run(Box::new(o)))
+}
+
+fn count(opt: &str, v: &str) -> Result<usize, CliError> {
+    match value::int(v) {
+        Ok(n) if n >= 1 => Ok(n as usize),
+        Ok(_) => Err(CliError(format!("{opt}: '{v}' must be at least 1"))),
+        Err(e) => Err(CliError(format!("{opt}: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(words: &[&str]) -> ServerOptions {
+        let v: Vec<String> = words.iter().map(|s| s.to_string()).collect();
+        match parse(&v).unwrap() {
+            Invocation::Run(o) => *o,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn err(words: &[&str]) -> String {
+        let v: Vec<String> = words.iter().map(|s| s.to_string()).collect();
+        parse(&v).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn netperf_spellings() {
+        let o = run(&["-D", "-p", "12866", "-L", "127.0.0.1,4", "-v", "2"]);
+        assert!(o.foreground);
+        assert_eq!(o.port, 12866);
+        assert_eq!(o.bind.as_deref(), Some("127.0.0.1"));
+        assert_eq!(o.family, AddrFamily::V4);
+        assert_eq!(o.verbosity, 2);
+        let o = run(&["-Dp12867", "-6"]);
+        assert_eq!(o.port, 12867);
+        assert_eq!(o.family, AddrFamily::V6);
+        let o = run(&["-p", "1", "-p", "2"]);
+        assert_eq!(o.port, 2);
+        assert!(!run(&[]).foreground);
+        assert_eq!(run(&[]).port, 12865);
+    }
+
+    #[test]
+    fn our_long_options() {
+        let o = run(&[
+            "--data-ports",
+            "50000-50100",
+            "--max-sessions=3",
+            "--max-test-length",
+            "60",
+        ]);
+        assert_eq!(o.config.data_ports, Some((50000, 50100)));
+        assert_eq!(o.config.max_sessions, 3);
+        assert_eq!(o.config.limits.max_duration_ms, 60_000);
+    }
+
+    #[test]
+    fn errors_name_the_option() {
+        assert!(err(&["-p", "http"]).starts_with("-p:"));
+        assert!(err(&["-p", "99999"]).contains("port"));
+        assert!(err(&["--data-ports", "9-1"]).starts_with("--data-ports"));
+        assert!(err(&["-x"]).contains("-x"));
+        assert!(err(&["-L", "::1,ipx"]).starts_with("-L"));
+    }
+}

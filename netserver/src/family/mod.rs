@@ -1,0 +1,416 @@
+//! The server's side of each test family, and what they share: the data
+//! listener, the token check on incoming data connections, and the control
+//! block through which the session stops or aborts a running test.
+
+pub mod stream;
+
+use std::{
+    io::{self, Read},
+    net::{IpAddr, SocketAddr, TcpListener, TcpStream},
+    os::fd::AsFd,
+    sync::{
+        Arc, Condvar, Mutex,
+        atomic::{AtomicBool, Ordering},
+        mpsc,
+    },
+    thread,
+    time::{Duration, Instant},
+};
+
+use engine::{handshake, sockopt, timer::StopFlag};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use proto::{
+    ClientDone, ErrorCode, ErrorMsg, Grant, Protocol, SideResults, TestKind, TestSpec, Token,
+};
+use socket2::Socket;
+
+use crate::{Config, log::Logger};
+
+/// What the session and a running test share.
+#[derive(Debug, Default)]
+pub struct TestCtl {
+    /// Raised to end the data loops (abort, or netperf is done).
+    pub stop: StopFlag,
+    aborted: AtomicBool,
+    sockets: Mutex<Vec<Socket>>,
+    done: Mutex<Option<ClientDone>>,
+    done_changed: Condvar,
+}
+
+impl TestCtl {
+    /// Remember a data socket, so that an abort can wake a loop blocked on
+    /// it. If the test was already aborted, shut it down now.
+    pub fn register(&self, sock: &impl AsFd) {
+        let Ok(owned) = sock.as_fd().try_clone_to_owned() else {
+            return;
+        };
+        let s = Socket::from(owned);
+        if self.is_aborted() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        if let Ok(mut v) = self.sockets.lock() {
+            v.push(s);
+        }
+    }
+
+    /// Stop the test now: raise the flag and shut down every data socket,
+    /// which wakes any thread blocked on one.
+    pub fn abort(&self) {
+        self.aborted.store(true, Ordering::SeqCst);
+        self.stop.set();
+        if let Ok(v) = self.sockets.lock() {
+            for s in v.iter() {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+        }
+        self.done_changed.notify_all();
+    }
+
+    pub fn is_aborted(&self) -> bool {
+        self.aborted.load(Ordering::SeqCst)
+    }
+
+    pub fn set_client_done(&self, done: ClientDone) {
+        if let Ok(mut d) = self.done.lock() {
+            *d = Some(done);
+        }
+        self.done_changed.notify_all();
+    }
+
+    /// What netperf reported when it finished, waiting up to `limit`.
+    pub fn wait_client_done(&self, limit: Duration) -> Option<ClientDone> {
+        let guard = self.done.lock().ok()?;
+        let (guard, _) = self
+            .done_changed
+            .wait_timeout_while(guard, limit, |d| d.is_none() && !self.is_aborted())
+            .ok()?;
+        guard.clone()
+    }
+}
+
+/// The server's side of a test, once its sockets are ready.
+pub type Job = Box<dyn FnOnce(&TestCtl) -> Result<SideResults, ErrorMsg> + Send>;
+
+/// A test whose data sockets are set up and whose worker thread runs.
+#[derive(Debug)]
+pub struct RunningTest {
+    pub spec: TestSpec,
+    pub grant: Grant,
+    pub started: Instant,
+    pub deadline: Instant,
+    ctl: Arc<TestCtl>,
+    rx: mpsc::Receiver<Result<SideResults, ErrorMsg>>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl RunningTest {
+    pub fn client_done(&self, done: ClientDone) {
+        self.ctl.set_client_done(done);
+    }
+
+    /// The worker's outcome, if it has finished.
+    pub fn try_result(&self) -> Option<Result<SideResults, ErrorMsg>> {
+        match self.rx.try_recv() {
+            Ok(r) => Some(r),
+            Err(mpsc::TryRecvError::Empty) => None,
+            Err(mpsc::TryRecvError::Disconnected) => Some(Err(ErrorMsg::new(
+                ErrorCode::TestFailed,
+                "the test's worker thread ended without a result",
+            ))),
+        }
+    }
+
+    /// Abort and wait for the worker to end.
+    pub fn abort(mut self) {
+        self.ctl.abort();
+        self.join();
+    }
+
+    pub fn join(&mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for RunningTest {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            self.ctl.abort();
+            self.join();
+        }
+    }
+}
+
+/// Set up the data sockets for `spec` and start its worker thread.
+/// `local` is the control connection's local address: data sockets bind to
+/// it, never to the wildcard.
+pub fn start(
+    spec: &TestSpec,
+    local: IpAddr,
+    cfg: &Config,
+    on_done: Box<dyn Fn() + Send>,
+) -> Result<RunningTest, ErrorMsg> {
+    let (grant, job) = match spec.kind {
+        TestKind::TcpStream | TestKind::TcpMaerts => stream::prepare(spec, local, cfg)?,
+        other => {
+            return Err(ErrorMsg::new(
+                ErrorCode::Unsupported,
+                format!("{other} is not supported by this netserver"),
+            ));
+        }
+    };
+    let ctl = Arc::new(TestCtl::default());
+    let (tx, rx) = mpsc::channel();
+    let c = ctl.clone();
+    let cpu = spec.server.cpu_bind;
+    let thread = thread::Builder::new()
+        .name(format!("test {}", spec.kind))
+        .spawn(move || {
+            let r = match cpu.map(sockopt::pin_current_thread) {
+                Some(Err(e)) => Err(ErrorMsg::new(ErrorCode::InvalidRequest, format!("-T: {e}"))),
+                _ => job(&c),
+            };
+            let _ = tx.send(r);
+            on_done();
+        })
+        .map_err(|e| {
+            ErrorMsg::new(
+                ErrorCode::Resource,
+                format!("netserver cannot start a test thread: {e}"),
+            )
+        })?;
+    let now = Instant::now();
+    let limit = Duration::from_millis(cfg.limits.max_duration_ms);
+    Ok(RunningTest {
+        spec: spec.clone(),
+        grant,
+        started: now,
+        deadline: now + cfg.data_connect_timeout + limit + Duration::from_secs(10),
+        ctl,
+        rx,
+        thread: Some(thread),
+    })
+}
+
+/// Turn an engine error into what the client is told.
+pub(crate) fn failed(what: &str, e: impl std::fmt::Display) -> ErrorMsg {
+    ErrorMsg::new(ErrorCode::TestFailed, format!("{what}: {e}"))
+}
+
+/// Bind and listen for data connections on `local`, at the port the
+/// administrator's range and the client's request allow.
+pub(crate) fn listen(spec: &TestSpec, local: IpAddr, cfg: &Config) -> Result<Socket, ErrorMsg> {
+    let family = sockopt::family_of(&SocketAddr::new(local, 0));
+    if family != spec.family {
+        return Err(ErrorMsg::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "data family {:?} differs from the control connection's ({local}); netserver binds data sockets to the control connection's address",
+                spec.family
+            ),
+        ));
+    }
+    let ports = candidate_ports(spec.data_port, cfg.data_ports)?;
+    let mut last_err = None;
+    for port in ports {
+        let sock = sockopt::new_socket(family, Protocol::Tcp)
+            .map_err(|e| ErrorMsg::new(ErrorCode::Resource, format!("netserver: {e}")))?;
+        let _ = sock.set_reuse_address(true);
+        sockopt::apply_side(&sock, &spec.server, family, Protocol::Tcp, spec.keepalive)
+            .map_err(|e| ErrorMsg::new(ErrorCode::InvalidRequest, e.to_string()))?;
+        match sock.bind(&SocketAddr::new(local, port).into()) {
+            Ok(()) => {
+                let backlog = i32::try_from(spec.flows.saturating_add(8)).unwrap_or(i32::MAX);
+                sock.listen(backlog).map_err(|e| {
+                    ErrorMsg::new(ErrorCode::Resource, format!("netserver: listen: {e}"))
+                })?;
+                return Ok(sock);
+            }
+            Err(e) => last_err = Some((port, e)),
+        }
+    }
+    Err(match last_err {
+        Some((port, e)) if spec.data_port.is_some() => ErrorMsg::new(
+            ErrorCode::Resource,
+            format!("netserver cannot listen on data port {port}: {e}"),
+        ),
+        Some((_, e)) => ErrorMsg::new(
+            ErrorCode::Resource,
+            format!("netserver has no free data port: {e}"),
+        ),
+        None => ErrorMsg::new(ErrorCode::Resource, "netserver has no data port to offer"),
+    })
+}
+
+/// Ports to try, in order.
+fn candidate_ports(
+    requested: Option<u16>,
+    range: Option<(u16, u16)>,
+) -> Result<Vec<u16>, ErrorMsg> {
+    match (requested, range) {
+        (Some(0) | None, None) => Ok(vec![0]),
+        (Some(p), None) => Err(ErrorMsg::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "data port {p} requested, but this netserver does not let clients choose data ports (its administrator can allow a range with --data-ports MIN-MAX)"
+            ),
+        )),
+        (Some(p), Some((lo, hi))) if p != 0 => {
+            if (lo..=hi).contains(&p) {
+                Ok(vec![p])
+            } else {
+                Err(ErrorMsg::new(
+                    ErrorCode::InvalidRequest,
+                    format!("data port {p} is outside this netserver's data port range {lo}-{hi}"),
+                ))
+            }
+        }
+        (_, Some((lo, hi))) => {
+            // Start at a random point of the range so that concurrent
+            // sessions do not all race for its first port.
+            let n = u32::from(hi - lo) + 1;
+            let mut r = [0u8; 4];
+            let _ = getrandom::fill(&mut r);
+            let start = u32::from_le_bytes(r) % n;
+            Ok((0..n).map(|i| lo + ((start + i) % n) as u16).collect())
+        }
+    }
+}
+
+/// Most connections we hold while they present their token.
+const MAX_PENDING: usize = 32;
+
+/// Accept `flows` data connections that present `token`, before `deadline`.
+/// Connections without the token (a third party, a port scanner) are closed
+/// without touching the test. Returns the streams in flow order, blocking.
+pub(crate) fn accept_flows(
+    listener: &Socket,
+    token: &Token,
+    flows: u32,
+    deadline: Instant,
+    ctl: &TestCtl,
+    log: &Logger,
+) -> Result<Vec<TcpStream>, ErrorMsg> {
+    let listener: TcpListener = listener
+        .try_clone()
+        .map_err(|e| failed("data listener", e))?
+        .into();
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| failed("data listener", e))?;
+    let mut pending: Vec<(TcpStream, SocketAddr, [u8; handshake::PREAMBLE_LEN], usize)> =
+        Vec::new();
+    let mut accepted: Vec<(u32, TcpStream)> = Vec::new();
+    while accepted.len() < flows as usize {
+        if ctl.is_aborted() {
+            return Err(ErrorMsg::new(ErrorCode::TestFailed, "test aborted"));
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(ErrorMsg::new(
+                ErrorCode::Timeout,
+                format!(
+                    "only {} of {flows} data connections arrived in time",
+                    accepted.len()
+                ),
+            ));
+        }
+        let wait = (deadline - now).min(Duration::from_millis(100));
+        let mut fds = vec![PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+        fds.extend(
+            pending
+                .iter()
+                .map(|(s, ..)| PollFd::new(s.as_fd(), PollFlags::POLLIN)),
+        );
+        let timeout =
+            PollTimeout::try_from(wait.as_millis().max(1) as u64).unwrap_or(PollTimeout::MAX);
+        match poll(&mut fds, timeout) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(failed("poll", e)),
+        }
+        let readable: Vec<bool> = fds
+            .iter()
+            .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+            .collect();
+        drop(fds);
+        if readable.first() == Some(&true) {
+            loop {
+                match listener.accept() {
+                    Ok((s, peer)) => {
+                        if pending.len() >= MAX_PENDING || s.set_nonblocking(true).is_err() {
+                            continue;
+                        }
+                        pending.push((s, peer, [0; handshake::PREAMBLE_LEN], 0));
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        log.warn_limited("data-accept", &format!("data accept failed: {e}"));
+                        break;
+                    }
+                }
+            }
+        }
+        // Read what the pending connections sent; keep the unfinished ones.
+        let mut still = Vec::with_capacity(pending.len());
+        for (i, (s, peer, mut buf, mut got)) in pending.into_iter().enumerate() {
+            if readable.get(i + 1) != Some(&true) {
+                still.push((s, peer, buf, got));
+                continue;
+            }
+            let r = (&s).read(buf.get_mut(got..).unwrap_or_default());
+            match r {
+                Ok(0) => continue,
+                Ok(n) => got += n,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(_) => continue,
+            }
+            if got < handshake::PREAMBLE_LEN {
+                still.push((s, peer, buf, got));
+                continue;
+            }
+            let (t, f) = buf.split_at(32);
+            let mut tok = [0u8; 32];
+            tok.copy_from_slice(t);
+            if !handshake::token_eq(&Token(tok), token) {
+                log.warn_limited(
+                    "bad-token",
+                    &format!(
+                        "closed a data connection from {peer}: it did not present the test's token"
+                    ),
+                );
+                continue;
+            }
+            let mut fb = [0u8; 4];
+            fb.copy_from_slice(f);
+            let flow = u32::from_be_bytes(fb);
+            if flow >= flows || accepted.iter().any(|(n, _)| *n == flow) {
+                log.warn_limited(
+                    "bad-flow",
+                    &format!("closed a data connection from {peer}: bad flow number {flow}"),
+                );
+                continue;
+            }
+            if s.set_nonblocking(false).is_err() {
+                continue;
+            }
+            accepted.push((flow, s));
+        }
+        pending = still;
+    }
+    accepted.sort_by_key(|(n, _)| *n);
+    let streams: Vec<TcpStream> = accepted.into_iter().map(|(_, s)| s).collect();
+    for s in &streams {
+        ctl.register(s);
+    }
+    // A late abort may have missed these sockets; check again.
+    if ctl.is_aborted() {
+        return Err(ErrorMsg::new(ErrorCode::TestFailed, "test aborted"));
+    }
+    Ok(streams)
+}

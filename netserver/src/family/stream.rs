@@ -1,0 +1,176 @@
+//! The server's side of TCP_STREAM (it receives) and TCP_MAERTS (it sends).
+
+use std::{
+    net::{IpAddr, TcpStream},
+    thread,
+    time::{Duration, Instant},
+};
+
+use engine::{
+    buffer::SendRing,
+    handshake,
+    live::Live,
+    sockopt,
+    stream::{self, Outcome, Until},
+    timer::Timer,
+};
+use proto::{ErrorCode, ErrorMsg, FlowCounters, Grant, SideResults, TestEnd, TestKind, TestSpec};
+use socket2::SockRef;
+
+use super::{Job, TestCtl, accept_flows, failed, listen};
+use crate::Config;
+
+/// How long a sender waits for the receiver to close after the last byte.
+const LINGER: Duration = Duration::from_secs(30);
+/// A receiving data connection silent this long is given up.
+const SILENCE: Duration = Duration::from_secs(120);
+
+pub(crate) fn prepare(
+    spec: &TestSpec,
+    local: IpAddr,
+    cfg: &Config,
+) -> Result<(Grant, Job), ErrorMsg> {
+    let listener = listen(spec, local, cfg)?;
+    let port = listener
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
+        .map(|a| a.port())
+        .ok_or_else(|| ErrorMsg::new(ErrorCode::Resource, "data listener has no port"))?;
+    let (send_buf, recv_buf) = sockopt::buffer_sizes(SockRef::from(&listener));
+    let max = cfg.limits.max_message;
+    // netperf's defaults: a message the size of the socket buffer.
+    let default = |buf: u32| if buf > 0 { buf.min(max) } else { 4096 };
+    let send_size = spec.server.send_size.unwrap_or_else(|| default(send_buf));
+    let recv_size = spec.server.recv_size.unwrap_or_else(|| default(recv_buf));
+    let token = handshake::new_token().map_err(|e| failed("netserver", e))?;
+    let grant = Grant {
+        data_port: port,
+        token,
+        send_buf,
+        recv_buf,
+        send_size,
+        recv_size,
+        measure_cpu: false,
+        num_cpus: 0,
+    };
+    let spec = spec.clone();
+    let deadline = Instant::now() + cfg.data_connect_timeout;
+    let log = cfg.logger.clone();
+    let max_ms = cfg.limits.max_duration_ms;
+    let job: Job = Box::new(move |ctl: &TestCtl| {
+        let conns = accept_flows(&listener, &token, spec.flows, deadline, ctl, &log)?;
+        drop(listener);
+        run(&spec, conns, send_size, recv_size, max_ms, ctl)
+    });
+    Ok((grant, job))
+}
+
+/// What a flow's connection said about itself as it ended.
+struct End {
+    tcp: Option<proto::TcpStats>,
+    bufs: (u32, u32),
+}
+
+fn run(
+    spec: &TestSpec,
+    conns: Vec<TcpStream>,
+    send_size: u32,
+    recv_size: u32,
+    max_ms: u64,
+    ctl: &TestCtl,
+) -> Result<SideResults, ErrorMsg> {
+    // A timed test ends by the server's clock only when the server sends.
+    let _timer = match (spec.kind, spec.end) {
+        (TestKind::TcpMaerts, TestEnd::Time { millis }) => {
+            let millis = if millis == 0 {
+                max_ms
+            } else {
+                millis.min(max_ms)
+            };
+            Some(
+                Timer::start(Duration::from_millis(millis), ctl.stop.clone())
+                    .map_err(|e| failed("timer", e))?,
+            )
+        }
+        _ => None,
+    };
+    let until = match spec.end {
+        TestEnd::Bytes(n) => Until::Bytes(n),
+        _ => Until::Stopped,
+    };
+    // Each flow closes its connection as soon as its loop ends (the sender
+    // waits for that), after reading the connection's TCP_INFO.
+    let per_flow = |conn: TcpStream| -> Result<(Outcome, End), ErrorMsg> {
+        let live = Live::new();
+        let outcome = if spec.kind == TestKind::TcpMaerts {
+            let width =
+                SendRing::width_for(sockopt::buffer_sizes(SockRef::from(&conn)).0, send_size);
+            let mut ring = SendRing::new(send_size as usize, width, b"");
+            stream::send(&conn, &mut ring, until, &ctl.stop, &live, LINGER)
+        } else {
+            let _ = conn.set_read_timeout(Some(SILENCE));
+            let mut buf = vec![0u8; recv_size as usize];
+            stream::receive(&conn, &mut buf, &live)
+        };
+        let end = End {
+            tcp: sockopt::tcp_stats(&conn),
+            bufs: sockopt::buffer_sizes(SockRef::from(&conn)),
+        };
+        drop(conn);
+        match outcome {
+            Ok(o) => Ok((o, end)),
+            Err(_) if ctl.is_aborted() => Err(ErrorMsg::new(ErrorCode::TestFailed, "test aborted")),
+            Err(e) => Err(failed("data connection", e)),
+        }
+    };
+    let mut conns = conns.into_iter();
+    let first = conns
+        .next()
+        .ok_or_else(|| ErrorMsg::new(ErrorCode::TestFailed, "no data connection"))?;
+    let outcomes: Vec<Result<(Outcome, End), ErrorMsg>> = thread::scope(|s| {
+        let others: Vec<_> = conns.map(|c| s.spawn(move || per_flow(c))).collect();
+        let mut all = vec![per_flow(first)];
+        for h in others {
+            all.push(h.join().unwrap_or_else(|_| {
+                Err(ErrorMsg::new(
+                    ErrorCode::TestFailed,
+                    "a flow's thread panicked",
+                ))
+            }));
+        }
+        all
+    });
+    let mut results = SideResults::default();
+    let sending = spec.kind == TestKind::TcpMaerts;
+    for r in outcomes {
+        let (o, end) = r?;
+        let flow = if sending {
+            FlowCounters {
+                bytes_sent: o.bytes,
+                send_calls: o.calls,
+                ..Default::default()
+            }
+        } else {
+            FlowCounters {
+                bytes_received: o.bytes,
+                recv_calls: o.calls,
+                ..Default::default()
+            }
+        };
+        results.bytes_sent += flow.bytes_sent;
+        results.bytes_received += flow.bytes_received;
+        results.send_calls += flow.send_calls;
+        results.recv_calls += flow.recv_calls;
+        results.elapsed_ns = results.elapsed_ns.max(o.elapsed.as_nanos() as u64);
+        if results.tcp.is_none() {
+            results.tcp = end.tcp;
+            (results.send_buf_end, results.recv_buf_end) = end.bufs;
+        }
+        results.flows.push(flow);
+    }
+    if results.flows.len() == 1 {
+        results.flows.clear();
+    }
+    Ok(results)
+}

@@ -1,0 +1,295 @@
+//! netserver as a library: the daemon that runs the remote side of netperf
+//! tests.
+//!
+//! [`run`] serves control connections on listeners the caller bound (so
+//! tests bind port 0), until its [`Shutdown`] is triggered. `netperf` embeds
+//! it with [`spawn_embedded`] when no netserver is running on localhost.
+//!
+//! # Layout
+//! - [`listener`]: the accept loop (mio), with its caps on sessions.
+//! - [`session`]: one control connection, one thread, a small mio loop over
+//!   the control socket and its test's completion.
+//! - [`family`]: the server's side of each test family.
+//! - [`log`]: the daemon's log lines.
+//! - `main.rs`: the command line, daemonizing and signals.
+
+#![forbid(unsafe_code)]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
+pub mod cli;
+pub mod family;
+pub mod listener;
+pub mod log;
+pub mod session;
+
+use std::{
+    collections::HashMap,
+    io,
+    net::{IpAddr, SocketAddr, TcpListener},
+    sync::{
+        Arc, Condvar, Mutex,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    thread,
+    time::Duration,
+};
+
+pub use log::Logger;
+use proto::Limits;
+
+/// The software string netserver sends in its hello.
+pub fn software() -> String {
+    format!("rsnetperf netserver {}", env!("CARGO_PKG_VERSION"))
+}
+
+/// Everything that shapes the daemon's behaviour.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub limits: Limits,
+    /// Most control sessions at once.
+    pub max_sessions: usize,
+    /// Most sessions from one client address at once.
+    pub max_per_client: usize,
+    /// Most sessions still in their handshake at once.
+    pub max_pending: usize,
+    /// Range of data ports clients may ask for, and which the server uses.
+    pub data_ports: Option<(u16, u16)>,
+    /// First bytes of a new control connection must arrive within this.
+    pub first_byte_timeout: Duration,
+    /// Hello (and authentication) must be done within this.
+    pub handshake_timeout: Duration,
+    /// Longest silence on an idle control connection between tests.
+    pub idle_timeout: Duration,
+    /// Data connections must arrive within this after the setup reply.
+    pub data_connect_timeout: Duration,
+    /// CPUs to assume for utilisation (`-n`); 0 = count them.
+    pub num_cpus: u32,
+    pub logger: Logger,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            limits: Limits::default(),
+            max_sessions: 16,
+            max_per_client: 4,
+            max_pending: 64,
+            data_ports: None,
+            first_byte_timeout: Duration::from_secs(5),
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            data_connect_timeout: Duration::from_secs(10),
+            num_cpus: 0,
+            logger: Logger::stderr(1),
+        }
+    }
+}
+
+/// Tells a running server to stop: stop accepting, tell clients, end tests.
+#[derive(Clone, Debug, Default)]
+pub struct Shutdown {
+    inner: Arc<ShutdownInner>,
+}
+
+#[derive(Debug, Default)]
+struct ShutdownInner {
+    flag: AtomicBool,
+    next_id: AtomicU64,
+    wakers: Mutex<HashMap<u64, Arc<mio::Waker>>>,
+}
+
+impl Shutdown {
+    pub fn new() -> Shutdown {
+        Shutdown::default()
+    }
+
+    pub fn trigger(&self) {
+        self.inner.flag.store(true, Ordering::SeqCst);
+        if let Ok(w) = self.inner.wakers.lock() {
+            for waker in w.values() {
+                let _ = waker.wake();
+            }
+        }
+    }
+
+    pub fn is_triggered(&self) -> bool {
+        self.inner.flag.load(Ordering::SeqCst)
+    }
+
+    /// Wake `waker` on shutdown until the returned guard is dropped.
+    pub(crate) fn subscribe(&self, waker: Arc<mio::Waker>) -> Subscription {
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut w) = self.inner.wakers.lock() {
+            w.insert(id, waker.clone());
+        }
+        if self.is_triggered() {
+            let _ = waker.wake();
+        }
+        Subscription {
+            shutdown: self.clone(),
+            id,
+        }
+    }
+}
+
+pub(crate) struct Subscription {
+    shutdown: Shutdown,
+    id: u64,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if let Ok(mut w) = self.shutdown.inner.wakers.lock() {
+            w.remove(&self.id);
+        }
+    }
+}
+
+/// Counts of sessions, for the caps.
+#[derive(Debug, Default)]
+pub(crate) struct Census {
+    state: Mutex<CensusState>,
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct CensusState {
+    active: usize,
+    pending: usize,
+    per_client: HashMap<IpAddr, usize>,
+}
+
+/// Why a new connection was turned away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    Sessions(usize),
+    PerClient(usize),
+    Pending(usize),
+}
+
+impl Census {
+    pub(crate) fn admit(&self, ip: IpAddr, cfg: &Config) -> Result<(), Refusal> {
+        let Ok(mut s) = self.state.lock() else {
+            return Err(Refusal::Sessions(cfg.max_sessions));
+        };
+        if s.active >= cfg.max_sessions {
+            return Err(Refusal::Sessions(cfg.max_sessions));
+        }
+        if s.pending >= cfg.max_pending {
+            return Err(Refusal::Pending(cfg.max_pending));
+        }
+        let n = s.per_client.get(&ip).copied().unwrap_or(0);
+        if n >= cfg.max_per_client {
+            return Err(Refusal::PerClient(cfg.max_per_client));
+        }
+        s.active += 1;
+        s.pending += 1;
+        *s.per_client.entry(ip).or_insert(0) += 1;
+        Ok(())
+    }
+
+    pub(crate) fn established(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            s.pending = s.pending.saturating_sub(1);
+        }
+    }
+
+    pub(crate) fn leave(&self, ip: IpAddr, was_pending: bool) {
+        if let Ok(mut s) = self.state.lock() {
+            s.active = s.active.saturating_sub(1);
+            if was_pending {
+                s.pending = s.pending.saturating_sub(1);
+            }
+            if let Some(n) = s.per_client.get_mut(&ip) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    s.per_client.remove(&ip);
+                }
+            }
+        }
+        self.changed.notify_all();
+    }
+
+    /// Wait until no session is left, at most `limit`.
+    pub(crate) fn wait_empty(&self, limit: Duration) -> bool {
+        let Ok(guard) = self.state.lock() else {
+            return false;
+        };
+        match self
+            .changed
+            .wait_timeout_while(guard, limit, |s| s.active > 0)
+        {
+            Ok((s, _)) => s.active == 0,
+            Err(_) => false,
+        }
+    }
+}
+
+/// What sessions share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub config: Config,
+    pub shutdown: Shutdown,
+    pub census: Census,
+}
+
+/// Serve control connections on `listeners` until `shutdown` is triggered.
+/// Returns once every session has ended (or after 5 s of waiting for them).
+pub fn run(listeners: Vec<TcpListener>, config: Config, shutdown: Shutdown) -> io::Result<()> {
+    let shared = Arc::new(Shared {
+        config,
+        shutdown,
+        census: Census::default(),
+    });
+    listener::accept_loop(listeners, &shared)?;
+    shared.census.wait_empty(Duration::from_secs(5));
+    Ok(())
+}
+
+/// A netserver running on threads of this process.
+#[derive(Debug)]
+pub struct Embedded {
+    addr: SocketAddr,
+    shutdown: Shutdown,
+    thread: Option<thread::JoinHandle<io::Result<()>>>,
+}
+
+impl Embedded {
+    /// The control address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for Embedded {
+    fn drop(&mut self) {
+        self.shutdown.trigger();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Start a netserver on an ephemeral port of `ip` (a loopback address) in
+/// this process. It logs nothing, and stops when the handle is dropped.
+pub fn spawn_embedded(ip: IpAddr) -> io::Result<Embedded> {
+    let listener = TcpListener::bind(SocketAddr::new(ip, 0))?;
+    let addr = listener.local_addr()?;
+    let shutdown = Shutdown::new();
+    let config = Config {
+        logger: Logger::discard(),
+        ..Config::default()
+    };
+    let s = shutdown.clone();
+    let thread = thread::Builder::new()
+        .name("embedded-netserver".into())
+        .spawn(move || run(vec![listener], config, s))?;
+    Ok(Embedded {
+        addr,
+        shutdown,
+        thread: Some(thread),
+    })
+}
