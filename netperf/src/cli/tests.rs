@@ -1,0 +1,220 @@
+//! Every spelling netperf 2.7 users write, and every error we promise.
+
+use super::*;
+
+fn plan(words: &[&str]) -> Plan {
+    let v: Vec<String> = words.iter().map(|s| s.to_string()).collect();
+    match parse(&v) {
+        Ok(Invocation::Run(p)) => *p,
+        other => panic!("{words:?}: {other:?}"),
+    }
+}
+
+fn err(words: &[&str]) -> String {
+    let v: Vec<String> = words.iter().map(|s| s.to_string()).collect();
+    match parse(&v) {
+        Err(e) => e.to_string(),
+        Ok(other) => panic!("{words:?} parsed: {other:?}"),
+    }
+}
+
+#[test]
+fn defaults_are_netperfs() {
+    let p = plan(&[]);
+    assert_eq!(p.test, TestKind::TcpStream);
+    assert_eq!(p.length, Length::Seconds(10));
+    assert_eq!(p.port, 12865);
+    assert!(p.headers);
+    assert_eq!(p.verbosity, 1);
+    assert_eq!(p.units(), Units::Bits('m'));
+    assert_eq!(p.host_name(), "localhost");
+    assert_eq!(plan(&["-6"]).host_name(), "::1");
+    assert_eq!(plan(&["-t", "TCP_RR"]).units(), Units::Transactions);
+}
+
+#[test]
+fn glued_values_and_repeats() {
+    let p = plan(&["-l1", "-P0", "-v2", "-tTCP_MAERTS", "-l", "3"]);
+    assert_eq!(p.length, Length::Seconds(3));
+    assert!(!p.headers);
+    assert_eq!(p.verbosity, 2);
+    assert_eq!(p.test, TestKind::TcpMaerts);
+}
+
+#[test]
+fn test_names_are_case_insensitive() {
+    assert_eq!(plan(&["-t", "tcp_rr"]).test, TestKind::TcpRr);
+    assert_eq!(plan(&["-t", "Udp_Stream"]).test, TestKind::UdpStream);
+}
+
+#[test]
+fn negative_length_is_a_count() {
+    assert_eq!(plan(&["-l", "-10000000"]).length, Length::Count(10_000_000));
+    assert_eq!(plan(&["-l", "-1M"]).length, Length::Count(1 << 20));
+}
+
+#[test]
+fn host_and_port_forms() {
+    let p = plan(&["-H", "example,6", "-p", "5000,6000"]);
+    assert_eq!(p.host.as_deref(), Some("example"));
+    assert_eq!(p.family, AddrFamily::V6);
+    assert_eq!(p.port, 5000);
+    assert_eq!(p.local_port, Some(6000));
+    let p = plan(&["-H", "h", "-p", "5000"]);
+    assert_eq!(p.family, AddrFamily::Unspec);
+    assert_eq!(p.local_port, None);
+    let p = plan(&["-p", ",6000"]);
+    assert_eq!(p.port, 12865);
+    assert_eq!(p.local_port, Some(6000));
+    assert_eq!(plan(&["-4"]).family, AddrFamily::V4);
+}
+
+#[test]
+fn test_specific_sizes() {
+    let p = plan(&["--", "-m", "64K"]);
+    assert_eq!(p.local.send_size, Some(65536));
+    assert_eq!(p.remote.send_size, None);
+    let p = plan(&["--", "-m", ",1024", "-M", "2048"]);
+    assert_eq!(p.local.send_size, None);
+    assert_eq!(p.remote.send_size, Some(1024));
+    assert_eq!(p.remote.recv_size, Some(2048));
+    assert_eq!(p.local.recv_size, None);
+    let p = plan(&["--", "-s", ",128K", "-S", "64K,"]);
+    assert_eq!((p.local.send_buf, p.local.recv_buf), (None, Some(131072)));
+    assert_eq!((p.remote.send_buf, p.remote.recv_buf), (Some(65536), None));
+    let p = plan(&["--", "-s", "64K"]);
+    assert_eq!(
+        (p.local.send_buf, p.local.recv_buf),
+        (Some(65536), Some(65536))
+    );
+    let p = plan(&["--", "-r", "1,1"]);
+    assert_eq!((p.request_size, p.response_size), (1, 1));
+    let p = plan(&["--", "-r", "64"]);
+    assert_eq!((p.request_size, p.response_size), (64, 64));
+    let p = plan(&["--", "-r", "64,1024", "-D"]);
+    assert_eq!((p.request_size, p.response_size), (64, 1024));
+    assert!(p.local.nodelay && p.remote.nodelay);
+    let p = plan(&["--", "-m1024"]);
+    assert_eq!(p.local.send_size, Some(1024));
+}
+
+#[test]
+fn cpu_flags_take_an_optional_rate() {
+    let p = plan(&["-c", "-C"]);
+    assert!(p.local_cpu && p.remote_cpu);
+    let p = plan(&["-c", "100", "-C", "200", "-l", "1"]);
+    assert!(p.local_cpu && p.remote_cpu);
+    assert_eq!(p.length, Length::Seconds(1));
+    let p = plan(&["-cC"]);
+    assert!(p.local_cpu && p.remote_cpu);
+}
+
+#[test]
+fn confidence_rules() {
+    let c = plan(&["-I", "99,10"]).confidence.unwrap();
+    assert_eq!((c.level, c.width), (99.0, 0.10));
+    assert_eq!((c.max_iterations, c.min_iterations), (10, 3));
+    let c = plan(&["-I", "95"]).confidence.unwrap();
+    assert_eq!((c.level, c.width), (95.0, 0.05));
+    let c = plan(&["-i", "10,3"]).confidence.unwrap();
+    assert_eq!(
+        (c.level, c.width, c.max_iterations, c.min_iterations),
+        (99.0, 0.05, 10, 3)
+    );
+    let c = plan(&["-i", "5"]).confidence.unwrap();
+    assert_eq!((c.max_iterations, c.min_iterations), (5, 5));
+    let c = plan(&["-i", "2,5"]).confidence.unwrap();
+    assert_eq!((c.max_iterations, c.min_iterations), (5, 5));
+    let c = plan(&["-i", "50,1"]).confidence.unwrap();
+    assert_eq!((c.max_iterations, c.min_iterations), (30, 3));
+    let c = plan(&["-I", "99.9,2", "-i", "30,10", "-r"])
+        .confidence
+        .unwrap();
+    assert_eq!(
+        (c.level, c.max_iterations, c.min_iterations),
+        (99.9, 30, 10)
+    );
+    assert!(c.result_only);
+    assert!(plan(&[]).confidence.is_none());
+}
+
+#[test]
+fn selectors() {
+    let p = plan(&["--", "-k", "THROUGHPUT,LOCAL_CONG_CONTROL"]);
+    let s = p.selection.unwrap();
+    assert_eq!(s.style, SelectorStyle::KeyVal);
+    assert_eq!(s.spec.as_deref(), Some("THROUGHPUT,LOCAL_CONG_CONTROL"));
+    let p = plan(&["--", "-o", "-m", "1K"]);
+    assert_eq!(p.selection.unwrap().spec, None);
+    assert_eq!(p.local.send_size, Some(1024));
+    let v: Vec<String> = ["--", "-O", "?"].iter().map(|s| s.to_string()).collect();
+    assert!(matches!(parse(&v), Ok(Invocation::ListSelectors)));
+}
+
+#[test]
+fn stray_words_are_ignored() {
+    let p = plan(&["foo", "-l", "2", "--", "bar", "-m", "512"]);
+    assert_eq!(p.length, Length::Seconds(2));
+    assert_eq!(p.local.send_size, Some(512));
+}
+
+#[test]
+fn flent_command_line() {
+    let p = plan(&[
+        "-P",
+        "0",
+        "-v",
+        "0",
+        "-D",
+        "-0.2",
+        "-4",
+        "-H",
+        "127.0.0.1",
+        "-t",
+        "TCP_STREAM",
+        "-l",
+        "3",
+        "-f",
+        "m",
+        "--",
+        "-k",
+        "THROUGHPUT,LOCAL_CONG_CONTROL,REMOTE_CONG_CONTROL",
+    ]);
+    assert_eq!(p.interim, Some((0.2, true)));
+    assert_eq!(p.units(), Units::Bits('m'));
+    assert!(!p.headers);
+    assert_eq!(p.verbosity, 0);
+}
+
+#[test]
+fn units() {
+    assert_eq!(plan(&["-f", "K"]).units(), Units::Bytes('K'));
+    assert_eq!(plan(&["-f", "g"]).units(), Units::Bits('g'));
+    assert_eq!(plan(&["-f", "Mbits"]).units(), Units::Bytes('M'));
+    // 'x' makes no sense for a stream test: netperf resets it to 'm'
+    assert_eq!(plan(&["-f", "x"]).units(), Units::Bits('m'));
+    assert_eq!(plan(&["-t", "TCP_RR", "-f", "m"]).units(), Units::Bits('m'));
+}
+
+#[test]
+fn tos_values() {
+    let p = plan(&["-Y", "0x10,32"]);
+    assert_eq!((p.local.tos, p.remote.tos), (Some(0x10), Some(32)));
+    assert!(err(&["-Y", "0x1ff"]).starts_with("-Y"));
+}
+
+#[test]
+fn errors_name_the_option() {
+    assert!(err(&["-t", "FOO"]).contains("unknown test 'FOO'"));
+    assert!(err(&["-l", "abc"]).starts_with("-l: 'abc'"));
+    assert!(err(&["-p", "99999"]).starts_with("-p:"));
+    assert!(err(&["-x"]).contains("-x"));
+    assert!(err(&["-l"]).contains("needs a value"));
+    assert!(err(&["-f", "q"]).starts_with("-f:"));
+    assert!(err(&["--", "-m", "1.5K"]).starts_with("-m:"));
+    assert!(err(&["--", "-r", "x,1"]).starts_with("-r:"));
+    assert!(err(&["-I", "100,10"]).contains("between 50 and 99.9"));
+    assert!(err(&["-I", "99,0"]).starts_with("-I"));
+    assert!(err(&["-N"]).starts_with("-N"));
+    assert!(err(&["-H", "h,ipx"]).starts_with("-H"));
+}

@@ -1,0 +1,267 @@
+//! The control connection, behind one interface.
+//!
+//! Everything the client needs from a netserver goes through [`Dialect`]:
+//! ask for a test, learn where to connect, say when it is done, get the
+//! server's counters. [`Native`] speaks this suite's protocol; a second
+//! dialect (netperf 2.7's own wire format, to use existing netservers) would
+//! implement the same trait, and nothing that runs tests would change.
+
+use std::{
+    io,
+    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, ToSocketAddrs},
+    time::Duration,
+};
+
+use anyhow::{Context, Result, anyhow, bail};
+use engine::control::{ControlError, ControlStream};
+use optparse::value::AddrFamily;
+use proto::{
+    ClientDone, ClientError, ClientEvent, ClientSession, Grant, ProtoError, ServerMsg, SideResults,
+    TestSpec,
+};
+use socket2::{Domain, Socket, Type};
+
+use crate::cli::Plan;
+
+/// How long we wait for the netserver's hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long we wait for a setup reply (the server binds a socket).
+const SETUP_TIMEOUT: Duration = Duration::from_secs(20);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A control conversation with a netserver.
+pub trait Dialect {
+    /// The netserver's own description of itself.
+    fn server_software(&self) -> &str;
+    /// The netserver's control address; data connections go to its IP.
+    fn peer(&self) -> SocketAddr;
+    /// Our end of the control connection.
+    fn local(&self) -> SocketAddr;
+    /// Ask for a test; the server prepares its data sockets.
+    fn setup(&mut self, spec: &TestSpec) -> Result<Grant>;
+    /// Our data phase is over: report it and collect the server's counters,
+    /// waiting at most `wait`.
+    fn finish(&mut self, done: ClientDone, wait: Duration) -> Result<SideResults>;
+    /// End the conversation politely.
+    fn bye(&mut self);
+}
+
+/// This suite's own control protocol.
+#[derive(Debug)]
+pub struct Native {
+    ctl: ControlStream,
+    session: ClientSession,
+    peer: SocketAddr,
+    local: SocketAddr,
+}
+
+fn describe(e: ControlError, peer: SocketAddr, what: &str) -> anyhow::Error {
+    match e {
+        ControlError::Timeout(d) => anyhow!("no {what} from {peer} within {} s", d.as_secs()),
+        ControlError::Closed => anyhow!("netserver at {peer} closed the control connection"),
+        ControlError::Io(e) => anyhow!("control connection to {peer}: {e}"),
+        ControlError::Proto(e) => anyhow!("control connection to {peer}: {e}"),
+    }
+}
+
+fn server_error(e: ClientError) -> anyhow::Error {
+    anyhow!("{e}")
+}
+
+impl Native {
+    /// Say hello over a connected control stream.
+    pub fn handshake(stream: TcpStream) -> Result<Native> {
+        let peer = stream.peer_addr()?;
+        let local = stream.local_addr()?;
+        let _ = stream.set_nodelay(true);
+        let mut ctl = ControlStream::new(stream);
+        let mut nonce = [0u8; 32];
+        getrandom::fill(&mut nonce).map_err(|e| anyhow!("no secure random numbers: {e}"))?;
+        let mut session = ClientSession::new(None, nonce);
+        ctl.send(&ClientSession::hello(&software()))
+            .map_err(|e| describe(e, peer, "hello"))?;
+        loop {
+            let msg = ctl.recv(ServerMsg::decode, HELLO_TIMEOUT).map_err(|e| match e {
+                ControlError::Timeout(_) | ControlError::Proto(ProtoError::Malformed(_)) => anyhow!(
+                    "{peer} does not answer in this suite's control protocol (is it netperf 2.7's netserver, or another service?)"
+                ),
+                e => describe(e, peer, "hello"),
+            })?;
+            match session.handle(msg).map_err(server_error)? {
+                ClientEvent::Established => break,
+                ClientEvent::Send(m) => ctl
+                    .send(&m)
+                    .map_err(|e| describe(e, peer, "authentication"))?,
+                other => bail!("unexpected {other:?} from {peer} during hello"),
+            }
+        }
+        Ok(Native {
+            ctl,
+            session,
+            peer,
+            local,
+        })
+    }
+}
+
+impl Dialect for Native {
+    fn server_software(&self) -> &str {
+        self.session.server_software()
+    }
+
+    fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    fn local(&self) -> SocketAddr {
+        self.local
+    }
+
+    fn setup(&mut self, spec: &TestSpec) -> Result<Grant> {
+        let msg = self.session.setup(spec.clone()).map_err(server_error)?;
+        self.ctl
+            .send(&msg)
+            .map_err(|e| describe(e, self.peer, "setup"))?;
+        let reply = self
+            .ctl
+            .recv(ServerMsg::decode, SETUP_TIMEOUT)
+            .map_err(|e| describe(e, self.peer, "answer to the test request"))?;
+        match self.session.handle(reply).map_err(server_error)? {
+            ClientEvent::Granted(g) => Ok(g),
+            other => bail!("unexpected {other:?} in answer to a test request"),
+        }
+    }
+
+    fn finish(&mut self, done: ClientDone, wait: Duration) -> Result<SideResults> {
+        let msg = self.session.done(done).map_err(server_error)?;
+        self.ctl
+            .send(&msg)
+            .map_err(|e| describe(e, self.peer, "end of test"))?;
+        let reply = self
+            .ctl
+            .recv(ServerMsg::decode, wait)
+            .map_err(|e| describe(e, self.peer, "results"))?;
+        match self.session.handle(reply).map_err(server_error)? {
+            ClientEvent::Results(r) => Ok(*r),
+            other => bail!("unexpected {other:?} instead of results"),
+        }
+    }
+
+    fn bye(&mut self) {
+        let _ = self.ctl.send(&proto::ClientMsg::Bye);
+    }
+}
+
+pub fn software() -> String {
+    format!("rsnetperf netperf {}", env!("CARGO_PKG_VERSION"))
+}
+
+/// An established control conversation, and the embedded netserver behind
+/// it when there was none to talk to.
+pub struct Connection {
+    pub dialect: Box<dyn Dialect>,
+    pub embedded: Option<netserver::Embedded>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("peer", &self.dialect.peer())
+            .field("embedded", &self.embedded.is_some())
+            .finish()
+    }
+}
+
+/// Resolve `-H`, connect, say hello. With no `-H` and nothing listening on
+/// localhost, start a netserver in this process and say so on stderr.
+pub fn connect(plan: &Plan) -> Result<Connection> {
+    let host = plan.host_name().to_string();
+    let addrs: Vec<SocketAddr> = (host.as_str(), plan.port)
+        .to_socket_addrs()
+        .with_context(|| format!("-H: cannot resolve host '{host}'"))?
+        .filter(|a| match plan.family {
+            AddrFamily::Unspec => true,
+            AddrFamily::V4 => a.is_ipv4(),
+            AddrFamily::V6 => a.is_ipv6(),
+        })
+        .collect();
+    if addrs.is_empty() {
+        bail!("-H: host '{host}' has no address of the requested family");
+    }
+    let mut last: Option<(SocketAddr, io::Error)> = None;
+    for addr in &addrs {
+        match connect_one(*addr, plan) {
+            Ok(stream) => {
+                return Ok(Connection {
+                    dialect: Box::new(Native::handshake(stream)?),
+                    embedded: None,
+                });
+            }
+            Err(e) => last = Some((*addr, e)),
+        }
+    }
+    let Some((addr, err)) = last else {
+        bail!("-H: no address to connect to for '{host}'");
+    };
+    if plan.host.is_none() && err.kind() == io::ErrorKind::ConnectionRefused {
+        let ip = match addr.ip() {
+            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        };
+        let embedded =
+            netserver::spawn_embedded(ip).context("cannot start an embedded netserver")?;
+        eprintln!(
+            "netperf: no netserver on {host} port {}; started an embedded netserver in this process on {}",
+            plan.port,
+            embedded.addr()
+        );
+        let stream = connect_one(embedded.addr(), plan).with_context(|| {
+            format!(
+                "cannot connect to the embedded netserver at {}",
+                embedded.addr()
+            )
+        })?;
+        return Ok(Connection {
+            dialect: Box::new(Native::handshake(stream)?),
+            embedded: Some(embedded),
+        });
+    }
+    Err(anyhow!(
+        "cannot connect to netserver at {host} port {} ({addr}): {err}{}",
+        plan.port,
+        if err.kind() == io::ErrorKind::ConnectionRefused {
+            "; is netserver running there?"
+        } else {
+            ""
+        }
+    ))
+}
+
+fn connect_one(addr: SocketAddr, plan: &Plan) -> io::Result<TcpStream> {
+    let domain = if addr.is_ipv4() {
+        Domain::IPV4
+    } else {
+        Domain::IPV6
+    };
+    let sock = Socket::new(domain, Type::STREAM, None)?;
+    if plan.local_host.is_some() || plan.local_port.is_some() {
+        let ip = match &plan.local_host {
+            Some(h) => (h.as_str(), 0)
+                .to_socket_addrs()?
+                .map(|a| a.ip())
+                .find(|ip| ip.is_ipv4() == addr.is_ipv4())
+                .ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("-L {h}: no address of the control connection's family"),
+                    )
+                })?,
+            None if addr.is_ipv4() => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            None => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        };
+        let _ = sock.set_reuse_address(true);
+        sock.bind(&SocketAddr::new(ip, plan.local_port.unwrap_or(0)).into())?;
+    }
+    sock.connect_timeout(&addr.into(), CONNECT_TIMEOUT)?;
+    Ok(sock.into())
+}

@@ -1,0 +1,104 @@
+//! The client's side of each test family: its data phase and what it
+//! measured. One file per family.
+
+pub mod stream;
+
+use std::time::Duration;
+
+use anyhow::Result;
+use proto::{Family, Limits, SideResults, TestEnd, TestKind, TestSpec};
+
+use crate::{
+    cli::{Length, Plan},
+    control::Dialect,
+};
+
+/// What one iteration of a test measured, on both sides.
+#[derive(Clone, Debug, Default)]
+pub struct Measurement {
+    /// Our elapsed time, seconds: the interval every rate is computed over.
+    pub elapsed: f64,
+    /// Our counters.
+    pub local: SideResults,
+    /// The netserver's counters.
+    pub remote: SideResults,
+    /// Socket buffer sizes when the data sockets were set up.
+    pub local_send_buf: u32,
+    pub local_recv_buf: u32,
+    pub remote_send_buf: u32,
+    pub remote_recv_buf: u32,
+    /// Message sizes each side used.
+    pub local_send_size: u32,
+    pub local_recv_size: u32,
+    pub remote_send_size: u32,
+    pub remote_recv_size: u32,
+    /// TCP maximum segment size of our data connection.
+    pub mss: Option<u32>,
+}
+
+impl Measurement {
+    /// The quantity the test's result is a rate of: bytes that arrived, or
+    /// transactions.
+    pub fn result_units(&self, kind: TestKind) -> f64 {
+        match kind {
+            // What the receiver got, as netperf: the sender's count may
+            // include what was lost (UDP) and is checked against it.
+            TestKind::TcpStream | TestKind::UdpStream => self.remote.bytes_received as f64,
+            TestKind::TcpMaerts => self.local.bytes_received as f64,
+            TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr => self.local.transactions as f64,
+        }
+    }
+}
+
+/// What a test run needs besides the plan.
+#[derive(Debug, Default)]
+pub struct Context {
+    /// Contents of the `-F` fill file, or empty for netperf's pattern.
+    pub fill: Vec<u8>,
+}
+
+/// The request that goes on the wire for this plan, with the family of the
+/// control connection.
+pub fn spec_for(plan: &Plan, family: Family) -> Result<TestSpec> {
+    let mut spec = TestSpec::new(plan.test, family);
+    spec.end = match (plan.length, plan.test) {
+        (Length::Seconds(s), _) => TestEnd::Time { millis: s * 1000 },
+        (Length::Count(n), TestKind::TcpStream | TestKind::TcpMaerts) => TestEnd::Bytes(n),
+        (Length::Count(n), TestKind::UdpStream) => TestEnd::Datagrams(n),
+        (Length::Count(n), _) => TestEnd::Transactions(n),
+    };
+    spec.server = plan.remote.clone();
+    spec.request_size = plan.request_size;
+    spec.response_size = plan.response_size;
+    spec.burst = plan.burst;
+    spec.recv_timeout_ms = plan.recv_timeout_secs.map(|s| s.saturating_mul(1000));
+    spec.spin = plan.spin;
+    spec.rate_bps = plan.rate_bps;
+    spec.measure_cpu = plan.remote_cpu;
+    spec.num_cpus = plan.num_cpus;
+    spec.data_port = plan.remote_data_port.filter(|&p| p != 0);
+    spec.keepalive = plan.keepalive;
+    // Refuse what no netserver would run before asking one (the server
+    // checks again against its own limits).
+    spec.validate(&Limits {
+        max_duration_ms: u64::MAX,
+        ..Limits::default()
+    })?;
+    Ok(spec)
+}
+
+/// Run one iteration of the plan's test.
+pub fn run_once(plan: &Plan, dialect: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
+    match plan.test {
+        TestKind::TcpStream | TestKind::TcpMaerts => stream::run_once(plan, dialect, ctx),
+        other => anyhow::bail!("-t {other}: not supported by this netperf yet"),
+    }
+}
+
+/// How long to wait for the server's results after our data phase.
+pub(crate) fn results_wait(plan: &Plan) -> Duration {
+    match plan.length {
+        Length::Seconds(s) => Duration::from_secs(30 + s),
+        Length::Count(_) => Duration::from_secs(330),
+    }
+}

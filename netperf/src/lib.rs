@@ -1,0 +1,59 @@
+//! netperf: the client. It parses netperf 2.7's command line, drives one
+//! test over the control connection, and prints what netperf prints.
+//!
+//! # Layout
+//! - [`cli`]: the grammar, in two stages (global options, then test
+//!   options after `--`), producing one validated [`cli::Plan`].
+//! - [`control`]: the control connection behind the [`control::Dialect`]
+//!   trait, and the embedded netserver fallback.
+//! - [`family`]: the client's side of each test family, one file each.
+//! - [`run`]: one invocation from connection to output.
+//! - [`output`]: figures and formats (the classic tables).
+//! - [`interrupt`]: Ctrl-C ends a test early with its results.
+
+pub mod cli;
+pub mod control;
+pub mod family;
+pub mod interrupt;
+pub mod output;
+pub mod run;
+
+use std::process::ExitCode;
+
+use cli::Invocation;
+
+/// The netperf program, given its arguments (without the program name).
+pub fn main_with(args: &[String]) -> ExitCode {
+    let plan = match cli::parse(args) {
+        Ok(Invocation::Help) => {
+            print!("{}", cli::usage());
+            return ExitCode::SUCCESS;
+        }
+        Ok(Invocation::TestHelp) => {
+            print!("{}", cli::test_usage());
+            return ExitCode::SUCCESS;
+        }
+        Ok(Invocation::Version) => {
+            println!("{}", cli::version());
+            return ExitCode::SUCCESS;
+        }
+        Ok(Invocation::ListSelectors) => {
+            eprintln!("netperf: output selectors are not supported by this netperf yet");
+            return ExitCode::from(2);
+        }
+        Ok(Invocation::Run(plan)) => plan,
+        Err(e) => {
+            eprintln!("netperf: {e}");
+            eprintln!("Try 'netperf -h' for the options.");
+            return ExitCode::from(2);
+        }
+    };
+    interrupt::install();
+    match run::run(&plan) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("netperf: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

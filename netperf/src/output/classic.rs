@@ -1,0 +1,280 @@
+//! netperf 2.7's classic tables, line for line: the banner, the titles, the
+//! data rows, and the extra blocks of `-v 2`. Scripts parse these; their
+//! shape must not change.
+
+use std::fmt::Write as _;
+
+use proto::TestKind;
+
+use super::{Endpoints, Figures};
+use crate::{cli::Plan, family::Measurement};
+
+/// The test's title as netperf's omni code names it.
+pub fn title(kind: TestKind) -> &'static str {
+    match kind {
+        TestKind::TcpStream => "MIGRATED TCP STREAM TEST",
+        TestKind::TcpMaerts => "MIGRATED TCP MAERTS TEST",
+        TestKind::UdpStream => "MIGRATED UDP STREAM TEST",
+        TestKind::TcpRr => "MIGRATED TCP REQUEST/RESPONSE TEST",
+        TestKind::UdpRr => "MIGRATED UDP REQUEST/RESPONSE TEST",
+        TestKind::TcpCrr => "MIGRATED TCP Connect/Request/Response TEST",
+    }
+}
+
+/// The first line, printed before the test runs.
+pub fn banner(plan: &Plan, ep: &Endpoints) -> String {
+    let mut s = format!(
+        "{} from {} ({}) port 0 {} to {} ({}) port 0 {}",
+        title(plan.test),
+        ep.local_name,
+        ep.local_addr,
+        ep.family(),
+        ep.remote_name,
+        ep.remote_addr,
+        ep.family()
+    );
+    if let Some(c) = &plan.confidence {
+        let _ = write!(
+            s,
+            " : +/-{:.3}% @ {:2}% conf. {}",
+            c.width * 50.0,
+            level_text(c.level),
+            if c.result_only { " on result only" } else { "" }
+        );
+    }
+    if plan.local.nodelay || plan.remote.nodelay {
+        s.push_str(" : nodelay");
+    }
+    s.push_str(" : demo");
+    if matches!(plan.test, TestKind::TcpRr | TestKind::UdpRr) {
+        let _ = write!(s, " : first burst {}", plan.burst);
+    }
+    if plan.local.cpu_bind.is_some() || plan.remote.cpu_bind.is_some() {
+        s.push_str(" : cpu bind");
+    }
+    s.push('\n');
+    s
+}
+
+/// A confidence level as netperf prints it: an integer when it is one.
+pub fn level_text(level: f64) -> String {
+    if level.fract() == 0.0 {
+        format!("{}", level as i64)
+    } else {
+        format!("{level}")
+    }
+}
+
+/// What follows the row when headers are off: the `-B` brand.
+fn brand(plan: &Plan) -> &str {
+    match (&plan.brand, plan.headers) {
+        (Some(b), false) => b,
+        _ => "",
+    }
+}
+
+/// TCP_STREAM and TCP_MAERTS.
+pub fn stream(plan: &Plan, m: &Measurement, f: &Figures) -> String {
+    let mut s = String::new();
+    if plan.verbosity == 0 {
+        let _ = writeln!(s, "{:7.2} {}", f.result, brand(plan));
+        return s;
+    }
+    if plan.headers {
+        let _ = write!(
+            s,
+            "Recv   Send    Send                          \n\
+             Socket Socket  Message  Elapsed              \n\
+             Size   Size    Size     Time     Throughput  \n\
+             bytes  bytes   bytes    secs.    {}/sec  \n\n",
+            plan.units().label()
+        );
+    }
+    let (recv_buf, send_buf, msg) = match plan.test {
+        TestKind::TcpMaerts => (m.local_recv_buf, m.remote_send_buf, m.remote_send_size),
+        _ => (m.remote_recv_buf, m.local_send_buf, m.local_send_size),
+    };
+    let _ = writeln!(
+        s,
+        "{:6} {:6} {:6}    {:<6.2}   {:7.2}   {}",
+        recv_buf,
+        send_buf,
+        msg,
+        f.elapsed,
+        f.result,
+        brand(plan)
+    );
+    if plan.verbosity > 1 {
+        s.push_str(&stream_detail(plan.test, m));
+    }
+    s
+}
+
+fn per(bytes: u64, calls: u64) -> f64 {
+    if calls == 0 {
+        0.0
+    } else {
+        bytes as f64 / calls as f64
+    }
+}
+
+/// `-v 2`: bytes per call on each side, and the MSS.
+fn stream_detail(kind: TestKind, m: &Measurement) -> String {
+    let mut s = String::new();
+    if kind == TestKind::TcpMaerts {
+        let _ = write!(
+            s,
+            "\nAlignment      Offset         Bytes    Bytes       Recvs   Bytes    Sends\n\
+             Local  Remote  Local  Remote  Xfered   Per                 Per\n\
+             Recv   Send    Recv   Send             Recv (avg)          Send (avg)\n\
+             {:5}   {:5}  {:5}   {:5} {:6}  {:6.2}    {:6}   {:6.2} {:6}\n",
+            8,
+            8,
+            0,
+            0,
+            m.local.bytes_received,
+            per(m.local.bytes_received, m.local.recv_calls),
+            m.local.recv_calls,
+            per(m.remote.bytes_sent, m.remote.send_calls),
+            m.remote.send_calls
+        );
+    } else {
+        let _ = write!(
+            s,
+            "\nAlignment      Offset         Bytes    Bytes       Sends   Bytes    Recvs\n\
+             Local  Remote  Local  Remote  Xfered   Per                 Per\n\
+             Send   Recv    Send   Recv             Send (avg)          Recv (avg)\n\
+             {:5}   {:5}  {:5}   {:5} {:6}  {:6.2}    {:6}   {:6.2} {:6}\n",
+            8,
+            8,
+            0,
+            0,
+            m.local.bytes_sent,
+            per(m.local.bytes_sent, m.local.send_calls),
+            m.local.send_calls,
+            per(m.local.bytes_sent, m.remote.recv_calls),
+            m.remote.recv_calls
+        );
+    }
+    let _ = write!(
+        s,
+        "\nMaximum\nSegment\nSize (bytes)\n{:6}\n",
+        m.mss.map_or(-1, i64::from)
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Invocation, parse};
+
+    fn plan(words: &[&str]) -> Plan {
+        let v: Vec<String> = words.iter().map(|s| s.to_string()).collect();
+        match parse(&v).unwrap() {
+            Invocation::Run(p) => *p,
+            _ => panic!(),
+        }
+    }
+
+    fn measurement() -> Measurement {
+        Measurement {
+            elapsed: 10.0,
+            local_send_buf: 16384,
+            local_recv_buf: 131072,
+            remote_send_buf: 16384,
+            remote_recv_buf: 131072,
+            local_send_size: 16384,
+            remote_send_size: 16384,
+            ..Measurement::default()
+        }
+    }
+
+    fn ep(ipv6: bool) -> Endpoints {
+        Endpoints {
+            local_name: if ipv6 { "::0" } else { "0.0.0.0" }.into(),
+            local_addr: if ipv6 { "::" } else { "0.0.0.0" }.into(),
+            remote_name: "localhost".into(),
+            remote_addr: "127.0.0.1".into(),
+            ipv6,
+        }
+    }
+
+    #[test]
+    fn stream_table_matches_netperf() {
+        let p = plan(&["-H", "localhost"]);
+        let f = Figures {
+            elapsed: 10.0,
+            result: 11436.35,
+        };
+        let text = format!(
+            "{}{}",
+            banner(&p, &ep(false)),
+            stream(&p, &measurement(), &f)
+        );
+        let expected = "MIGRATED TCP STREAM TEST from 0.0.0.0 (0.0.0.0) port 0 AF_INET to localhost (127.0.0.1) port 0 AF_INET : demo\n\
+Recv   Send    Send                          \n\
+Socket Socket  Message  Elapsed              \n\
+Size   Size    Size     Time     Throughput  \n\
+bytes  bytes   bytes    secs.    10^6bits/sec  \n\
+\n\
+131072  16384  16384    10.00    11436.35   \n";
+        assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn brief_and_terse_rows() {
+        let f = Figures {
+            elapsed: 1.0,
+            result: 12721.76,
+        };
+        let p = plan(&["-P", "0", "-B", "mybrand"]);
+        assert_eq!(
+            stream(
+                &p,
+                &measurement(),
+                &Figures {
+                    elapsed: 1.0,
+                    ..f.clone()
+                }
+            ),
+            "131072  16384  16384    1.00     12721.76   mybrand\n"
+        );
+        let p = plan(&["-v", "0"]);
+        assert_eq!(stream(&p, &measurement(), &f), "12721.76 \n");
+    }
+
+    #[test]
+    fn banner_suffixes() {
+        let p = plan(&["-I", "99,5", "-t", "TCP_RR", "--", "-D"]);
+        assert_eq!(
+            banner(&p, &ep(true)),
+            "MIGRATED TCP REQUEST/RESPONSE TEST from ::0 (::) port 0 AF_INET6 to localhost (127.0.0.1) port 0 AF_INET6 : +/-2.500% @ 99% conf.  : nodelay : demo : first burst 0\n"
+        );
+    }
+
+    #[test]
+    fn verbose_stream_detail() {
+        let p = plan(&["-v", "2", "-P", "0"]);
+        let mut m = measurement();
+        m.local.bytes_sent = 2023391232;
+        m.local.send_calls = 123498;
+        m.remote.recv_calls = 34386;
+        m.mss = Some(65483);
+        let text = stream(
+            &p,
+            &m,
+            &Figures {
+                elapsed: 1.0,
+                result: 1.0,
+            },
+        );
+        assert!(
+            text.contains(
+                "    8       8      0       0 2023391232  16384.00    123498   58843.46  34386\n"
+            ),
+            "{text}"
+        );
+        assert!(text.ends_with("Size (bytes)\n 65483\n"), "{text}");
+    }
+}
