@@ -271,6 +271,45 @@ fn take_if(args: &[String], i: &mut usize, pred: fn(&str) -> bool) -> Option<Str
     Some(next.clone())
 }
 
+/// Help text for a table of options, one line each, hidden ones left out.
+pub fn help(defs: &[OptDef]) -> String {
+    let rows: Vec<(String, &str)> = defs
+        .iter()
+        .filter(|d| !d.hidden)
+        .map(|d| {
+            let mut names = Vec::new();
+            if let Some(c) = d.short {
+                names.push(format!("-{c}"));
+            }
+            if let Some(l) = d.long {
+                names.push(format!("--{l}"));
+            }
+            let mut left = names.join(", ");
+            match d.arity {
+                Arity::None => {}
+                Arity::Required => {
+                    left.push(' ');
+                    left.push_str(d.value_name);
+                }
+                Arity::OptionalNumeric | Arity::OptionalWord => {
+                    left.push_str(&format!(" [{}]", d.value_name));
+                }
+            }
+            (left, d.help)
+        })
+        .collect();
+    let width = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(0).min(26);
+    let mut out = String::new();
+    for (left, text) in rows {
+        if left.len() > width {
+            out.push_str(&format!("    {left}\n    {:width$}  {text}\n", ""));
+        } else {
+            out.push_str(&format!("    {left:width$}  {text}\n"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,4 +18,4 @@
 pub mod getopt;
 pub mod value;
 
-pub use getopt::{Arity, OptDef, OptError, Parsed, parse};
+pub use getopt::{Arity, OptDef, OptError, Parsed, help, parse};

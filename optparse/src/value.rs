@@ -139,6 +139,33 @@ fn non_empty(s: &str) -> Option<&str> {
     if s.is_empty() { None } else { Some(s) }
 }
 
+/// An address family as netperf spells it after a comma (`-H host,6`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddrFamily {
+    Unspec,
+    V4,
+    V6,
+}
+
+/// netperf's `parse_address_family`: anything containing "6" is IPv6,
+/// "inet" or "4" IPv4, "unspec" or "0" either. netperf warns and falls back
+/// to either for anything else; we make it an error.
+pub fn address_family(s: &str) -> Result<AddrFamily, ValueError> {
+    let t = s.to_ascii_lowercase();
+    if t.contains('6') {
+        Ok(AddrFamily::V6)
+    } else if t.contains("inet") || t.contains('4') {
+        Ok(AddrFamily::V4)
+    } else if t.contains("unspec") || t.contains('0') {
+        Ok(AddrFamily::Unspec)
+    } else {
+        Err(err(
+            s,
+            "is not an address family (4, 6, inet, inet6 or unspec)",
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,5 +255,22 @@ mod tests {
         fn integers_round_trip(n in -1_000_000_000i64..1_000_000_000) {
             proptest::prop_assert_eq!(int(&n.to_string()), Ok(n));
         }
+    }
+}
+
+#[cfg(test)]
+mod family_tests {
+    use super::*;
+
+    #[test]
+    fn families() {
+        assert_eq!(address_family("6"), Ok(AddrFamily::V6));
+        assert_eq!(address_family("inet6"), Ok(AddrFamily::V6));
+        assert_eq!(address_family("AF_INET6"), Ok(AddrFamily::V6));
+        assert_eq!(address_family("4"), Ok(AddrFamily::V4));
+        assert_eq!(address_family("inet"), Ok(AddrFamily::V4));
+        assert_eq!(address_family("unspec"), Ok(AddrFamily::Unspec));
+        assert_eq!(address_family("0"), Ok(AddrFamily::Unspec));
+        assert!(address_family("ipx").is_err());
     }
 }

@@ -1,0 +1,260 @@
+//! The end-to-end harness: start the real binaries, read what they print,
+//! clean up on drop.
+//!
+//! [`Netserver`] is a guard: it starts `netserver -D` on an ephemeral port,
+//! waits (under a deadline) for its `listening on ADDR` line, kills it on
+//! drop and, if the test is failing, shows its log. [`netperf`] runs the
+//! client with a deadline and returns its status and output.
+
+use std::{
+    io::{BufRead, BufReader, Read},
+    net::{SocketAddr, TcpListener},
+    path::PathBuf,
+    process::{Child, Command, ExitStatus, Stdio},
+    sync::{Arc, Mutex, mpsc},
+    thread,
+    time::{Duration, Instant},
+};
+
+/// Path of one of the workspace's binaries, next to the test executable's
+/// `deps` directory (cargo and cargo-nextest build them there).
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("test binary lives in target/<profile>/deps");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build the workspace's binaries first (cargo build --workspace, or run the tests with cargo test/nextest --workspace)",
+        path.display()
+    );
+    path
+}
+
+/// A running `netserver -D`, killed on drop.
+#[derive(Debug)]
+pub struct Netserver {
+    child: Child,
+    addrs: Vec<SocketAddr>,
+    log: Arc<Mutex<String>>,
+}
+
+impl Netserver {
+    /// Start on 127.0.0.1, port 0, with extra arguments.
+    pub fn start(extra: &[&str]) -> Netserver {
+        Netserver::start_with(&["-L", "127.0.0.1"], extra)
+    }
+
+    /// Start on ::1.
+    pub fn start_v6(extra: &[&str]) -> Netserver {
+        Netserver::start_with(&["-L", "::1"], extra)
+    }
+
+    pub fn start_with(bind: &[&str], extra: &[&str]) -> Netserver {
+        let mut cmd = Command::new(bin("netserver"));
+        cmd.arg("-D").args(["-p", "0"]).args(bind).args(extra);
+        Netserver::spawn(cmd)
+    }
+
+    /// Start from a prepared command (e.g. run inside a network namespace).
+    /// It must print `listening on ADDR` lines on stdout.
+    pub fn spawn(mut cmd: Command) -> Netserver {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn netserver");
+        let log = Arc::new(Mutex::new(String::new()));
+        let stdout = child.stdout.take().expect("stdout");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = mpsc::channel();
+        let l = log.clone();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(a) = line.strip_prefix("listening on ") {
+                    let _ = tx.send(a.parse::<SocketAddr>().ok());
+                }
+                l.lock().unwrap().push_str(&format!("{line}\n"));
+            }
+            let _ = tx.send(None);
+        });
+        let l = log.clone();
+        thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                l.lock().unwrap().push_str(&format!("{line}\n"));
+            }
+        });
+        let mut addrs = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        // The first address arrives under the deadline; more may follow at once.
+        while let Ok(Some(a)) = rx.recv_timeout(if addrs.is_empty() {
+            deadline.saturating_duration_since(Instant::now())
+        } else {
+            Duration::from_millis(200)
+        }) {
+            addrs.push(a);
+        }
+        if addrs.is_empty() {
+            let _ = child.kill();
+            panic!(
+                "netserver printed no 'listening on' line; its output:\n{}",
+                log.lock().unwrap()
+            );
+        }
+        Netserver { child, addrs, log }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addrs[0]
+    }
+
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr().port()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Everything netserver printed so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Wait until the log contains `needle`, at most `limit`.
+    pub fn wait_for_log(&self, needle: &str, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if self.log().contains(needle) {
+                return true;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    /// Send a signal and wait for the process to exit, at most `limit`.
+    pub fn signal_and_wait(&mut self, sig: &str, limit: Duration) -> Option<ExitStatus> {
+        let _ = Command::new("kill")
+            .args([format!("-{sig}"), self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return Some(s);
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+}
+
+impl Drop for Netserver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if thread::panicking() {
+            eprintln!("---- netserver log ----\n{}", self.log());
+        }
+    }
+}
+
+/// What a finished netperf run left behind.
+#[derive(Debug)]
+pub struct Output {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    pub fn success(&self) -> bool {
+        self.status.success()
+    }
+
+    /// Panic with the output unless the run succeeded.
+    pub fn ok(self) -> Output {
+        assert!(self.success(), "netperf failed: {self}");
+        self
+    }
+}
+
+impl std::fmt::Display for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "status {}\n--- stdout ---\n{}--- stderr ---\n{}",
+            self.status, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Run a program to completion with a deadline (killed after it).
+pub fn run_with_deadline(mut cmd: Command, limit: Duration) -> Output {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let t_out = thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let t_err = thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let s = child.wait().expect("wait");
+            let stdout = t_out.join().unwrap_or_default();
+            let stderr = t_err.join().unwrap_or_default();
+            panic!(
+                "{cmd:?} did not finish within {limit:?}\n--- stdout ---\n{stdout}--- stderr ---\n{stderr}status {s}"
+            );
+        }
+        thread::sleep(Duration::from_millis(10));
+    };
+    Output {
+        status,
+        stdout: t_out.join().unwrap_or_default(),
+        stderr: t_err.join().unwrap_or_default(),
+    }
+}
+
+/// Run netperf with `args`, for at most 60 s.
+pub fn netperf(args: &[&str]) -> Output {
+    let mut cmd = Command::new(bin("netperf"));
+    cmd.args(args);
+    run_with_deadline(cmd, Duration::from_secs(60))
+}
+
+/// A TCP port on 127.0.0.1 with nothing listening (bound, then released).
+pub fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+/// The fields of a data row, split on whitespace.
+pub fn fields(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
+/// Parse a number from a table field.
+pub fn num(s: &str) -> f64 {
+    s.parse()
+        .unwrap_or_else(|_| panic!("'{s}' is not a number"))
+}

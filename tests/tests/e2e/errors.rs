@@ -1,0 +1,149 @@
+//! Every error case: one clear line on stderr, a non-zero exit status,
+//! nothing on stdout but what was printed before the failure.
+
+use std::{
+    io::{Read, Write},
+    net::TcpListener,
+    thread,
+    time::Duration,
+};
+
+use harness::{Netserver, free_port, netperf};
+use proto::{Hello, ServerHello, ServerMsg};
+
+fn assert_error(args: &[&str], needle: &str) {
+    let out = netperf(args);
+    assert!(!out.success(), "{args:?} should fail: {out}");
+    let first = out.stderr.lines().next().unwrap_or("");
+    assert!(first.starts_with("netperf: "), "{args:?}: {out}");
+    assert!(
+        first.contains(needle),
+        "{args:?}: expected '{needle}' in: {out}"
+    );
+}
+
+#[test]
+fn unknown_test_name() {
+    assert_error(&["-t", "TCP_FOO"], "unknown test 'TCP_FOO'");
+}
+
+#[test]
+fn malformed_numbers() {
+    assert_error(&["-l", "ten"], "-l: 'ten' is not a number");
+    assert_error(&["-p", "12865x"], "-p:");
+    assert_error(&["--", "-m", "1.5K"], "-m: '1.5K'");
+    assert_error(&["--", "-s", "64Q"], "-s:");
+}
+
+#[test]
+fn unknown_option() {
+    assert_error(&["-X"], "unknown option -X");
+    assert_error(&["--", "-Q"], "unknown option -Q");
+}
+
+#[test]
+fn refused_port() {
+    let port = free_port().to_string();
+    assert_error(
+        &["-H", "127.0.0.1", "-p", &port, "-l", "1"],
+        "Connection refused",
+    );
+}
+
+#[test]
+fn refused_port_ipv6() {
+    let l = TcpListener::bind("[::1]:0").unwrap();
+    let port = l.local_addr().unwrap().port().to_string();
+    drop(l);
+    assert_error(&["-H", "::1", "-p", &port, "-l", "1"], "Connection refused");
+}
+
+/// A server speaking another version of the protocol: refused at hello,
+/// with both versions named.
+#[test]
+fn server_of_another_protocol_version() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port().to_string();
+    let fake = thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut buf = [0u8; 256];
+        let _ = s.read(&mut buf);
+        let mut hello = Hello::new("rsnetperf netserver 9.0");
+        hello.protocol = 99;
+        let msg = ServerMsg::Hello(ServerHello {
+            hello,
+            challenge: None,
+        });
+        s.write_all(&msg.encode().unwrap()).unwrap();
+        thread::sleep(Duration::from_millis(200));
+    });
+    assert_error(
+        &["-H", "127.0.0.1", "-p", &port, "-l", "1"],
+        "protocol version mismatch",
+    );
+    fake.join().unwrap();
+}
+
+/// Something else on the port (netperf 2.7's netserver, a web server).
+#[test]
+fn server_of_another_protocol() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port().to_string();
+    let fake = thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut buf = [0u8; 256];
+        let _ = s.read(&mut buf);
+        s.write_all(b"\0\0\0\x10HTTP/1.1 400 Bad").unwrap();
+        thread::sleep(Duration::from_millis(200));
+    });
+    assert_error(
+        &["-H", "127.0.0.1", "-p", &port, "-l", "1"],
+        "control protocol",
+    );
+    fake.join().unwrap();
+}
+
+/// The server refuses a test request it cannot honour; the client says why.
+#[test]
+fn server_refusal_is_reported() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    assert_error(
+        &[
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-l",
+            "1",
+            "--",
+            "-P",
+            ",5001",
+        ],
+        "does not let clients choose data ports",
+    );
+    assert_error(
+        &[
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-l",
+            "1",
+            "--",
+            "-K",
+            "nosuchcc",
+        ],
+        "nosuchcc",
+    );
+    // and it goes on serving
+    netperf(&["-H", "127.0.0.1", "-p", &port, "-l", "1", "-P", "0"]).ok();
+}
+
+#[test]
+fn help_and_version() {
+    let out = netperf(&["-V"]).ok();
+    assert!(out.stdout.contains("control protocol version"), "{out}");
+    let out = netperf(&["-h"]).ok();
+    assert!(out.stdout.contains("-H name|ip[,fam]"), "{out}");
+}

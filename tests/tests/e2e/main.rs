@@ -1,0 +1,7 @@
+//! End-to-end tests: the real `netperf` against the real `netserver`, on
+//! loopback (IPv4 and IPv6), output parsed as users' scripts parse it.
+//! One test binary, one module per area.
+
+mod errors;
+mod server;
+mod stream;

@@ -1,0 +1,182 @@
+//! netserver: serving many clients, surviving bad ones, the embedded
+//! fallback, clean shutdown.
+
+use std::{
+    io::Write,
+    net::TcpStream,
+    process::Command,
+    thread,
+    time::{Duration, Instant},
+};
+
+use harness::{Netserver, bin, fields, free_port, netperf, run_with_deadline};
+
+#[test]
+fn serves_clients_one_after_another() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    for test in ["TCP_STREAM", "TCP_MAERTS", "TCP_STREAM"] {
+        netperf(&[
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-t",
+            test,
+            "-l",
+            "1",
+            "-P",
+            "0",
+        ])
+        .ok();
+    }
+}
+
+#[test]
+fn serves_clients_at_once() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    let runs: Vec<_> = ["TCP_STREAM", "TCP_MAERTS", "TCP_STREAM"]
+        .into_iter()
+        .map(|test| {
+            let port = port.clone();
+            thread::spawn(move || {
+                netperf(&[
+                    "-H",
+                    "127.0.0.1",
+                    "-p",
+                    &port,
+                    "-t",
+                    test,
+                    "-l",
+                    "2",
+                    "-P",
+                    "0",
+                ])
+            })
+        })
+        .collect();
+    for r in runs {
+        let out = r.join().unwrap().ok();
+        assert!(harness::num(fields(&out.stdout)[4]) > 0.0, "{out}");
+    }
+}
+
+/// A client sending garbage, or vanishing mid-handshake, does not disturb
+/// the next one.
+#[test]
+fn survives_bad_clients() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port();
+    for garbage in [
+        &b"GET / HTTP/1.0\r\n\r\n"[..],
+        &[0xff; 64][..],
+        &[0, 0, 0, 0][..],
+        &[0, 1][..],
+    ] {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let _ = s.write_all(garbage);
+        drop(s);
+    }
+    netperf(&[
+        "-H",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "-l",
+        "1",
+        "-P",
+        "0",
+    ])
+    .ok();
+}
+
+/// No -H and nothing listening: an embedded netserver runs the test, and
+/// stderr says so.
+#[test]
+fn embedded_netserver_when_none_is_running() {
+    let port = free_port().to_string();
+    let out = netperf(&["-p", &port, "-l", "1"]).ok();
+    assert!(
+        out.stderr.contains("started an embedded netserver"),
+        "{out}"
+    );
+    assert_eq!(out.stderr.lines().count(), 1, "{out}");
+    assert!(out.stdout.starts_with("MIGRATED TCP STREAM TEST"), "{out}");
+    assert_eq!(out.stdout.lines().count(), 7, "{out}");
+}
+
+/// With -H given, a refused port is an error, not a fallback.
+#[test]
+fn no_embedded_netserver_with_an_explicit_host() {
+    let port = free_port().to_string();
+    let out = netperf(&["-H", "localhost", "-p", &port, "-l", "1"]);
+    assert!(!out.success(), "{out}");
+    assert!(!out.stderr.contains("embedded"), "{out}");
+}
+
+#[test]
+fn sigterm_ends_netserver_cleanly() {
+    let mut ns = Netserver::start(&[]);
+    let port = ns.port();
+    let start = Instant::now();
+    let status = ns
+        .signal_and_wait("TERM", Duration::from_secs(5))
+        .expect("netserver did not exit within 5 s of SIGTERM");
+    assert!(status.success(), "{status}");
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert!(
+        TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "listener still open"
+    );
+}
+
+#[test]
+fn netserver_version_and_bad_options() {
+    let mut cmd = Command::new(bin("netserver"));
+    cmd.arg("-V");
+    let out = run_with_deadline(cmd, Duration::from_secs(10));
+    assert!(
+        out.success() && out.stdout.contains("control protocol version"),
+        "{out}"
+    );
+    let mut cmd = Command::new(bin("netserver"));
+    cmd.args(["-p", "notaport"]);
+    let out = run_with_deadline(cmd, Duration::from_secs(10));
+    assert!(!out.success(), "{out}");
+    assert!(out.stderr.starts_with("netserver: -p:"), "{out}");
+}
+
+/// Without -D, netserver detaches: the command returns at once and the
+/// daemon serves on.
+#[test]
+fn netserver_detaches_without_dash_d() {
+    let port = free_port();
+    let mut cmd = Command::new(bin("netserver"));
+    cmd.args(["-p", &port.to_string(), "-L", "127.0.0.1"]);
+    let out = run_with_deadline(cmd, Duration::from_secs(10));
+    assert!(out.success(), "{out}");
+    assert!(
+        out.stdout
+            .contains(&format!("listening on 127.0.0.1:{port}")),
+        "{out}"
+    );
+    let res = netperf(&[
+        "-H",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "-l",
+        "1",
+        "-P",
+        "0",
+    ]);
+    // stop the daemon: find it by its port
+    let _ = Command::new("sh")
+        .args([
+            "-c",
+            &format!("fuser -k -TERM {port}/tcp 2>/dev/null || pkill -f 'netserver -p {port} '"),
+        ])
+        .status();
+    res.ok();
+}
