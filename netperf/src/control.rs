@@ -25,6 +25,9 @@ use crate::cli::Plan;
 
 /// How long we wait for the netserver's hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long we keep trying a netserver that says it is busy (a script's
+/// previous runs may still be closing their sessions).
+const BUSY_RETRY: Duration = Duration::from_secs(3);
 /// How long we wait for a setup reply (the server binds a socket).
 const SETUP_TIMEOUT: Duration = Duration::from_secs(20);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -87,7 +90,12 @@ impl Native {
                 ),
                 e => describe(e, peer, "hello"),
             })?;
-            match session.handle(msg).map_err(server_error)? {
+            match session.handle(msg).map_err(|e| match e {
+                ClientError::Server(m) if m.code == proto::ErrorCode::Busy => {
+                    anyhow::Error::new(Busy(m.message))
+                }
+                e => server_error(e),
+            })? {
                 ClientEvent::Established => break,
                 ClientEvent::Send(m) => ctl
                     .send(&m)
@@ -152,6 +160,11 @@ impl Dialect for Native {
     }
 }
 
+/// The netserver turned us away for now.
+#[derive(Debug, thiserror::Error)]
+#[error("netserver: {0}")]
+pub struct Busy(String);
+
 pub fn software() -> String {
     format!("rsnetperf netperf {}", env!("CARGO_PKG_VERSION"))
 }
@@ -193,7 +206,7 @@ pub fn connect(plan: &Plan) -> Result<Connection> {
         match connect_one(*addr, plan) {
             Ok(stream) => {
                 return Ok(Connection {
-                    dialect: Box::new(Native::handshake(stream)?),
+                    dialect: Box::new(handshake_retrying(stream, *addr, plan)?),
                     embedded: None,
                 });
             }
@@ -235,6 +248,22 @@ pub fn connect(plan: &Plan) -> Result<Connection> {
             ""
         }
     ))
+}
+
+/// Say hello; while the netserver says it is busy, try again for a while.
+fn handshake_retrying(stream: TcpStream, addr: SocketAddr, plan: &Plan) -> Result<Native> {
+    let give_up = std::time::Instant::now() + BUSY_RETRY;
+    let mut stream = stream;
+    loop {
+        match Native::handshake(stream) {
+            Err(e) if e.is::<Busy>() && std::time::Instant::now() < give_up => {
+                std::thread::sleep(Duration::from_millis(100));
+                stream = connect_one(addr, plan)
+                    .with_context(|| format!("cannot connect to netserver at {addr}"))?;
+            }
+            r => return r,
+        }
+    }
 }
 
 fn connect_one(addr: SocketAddr, plan: &Plan) -> io::Result<TcpStream> {

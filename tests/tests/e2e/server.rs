@@ -180,3 +180,40 @@ fn netserver_detaches_without_dash_d() {
         .status();
     res.ok();
 }
+
+/// Over its per-client cap, netserver says "busy" at once; netperf tries
+/// again for a few seconds, then reports it.
+#[test]
+fn busy_netserver_is_retried_then_reported() {
+    use proto::{ClientMsg, Hello};
+    use std::io::Read;
+    let ns = Netserver::start(&["--max-per-client", "1"]);
+    let port = ns.port().to_string();
+    let hold = || {
+        let mut s = TcpStream::connect(ns.addr()).unwrap();
+        s.write_all(&ClientMsg::Hello(Hello::new("holder")).encode().unwrap())
+            .unwrap();
+        let mut b = [0u8; 64];
+        assert!(s.read(&mut b).unwrap() > 0, "no server hello");
+        s
+    };
+    let holder = hold();
+    let start = Instant::now();
+    let out = netperf(&["-H", "127.0.0.1", "-p", &port, "-l", "1"]);
+    assert!(!out.success(), "{out}");
+    assert!(out.stderr.contains("busy"), "{out}");
+    assert!(
+        start.elapsed() >= Duration::from_millis(2500),
+        "gave up too soon"
+    );
+    drop(holder);
+
+    // A slot that frees up while netperf retries lets it through.
+    let holder = hold();
+    let release = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(800));
+        drop(holder);
+    });
+    netperf(&["-H", "127.0.0.1", "-p", &port, "-l", "1", "-P", "0"]).ok();
+    release.join().unwrap();
+}
