@@ -8,7 +8,8 @@
 //! [`timer::Timer`] thread raises a flag when a timed test is over.
 //!
 //! # Layout
-//! - [`stream`]: TCP_STREAM and TCP_MAERTS, sender and receiver roles.
+//! - [`stream`]: TCP_STREAM, TCP_MAERTS and UDP_STREAM, sender and receiver roles.
+//! - [`netstat`]: the kernel's UDP counters (per socket and per host).
 //! - [`handshake`]: the token every data connection presents first.
 //! - [`control`]: blocking transport of control frames (the client's side).
 //! - [`sockopt`]: socket buffers, TCP_NODELAY, TOS, priority, congestion
@@ -25,6 +26,7 @@ pub mod control;
 pub mod error;
 pub mod handshake;
 pub mod live;
+pub mod netstat;
 pub mod sockopt;
 pub mod stream;
 pub mod sys;

@@ -127,6 +127,17 @@ pub fn tcp_stats(sock: &impl AsFd) -> Option<TcpStats> {
     })
 }
 
+/// Have a UDP socket report transmit errors (ENOBUFS from a full queue,
+/// ICMP errors) on send, as netperf does, instead of dropping silently.
+pub fn set_recv_err(sock: &impl AsFd, family: Family) -> Result<(), EngineError> {
+    use nix::sys::socket::{setsockopt, sockopt};
+    match family {
+        Family::V4 => setsockopt(sock, sockopt::Ipv4RecvErr, &true),
+        Family::V6 => setsockopt(sock, sockopt::Ipv6RecvErr, &true),
+    }
+    .map_err(|e| EngineError::io("setting IP_RECVERR", e.into()))
+}
+
 /// TCP_MAXSEG of a connected TCP socket.
 pub fn mss(sock: SockRef<'_>) -> Option<u32> {
     sock.tcp_mss().ok()

@@ -24,6 +24,7 @@ pub fn run(plan: &Plan) -> Result<()> {
     let mut conn = control::connect(plan)?;
     let d = conn.dialect.as_mut();
     let endpoints = Endpoints::new(plan, d.peer());
+    family::preflight(plan, engine::sockopt::family_of(&d.peer()))?;
     let mut out = io::stdout().lock();
     if plan.headers {
         out.write_all(classic::banner(plan, &endpoints).as_bytes())?;
@@ -31,7 +32,7 @@ pub fn run(plan: &Plan) -> Result<()> {
     }
     let m = family::run_once(plan, d, &ctx)?;
     let figures = Figures::of(plan, &m);
-    out.write_all(classic::stream(plan, &m, &figures).as_bytes())?;
+    out.write_all(classic::table(plan, &m, &figures).as_bytes())?;
     out.flush()?;
     d.bye();
     Ok(())

@@ -338,7 +338,13 @@ impl<'a> Session<'a> {
                 let on_done = Box::new(move || {
                     let _ = waker.wake();
                 });
-                match family::start(&spec, self.local.ip(), &self.shared.config, on_done) {
+                match family::start(
+                    &spec,
+                    self.local.ip(),
+                    self.peer.ip(),
+                    &self.shared.config,
+                    on_done,
+                ) {
                     Ok(test) => {
                         let m = self.proto.granted(test.grant.clone());
                         self.test = Some(test);

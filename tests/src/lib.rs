@@ -6,6 +6,8 @@
 //! drop and, if the test is failing, shows its log. [`netperf`] runs the
 //! client with a deadline and returns its status and output.
 
+pub mod netns;
+
 use std::{
     io::{BufRead, BufReader, Read},
     net::{SocketAddr, TcpListener},

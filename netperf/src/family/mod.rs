@@ -2,6 +2,7 @@
 //! measured. One file per family.
 
 pub mod stream;
+pub mod udp_stream;
 
 use std::time::Duration;
 
@@ -34,6 +35,8 @@ pub struct Measurement {
     pub remote_recv_size: u32,
     /// TCP maximum segment size of our data connection.
     pub mss: Option<u32>,
+    /// Sends that failed with a transient error (UDP: netperf's "Errors").
+    pub send_errors: u64,
 }
 
 impl Measurement {
@@ -87,10 +90,23 @@ pub fn spec_for(plan: &Plan, family: Family) -> Result<TestSpec> {
     Ok(spec)
 }
 
+/// Check what can be checked once the control connection's family is
+/// known, before anything is printed or asked of the netserver.
+pub fn preflight(plan: &Plan, family: Family) -> Result<()> {
+    spec_for(plan, family)?;
+    if plan.test == TestKind::UdpStream
+        && let Some(size) = plan.local.send_size
+    {
+        udp_stream::send_size(plan, size, family)?;
+    }
+    Ok(())
+}
+
 /// Run one iteration of the plan's test.
 pub fn run_once(plan: &Plan, dialect: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
     match plan.test {
         TestKind::TcpStream | TestKind::TcpMaerts => stream::run_once(plan, dialect, ctx),
+        TestKind::UdpStream => udp_stream::run_once(plan, dialect, ctx),
         other => anyhow::bail!("-t {other}: not supported by this netperf yet"),
     }
 }

@@ -73,6 +73,15 @@ fn brand(plan: &Plan) -> &str {
     }
 }
 
+/// The result table of any test.
+pub fn table(plan: &Plan, m: &Measurement, f: &Figures) -> String {
+    match plan.test {
+        TestKind::TcpStream | TestKind::TcpMaerts => stream(plan, m, f),
+        TestKind::UdpStream => udp_stream(plan, m, f),
+        _ => String::new(),
+    }
+}
+
 /// TCP_STREAM and TCP_MAERTS.
 pub fn stream(plan: &Plan, m: &Measurement, f: &Figures) -> String {
     let mut s = String::new();
@@ -108,6 +117,89 @@ pub fn stream(plan: &Plan, m: &Measurement, f: &Figures) -> String {
         s.push_str(&stream_detail(plan.test, m));
     }
     s
+}
+
+/// UDP_STREAM: netperf's two rows (what we sent, what arrived), then, when
+/// headers are on, our line on the loss and where it happened.
+pub fn udp_stream(plan: &Plan, m: &Measurement, f: &Figures) -> String {
+    let mut s = String::new();
+    if plan.verbosity == 0 {
+        let _ = writeln!(s, "{:7.2}", f.send_rate);
+        return s;
+    }
+    if plan.headers {
+        let _ = write!(
+            s,
+            "Socket  Message  Elapsed      Messages                \n\
+             Size    Size     Time         Okay Errors   Throughput\n\
+             bytes   bytes    secs            #      #   {}/sec\n\n",
+            plan.units().label()
+        );
+    }
+    let _ = write!(
+        s,
+        "{:6}  {:6}   {:<7.2}   {:7} {:6}    {:7.2}\n\
+         {:6}           {:<7.2}   {:7}           {:7.2}\n\n",
+        m.local_send_buf,
+        m.local_send_size,
+        f.elapsed,
+        m.local.send_calls,
+        m.send_errors,
+        f.send_rate,
+        m.remote_recv_buf,
+        f.elapsed,
+        m.remote.recv_calls,
+        f.recv_rate
+    );
+    if plan.headers {
+        s.push_str(&udp_loss_line(m));
+        if let Some(bps) = plan.rate_bps {
+            let u = plan.units();
+            let _ = writeln!(
+                s,
+                "Paced at {:.2} {}/sec requested; sent at {:.2} {}/sec",
+                u.rate(bps as f64 / 8.0, 1.0),
+                u.label(),
+                f.send_rate,
+                u.label()
+            );
+        }
+    }
+    s
+}
+
+/// Our line on UDP loss: how many of the datagrams sent did not arrive, how
+/// many of those the receiving socket dropped for lack of buffer space, and
+/// how many arrived out of order or twice.
+pub fn udp_loss_line(m: &Measurement) -> String {
+    let sent = m.local.send_calls;
+    let Some(u) = &m.remote.udp else {
+        return String::new();
+    };
+    let lost = sent.saturating_sub(u.received);
+    let pct = if sent == 0 {
+        0.0
+    } else {
+        lost as f64 * 100.0 / sent as f64
+    };
+    let drops = match u.drops_source {
+        proto::DropSource::Socket => format!(
+            "{} dropped by the receiving socket's buffer, {} elsewhere",
+            u.rcvbuf_drops,
+            lost.saturating_sub(u.rcvbuf_drops)
+        ),
+        proto::DropSource::Host => format!(
+            "{} receive-buffer errors on the receiving host (host-wide count: the socket's own was unavailable)",
+            u.rcvbuf_drops
+        ),
+        proto::DropSource::Unavailable => "receive-buffer drops unknown".to_string(),
+    };
+    format!(
+        "Lost {lost} of {sent} datagrams ({pct:.3}%): {drops}; {} out of order, {} duplicated; jitter {:.3} ms\n",
+        u.out_of_order,
+        u.duplicates,
+        u.jitter_ns as f64 / 1e6
+    )
 }
 
 fn per(bytes: u64, calls: u64) -> f64 {
@@ -206,6 +298,7 @@ mod tests {
         let f = Figures {
             elapsed: 10.0,
             result: 11436.35,
+            ..Figures::default()
         };
         let text = format!(
             "{}{}",
@@ -227,6 +320,7 @@ bytes  bytes   bytes    secs.    10^6bits/sec  \n\
         let f = Figures {
             elapsed: 1.0,
             result: 12721.76,
+            ..Figures::default()
         };
         let p = plan(&["-P", "0", "-B", "mybrand"]);
         assert_eq!(
@@ -254,6 +348,64 @@ bytes  bytes   bytes    secs.    10^6bits/sec  \n\
     }
 
     #[test]
+    fn udp_stream_rows_match_netperf() {
+        let p = plan(&["-t", "UDP_STREAM", "-P", "0"]);
+        let m = Measurement {
+            elapsed: 1.0,
+            local_send_buf: 212992,
+            local_send_size: 65507,
+            remote_recv_buf: 212992,
+            local: proto::SideResults {
+                send_calls: 36086,
+                ..Default::default()
+            },
+            remote: proto::SideResults {
+                recv_calls: 13183,
+                ..Default::default()
+            },
+            ..Measurement::default()
+        };
+        let f = Figures {
+            elapsed: 1.0,
+            result: 6907.10,
+            send_rate: 18906.91,
+            recv_rate: 6907.10,
+        };
+        assert_eq!(
+            udp_stream(&p, &m, &f),
+            "212992   65507   1.00        36086      0    18906.91\n\
+             212992           1.00        13183           6907.10\n\n"
+        );
+    }
+
+    #[test]
+    fn udp_loss_line_attributes_the_loss() {
+        let m = Measurement {
+            local: proto::SideResults {
+                send_calls: 1000,
+                ..Default::default()
+            },
+            remote: proto::SideResults {
+                udp: Some(proto::UdpRecvStats {
+                    received: 950,
+                    out_of_order: 3,
+                    duplicates: 1,
+                    foreign: 0,
+                    rcvbuf_drops: 40,
+                    drops_source: proto::DropSource::Socket,
+                    jitter_ns: 12_000,
+                }),
+                ..Default::default()
+            },
+            ..Measurement::default()
+        };
+        assert_eq!(
+            udp_loss_line(&m),
+            "Lost 50 of 1000 datagrams (5.000%): 40 dropped by the receiving socket's buffer, 10 elsewhere; 3 out of order, 1 duplicated; jitter 0.012 ms\n"
+        );
+    }
+
+    #[test]
     fn verbose_stream_detail() {
         let p = plan(&["-v", "2", "-P", "0"]);
         let mut m = measurement();
@@ -267,6 +419,7 @@ bytes  bytes   bytes    secs.    10^6bits/sec  \n\
             &Figures {
                 elapsed: 1.0,
                 result: 1.0,
+                ..Figures::default()
             },
         );
         assert!(

@@ -52,13 +52,20 @@ pub struct Figures {
     pub elapsed: f64,
     /// Throughput or transaction rate, in the plan's units per second.
     pub result: f64,
+    /// What we sent, per second (UDP_STREAM's first row).
+    pub send_rate: f64,
+    /// What the netserver received, per second (UDP_STREAM's second row).
+    pub recv_rate: f64,
 }
 
 impl Figures {
     pub fn of(plan: &Plan, m: &Measurement) -> Figures {
+        let u = plan.units();
         Figures {
             elapsed: m.elapsed,
-            result: rate(plan.units(), plan.test, m),
+            result: rate(u, plan.test, m),
+            send_rate: u.rate(m.local.bytes_sent as f64, m.elapsed),
+            recv_rate: u.rate(m.remote.bytes_received as f64, m.elapsed),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! block through which the session stops or aborts a running test.
 
 pub mod stream;
+pub mod udp_stream;
 
 use std::{
     io::{self, Read},
@@ -10,14 +11,14 @@ use std::{
     os::fd::AsFd,
     sync::{
         Arc, Condvar, Mutex,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
         mpsc,
     },
     thread,
     time::{Duration, Instant},
 };
 
-use engine::{handshake, sockopt, timer::StopFlag};
+use engine::{handshake, sockopt, stream::udp::Drain, timer::StopFlag};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use proto::{
     ClientDone, ErrorCode, ErrorMsg, Grant, Protocol, SideResults, TestKind, TestSpec, Token,
@@ -27,7 +28,7 @@ use socket2::Socket;
 use crate::{Config, log::Logger};
 
 /// What the session and a running test share.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct TestCtl {
     /// Raised to end the data loops (abort, or netperf is done).
     pub stop: StopFlag,
@@ -35,6 +36,34 @@ pub struct TestCtl {
     sockets: Mutex<Vec<Socket>>,
     done: Mutex<Option<ClientDone>>,
     done_changed: Condvar,
+    /// Datagrams netperf sent, once it has said (u64::MAX until then).
+    expected_datagrams: AtomicU64,
+}
+
+impl Default for TestCtl {
+    fn default() -> Self {
+        TestCtl {
+            stop: StopFlag::default(),
+            aborted: AtomicBool::new(false),
+            sockets: Mutex::new(Vec::new()),
+            done: Mutex::new(None),
+            done_changed: Condvar::new(),
+            expected_datagrams: AtomicU64::new(u64::MAX),
+        }
+    }
+}
+
+impl Drain for TestCtl {
+    fn expected(&self) -> Option<u64> {
+        match self.expected_datagrams.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            n => Some(n),
+        }
+    }
+
+    fn aborted(&self) -> bool {
+        self.is_aborted()
+    }
 }
 
 impl TestCtl {
@@ -71,6 +100,8 @@ impl TestCtl {
     }
 
     pub fn set_client_done(&self, done: ClientDone) {
+        self.expected_datagrams
+            .store(done.datagrams_sent, Ordering::Relaxed);
         if let Ok(mut d) = self.done.lock() {
             *d = Some(done);
         }
@@ -148,11 +179,13 @@ impl Drop for RunningTest {
 pub fn start(
     spec: &TestSpec,
     local: IpAddr,
+    peer: IpAddr,
     cfg: &Config,
     on_done: Box<dyn Fn() + Send>,
 ) -> Result<RunningTest, ErrorMsg> {
     let (grant, job) = match spec.kind {
         TestKind::TcpStream | TestKind::TcpMaerts => stream::prepare(spec, local, cfg)?,
+        TestKind::UdpStream => udp_stream::prepare(spec, local, peer, cfg)?,
         other => {
             return Err(ErrorMsg::new(
                 ErrorCode::Unsupported,
@@ -198,9 +231,15 @@ pub(crate) fn failed(what: &str, e: impl std::fmt::Display) -> ErrorMsg {
     ErrorMsg::new(ErrorCode::TestFailed, format!("{what}: {e}"))
 }
 
-/// Bind and listen for data connections on `local`, at the port the
-/// administrator's range and the client's request allow.
-pub(crate) fn listen(spec: &TestSpec, local: IpAddr, cfg: &Config) -> Result<Socket, ErrorMsg> {
+/// Bind a data socket of `protocol` on `local`, at a port the
+/// administrator's range and the client's request allow; TCP sockets also
+/// listen.
+pub(crate) fn bind_data(
+    spec: &TestSpec,
+    local: IpAddr,
+    cfg: &Config,
+    protocol: Protocol,
+) -> Result<Socket, ErrorMsg> {
     let family = sockopt::family_of(&SocketAddr::new(local, 0));
     if family != spec.family {
         return Err(ErrorMsg::new(
@@ -214,17 +253,19 @@ pub(crate) fn listen(spec: &TestSpec, local: IpAddr, cfg: &Config) -> Result<Soc
     let ports = candidate_ports(spec.data_port, cfg.data_ports)?;
     let mut last_err = None;
     for port in ports {
-        let sock = sockopt::new_socket(family, Protocol::Tcp)
+        let sock = sockopt::new_socket(family, protocol)
             .map_err(|e| ErrorMsg::new(ErrorCode::Resource, format!("netserver: {e}")))?;
         let _ = sock.set_reuse_address(true);
-        sockopt::apply_side(&sock, &spec.server, family, Protocol::Tcp, spec.keepalive)
+        sockopt::apply_side(&sock, &spec.server, family, protocol, spec.keepalive)
             .map_err(|e| ErrorMsg::new(ErrorCode::InvalidRequest, e.to_string()))?;
         match sock.bind(&SocketAddr::new(local, port).into()) {
             Ok(()) => {
-                let backlog = i32::try_from(spec.flows.saturating_add(8)).unwrap_or(i32::MAX);
-                sock.listen(backlog).map_err(|e| {
-                    ErrorMsg::new(ErrorCode::Resource, format!("netserver: listen: {e}"))
-                })?;
+                if protocol == Protocol::Tcp {
+                    let backlog = i32::try_from(spec.flows.saturating_add(8)).unwrap_or(i32::MAX);
+                    sock.listen(backlog).map_err(|e| {
+                        ErrorMsg::new(ErrorCode::Resource, format!("netserver: listen: {e}"))
+                    })?;
+                }
                 return Ok(sock);
             }
             Err(e) => last_err = Some((port, e)),
@@ -233,7 +274,7 @@ pub(crate) fn listen(spec: &TestSpec, local: IpAddr, cfg: &Config) -> Result<Soc
     Err(match last_err {
         Some((port, e)) if spec.data_port.is_some() => ErrorMsg::new(
             ErrorCode::Resource,
-            format!("netserver cannot listen on data port {port}: {e}"),
+            format!("netserver cannot bind data port {port}: {e}"),
         ),
         Some((_, e)) => ErrorMsg::new(
             ErrorCode::Resource,
@@ -241,6 +282,15 @@ pub(crate) fn listen(spec: &TestSpec, local: IpAddr, cfg: &Config) -> Result<Soc
         ),
         None => ErrorMsg::new(ErrorCode::Resource, "netserver has no data port to offer"),
     })
+}
+
+/// The port a bound socket got.
+pub(crate) fn bound_port(sock: &Socket) -> Result<u16, ErrorMsg> {
+    sock.local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
+        .map(|a| a.port())
+        .ok_or_else(|| ErrorMsg::new(ErrorCode::Resource, "data socket has no port"))
 }
 
 /// Ports to try, in order.

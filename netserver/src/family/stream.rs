@@ -14,10 +14,12 @@ use engine::{
     stream::{self, Outcome, Until},
     timer::Timer,
 };
-use proto::{ErrorCode, ErrorMsg, FlowCounters, Grant, SideResults, TestEnd, TestKind, TestSpec};
+use proto::{
+    ErrorCode, ErrorMsg, FlowCounters, Grant, Protocol, SideResults, TestEnd, TestKind, TestSpec,
+};
 use socket2::SockRef;
 
-use super::{Job, TestCtl, accept_flows, failed, listen};
+use super::{Job, TestCtl, accept_flows, bind_data, bound_port, failed};
 use crate::Config;
 
 /// How long a sender waits for the receiver to close after the last byte.
@@ -30,13 +32,8 @@ pub(crate) fn prepare(
     local: IpAddr,
     cfg: &Config,
 ) -> Result<(Grant, Job), ErrorMsg> {
-    let listener = listen(spec, local, cfg)?;
-    let port = listener
-        .local_addr()
-        .ok()
-        .and_then(|a| a.as_socket())
-        .map(|a| a.port())
-        .ok_or_else(|| ErrorMsg::new(ErrorCode::Resource, "data listener has no port"))?;
+    let listener = bind_data(spec, local, cfg, Protocol::Tcp)?;
+    let port = bound_port(&listener)?;
     let (send_buf, recv_buf) = sockopt::buffer_sizes(SockRef::from(&listener));
     let max = cfg.limits.max_message;
     // netperf's defaults: a message the size of the socket buffer.

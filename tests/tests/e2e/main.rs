@@ -2,6 +2,8 @@
 //! loopback (IPv4 and IPv6), output parsed as users' scripts parse it.
 //! One test binary, one module per area.
 
+mod accuracy;
 mod errors;
 mod server;
 mod stream;
+mod udp;

@@ -1,0 +1,589 @@
+//! UDP_STREAM: the sender's and the receiver's loops, with exact counting.
+//!
+//! Every datagram starts with a header, as much of it as the message size
+//! allows:
+//!
+//! ```text
+//! 0      4              12       16
+//! +------+--------------+--------+----------
+//! | id   | seq (u64 BE) | send µs| netperf's fill pattern ...
+//! +------+--------------+--------+----------
+//! ```
+//!
+//! `id` is derived from the test's token, so that the receiver counts only
+//! this test's datagrams; `seq` numbers the datagrams sent successfully, so
+//! the receiver can tell loss from reordering and duplication; the send time
+//! (microseconds since the sender started, wrapping) gives RFC 3550 jitter.
+//! Messages shorter than 12 bytes are counted without sequence numbers:
+//! they come from the one address the receiver's connected socket accepts.
+//!
+//! Before data flows, the sender sends the test's 36-byte preamble until the
+//! receiver echoes it: the receiver then knows (and connects to) the
+//! sender's exact address and port, and sends nothing to anyone else.
+
+use std::{
+    io,
+    net::{IpAddr, SocketAddr, UdpSocket},
+    thread,
+    time::{Duration, Instant},
+};
+
+use proto::Token;
+
+use crate::{EngineError, handshake, live::Live, timer::StopFlag};
+
+/// Bytes of header fields, cumulatively.
+pub const ID_END: usize = 4;
+pub const SEQ_END: usize = 12;
+pub const STAMP_END: usize = 16;
+
+/// How often the receiver looks up from its socket when nothing arrives.
+const POLL: Duration = Duration::from_millis(20);
+/// After the sender is done, the receiver stops once nothing has arrived for
+/// this long ...
+pub const GRACE: Duration = Duration::from_millis(250);
+/// ... and in any case this long after the sender said it was done.
+pub const MAX_DRAIN: Duration = Duration::from_secs(3);
+
+/// The identifier this test's datagrams carry.
+pub fn test_id(token: &Token) -> u32 {
+    let mut b = [0u8; 4];
+    b.copy_from_slice(&token.0[28..32]);
+    u32::from_be_bytes(b) ^ 0xA5A5_A5A5
+}
+
+fn is_hello(datagram: &[u8], token: &Token) -> bool {
+    datagram.len() == handshake::PREAMBLE_LEN && datagram[..32] == token.0
+}
+
+/// Sender side of the handshake: send the preamble until the receiver
+/// echoes it. The socket must be connected to the receiver.
+pub fn client_hello(sock: &UdpSocket, token: &Token, deadline: Instant) -> Result<(), EngineError> {
+    let hello = handshake::preamble(token, 0);
+    let mut buf = [0u8; 64];
+    sock.set_read_timeout(Some(Duration::from_millis(50)))
+        .map_err(|e| EngineError::io("setting a receive timeout", e))?;
+    loop {
+        if Instant::now() >= deadline {
+            return Err(EngineError::Timeout(
+                "the netserver did not answer the UDP data socket's hello".into(),
+            ));
+        }
+        // Errors here (an ICMP error from an earlier try) are retried.
+        let _ = sock.send(&hello);
+        match sock.recv(&mut buf) {
+            Ok(n) if n == hello.len() && buf[..n] == hello => break,
+            _ => {}
+        }
+    }
+    sock.set_read_timeout(None)
+        .map_err(|e| EngineError::io("clearing a receive timeout", e))
+}
+
+/// Receiver side of the handshake: wait for the token from `peer_ip`,
+/// connect to that exact address and port, and echo it. Until then the
+/// socket sends nothing. Returns the sender's address.
+pub fn server_hello(
+    sock: &UdpSocket,
+    token: &Token,
+    peer_ip: IpAddr,
+    deadline: Instant,
+    aborted: &dyn Fn() -> bool,
+) -> Result<SocketAddr, EngineError> {
+    let mut buf = [0u8; 128];
+    sock.set_read_timeout(Some(Duration::from_millis(100)))
+        .map_err(|e| EngineError::io("setting a receive timeout", e))?;
+    loop {
+        if aborted() {
+            return Err(EngineError::Aborted);
+        }
+        if Instant::now() >= deadline {
+            return Err(EngineError::Timeout(
+                "the UDP data socket received no hello with the test's token".into(),
+            ));
+        }
+        match sock.recv_from(&mut buf) {
+            Ok((n, from)) if from.ip() == peer_ip && is_hello(&buf[..n], token) => {
+                sock.connect(from)
+                    .map_err(|e| EngineError::io("connecting the UDP data socket", e))?;
+                sock.send(&buf[..n])
+                    .map_err(|e| EngineError::io("answering the UDP hello", e))?;
+                return Ok(from);
+            }
+            // anything else, from anyone, is ignored
+            _ => {}
+        }
+    }
+}
+
+/// When the sender stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Until {
+    Stopped,
+    /// After exactly this many datagrams were sent successfully.
+    Datagrams(u64),
+}
+
+/// What the sender counted.
+#[derive(Debug, Default)]
+pub struct SendOutcome {
+    /// Datagrams the kernel accepted (netperf's "Messages Okay").
+    pub sent: u64,
+    /// Sends that failed with a transient error (netperf's "Errors").
+    pub failed: u64,
+    pub bytes: u64,
+    pub elapsed: Duration,
+    pub last_error: Option<io::Error>,
+}
+
+/// Errors a UDP sender counts and goes on after: a full queue (ENOBUFS,
+/// EAGAIN), a firewall (EPERM), an ICMP error reported on the socket
+/// (ECONNREFUSED, host or network unreachable).
+fn transient(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::ENOBUFS
+                | libc::EAGAIN
+                | libc::EPERM
+                | libc::ECONNREFUSED
+                | libc::EHOSTUNREACH
+                | libc::ENETUNREACH
+        )
+    )
+}
+
+/// Spaces sends evenly at a bit rate: datagram `n` goes no earlier than
+/// `start + n * interval`, so the average rate is exact however coarse the
+/// sleeps are.
+#[derive(Debug)]
+struct Pacer {
+    start: Instant,
+    interval_ns: f64,
+}
+
+impl Pacer {
+    fn new(start: Instant, size: usize, bps: u64) -> Pacer {
+        Pacer {
+            start,
+            interval_ns: (size as f64 * 8.0 * 1e9) / bps as f64,
+        }
+    }
+
+    fn wait(&self, n: u64) {
+        let target = self.start + Duration::from_nanos((n as f64 * self.interval_ns) as u64);
+        loop {
+            let now = Instant::now();
+            if now >= target {
+                return;
+            }
+            let left = target - now;
+            if left > Duration::from_micros(300) {
+                thread::sleep(left - Duration::from_micros(200));
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+/// Sender role. The socket must be connected to the receiver.
+#[allow(clippy::too_many_arguments)]
+pub fn send(
+    sock: &UdpSocket,
+    size: usize,
+    id: u32,
+    fill: &[u8],
+    until: Until,
+    rate_bps: Option<u64>,
+    stop: &StopFlag,
+    live: &Live,
+) -> Result<SendOutcome, EngineError> {
+    let pattern: &[u8] = if fill.is_empty() { b"netperf" } else { fill };
+    let mut buf: Vec<u8> = (0..size).map(|i| pattern[i % pattern.len()]).collect();
+    if let Some(h) = buf.get_mut(..ID_END) {
+        h.copy_from_slice(&id.to_be_bytes());
+    }
+    let stamped = size >= STAMP_END;
+    let numbered = size >= SEQ_END;
+    let start = Instant::now();
+    let pacer = rate_bps.map(|r| Pacer::new(start, size, r));
+    let mut out = SendOutcome::default();
+    loop {
+        if stop.is_set() {
+            break;
+        }
+        if let Until::Datagrams(n) = until
+            && out.sent >= n
+        {
+            break;
+        }
+        if let Some(p) = &pacer {
+            p.wait(out.sent);
+        }
+        if numbered {
+            buf[ID_END..SEQ_END].copy_from_slice(&out.sent.to_be_bytes());
+        }
+        if stamped {
+            let us = start.elapsed().as_micros() as u32;
+            buf[SEQ_END..STAMP_END].copy_from_slice(&us.to_be_bytes());
+        }
+        match sock.send(&buf) {
+            Ok(n) => {
+                out.sent += 1;
+                out.bytes += n as u64;
+                live.publish(out.bytes, out.sent);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if transient(&e) => {
+                out.failed += 1;
+                out.last_error = Some(e);
+            }
+            Err(e) => return Err(EngineError::io("UDP send", e)),
+        }
+    }
+    out.elapsed = start.elapsed();
+    if out.sent == 0 && out.failed > 0 {
+        let e = out
+            .last_error
+            .take()
+            .unwrap_or_else(|| io::Error::other("unknown"));
+        return Err(EngineError::io(
+            format!("every one of {} UDP sends failed", out.failed),
+            e,
+        ));
+    }
+    Ok(out)
+}
+
+/// How the receiver learns that the sender is done, and about aborts.
+pub trait Drain {
+    /// How many datagrams the sender sent, once it has said so.
+    fn expected(&self) -> Option<u64>;
+    fn aborted(&self) -> bool;
+}
+
+/// What the receiver counted.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RecvOutcome {
+    /// Distinct datagrams of this test.
+    pub received: u64,
+    /// Bytes of those datagrams.
+    pub bytes: u64,
+    /// Every successful receive call.
+    pub calls: u64,
+    pub out_of_order: u64,
+    pub duplicates: u64,
+    /// Datagrams without this test's identifier.
+    pub foreign: u64,
+    pub jitter_ns: u64,
+    /// First to last datagram.
+    pub elapsed: Duration,
+}
+
+/// Which sequence numbers arrived, over a sliding window behind the
+/// highest one seen.
+#[derive(Debug)]
+pub struct SeqTracker {
+    max: Option<u64>,
+    bits: Vec<u64>,
+    pub received: u64,
+    pub out_of_order: u64,
+    pub duplicates: u64,
+}
+
+const WINDOW: u64 = 1 << 16;
+
+impl Default for SeqTracker {
+    fn default() -> Self {
+        SeqTracker {
+            max: None,
+            bits: vec![0; (WINDOW / 64) as usize],
+            received: 0,
+            out_of_order: 0,
+            duplicates: 0,
+        }
+    }
+}
+
+impl SeqTracker {
+    fn slot(seq: u64) -> (usize, u64) {
+        let i = seq % WINDOW;
+        ((i / 64) as usize, 1u64 << (i % 64))
+    }
+
+    /// Record a datagram; true if it is new (not a duplicate).
+    pub fn observe(&mut self, seq: u64) -> bool {
+        match self.max {
+            Some(max) if seq <= max => {
+                self.out_of_order += u64::from(seq < max);
+                if max - seq >= WINDOW {
+                    // Too old to tell: count it as a late arrival.
+                    self.received += 1;
+                    return true;
+                }
+                let (w, b) = Self::slot(seq);
+                if self.bits[w] & b != 0 {
+                    self.out_of_order -= u64::from(seq < max);
+                    self.duplicates += 1;
+                    return false;
+                }
+                self.bits[w] |= b;
+                self.received += 1;
+                true
+            }
+            _ => {
+                // Slide the window: forget the slots of sequence numbers
+                // that fall out of it.
+                let from = self.max.map_or(0, |m| m + 1);
+                if seq - from >= WINDOW {
+                    self.bits.iter_mut().for_each(|w| *w = 0);
+                } else {
+                    for s in from..=seq {
+                        let (w, b) = Self::slot(s);
+                        self.bits[w] &= !b;
+                    }
+                }
+                let (w, b) = Self::slot(seq);
+                self.bits[w] |= b;
+                self.max = Some(seq);
+                self.received += 1;
+                true
+            }
+        }
+    }
+}
+
+/// RFC 3550 interarrival jitter, in nanoseconds.
+#[derive(Debug, Default)]
+struct Jitter {
+    last: Option<(i64, u32)>,
+    j: f64,
+}
+
+impl Jitter {
+    fn observe(&mut self, arrival_ns: i64, sent_us: u32) {
+        if let Some((a, s)) = self.last {
+            let transit_change =
+                (arrival_ns - a) - i64::from(sent_us.wrapping_sub(s) as i32) * 1000;
+            self.j += (transit_change.unsigned_abs() as f64 - self.j) / 16.0;
+        }
+        self.last = Some((arrival_ns, sent_us));
+    }
+}
+
+/// Receiver role. The socket must be connected to the sender (see
+/// [`server_hello`]); `buf` must hold the largest datagram expected.
+pub fn receive(
+    sock: &UdpSocket,
+    buf: &mut [u8],
+    token: &Token,
+    drain: &dyn Drain,
+    live: &Live,
+) -> Result<RecvOutcome, EngineError> {
+    let id = test_id(token).to_be_bytes();
+    sock.set_read_timeout(Some(POLL))
+        .map_err(|e| EngineError::io("setting a receive timeout", e))?;
+    let origin = Instant::now();
+    let mut seqs = SeqTracker::default();
+    let mut jitter = Jitter::default();
+    let mut out = RecvOutcome::default();
+    let mut first: Option<Instant> = None;
+    let mut last = origin;
+    let mut done_at: Option<Instant> = None;
+    loop {
+        match sock.recv(buf) {
+            Ok(0) if drain.aborted() => return Err(EngineError::Aborted),
+            Ok(n) => {
+                let now = Instant::now();
+                let d = &buf[..n];
+                if is_hello(d, token) {
+                    continue;
+                }
+                out.calls += 1;
+                if n >= ID_END && d[..ID_END] != id {
+                    out.foreign += 1;
+                    continue;
+                }
+                let new = if n >= SEQ_END {
+                    let mut s = [0u8; 8];
+                    s.copy_from_slice(&d[ID_END..SEQ_END]);
+                    seqs.observe(u64::from_be_bytes(s))
+                } else {
+                    seqs.received += 1;
+                    true
+                };
+                if !new {
+                    continue;
+                }
+                if n >= STAMP_END {
+                    let mut s = [0u8; 4];
+                    s.copy_from_slice(&d[SEQ_END..STAMP_END]);
+                    let arrival = now.duration_since(origin).as_nanos() as i64;
+                    jitter.observe(arrival, u32::from_be_bytes(s));
+                }
+                out.bytes += n as u64;
+                first.get_or_insert(now);
+                last = now;
+                live.publish(out.bytes, seqs.received);
+                if drain.expected().is_some_and(|e| seqs.received >= e) {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) || e.raw_os_error() == Some(libc::ECONNREFUSED) =>
+            {
+                if drain.aborted() {
+                    return Err(EngineError::Aborted);
+                }
+                if let Some(expected) = drain.expected() {
+                    let now = Instant::now();
+                    let done = *done_at.get_or_insert(now);
+                    if seqs.received >= expected
+                        || now.duration_since(last.max(done)) >= GRACE
+                        || now.duration_since(done) >= MAX_DRAIN
+                    {
+                        break;
+                    }
+                }
+            }
+            Err(e) => return Err(EngineError::io("UDP receive", e)),
+        }
+    }
+    out.received = seqs.received;
+    out.out_of_order = seqs.out_of_order;
+    out.duplicates = seqs.duplicates;
+    out.jitter_ns = jitter.j as u64;
+    out.elapsed = first.map_or(Duration::ZERO, |f| last.duration_since(f));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handshake::new_token;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    #[test]
+    fn sequence_tracking() {
+        let mut t = SeqTracker::default();
+        for s in [0, 1, 2, 5, 3, 3, 4, 6, 6] {
+            t.observe(s);
+        }
+        assert_eq!(t.received, 7);
+        assert_eq!(t.duplicates, 2);
+        assert_eq!(t.out_of_order, 2); // 3 and 4 arrived after 5
+    }
+
+    #[test]
+    fn sequence_window_slides() {
+        let mut t = SeqTracker::default();
+        t.observe(0);
+        t.observe(WINDOW + 10);
+        // 10 is out of the window now; WINDOW+5 is not and is new
+        assert!(t.observe(WINDOW + 5));
+        assert!(!t.observe(WINDOW + 5));
+        assert!(t.observe(3 * WINDOW));
+        assert!(t.observe(3 * WINDOW - 1));
+        assert_eq!(t.received, 5);
+        assert_eq!(t.duplicates, 1);
+    }
+
+    #[test]
+    fn jitter_of_a_steady_stream_is_zero() {
+        let mut j = Jitter::default();
+        for i in 0..100u32 {
+            j.observe(i64::from(i) * 1_000_000 + 777, i * 1000);
+        }
+        assert!(j.j < 1.0);
+        let mut j = Jitter::default();
+        for i in 0..1000u32 {
+            let wobble = if i % 2 == 0 { 0 } else { 100_000 };
+            j.observe(i64::from(i) * 1_000_000 + wobble, i * 1000);
+        }
+        // alternating 100 µs transit changes: J converges to 100 µs
+        assert!((j.j - 100_000.0).abs() < 1_000.0, "{}", j.j);
+    }
+
+    struct Expect(AtomicU64);
+    impl Drain for Expect {
+        fn expected(&self) -> Option<u64> {
+            match self.0.load(Ordering::Relaxed) {
+                u64::MAX => None,
+                n => Some(n),
+            }
+        }
+        fn aborted(&self) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn exact_count_over_loopback() {
+        let token = new_token().unwrap();
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let inode = crate::netstat::socket_inode(&rx).unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        let dl = Instant::now() + Duration::from_secs(5);
+        let t = token;
+        let drain = std::sync::Arc::new(Expect(AtomicU64::new(u64::MAX)));
+        let d2 = drain.clone();
+        let server = thread::spawn(move || {
+            server_hello(&rx, &t, "127.0.0.1".parse().unwrap(), dl, &|| false).unwrap();
+            let mut buf = vec![0u8; 2048];
+            let r = receive(&rx, &mut buf, &t, &*d2, &Live::new()).unwrap();
+            // read the socket's own drop counter while it still exists
+            let drops = crate::netstat::udp_socket_drops(inode).unwrap();
+            (r, drops)
+        });
+        client_hello(&tx, &token, dl).unwrap();
+        let sent = send(
+            &tx,
+            100,
+            test_id(&token),
+            b"",
+            Until::Datagrams(5000),
+            Some(40_000_000),
+            &StopFlag::new(),
+            &Live::new(),
+        )
+        .unwrap();
+        assert_eq!(sent.sent, 5000);
+        drain.0.store(5000, Ordering::Relaxed);
+        let (got, drops) = server.join().unwrap();
+        // On loopback a datagram is received or dropped by the socket.
+        assert_eq!(got.received + drops, 5000);
+        assert_eq!(got.bytes, got.received * 100);
+        assert_eq!(got.duplicates, 0);
+        assert_eq!(got.foreign, 0);
+        // 5000 x 800 bits at 40 Mbit/s is 100 ms
+        assert!(
+            sent.elapsed >= Duration::from_millis(95),
+            "{:?}",
+            sent.elapsed
+        );
+    }
+
+    #[test]
+    fn hello_from_another_address_is_ignored() {
+        let token = new_token().unwrap();
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.send_to(&handshake::preamble(&token, 0), rx.local_addr().unwrap())
+            .unwrap();
+        // the control peer is 127.0.0.2: the hello from 127.0.0.1 does not count
+        let r = server_hello(
+            &rx,
+            &token,
+            "127.0.0.2".parse().unwrap(),
+            Instant::now() + Duration::from_millis(300),
+            &|| false,
+        );
+        assert!(matches!(r, Err(EngineError::Timeout(_))));
+    }
+}

@@ -1,0 +1,88 @@
+//! The server's side of UDP_STREAM: it receives, counts exactly, and finds
+//! out where the loss happened.
+
+use std::{
+    net::{IpAddr, UdpSocket},
+    time::Instant,
+};
+
+use engine::{handshake, live::Live, netstat, sockopt, stream::udp};
+use proto::{
+    DropSource, ErrorCode, ErrorMsg, Grant, Protocol, SideResults, TestSpec, UdpRecvStats,
+};
+use socket2::SockRef;
+
+use super::{Job, TestCtl, bind_data, bound_port, failed};
+use crate::Config;
+
+pub(crate) fn prepare(
+    spec: &TestSpec,
+    local: IpAddr,
+    peer: IpAddr,
+    cfg: &Config,
+) -> Result<(Grant, Job), ErrorMsg> {
+    let sock = bind_data(spec, local, cfg, Protocol::Udp)?;
+    let port = bound_port(&sock)?;
+    let (send_buf, recv_buf) = sockopt::buffer_sizes(SockRef::from(&sock));
+    let recv_size = spec
+        .server
+        .recv_size
+        .unwrap_or_else(|| spec.family.max_udp_payload());
+    let token = handshake::new_token().map_err(|e| failed("netserver", e))?;
+    let grant = Grant {
+        data_port: port,
+        token,
+        send_buf,
+        recv_buf,
+        send_size: 0,
+        recv_size,
+        measure_cpu: false,
+        num_cpus: 0,
+    };
+    let deadline = Instant::now() + cfg.data_connect_timeout;
+    let inode = netstat::socket_inode(&sock);
+    let host_before = netstat::host_udp_counter("RcvbufErrors");
+    let job: Job = Box::new(move |ctl: &TestCtl| {
+        let sock: UdpSocket = sock.into();
+        ctl.register(&sock);
+        udp::server_hello(&sock, &token, peer, deadline, &|| ctl.is_aborted()).map_err(|e| {
+            if ctl.is_aborted() {
+                ErrorMsg::new(ErrorCode::TestFailed, "test aborted")
+            } else {
+                ErrorMsg::new(ErrorCode::Timeout, e.to_string())
+            }
+        })?;
+        let mut buf = vec![0u8; recv_size.max(1) as usize];
+        let live = Live::new();
+        let out = udp::receive(&sock, &mut buf, &token, ctl, &live)
+            .map_err(|e| failed("UDP data socket", e))?;
+        // The socket's own drop counter, read after draining; the host's
+        // counter only if that cannot be read.
+        let (rcvbuf_drops, drops_source) = match inode.and_then(netstat::udp_socket_drops) {
+            Some(d) => (d, DropSource::Socket),
+            None => match (host_before, netstat::host_udp_counter("RcvbufErrors")) {
+                (Some(a), Some(b)) => (b.saturating_sub(a), DropSource::Host),
+                _ => (0, DropSource::Unavailable),
+            },
+        };
+        let (send_buf_end, recv_buf_end) = sockopt::buffer_sizes(SockRef::from(&sock));
+        Ok(SideResults {
+            elapsed_ns: out.elapsed.as_nanos() as u64,
+            bytes_received: out.bytes,
+            recv_calls: out.received,
+            send_buf_end,
+            recv_buf_end,
+            udp: Some(UdpRecvStats {
+                received: out.received,
+                out_of_order: out.out_of_order,
+                duplicates: out.duplicates,
+                foreign: out.foreign,
+                rcvbuf_drops,
+                drops_source,
+                jitter_ns: out.jitter_ns,
+            }),
+            ..SideResults::default()
+        })
+    });
+    Ok((grant, job))
+}

@@ -1,0 +1,205 @@
+//! Two test hosts in network namespaces joined by a veth pair, for tests
+//! that hold our figures against the kernel's own counters.
+//!
+//! Host A (the server side) is 198.18.0.1 and 2001:2::1; host B (the client
+//! side) 198.18.0.2 and 2001:2::2. Names carry the test process's pid and a
+//! counter, so tests can run in parallel; everything is deleted on drop,
+//! even when the test fails.
+//!
+//! These tests need root, `ip` and `nft`. When they cannot run they say so
+//! loudly and skip, unless `NETPERF_REQUIRE_NETNS=1`, when they fail.
+
+use std::{
+    path::Path,
+    process::{Command, Output, Stdio},
+    sync::atomic::{AtomicU32, Ordering},
+};
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+pub const A4: &str = "198.18.0.1";
+pub const B4: &str = "198.18.0.2";
+pub const A6: &str = "2001:2::1";
+pub const B6: &str = "2001:2::2";
+
+/// The pair of hosts.
+#[derive(Debug)]
+pub struct Hosts {
+    pub a: String,
+    pub b: String,
+    /// veth interface in A and in B.
+    pub dev_a: String,
+    pub dev_b: String,
+}
+
+fn have(tool: &str) -> bool {
+    ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
+        .iter()
+        .any(|d| Path::new(d).join(tool).exists())
+}
+
+fn why_not() -> Option<String> {
+    if !nix_is_root() {
+        return Some("not running as root".into());
+    }
+    for tool in ["ip", "nft", "tc"] {
+        if !have(tool) {
+            return Some(format!(
+                "'{tool}' is not installed (apt-get install iproute2 nftables)"
+            ));
+        }
+    }
+    None
+}
+
+fn nix_is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+/// Run a command; panic with its output if it fails.
+pub fn sh(args: &[&str]) -> Output {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+impl Hosts {
+    /// Make the two hosts, or explain (loudly) why not. `None` means skip.
+    pub fn new(test: &str) -> Option<Hosts> {
+        if let Some(reason) = why_not() {
+            if std::env::var("NETPERF_REQUIRE_NETNS").as_deref() == Ok("1") {
+                panic!(
+                    "network-namespace test {test} cannot run: {reason} (NETPERF_REQUIRE_NETNS=1)"
+                );
+            }
+            eprintln!("!!! SKIPPED network-namespace test {test}: {reason}");
+            eprintln!("!!! set NETPERF_REQUIRE_NETNS=1 to make this a failure");
+            return None;
+        }
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let tag = format!("{}{}", std::process::id() % 100_000, n);
+        let h = Hosts {
+            a: format!("npA{tag}"),
+            b: format!("npB{tag}"),
+            dev_a: format!("va{tag}"),
+            dev_b: format!("vb{tag}"),
+        };
+        // From here on Drop cleans up whatever was made.
+        sh(&["ip", "netns", "add", &h.a]);
+        sh(&["ip", "netns", "add", &h.b]);
+        sh(&[
+            "ip", "link", "add", &h.dev_a, "netns", &h.a, "type", "veth", "peer", "name", &h.dev_b,
+            "netns", &h.b,
+        ]);
+        for (ns, dev, v4, v6) in [(&h.a, &h.dev_a, A4, A6), (&h.b, &h.dev_b, B4, B6)] {
+            h.exec(ns, &["ip", "link", "set", "lo", "up"]);
+            h.exec(ns, &["ip", "addr", "add", &format!("{v4}/24"), "dev", dev]);
+            h.exec(
+                ns,
+                &[
+                    "ip",
+                    "-6",
+                    "addr",
+                    "add",
+                    &format!("{v6}/64"),
+                    "dev",
+                    dev,
+                    "nodad",
+                ],
+            );
+            h.exec(ns, &["ip", "link", "set", dev, "up"]);
+        }
+        Some(h)
+    }
+
+    /// Run a command inside namespace `ns`; panic if it fails.
+    pub fn exec(&self, ns: &str, args: &[&str]) -> Output {
+        let mut full = vec!["ip", "netns", "exec", ns];
+        full.extend_from_slice(args);
+        sh(&full)
+    }
+
+    /// A command that runs `program` inside `ns`.
+    pub fn command(&self, ns: &str, program: &Path) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns]).arg(program);
+        c
+    }
+
+    /// A UDP counter inside `ns`: of the `Udp:` line of /proc/net/snmp for
+    /// IPv4, of `Udp6<name>` in /proc/net/snmp6 for IPv6.
+    pub fn udp_counter(&self, ns: &str, name: &str, ipv6: bool) -> u64 {
+        if ipv6 {
+            let text =
+                String::from_utf8(self.exec(ns, &["cat", "/proc/net/snmp6"]).stdout).unwrap();
+            let key = format!("Udp6{name}");
+            return text
+                .lines()
+                .find_map(|l| {
+                    let mut w = l.split_whitespace();
+                    (w.next()? == key).then(|| w.next()?.parse().ok())?
+                })
+                .unwrap_or_else(|| panic!("no {key} in /proc/net/snmp6"));
+        }
+        let text = String::from_utf8(self.exec(ns, &["cat", "/proc/net/snmp"]).stdout).unwrap();
+        let mut lines = text.lines().filter(|l| l.starts_with("Udp:"));
+        let header = lines.next().unwrap();
+        let values = lines.next().unwrap();
+        let i = header.split_whitespace().position(|h| h == name).unwrap();
+        values.split_whitespace().nth(i).unwrap().parse().unwrap()
+    }
+
+    /// Load an nftables ruleset into `ns`.
+    pub fn nft(&self, ns: &str, ruleset: &str) {
+        use std::io::Write;
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", ns, "nft", "-f", "-"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("nft");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(ruleset.as_bytes())
+            .unwrap();
+        assert!(child.wait().unwrap().success(), "nft rejected:\n{ruleset}");
+    }
+
+    /// The packet count of the named nftables counter in `ns`.
+    pub fn nft_counter(&self, ns: &str, table: &str, name: &str) -> u64 {
+        let out = self.exec(ns, &["nft", "list", "counter", "inet", table, name]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let after = text
+            .split("packets ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no packet count in {text}"));
+        after.split_whitespace().next().unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            let _ = Command::new("ip")
+                .args(["netns", "del", ns])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}

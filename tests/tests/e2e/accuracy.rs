@@ -1,0 +1,200 @@
+//! Our figures against the kernel's own counters, between two network
+//! namespaces (doc/testing.md): UDP loss to the datagram, rates through a
+//! token-bucket shaper within 1%, pacing within 1% with no loss.
+
+use std::time::Duration;
+
+use harness::{
+    Netserver, bin, fields,
+    netns::{A4, A6, Hosts},
+    num, run_with_deadline,
+};
+
+/// netserver in host A, on a fixed data port so rules can match it.
+fn server(h: &Hosts, addr: &str) -> Netserver {
+    let mut cmd = h.command(&h.a, &bin("netserver"));
+    cmd.args(["-D", "-p", "0", "-L", addr, "--data-ports", "50000-50000"]);
+    Netserver::spawn(cmd)
+}
+
+/// netperf in host B, with a command line written as one string.
+fn netperf_in_b(h: &Hosts, args: &str) -> harness::Output {
+    let mut cmd = h.command(&h.b, &bin("netperf"));
+    cmd.args(args.split_whitespace());
+    run_with_deadline(cmd, Duration::from_secs(60)).ok()
+}
+
+/// The loss line: (lost, sent, socket-buffer drops).
+fn loss(stdout: &str) -> (u64, u64, u64) {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("Lost "))
+        .unwrap_or_else(|| panic!("no loss line in:\n{stdout}"));
+    let w = fields(line);
+    // Lost X of N datagrams (P%): D dropped by the receiving socket's buffer, ...
+    assert_eq!(w[6 + 1], "dropped", "{line}");
+    (num(w[1]) as u64, num(w[3]) as u64, num(w[6]) as u64)
+}
+
+/// The second UDP_STREAM row's throughput: what arrived.
+fn received_rate(stdout: &str) -> f64 {
+    let rows: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()))
+        .collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    num(fields(rows[1]).last().unwrap())
+}
+
+fn udp_loss_is_exact(addr: &str, test: &str) {
+    let Some(h) = Hosts::new(test) else { return };
+    let ns = server(&h, addr);
+    // Drop a random 1% of the test's 1024-byte datagrams (UDP length 1032)
+    // at the receiver's input hook; the hello (36 bytes) is left alone.
+    h.nft(
+        &h.a,
+        "table inet nptest {
+           counter dropped { }
+           chain input {
+             type filter hook input priority 0; policy accept;
+             udp dport 50000 udp length 1032 numgen random mod 100 0 counter name \"dropped\" drop
+           }
+         }",
+    );
+    let v6 = addr.contains(':');
+    let in_errors = h.udp_counter(&h.a, "InErrors", v6);
+    // A small receive buffer on the server makes its socket drop too.
+    let port = ns.port().to_string();
+    let out = netperf_in_b(
+        &h,
+        &format!("-H {addr} -p {port} -t UDP_STREAM -l -200000 -- -m 1024 -S ,16K --rate 400m"),
+    );
+    let in_errors = h.udp_counter(&h.a, "InErrors", v6) - in_errors;
+    let dropped = h.nft_counter(&h.a, "nptest", "dropped");
+    let (lost, sent, rcvbuf) = loss(&out.stdout);
+    eprintln!(
+        "sent {sent}, lost {lost}: nft dropped {dropped}, UDP InErrors {in_errors}, we attribute {rcvbuf} to the socket buffer"
+    );
+    assert_eq!(sent, 200_000, "{out}");
+    assert!(
+        dropped > 1000,
+        "the 1% rule should drop about 2000: {dropped}"
+    );
+    assert_eq!(
+        lost,
+        dropped + in_errors,
+        "loss must equal the kernel's counts\n{out}"
+    );
+    assert_eq!(
+        rcvbuf, in_errors,
+        "socket-buffer share must equal InErrors\n{out}"
+    );
+}
+
+#[test]
+fn udp_loss_matches_kernel_counters_ipv4() {
+    udp_loss_is_exact(A4, "udp_loss_matches_kernel_counters_ipv4");
+}
+
+#[test]
+fn udp_loss_matches_kernel_counters_ipv6() {
+    udp_loss_is_exact(A6, "udp_loss_matches_kernel_counters_ipv6");
+}
+
+/// A 200 Mbit/s token bucket on B's side of the link.
+fn shape(h: &Hosts) {
+    h.exec(
+        &h.b,
+        &[
+            "tc", "qdisc", "replace", "dev", &h.dev_b, "root", "tbf", "rate", "200mbit", "burst",
+            "64kb", "latency", "20ms",
+        ],
+    );
+}
+
+fn within(got: f64, want: f64, pct: f64) -> bool {
+    (got - want).abs() <= want * pct / 100.0
+}
+
+#[test]
+fn udp_rate_through_a_shaper() {
+    let Some(h) = Hosts::new("udp_rate_through_a_shaper") else {
+        return;
+    };
+    shape(&h);
+    let ns = server(&h, A4);
+    let port = ns.port().to_string();
+    let out = netperf_in_b(
+        &h,
+        &format!("-H {A4} -p {port} -t UDP_STREAM -l 4 -- -m 1024 -S ,2M"),
+    );
+    let got = received_rate(&out.stdout);
+    let want = 200.0 * 1024.0 / 1066.0;
+    eprintln!("UDP through 200 Mbit/s: {got:.2} received, expected {want:.2}");
+    assert!(
+        within(got, want, 1.0),
+        "{got} is not within 1% of {want}\n{out}"
+    );
+}
+
+#[test]
+fn udp_pacing_arrives_at_the_requested_rate() {
+    let Some(h) = Hosts::new("udp_pacing_arrives_at_the_requested_rate") else {
+        return;
+    };
+    shape(&h);
+    let ns = server(&h, A4);
+    let port = ns.port().to_string();
+    let out = netperf_in_b(
+        &h,
+        &format!("-H {A4} -p {port} -t UDP_STREAM -l 4 -- -m 1024 --rate 100m -S ,2M"),
+    );
+    let got = received_rate(&out.stdout);
+    eprintln!("UDP paced at 100 Mbit/s: {got:.2} received");
+    assert!(
+        within(got, 100.0, 1.0),
+        "{got} is not within 1% of 100\n{out}"
+    );
+    let (lost, _, _) = loss(&out.stdout);
+    assert_eq!(lost, 0, "{out}");
+}
+
+#[test]
+fn tcp_rate_through_a_shaper() {
+    let Some(h) = Hosts::new("tcp_rate_through_a_shaper") else {
+        return;
+    };
+    shape(&h);
+    let ns = server(&h, A4);
+    let port = ns.port().to_string();
+    let out = netperf_in_b(&h, &format!("-H {A4} -p {port} -t TCP_STREAM -l 5 -P 0"));
+    let got = num(fields(&out.stdout)[4]);
+    let want = 200.0 * 1448.0 / 1514.0;
+    eprintln!("TCP through 200 Mbit/s: {got:.2}, expected {want:.2}");
+    assert!(
+        within(got, want, 1.0),
+        "{got} is not within 1% of {want}\n{out}"
+    );
+}
+
+/// An unreachable host is a clear error, at once.
+#[test]
+fn unreachable_host_is_a_clear_error() {
+    let Some(h) = Hosts::new("unreachable_host_is_a_clear_error") else {
+        return;
+    };
+    h.exec(
+        &h.b,
+        &["ip", "route", "add", "unreachable", "198.18.0.99/32"],
+    );
+    let mut cmd = h.command(&h.b, &bin("netperf"));
+    cmd.args(["-H", "198.18.0.99", "-l", "1"]);
+    let out = run_with_deadline(cmd, Duration::from_secs(30));
+    assert!(!out.success(), "{out}");
+    assert!(
+        out.stderr
+            .starts_with("netperf: cannot connect to netserver at 198.18.0.99"),
+        "{out}"
+    );
+    assert!(out.stderr.contains("No route to host"), "{out}");
+}
