@@ -10,6 +10,9 @@
 //! # Layout
 //! - [`stream`]: TCP_STREAM, TCP_MAERTS and UDP_STREAM, sender and receiver roles.
 //! - [`netstat`]: the kernel's UDP counters (per socket and per host).
+//! - [`rr`]: TCP_RR and UDP_RR, requester and responder.
+//! - [`crr`]: TCP_CRR, a connection per transaction.
+//! - [`latency`]: the latency histogram and its summary.
 //! - [`handshake`]: the token every data connection presents first.
 //! - [`control`]: blocking transport of control frames (the client's side).
 //! - [`sockopt`]: socket buffers, TCP_NODELAY, TOS, priority, congestion
@@ -22,11 +25,15 @@
 #![deny(unsafe_code)]
 
 pub mod buffer;
+pub mod clock;
 pub mod control;
+pub mod crr;
 pub mod error;
 pub mod handshake;
+pub mod latency;
 pub mod live;
 pub mod netstat;
+pub mod rr;
 pub mod sockopt;
 pub mod stream;
 pub mod sys;

@@ -265,11 +265,8 @@ impl TestSpec {
                 ),
             ));
         }
-        if self.burst > 0 && self.kind != TestKind::TcpRr && self.kind != TestKind::UdpRr {
-            return Err(SpecError::new(
-                "-b (burst)",
-                "applies to TCP_RR and UDP_RR only",
-            ));
+        if self.burst > 0 && self.kind != TestKind::TcpRr {
+            return Err(SpecError::new("-b (burst)", "applies to TCP_RR only"));
         }
         match self.end {
             TestEnd::Time { millis } if millis > limits.max_duration_ms => {

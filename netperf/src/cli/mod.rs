@@ -136,7 +136,10 @@ pub struct Plan {
     pub remote_data_port: Option<u16>,
     pub data_host: Option<String>,
     pub data_family: AddrFamily,
-    pub recv_timeout_secs: Option<u32>,
+    /// `-e`: a UDP_RR transaction with no answer within this is lost.
+    pub recv_timeout: Option<std::time::Duration>,
+    /// `--no-latency`: do not time transactions (to measure what timing costs).
+    pub latency: bool,
     pub rate_bps: Option<u64>,
     pub spin: bool,
     pub send_width: Option<u32>,
@@ -180,7 +183,8 @@ impl Plan {
             remote_data_port: None,
             data_host: None,
             data_family: AddrFamily::Unspec,
-            recv_timeout_secs: None,
+            recv_timeout: None,
+            latency: true,
             rate_bps: None,
             spin: false,
             send_width: None,
@@ -465,11 +469,14 @@ fn apply_test(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliErro
                 plan.remote.nodelay = true;
             }
             "recv_timeout" => {
-                let n = value::int(v).map_err(|e| bad(o, e))?;
-                if n <= 0 {
-                    return Err(CliError(format!("{o}: '{v}' must be at least 1 second")));
+                // netperf takes whole seconds; fractions are ours (-e 0.01).
+                let secs = value::float(v).map_err(|e| bad(o, e))?;
+                if !(0.001..=3600.0).contains(&secs) {
+                    return Err(CliError(format!(
+                        "{o}: '{v}' is not between 0.001 and 3600 seconds"
+                    )));
                 }
-                plan.recv_timeout_secs = Some(u32::try_from(n).unwrap_or(u32::MAX));
+                plan.recv_timeout = Some(std::time::Duration::from_secs_f64(secs));
             }
             "data_host" => {
                 let (host, fam) = value::pair_explicit(v);
@@ -567,6 +574,7 @@ fn apply_test(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliErro
             "ipv6" => plan.data_family = AddrFamily::V6,
             "rate" => plan.rate_bps = Some(value::bits_per_second(v).map_err(|e| bad(o, e))?),
             "spin" => plan.spin = true,
+            "no_latency" => plan.latency = false,
             _ => {}
         }
     }

@@ -222,4 +222,11 @@ pub const OPTIONS: &[OptDef] = &[
         "",
         "Busy-poll non-blocking sockets on both ends (_RR tests)",
     ),
+    OptDef::long_only(
+        "no_latency",
+        "no-latency",
+        Arity::None,
+        "",
+        "Do not time each transaction (to measure what timing costs)",
+    ),
 ];

@@ -218,3 +218,19 @@ fn errors_name_the_option() {
     assert!(err(&["-N"]).starts_with("-N"));
     assert!(err(&["-H", "h,ipx"]).starts_with("-H"));
 }
+
+#[test]
+fn rr_options() {
+    let p = plan(&["-t", "UDP_RR", "--", "-e", "0.02", "--spin", "--no-latency"]);
+    assert_eq!(p.recv_timeout, Some(std::time::Duration::from_millis(20)));
+    assert!(p.spin && !p.latency);
+    let p = plan(&["-t", "UDP_RR", "--", "-e", "2"]);
+    assert_eq!(p.recv_timeout, Some(std::time::Duration::from_secs(2)));
+    assert!(err(&["--", "-e", "0"]).starts_with("-e:"));
+    let p = plan(&["-t", "TCP_CRR", "--", "-p", "20000,30000"]);
+    assert_eq!(p.port_range, Some((20000, 30000)));
+    let p = plan(&["-t", "TCP_RR", "--", "-b", "4"]);
+    assert_eq!(p.burst, 4);
+    let p = plan(&["-t", "UDP_STREAM", "--", "--rate", "100m"]);
+    assert_eq!(p.rate_bps, Some(100_000_000));
+}

@@ -1,6 +1,7 @@
 //! The client's side of each test family: its data phase and what it
 //! measured. One file per family.
 
+pub mod rr;
 pub mod stream;
 pub mod udp_stream;
 
@@ -37,6 +38,10 @@ pub struct Measurement {
     pub mss: Option<u32>,
     /// Sends that failed with a transient error (UDP: netperf's "Errors").
     pub send_errors: u64,
+    /// Round-trip latency of the transactions (_RR tests).
+    pub latency: Option<engine::latency::LatencySummary>,
+    /// UDP_RR: transactions with no response within the receive timeout.
+    pub lost: u64,
 }
 
 impl Measurement {
@@ -74,7 +79,9 @@ pub fn spec_for(plan: &Plan, family: Family) -> Result<TestSpec> {
     spec.request_size = plan.request_size;
     spec.response_size = plan.response_size;
     spec.burst = plan.burst;
-    spec.recv_timeout_ms = plan.recv_timeout_secs.map(|s| s.saturating_mul(1000));
+    spec.recv_timeout_ms = plan
+        .recv_timeout
+        .map(|d| u32::try_from(d.as_millis()).unwrap_or(u32::MAX).max(1));
     spec.spin = plan.spin;
     spec.rate_bps = plan.rate_bps;
     spec.measure_cpu = plan.remote_cpu;
@@ -107,7 +114,7 @@ pub fn run_once(plan: &Plan, dialect: &mut dyn Dialect, ctx: &Context) -> Result
     match plan.test {
         TestKind::TcpStream | TestKind::TcpMaerts => stream::run_once(plan, dialect, ctx),
         TestKind::UdpStream => udp_stream::run_once(plan, dialect, ctx),
-        other => anyhow::bail!("-t {other}: not supported by this netperf yet"),
+        TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr => rr::run_once(plan, dialect, ctx),
     }
 }
 

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use proto::TestKind;
 
 use super::{Endpoints, Figures};
+use crate::cli::Units;
 use crate::{cli::Plan, family::Measurement};
 
 /// The test's title as netperf's omni code names it.
@@ -56,6 +57,64 @@ pub fn banner(plan: &Plan, ep: &Endpoints) -> String {
     s
 }
 
+/// One iteration of a confidence run, as it finishes (ours).
+pub fn iteration_line(plan: &Plan, i: u32, f: &Figures) -> String {
+    let mut s = format!(
+        "Iteration {i}: {:.2} {}/sec, elapsed {:.2} s",
+        f.result,
+        plan.units().label(),
+        f.elapsed
+    );
+    if let Some(c) = f.local_cpu {
+        let _ = write!(s, ", local CPU {c:.2}%");
+    }
+    if let Some(c) = f.remote_cpu {
+        let _ = write!(s, ", remote CPU {c:.2}%");
+    }
+    s.push('\n');
+    s
+}
+
+/// netperf's warning when the iterations ran out before confidence.
+pub fn confidence_warning(v: &crate::confidence::Verdict) -> String {
+    let pct =
+        |i: Option<&crate::confidence::Interval>| i.map_or(0.0, |i| 100.0 * i.relative_width());
+    format!(
+        "!!! WARNING\n\
+         !!! Desired confidence was not achieved within the specified iterations.\n\
+         !!! This implies that there was variability in the test environment that\n\
+         !!! must be investigated before going further.\n\
+         !!! Confidence intervals: Throughput      : {:4.3}%\n\
+         !!!                       Local CPU util  : {:4.3}%\n\
+         !!!                       Remote CPU util : {:4.3}%\n\n",
+        pct(Some(&v.result)),
+        pct(v.local_cpu.as_ref()),
+        pct(v.remote_cpu.as_ref())
+    )
+}
+
+/// Our line after the table: iterations, mean, half-width in units and in
+/// percent of the mean, and the level.
+pub fn confidence_line(plan: &Plan, n: usize, v: &crate::confidence::Verdict) -> String {
+    let Some(c) = &plan.confidence else {
+        return String::new();
+    };
+    let i = &v.result;
+    format!(
+        "Confidence: {n} iterations, mean {:.2} {}/sec +/- {:.2} (+/-{:.3}%) at {}% confidence{}\n",
+        i.mean,
+        plan.units().label(),
+        i.half_width,
+        50.0 * i.relative_width(),
+        level_text(c.level),
+        if v.confident {
+            ""
+        } else {
+            "; not within the requested width"
+        }
+    )
+}
+
 /// A confidence level as netperf prints it: an integer when it is one.
 pub fn level_text(level: f64) -> String {
     if level.fract() == 0.0 {
@@ -78,8 +137,143 @@ pub fn table(plan: &Plan, m: &Measurement, f: &Figures) -> String {
     match plan.test {
         TestKind::TcpStream | TestKind::TcpMaerts => stream(plan, m, f),
         TestKind::UdpStream => udp_stream(plan, m, f),
-        _ => String::new(),
+        TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr => rr(plan, m, f),
     }
+}
+
+/// TCP_RR, UDP_RR and TCP_CRR.
+pub fn rr(plan: &Plan, m: &Measurement, f: &Figures) -> String {
+    let mut s = String::new();
+    let units = plan.units();
+    // TCP_CRR's rows carry no brand in netperf.
+    let brand = if plan.test == TestKind::TcpCrr {
+        ""
+    } else {
+        brand(plan)
+    };
+    if plan.verbosity == 0 {
+        if plan.test == TestKind::TcpCrr {
+            let _ = writeln!(s, "{:7.2}", f.result);
+        } else {
+            let _ = writeln!(s, "{:7.2} {}", f.result, brand);
+        }
+        return s;
+    }
+    if plan.headers {
+        if units == Units::Transactions || plan.test == TestKind::TcpCrr {
+            s.push_str(
+                "Local /Remote\n\
+                 Socket Size   Request  Resp.   Elapsed  Trans.\n\
+                 Send   Recv   Size     Size    Time     Rate         \n\
+                 bytes  Bytes  bytes    bytes   secs.    per sec   \n\n",
+            );
+        } else {
+            let _ = write!(
+                s,
+                "Local /Remote\n\
+                 Socket Size   Request  Resp.   Elapsed  \n\
+                 Send   Recv   Size     Size    Time     Throughput \n\
+                 bytes  Bytes  bytes    bytes   secs.    {}/sec   \n\n",
+                units.label()
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "{:<6} {:<6} {:<6}   {:<6}  {:<6.2}   {:7.2}   {}",
+        m.local_send_buf,
+        m.local_recv_buf,
+        plan.request_size,
+        plan.response_size,
+        f.elapsed,
+        f.result,
+        brand
+    );
+    let _ = writeln!(s, "{:<6} {:<6}", m.remote_send_buf, m.remote_recv_buf);
+    if plan.test == TestKind::UdpRr && plan.headers {
+        s.push_str(&udp_rr_loss_line(plan, m));
+    }
+    if plan.verbosity > 1 {
+        s.push_str(&rr_detail(plan, m));
+    }
+    s
+}
+
+/// UDP_RR: transactions that got no response in time.
+pub fn udp_rr_loss_line(plan: &Plan, m: &Measurement) -> String {
+    let done = m.local.transactions;
+    let tried = done + m.lost;
+    let pct = if tried == 0 {
+        0.0
+    } else {
+        m.lost as f64 * 100.0 / tried as f64
+    };
+    let timeout = plan
+        .recv_timeout
+        .unwrap_or(crate::family::rr::DEFAULT_UDP_TIMEOUT)
+        .as_secs_f64();
+    format!(
+        "Lost {} of {tried} transactions ({pct:.3}%): no response within {timeout:.3} s\n",
+        m.lost
+    )
+}
+
+/// `-v 2`: netperf's round-trip block, then our latency percentiles.
+fn rr_detail(plan: &Plan, m: &Measurement) -> String {
+    let mut s = String::new();
+    let rate = if m.elapsed > 0.0 {
+        m.local.transactions as f64 / m.elapsed
+    } else {
+        0.0
+    };
+    let units = match plan.units() {
+        Units::Transactions => Units::Bits('m'),
+        u => u,
+    };
+    let burst = if plan.test == TestKind::TcpRr {
+        plan.burst
+    } else {
+        0
+    };
+    let rtt = if rate > 0.0 {
+        1e6 / rate * f64::from(1 + burst)
+    } else {
+        0.0
+    };
+    let _ = write!(
+        s,
+        "Alignment      Offset         RoundTrip  Trans    Throughput\n\
+         Local  Remote  Local  Remote  Latency    Rate     {:<8.8}/s\n\
+         Send   Recv    Send   Recv    usec/Tran  per sec  Outbound   Inbound\n\
+         {:5}  {:5}   {:5}  {:5}   {:<6.3}   {:<6.3} {:<6.3}    {:<6.3}\n",
+        units.label(),
+        8,
+        0,
+        0,
+        0,
+        rtt,
+        rate,
+        units.rate(rate * f64::from(plan.request_size), 1.0),
+        units.rate(rate * f64::from(plan.response_size), 1.0)
+    );
+    if let Some(l) = &m.latency {
+        let us = |ns: u64| ns as f64 / 1000.0;
+        let _ = write!(
+            s,
+            "\nLatency (usec)       min       mean        p50        p90        p99      p99.9        max     stddev\n\
+             {:14} {:10.3} {:10.3} {:10.3} {:10.3} {:10.3} {:10.3} {:10.3} {:10.3}\n",
+            "",
+            us(l.min),
+            l.mean / 1000.0,
+            us(l.p50),
+            us(l.p90),
+            us(l.p99),
+            us(l.p999),
+            us(l.max),
+            l.stddev / 1000.0
+        );
+    }
+    s
 }
 
 /// TCP_STREAM and TCP_MAERTS.
@@ -370,6 +564,7 @@ bytes  bytes   bytes    secs.    10^6bits/sec  \n\
             result: 6907.10,
             send_rate: 18906.91,
             recv_rate: 6907.10,
+            ..Figures::default()
         };
         assert_eq!(
             udp_stream(&p, &m, &f),
@@ -403,6 +598,73 @@ bytes  bytes   bytes    secs.    10^6bits/sec  \n\
             udp_loss_line(&m),
             "Lost 50 of 1000 datagrams (5.000%): 40 dropped by the receiving socket's buffer, 10 elsewhere; 3 out of order, 1 duplicated; jitter 0.012 ms\n"
         );
+    }
+
+    #[test]
+    fn rr_table_matches_netperf() {
+        let p = plan(&["-t", "TCP_RR"]);
+        let m = Measurement {
+            local_send_buf: 16384,
+            local_recv_buf: 131072,
+            remote_send_buf: 16384,
+            remote_recv_buf: 131072,
+            ..Measurement::default()
+        };
+        let f = Figures {
+            elapsed: 1.0,
+            result: 36552.37,
+            ..Figures::default()
+        };
+        assert_eq!(
+            rr(&p, &m, &f),
+            "Local /Remote\n\
+             Socket Size   Request  Resp.   Elapsed  Trans.\n\
+             Send   Recv   Size     Size    Time     Rate         \n\
+             bytes  Bytes  bytes    bytes   secs.    per sec   \n\n\
+             16384  131072 1        1       1.00     36552.37   \n\
+             16384  131072\n"
+        );
+        let p = plan(&["-t", "TCP_RR", "-P", "0", "-v", "0"]);
+        assert_eq!(rr(&p, &m, &f), "36552.37 \n");
+        let p = plan(&["-t", "TCP_CRR", "-v", "0"]);
+        assert_eq!(rr(&p, &m, &f), "36552.37\n");
+    }
+
+    #[test]
+    fn rr_verbose_block() {
+        let p = plan(&["-t", "TCP_RR", "-v", "2", "-P", "0"]);
+        let mut m = measurement();
+        m.elapsed = 1.0;
+        m.local.transactions = 32619;
+        m.latency = Some(engine::latency::LatencySummary {
+            count: 32619,
+            min: 21_000,
+            mean: 30_000.0,
+            p50: 29_000,
+            p90: 33_000,
+            p99: 45_000,
+            p999: 80_000,
+            max: 1_200_000,
+            stddev: 8_000.0,
+        });
+        let text = rr(
+            &p,
+            &m,
+            &Figures {
+                elapsed: 1.0,
+                result: 32619.0,
+                ..Figures::default()
+            },
+        );
+        assert!(
+            text.contains("Local  Remote  Local  Remote  Latency    Rate     10^6bits/s\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("    8      0       0      0   30.657   32619.000 0.261     0.261 \n"),
+            "{text}"
+        );
+        assert!(text.contains("     21.000     30.000     29.000     33.000     45.000     80.000   1200.000      8.000\n"), "{text}");
     }
 
     #[test]

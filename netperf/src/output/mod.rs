@@ -56,6 +56,9 @@ pub struct Figures {
     pub send_rate: f64,
     /// What the netserver received, per second (UDP_STREAM's second row).
     pub recv_rate: f64,
+    /// CPU utilisation, percent, when measured (`-c`, `-C`).
+    pub local_cpu: Option<f64>,
+    pub remote_cpu: Option<f64>,
 }
 
 impl Figures {
@@ -66,11 +69,36 @@ impl Figures {
             result: rate(u, plan.test, m),
             send_rate: u.rate(m.local.bytes_sent as f64, m.elapsed),
             recv_rate: u.rate(m.remote.bytes_received as f64, m.elapsed),
+            local_cpu: m.local.cpu.as_ref().map(|c| c.util),
+            remote_cpu: m.remote.cpu.as_ref().map(|c| c.util),
+        }
+    }
+
+    /// The mean of several iterations' figures (netperf prints the means).
+    pub fn mean(all: &[Figures]) -> Figures {
+        let n = all.len().max(1) as f64;
+        let avg = |f: fn(&Figures) -> f64| all.iter().map(f).sum::<f64>() / n;
+        let avg_opt = |f: fn(&Figures) -> Option<f64>| -> Option<f64> {
+            let v: Vec<f64> = all.iter().filter_map(f).collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        };
+        Figures {
+            elapsed: avg(|f| f.elapsed),
+            result: avg(|f| f.result),
+            send_rate: avg(|f| f.send_rate),
+            recv_rate: avg(|f| f.recv_rate),
+            local_cpu: avg_opt(|f| f.local_cpu),
+            remote_cpu: avg_opt(|f| f.remote_cpu),
         }
     }
 }
 
-/// The test's result in `units` per second.
+/// The test's result in `units` per second. An _RR test in byte or bit
+/// units reports the bytes the netserver moved both ways, as netperf does.
 pub fn rate(units: Units, kind: TestKind, m: &Measurement) -> f64 {
+    if kind.is_rr() && units != Units::Transactions {
+        let bytes = m.remote.bytes_sent + m.remote.bytes_received;
+        return units.rate(bytes as f64, m.elapsed);
+    }
     units.rate(m.result_units(kind), m.elapsed)
 }

@@ -2,6 +2,7 @@
 //! listener, the token check on incoming data connections, and the control
 //! block through which the session stops or aborts a running test.
 
+pub mod rr;
 pub mod stream;
 pub mod udp_stream;
 
@@ -99,9 +100,12 @@ impl TestCtl {
         self.aborted.load(Ordering::SeqCst)
     }
 
+    /// netperf is done: request/response responders stop (a UDP_STREAM
+    /// receiver drains what is still in flight first).
     pub fn set_client_done(&self, done: ClientDone) {
         self.expected_datagrams
             .store(done.datagrams_sent, Ordering::Relaxed);
+        self.stop.set();
         if let Ok(mut d) = self.done.lock() {
             *d = Some(done);
         }
@@ -186,11 +190,8 @@ pub fn start(
     let (grant, job) = match spec.kind {
         TestKind::TcpStream | TestKind::TcpMaerts => stream::prepare(spec, local, cfg)?,
         TestKind::UdpStream => udp_stream::prepare(spec, local, peer, cfg)?,
-        other => {
-            return Err(ErrorMsg::new(
-                ErrorCode::Unsupported,
-                format!("{other} is not supported by this netserver"),
-            ));
+        TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr => {
+            rr::prepare(spec, local, peer, cfg)?
         }
     };
     let ctl = Arc::new(TestCtl::default());

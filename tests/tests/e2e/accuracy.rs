@@ -198,3 +198,44 @@ fn unreachable_host_is_a_clear_error() {
     );
     assert!(out.stderr.contains("No route to host"), "{out}");
 }
+
+/// UDP_RR through a rule that drops 1% of the requests: the test finishes
+/// on time, and every dropped request is a lost transaction.
+#[test]
+fn udp_rr_with_loss_finishes_and_counts_it() {
+    let Some(h) = Hosts::new("udp_rr_with_loss_finishes_and_counts_it") else {
+        return;
+    };
+    let ns = server(&h, A4);
+    // 1-byte requests: UDP length 9 (the 36-byte hello is left alone).
+    h.nft(
+        &h.a,
+        "table inet nptest {
+           counter dropped { }
+           chain input {
+             type filter hook input priority 0; policy accept;
+             udp dport 50000 udp length 9 numgen random mod 100 0 counter name \"dropped\" drop
+           }
+         }",
+    );
+    let port = ns.port();
+    let started = std::time::Instant::now();
+    let out = netperf_in_b(&h, &format!("-H {A4} -p {port} -t UDP_RR -l 2 -- -e 0.02"));
+    let took = started.elapsed();
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Lost "))
+        .unwrap_or_else(|| panic!("no loss line: {out}"));
+    let lost = num(fields(line)[1]) as u64;
+    let dropped = h.nft_counter(&h.a, "nptest", "dropped");
+    eprintln!("UDP_RR: {line}; the rule dropped {dropped} requests; took {took:?}");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert!(dropped > 0, "{out}");
+    // Every dropped request is a lost transaction; a response later than
+    // the 20 ms timeout on a busy machine would add one more.
+    assert!(
+        lost >= dropped && lost <= dropped + dropped / 10 + 3,
+        "lost {lost}, dropped {dropped}\n{out}"
+    );
+}

@@ -3,7 +3,9 @@
 //! One test binary, one module per area.
 
 mod accuracy;
+mod confidence;
 mod errors;
+mod rr;
 mod server;
 mod stream;
 mod udp;

@@ -1,0 +1,327 @@
+//! TCP_CRR: a new connection for every transaction (connect, request,
+//! response, close), both roles.
+//!
+//! TIME_WAIT is handled as netperf handles it: the requester binds each
+//! connection explicitly to the next port of a range (`-p min,max`; netperf
+//! chooses the default, see its `family::rr::default_ports`) with
+//! SO_REUSEADDR, and closes first. With TCP
+//! timestamps on (Linux's default), an explicitly bound connect may reuse a
+//! port pair still in TIME_WAIT, so a long test at full speed does not run
+//! out of ports. If it does anyway, the error says so and what to change.
+//!
+//! Every connection presents the test's token in the same send as its
+//! request; the responder closes anything else unanswered.
+
+use std::{
+    io::{self, Read, Write},
+    net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream},
+    os::fd::AsFd,
+    time::{Duration, Instant},
+};
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use proto::{Family, Protocol, SideSpec, Token};
+use socket2::Socket;
+
+use crate::{
+    EngineError, clock, handshake,
+    latency::Latency,
+    live::Live,
+    rr::{ResponderOutcome, RrOutcome, Until},
+    sockopt,
+    timer::StopFlag,
+};
+
+/// The requester's settings.
+#[derive(Debug, Clone)]
+pub struct CrrRequester {
+    pub server: SocketAddr,
+    pub local_ip: IpAddr,
+    pub ports: (u16, u16),
+    pub token: Token,
+    pub req: usize,
+    pub resp: usize,
+    pub until: Until,
+    pub timing: bool,
+    /// Socket options for each connection.
+    pub side: SideSpec,
+}
+
+/// The next local port, cycling through the range.
+#[derive(Debug)]
+struct Ports {
+    lo: u16,
+    hi: u16,
+    next: u16,
+}
+
+impl Ports {
+    fn new((lo, hi): (u16, u16)) -> Ports {
+        Ports { lo, hi, next: lo }
+    }
+
+    fn take(&mut self) -> u16 {
+        let p = self.next;
+        self.next = if p >= self.hi { self.lo } else { p + 1 };
+        p
+    }
+
+    fn len(&self) -> u32 {
+        u32::from(self.hi - self.lo) + 1
+    }
+}
+
+fn out_of_ports(ports: &Ports, e: &io::Error) -> EngineError {
+    EngineError::Invalid(format!(
+        "TCP_CRR ran out of local ports: every port of {}-{} is busy ({e}); widen the range with -- -p min,max, make sure TCP timestamps are on (net.ipv4.tcp_timestamps=1), or lower net.ipv4.tcp_fin_timeout",
+        ports.lo, ports.hi
+    ))
+}
+
+/// One connected socket, bound to the next free port of the range.
+fn connect(p: &CrrRequester, ports: &mut Ports) -> Result<TcpStream, EngineError> {
+    let family = sockopt::family_of(&p.server);
+    let mut tried = 0u32;
+    loop {
+        let sock = sockopt::new_socket(family, Protocol::Tcp)?;
+        sockopt::apply_side(&sock, &p.side, family, Protocol::Tcp, false)?;
+        sock.set_reuse_address(true)
+            .map_err(|e| EngineError::io("setting SO_REUSEADDR", e))?;
+        let port = ports.take();
+        tried += 1;
+        let busy = |e: &io::Error| {
+            matches!(
+                e.raw_os_error(),
+                Some(libc::EADDRINUSE | libc::EADDRNOTAVAIL)
+            )
+        };
+        if let Err(e) = sock.bind(&SocketAddr::new(p.local_ip, port).into()) {
+            if busy(&e) {
+                if tried >= ports.len() {
+                    return Err(out_of_ports(ports, &e));
+                }
+                continue;
+            }
+            return Err(EngineError::io(format!("binding to local port {port}"), e));
+        }
+        match sock.connect(&p.server.into()) {
+            Ok(()) => return Ok(sock.into()),
+            Err(e) if busy(&e) => {
+                if tried >= ports.len() {
+                    return Err(out_of_ports(ports, &e));
+                }
+            }
+            Err(e) => return Err(EngineError::io(format!("connect to {}", p.server), e)),
+        }
+    }
+}
+
+fn fill_request(token: &Token, req: usize) -> Vec<u8> {
+    let mut v = handshake::preamble(token, 0).to_vec();
+    v.resize(handshake::PREAMBLE_LEN + req.max(1), b'r');
+    v
+}
+
+fn read_exact(s: &TcpStream, buf: &mut [u8]) -> io::Result<u64> {
+    let mut off = 0;
+    let mut calls = 0;
+    while off < buf.len() {
+        match (&*s).read(&mut buf[off..]) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                off += n;
+                calls += 1;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(calls)
+}
+
+/// Read until end-of-file: the peer has closed its side.
+fn read_eof(s: &TcpStream) -> io::Result<()> {
+    let mut scratch = [0u8; 64];
+    loop {
+        match (&*s).read(&mut scratch) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Requester role (netperf's side of TCP_CRR).
+pub fn requester(p: &CrrRequester, stop: &StopFlag, live: &Live) -> Result<RrOutcome, EngineError> {
+    let request = fill_request(&p.token, p.req);
+    let mut resp = vec![0u8; p.resp.max(1)];
+    let mut ports = Ports::new(p.ports);
+    let mut lat = Latency::new();
+    let mut out = RrOutcome::default();
+    let start = Instant::now();
+    let mut last = clock::now_ns();
+    loop {
+        if stop.is_set() {
+            break;
+        }
+        if let Until::Transactions(n) = p.until
+            && out.transactions >= n
+        {
+            break;
+        }
+        let conn = connect(p, &mut ports)?;
+        (&conn)
+            .write_all(&request)
+            .map_err(|e| EngineError::io("sending a request", e))?;
+        out.send_calls += 1;
+        out.bytes_sent += p.req.max(1) as u64;
+        out.recv_calls +=
+            read_exact(&conn, &mut resp).map_err(|e| EngineError::io("receiving a response", e))?;
+        out.bytes_received += resp.len() as u64;
+        // We close first, as netperf: the TIME_WAIT stays on our side,
+        // where the port range and SO_REUSEADDR deal with it.
+        conn.shutdown(Shutdown::Write)
+            .map_err(|e| EngineError::io("closing a connection", e))?;
+        read_eof(&conn).map_err(|e| EngineError::io("closing a connection", e))?;
+        drop(conn);
+        out.transactions += 1;
+        live.publish(out.bytes_received, out.transactions);
+        if p.timing {
+            let now = clock::now_ns();
+            lat.record(now.wrapping_sub(last));
+            last = now;
+        }
+    }
+    out.elapsed = start.elapsed();
+    out.latency = lat.summary();
+    Ok(out)
+}
+
+/// Responder role (netserver's side of TCP_CRR): accept, check the token,
+/// answer, wait for the requester to close, until `stop` is raised.
+pub fn responder(
+    listener: &Socket,
+    token: &Token,
+    req: usize,
+    resp: usize,
+    stop: &StopFlag,
+    live: &Live,
+) -> Result<(ResponderOutcome, u64), EngineError> {
+    let listener: TcpListener = listener
+        .try_clone()
+        .map_err(|e| EngineError::io("data listener", e))?
+        .into();
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| EngineError::io("data listener", e))?;
+    let mut reqbuf = vec![0u8; handshake::PREAMBLE_LEN + req.max(1)];
+    let respbuf = vec![b'R'; resp.max(1)];
+    let mut out = ResponderOutcome::default();
+    let mut refused = 0u64;
+    let mut first: Option<Instant> = None;
+    loop {
+        let conn = match listener.accept() {
+            Ok((c, _)) => c,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if stop.is_set() {
+                    break;
+                }
+                let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+                let _ = poll(&mut fds, PollTimeout::from(100u8));
+                continue;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
+            Err(e) => return Err(EngineError::io("accept on the data listener", e)),
+        };
+        first.get_or_insert_with(Instant::now);
+        if conn.set_nonblocking(false).is_err()
+            || conn.set_read_timeout(Some(Duration::from_secs(1))).is_err()
+        {
+            continue;
+        }
+        let Ok(calls) = read_exact(&conn, &mut reqbuf) else {
+            refused += 1;
+            continue;
+        };
+        let mut t = [0u8; 32];
+        t.copy_from_slice(&reqbuf[..32]);
+        if !handshake::token_eq(&Token(t), token) {
+            refused += 1;
+            continue;
+        }
+        out.recv_calls += calls;
+        out.bytes_received += (reqbuf.len() - handshake::PREAMBLE_LEN) as u64;
+        if (&conn).write_all(&respbuf).is_err() {
+            continue;
+        }
+        out.send_calls += 1;
+        out.bytes_sent += respbuf.len() as u64;
+        out.transactions += 1;
+        live.publish(out.bytes_received, out.transactions);
+        let _ = read_eof(&conn);
+    }
+    out.elapsed = first.map_or(Duration::ZERO, |f| f.elapsed());
+    Ok((out, refused))
+}
+
+/// The family of an address, for callers building [`CrrRequester`]s.
+pub fn family(addr: &SocketAddr) -> Family {
+    sockopt::family_of(addr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::thread;
+
+    fn listener() -> (Socket, SocketAddr) {
+        let s = sockopt::new_socket(Family::V4, Protocol::Tcp).unwrap();
+        s.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+            .unwrap();
+        s.listen(128).unwrap();
+        let a = s.local_addr().unwrap().as_socket().unwrap();
+        (s, a)
+    }
+
+    #[test]
+    fn exact_transactions_and_token_check() {
+        let (l, addr) = listener();
+        let token = handshake::new_token().unwrap();
+        let stop = StopFlag::new();
+        let s2 = stop.clone();
+        let srv = thread::spawn(move || responder(&l, &token, 10, 20, &s2, &Live::new()).unwrap());
+        // a stranger without the token is refused, not counted
+        let mut stranger = TcpStream::connect(addr).unwrap();
+        stranger.write_all(&[0u8; 46]).unwrap();
+        let p = CrrRequester {
+            server: addr,
+            local_ip: "127.0.0.1".parse().unwrap(),
+            ports: (30000, 60000),
+            token,
+            req: 10,
+            resp: 20,
+            until: Until::Transactions(300),
+            timing: true,
+            side: SideSpec::default(),
+        };
+        let o = requester(&p, &StopFlag::new(), &Live::new()).unwrap();
+        stop.set();
+        let (r, refused) = srv.join().unwrap();
+        assert_eq!(o.transactions, 300);
+        assert_eq!(r.transactions, 300);
+        assert_eq!(refused, 1);
+        assert_eq!(o.bytes_received, 300 * 20);
+        assert_eq!(r.bytes_received, 300 * 10);
+        assert_eq!(o.latency.unwrap().count, 300);
+    }
+
+    #[test]
+    fn ports_cycle() {
+        let mut p = Ports::new((10, 12));
+        assert_eq!([p.take(), p.take(), p.take(), p.take()], [10, 11, 12, 10]);
+        assert_eq!(p.len(), 3);
+    }
+}

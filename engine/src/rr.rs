@@ -1,0 +1,550 @@
+//! TCP_RR and UDP_RR: the requester's and the responder's loops.
+//!
+//! A transaction is one request of `req` bytes and one response of `resp`
+//! bytes. In the default mode each side makes exactly one send and one
+//! receive system call per transaction, as netperf does; the requester reads
+//! the clock once per transaction (the end of one transaction is the start of
+//! the next) and records the round trip in a [`Latency`].
+//!
+//! TCP_RR's burst mode (`-b N`) keeps N more requests in flight; responses
+//! come back in order, so a FIFO of send times gives each one's latency.
+//!
+//! UDP_RR requests carry as many bytes of their sequence number as fit (up
+//! to 8, at least 1) and the responder echoes them, so a late response is
+//! never taken for the current one. A request with no response within the
+//! receive timeout is counted lost and the test goes on.
+//!
+//! `spin` mode makes the sockets non-blocking and polls them, to measure the
+//! latency floor without the cost of sleeping and waking.
+
+use std::{
+    collections::VecDeque,
+    io::{self, Read, Write},
+    net::{Shutdown, TcpStream, UdpSocket},
+    time::{Duration, Instant},
+};
+
+use crate::{
+    EngineError, clock,
+    latency::{Latency, LatencySummary},
+    live::Live,
+    timer::StopFlag,
+};
+
+/// When the requester stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Until {
+    Stopped,
+    Transactions(u64),
+}
+
+/// The requester's settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Requester {
+    pub req: usize,
+    pub resp: usize,
+    /// Extra requests in flight (TCP only).
+    pub burst: u32,
+    pub until: Until,
+    /// Record each transaction's latency.
+    pub timing: bool,
+    pub spin: bool,
+}
+
+/// What the requester counted.
+#[derive(Debug, Default, Clone)]
+pub struct RrOutcome {
+    pub transactions: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub send_calls: u64,
+    pub recv_calls: u64,
+    /// UDP: transactions with no response in time.
+    pub lost: u64,
+    /// UDP: responses that arrived for an earlier, given-up request.
+    pub stale: u64,
+    pub elapsed: Duration,
+    pub latency: Option<LatencySummary>,
+}
+
+/// What the responder counted.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ResponderOutcome {
+    pub transactions: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub send_calls: u64,
+    pub recv_calls: u64,
+    pub elapsed: Duration,
+}
+
+fn would_block(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
+/// Send all of `buf`; returns the number of calls.
+fn send_all(s: &TcpStream, buf: &[u8], spin: bool) -> Result<u64, EngineError> {
+    let mut off = 0;
+    let mut calls = 0;
+    while off < buf.len() {
+        match (&*s).write(&buf[off..]) {
+            Ok(n) => {
+                off += n;
+                calls += 1;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if spin && would_block(&e) => std::hint::spin_loop(),
+            Err(e) => return Err(EngineError::io("send on the data connection", e)),
+        }
+    }
+    Ok(calls)
+}
+
+/// Receive exactly `buf.len()` bytes. `Ok(None)` if the peer closed before
+/// the first byte (a clean end between transactions); returns the calls.
+fn recv_exact(s: &TcpStream, buf: &mut [u8], spin: bool) -> Result<Option<u64>, EngineError> {
+    let mut off = 0;
+    let mut calls = 0;
+    while off < buf.len() {
+        match (&*s).read(&mut buf[off..]) {
+            Ok(0) if off == 0 => return Ok(None),
+            Ok(0) => {
+                return Err(EngineError::Invalid(
+                    "the peer closed the data connection in the middle of a message".into(),
+                ));
+            }
+            Ok(n) => {
+                off += n;
+                calls += 1;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if spin && e.kind() == io::ErrorKind::WouldBlock => std::hint::spin_loop(),
+            Err(e) if would_block(&e) => {
+                return Err(EngineError::Timeout(
+                    "the data connection went silent in the middle of a test".into(),
+                ));
+            }
+            Err(e) => return Err(EngineError::io("receive on the data connection", e)),
+        }
+    }
+    Ok(Some(calls))
+}
+
+fn closed_early() -> EngineError {
+    EngineError::Invalid("the netserver closed the data connection during the test".into())
+}
+
+/// TCP requester (netperf's side of TCP_RR).
+pub fn tcp_requester(
+    conn: &TcpStream,
+    p: &Requester,
+    stop: &StopFlag,
+    live: &Live,
+) -> Result<RrOutcome, EngineError> {
+    if p.spin {
+        conn.set_nonblocking(true)
+            .map_err(|e| EngineError::io("making the socket non-blocking", e))?;
+    }
+    let req = vec![b'r'; p.req.max(1)];
+    let mut resp = vec![0u8; p.resp.max(1)];
+    let mut lat = Latency::new();
+    let mut out = RrOutcome::default();
+    let start = Instant::now();
+    let limit = match p.until {
+        Until::Stopped => u64::MAX,
+        Until::Transactions(n) => n,
+    };
+    let mut last = clock::now_ns();
+    if p.burst == 0 {
+        // One transaction at a time: send, receive, one clock read.
+        while out.transactions < limit && !stop.is_set() {
+            out.send_calls += send_all(conn, &req, p.spin)?;
+            match recv_exact(conn, &mut resp, p.spin)? {
+                Some(calls) => out.recv_calls += calls,
+                None => return Err(closed_early()),
+            }
+            out.transactions += 1;
+            live.publish_transactions(out.transactions);
+            if p.timing {
+                let now = clock::now_ns();
+                lat.record(now.wrapping_sub(last));
+                last = now;
+            }
+        }
+        out.bytes_sent = out.transactions * req.len() as u64;
+        out.bytes_received = out.transactions * resp.len() as u64;
+    } else {
+        // Burst: keep `burst` more requests in flight; responses come back
+        // in order, so a FIFO of send times gives each one's latency.
+        let mut in_flight: VecDeque<u64> = VecDeque::with_capacity(p.burst as usize + 1);
+        let mut requested = 0u64;
+        loop {
+            while in_flight.len() <= p.burst as usize && requested < limit && !stop.is_set() {
+                out.send_calls += send_all(conn, &req, p.spin)?;
+                requested += 1;
+                in_flight.push_back(last);
+            }
+            let Some(sent_at) = in_flight.pop_front() else {
+                break;
+            };
+            match recv_exact(conn, &mut resp, p.spin)? {
+                Some(calls) => out.recv_calls += calls,
+                None => return Err(closed_early()),
+            }
+            out.transactions += 1;
+            live.publish_transactions(out.transactions);
+            if p.timing {
+                last = clock::now_ns();
+                lat.record(last.wrapping_sub(sent_at));
+            }
+        }
+        out.bytes_sent = requested * req.len() as u64;
+        out.bytes_received = out.transactions * resp.len() as u64;
+    }
+    if p.spin {
+        let _ = conn.set_nonblocking(false);
+    }
+    conn.shutdown(Shutdown::Write)
+        .map_err(|e| EngineError::io("shutting down the data connection", e))?;
+    // Wait for the responder's end-of-file, so that its count is final.
+    conn.set_read_timeout(Some(Duration::from_secs(30)))
+        .map_err(|e| EngineError::io("setting a receive timeout", e))?;
+    let mut scratch = [0u8; 64];
+    loop {
+        match (&*conn).read(&mut scratch) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => break,
+            Err(e) => return Err(EngineError::io("waiting for the netserver to close", e)),
+        }
+    }
+    out.elapsed = start.elapsed();
+    out.latency = lat.summary();
+    Ok(out)
+}
+
+/// TCP responder (netserver's side of TCP_RR): answer each request until
+/// the requester's end-of-file, then close our side.
+pub fn tcp_responder(
+    conn: &TcpStream,
+    req: usize,
+    resp: usize,
+    spin: bool,
+    live: &Live,
+) -> Result<ResponderOutcome, EngineError> {
+    if spin {
+        conn.set_nonblocking(true)
+            .map_err(|e| EngineError::io("making the socket non-blocking", e))?;
+    }
+    let mut reqbuf = vec![0u8; req.max(1)];
+    let respbuf = vec![b'R'; resp.max(1)];
+    let mut out = ResponderOutcome::default();
+    let start = Instant::now();
+    while let Some(calls) = recv_exact(conn, &mut reqbuf, spin)? {
+        out.recv_calls += calls;
+        out.bytes_received += reqbuf.len() as u64;
+        out.send_calls += send_all(conn, &respbuf, spin)?;
+        out.bytes_sent += respbuf.len() as u64;
+        out.transactions += 1;
+        live.publish(out.bytes_received, out.transactions);
+    }
+    out.recv_calls += 1; // the call that saw end-of-file
+    out.elapsed = start.elapsed();
+    if spin {
+        let _ = conn.set_nonblocking(false);
+    }
+    let _ = conn.shutdown(Shutdown::Write);
+    Ok(out)
+}
+
+/// Bytes of a UDP_RR message that carry the transaction's tag.
+pub fn tag_len(req: usize, resp: usize) -> usize {
+    req.min(resp).clamp(1, 8)
+}
+
+/// UDP requester (netperf's side of UDP_RR). The socket must be connected.
+pub fn udp_requester(
+    sock: &UdpSocket,
+    p: &Requester,
+    timeout: Duration,
+    stop: &StopFlag,
+    live: &Live,
+) -> Result<RrOutcome, EngineError> {
+    let tag = tag_len(p.req, p.resp);
+    let mut req = vec![b'r'; p.req.max(1)];
+    let mut resp = vec![0u8; p.resp.max(1).max(tag)];
+    if p.spin {
+        sock.set_nonblocking(true)
+            .map_err(|e| EngineError::io("making the socket non-blocking", e))?;
+    } else {
+        sock.set_read_timeout(Some(timeout))
+            .map_err(|e| EngineError::io("setting the receive timeout", e))?;
+    }
+    let mut lat = Latency::new();
+    let mut out = RrOutcome::default();
+    let start = Instant::now();
+    let mut last = clock::now_ns();
+    let mut seq = 0u64;
+    'transactions: loop {
+        if stop.is_set() {
+            break;
+        }
+        if let Until::Transactions(n) = p.until
+            && out.transactions + out.lost >= n
+        {
+            break;
+        }
+        let mark = seq.to_le_bytes();
+        req[..tag].copy_from_slice(&mark[..tag]);
+        seq += 1;
+        let sent_at = last;
+        loop {
+            match sock.send(&req) {
+                Ok(n) => {
+                    out.send_calls += 1;
+                    out.bytes_sent += n as u64;
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // A full queue or an ICMP error: this transaction is lost.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::ENOBUFS | libc::EAGAIN | libc::ECONNREFUSED | libc::EPERM)
+                    ) =>
+                {
+                    out.lost += 1;
+                    last = clock::now_ns();
+                    continue 'transactions;
+                }
+                Err(e) => return Err(EngineError::io("UDP send", e)),
+            }
+        }
+        let deadline = p.spin.then(|| Instant::now() + timeout);
+        loop {
+            match sock.recv(&mut resp) {
+                Ok(n) => {
+                    out.recv_calls += 1;
+                    if n >= tag && resp[..tag] == mark[..tag] {
+                        out.bytes_received += n as u64;
+                        break;
+                    }
+                    out.stale += 1;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if p.spin && e.kind() == io::ErrorKind::WouldBlock => {
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        out.lost += 1;
+                        last = clock::now_ns();
+                        continue 'transactions;
+                    }
+                    std::hint::spin_loop();
+                }
+                Err(e) if would_block(&e) || e.raw_os_error() == Some(libc::ECONNREFUSED) => {
+                    out.lost += 1;
+                    last = clock::now_ns();
+                    continue 'transactions;
+                }
+                Err(e) => return Err(EngineError::io("UDP receive", e)),
+            }
+        }
+        out.transactions += 1;
+        live.publish_transactions(out.transactions);
+        if p.timing {
+            let now = clock::now_ns();
+            lat.record(now.wrapping_sub(sent_at));
+            last = now;
+        }
+    }
+    out.elapsed = start.elapsed();
+    out.latency = lat.summary();
+    if p.spin {
+        let _ = sock.set_nonblocking(false);
+    }
+    Ok(out)
+}
+
+/// UDP responder (netserver's side of UDP_RR): answer every request with a
+/// response carrying its tag, until `stop` is raised (netperf is done). The
+/// socket must be connected to the requester.
+pub fn udp_responder(
+    sock: &UdpSocket,
+    req: usize,
+    resp: usize,
+    spin: bool,
+    stop: &StopFlag,
+    live: &Live,
+) -> Result<ResponderOutcome, EngineError> {
+    let tag = tag_len(req, resp);
+    // Room for a request larger than announced: it is still answered.
+    let mut reqbuf = vec![0u8; req.max(tag).max(1) + 1];
+    let mut respbuf = vec![b'R'; resp.max(1)];
+    if spin {
+        sock.set_nonblocking(true)
+            .map_err(|e| EngineError::io("making the socket non-blocking", e))?;
+    } else {
+        sock.set_read_timeout(Some(Duration::from_millis(50)))
+            .map_err(|e| EngineError::io("setting a receive timeout", e))?;
+    }
+    let mut out = ResponderOutcome::default();
+    let start = Instant::now();
+    loop {
+        match sock.recv(&mut reqbuf) {
+            Ok(n) => {
+                out.recv_calls += 1;
+                out.bytes_received += n as u64;
+                let t = tag.min(n);
+                respbuf[..t].copy_from_slice(&reqbuf[..t]);
+                match sock.send(&respbuf) {
+                    Ok(m) => {
+                        out.send_calls += 1;
+                        out.bytes_sent += m as u64;
+                        out.transactions += 1;
+                        live.publish(out.bytes_received, out.transactions);
+                    }
+                    Err(e)
+                        if e.raw_os_error().is_some_and(|c| {
+                            matches!(
+                                c,
+                                libc::ENOBUFS | libc::EAGAIN | libc::ECONNREFUSED | libc::EPERM
+                            )
+                        }) => {}
+                    Err(e) => return Err(EngineError::io("UDP send", e)),
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if would_block(&e) || e.raw_os_error() == Some(libc::ECONNREFUSED) => {
+                if stop.is_set() {
+                    break;
+                }
+                if spin {
+                    std::hint::spin_loop();
+                }
+            }
+            Err(e) => return Err(EngineError::io("UDP receive", e)),
+        }
+    }
+    out.elapsed = start.elapsed();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::{net::TcpListener, thread};
+
+    fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        (c, s)
+    }
+
+    fn params(until: Until) -> Requester {
+        Requester {
+            req: 64,
+            resp: 1024,
+            burst: 0,
+            until,
+            timing: true,
+            spin: false,
+        }
+    }
+
+    #[test]
+    fn tcp_exact_transactions_and_bytes() {
+        for (burst, spin) in [(0, false), (4, false), (0, true)] {
+            let (c, s) = pair();
+            let srv =
+                thread::spawn(move || tcp_responder(&s, 64, 1024, spin, &Live::new()).unwrap());
+            let mut p = params(Until::Transactions(2000));
+            p.burst = burst;
+            p.spin = spin;
+            let o = tcp_requester(&c, &p, &StopFlag::new(), &Live::new()).unwrap();
+            let r = srv.join().unwrap();
+            assert_eq!(o.transactions, 2000);
+            assert_eq!(r.transactions, 2000);
+            assert_eq!(o.bytes_sent, 2000 * 64);
+            assert_eq!(r.bytes_received, 2000 * 64);
+            assert_eq!(o.bytes_received, 2000 * 1024);
+            assert_eq!(r.bytes_sent, 2000 * 1024);
+            let l = o.latency.unwrap();
+            assert_eq!(l.count, 2000);
+            assert!(l.min <= l.p50 && l.p50 <= l.p90 && l.p90 <= l.p99 && l.p99 <= l.max);
+        }
+    }
+
+    #[test]
+    fn one_send_and_one_receive_per_transaction() {
+        let (c, s) = pair();
+        let srv = thread::spawn(move || tcp_responder(&s, 1, 1, false, &Live::new()).unwrap());
+        let mut p = params(Until::Transactions(1000));
+        p.req = 1;
+        p.resp = 1;
+        let o = tcp_requester(&c, &p, &StopFlag::new(), &Live::new()).unwrap();
+        let r = srv.join().unwrap();
+        assert_eq!((o.send_calls, o.recv_calls), (1000, 1000));
+        assert_eq!((r.send_calls, r.recv_calls), (1000, 1001));
+    }
+
+    #[test]
+    fn udp_counts_and_tags() {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        a.connect(b.local_addr().unwrap()).unwrap();
+        b.connect(a.local_addr().unwrap()).unwrap();
+        let stop = StopFlag::new();
+        let s2 = stop.clone();
+        let srv = thread::spawn(move || udp_responder(&b, 1, 1, false, &s2, &Live::new()).unwrap());
+        let mut p = params(Until::Transactions(3000));
+        p.req = 1;
+        p.resp = 1;
+        let o = udp_requester(
+            &a,
+            &p,
+            Duration::from_secs(1),
+            &StopFlag::new(),
+            &Live::new(),
+        )
+        .unwrap();
+        stop.set();
+        let r = srv.join().unwrap();
+        assert_eq!(o.transactions + o.lost, 3000);
+        assert_eq!(r.transactions, o.transactions + o.stale);
+        assert_eq!(o.latency.unwrap().count, o.transactions);
+    }
+
+    #[test]
+    fn udp_lost_response_does_not_hang() {
+        // Nobody answers: every transaction times out and is counted lost.
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        a.connect(b.local_addr().unwrap()).unwrap();
+        let p = params(Until::Transactions(5));
+        let start = Instant::now();
+        let o = udp_requester(
+            &a,
+            &p,
+            Duration::from_millis(20),
+            &StopFlag::new(),
+            &Live::new(),
+        )
+        .unwrap();
+        assert_eq!(o.lost, 5);
+        assert_eq!(o.transactions, 0);
+        assert!(start.elapsed() < Duration::from_secs(2));
+        drop(b);
+    }
+
+    #[test]
+    fn tags() {
+        assert_eq!(tag_len(1, 1), 1);
+        assert_eq!(tag_len(64, 1024), 8);
+        assert_eq!(tag_len(4, 100), 4);
+        assert_eq!(tag_len(0, 0), 1);
+    }
+}

@@ -1,0 +1,234 @@
+//! TCP_RR, UDP_RR and TCP_CRR: transactions per second and their latency.
+
+use std::{
+    net::{SocketAddr, TcpStream, UdpSocket},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result};
+use engine::{
+    crr::{self, CrrRequester},
+    handshake,
+    live::Live,
+    rr::{self, Requester, RrOutcome, Until},
+    sockopt,
+    stream::udp,
+    timer::{StopFlag, Timer},
+};
+use proto::{ClientDone, Protocol, SideResults, TestKind};
+use socket2::SockRef;
+
+use super::{Context, Measurement, results_wait, spec_for, stream::check_data_host};
+use crate::{
+    cli::{Length, Plan},
+    control::Dialect,
+    interrupt,
+};
+
+/// UDP_RR's receive timeout when `-e` is not given.
+pub const DEFAULT_UDP_TIMEOUT: Duration = Duration::from_secs(1);
+/// TCP_CRR's local port range when `-p` is not given: from netperf's 5000
+/// up to just below the kernel's ephemeral range. netperf's own default
+/// (5000-65535) fills the ephemeral range with TIME_WAIT entries during a
+/// long test, and every other program on the host then fails to bind or
+/// connect from an ephemeral port for a minute.
+pub fn default_ports() -> (u16, u16) {
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok());
+    match ephemeral_low {
+        Some(lo) if lo > 6000 => (5000, lo - 1),
+        _ => (5000, 65535),
+    }
+}
+
+pub fn run_once(plan: &Plan, d: &mut dyn Dialect, _ctx: &Context) -> Result<Measurement> {
+    let peer = d.peer();
+    let family = sockopt::family_of(&peer);
+    let spec = spec_for(plan, family)?;
+    if let Some(h) = &plan.data_host {
+        check_data_host(h, peer)?;
+    }
+    let protocol = plan.test.protocol();
+    let sock = sockopt::new_socket(family, protocol)?;
+    sockopt::apply_side(&sock, &plan.local, family, protocol, plan.keepalive)
+        .context("local data socket")?;
+    let (lss, lsr) = sockopt::buffer_sizes(SockRef::from(&sock));
+
+    let grant = d.setup(&spec)?;
+    if plan.wait_secs > 0 {
+        std::thread::sleep(Duration::from_secs(plan.wait_secs));
+    }
+    let to = SocketAddr::new(peer.ip(), grant.data_port);
+    let params = Requester {
+        req: plan.request_size as usize,
+        resp: plan.response_size as usize,
+        burst: plan.burst,
+        until: match plan.length {
+            Length::Count(n) => Until::Transactions(n),
+            Length::Seconds(_) => Until::Stopped,
+        },
+        timing: plan.latency,
+        spin: plan.spin,
+    };
+    let stop = StopFlag::new();
+    let live = Live::new();
+    let start_timer = |stop: &StopFlag| -> Result<Option<Timer>> {
+        Ok(match plan.length {
+            Length::Seconds(s) if s > 0 => {
+                Some(Timer::start(Duration::from_secs(s), stop.clone())?)
+            }
+            _ => None,
+        })
+    };
+    let bind_local = |sock: &socket2::Socket| -> Result<()> {
+        if let Some(p) = plan.local_data_port.filter(|&p| p != 0) {
+            let _ = sock.set_reuse_address(true);
+            sock.bind(&SocketAddr::new(d.local().ip(), p).into())
+                .with_context(|| format!("-P: cannot bind the data socket to port {p}"))?;
+        }
+        Ok(())
+    };
+    let (outcome, mss, tcp) = match plan.test {
+        TestKind::TcpRr => {
+            bind_local(&sock)?;
+            sock.connect_timeout(&to.into(), Duration::from_secs(10))
+                .with_context(|| format!("data connection to {to}"))?;
+            let conn: TcpStream = sock.into();
+            handshake::write_preamble(&conn, &grant.token, 0)?;
+            pin(plan)?;
+            let _timer = start_timer(&stop)?;
+            let _int = interrupt::stop_on_interrupt(&stop);
+            let o = rr::tcp_requester(&conn, &params, &stop, &live)?;
+            (
+                o,
+                sockopt::mss(SockRef::from(&conn)),
+                sockopt::tcp_stats(&conn),
+            )
+        }
+        TestKind::UdpRr => {
+            bind_local(&sock)?;
+            sock.connect(&to.into())
+                .with_context(|| format!("UDP data socket to {to}"))?;
+            let s: UdpSocket = sock.into();
+            udp::client_hello(&s, &grant.token, Instant::now() + Duration::from_secs(10))?;
+            pin(plan)?;
+            let _timer = start_timer(&stop)?;
+            let _int = interrupt::stop_on_interrupt(&stop);
+            let timeout = plan.recv_timeout.unwrap_or(DEFAULT_UDP_TIMEOUT);
+            (
+                rr::udp_requester(&s, &params, timeout, &stop, &live)?,
+                None,
+                None,
+            )
+        }
+        _ => {
+            drop(sock);
+            let p = CrrRequester {
+                server: to,
+                local_ip: d.local().ip(),
+                ports: plan.port_range.unwrap_or_else(default_ports),
+                token: grant.token,
+                req: params.req,
+                resp: params.resp,
+                until: params.until,
+                timing: params.timing,
+                side: plan.local.clone(),
+            };
+            pin(plan)?;
+            let _timer = start_timer(&stop)?;
+            let _int = interrupt::stop_on_interrupt(&stop);
+            (crr::requester(&p, &stop, &live)?, None, None)
+        }
+    };
+    let remote = d.finish(
+        ClientDone {
+            bytes_sent: outcome.bytes_sent,
+            datagrams_sent: 0,
+            transactions: outcome.transactions,
+        },
+        results_wait(plan),
+    )?;
+    let m = measurement(plan, &outcome, remote, (lss, lsr), &grant, mss, tcp);
+    check_counts(plan.test, &m, &outcome)?;
+    Ok(m)
+}
+
+fn pin(plan: &Plan) -> Result<()> {
+    if let Some(cpu) = plan.local.cpu_bind {
+        sockopt::pin_current_thread(cpu)?;
+    }
+    Ok(())
+}
+
+fn measurement(
+    plan: &Plan,
+    o: &RrOutcome,
+    remote: SideResults,
+    (lss, lsr): (u32, u32),
+    grant: &proto::Grant,
+    mss: Option<u32>,
+    tcp: Option<proto::TcpStats>,
+) -> Measurement {
+    Measurement {
+        elapsed: o.elapsed.as_secs_f64(),
+        local: SideResults {
+            elapsed_ns: o.elapsed.as_nanos() as u64,
+            bytes_sent: o.bytes_sent,
+            bytes_received: o.bytes_received,
+            send_calls: o.send_calls,
+            recv_calls: o.recv_calls,
+            transactions: o.transactions,
+            tcp,
+            ..SideResults::default()
+        },
+        remote,
+        local_send_buf: lss,
+        local_recv_buf: lsr,
+        remote_send_buf: grant.send_buf,
+        remote_recv_buf: grant.recv_buf,
+        local_send_size: plan.request_size,
+        local_recv_size: plan.response_size,
+        remote_send_size: plan.response_size,
+        remote_recv_size: plan.request_size,
+        mss,
+        latency: o.latency,
+        lost: o.lost,
+        ..Measurement::default()
+    }
+}
+
+/// Over TCP both ends count the same transactions; over UDP the responder
+/// may have answered requests whose responses were lost, never fewer.
+fn check_counts(kind: TestKind, m: &Measurement, o: &RrOutcome) -> Result<()> {
+    let (ours, theirs) = (m.local.transactions, m.remote.transactions);
+    let agree = match kind.protocol() {
+        Protocol::Tcp => ours == theirs,
+        Protocol::Udp => theirs >= ours && theirs <= ours + o.lost + o.stale,
+    };
+    if !agree {
+        anyhow::bail!(
+            "transaction counts disagree: we completed {ours}, the netserver answered {theirs}"
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn default_ports_stay_below_the_ephemeral_range() {
+        let (lo, hi) = super::default_ports();
+        assert_eq!(lo, 5000);
+        let eph: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        if eph > 6000 {
+            assert_eq!(hi, eph - 1);
+        }
+    }
+}

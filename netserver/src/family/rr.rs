@@ -1,0 +1,159 @@
+//! The server's side of TCP_RR, UDP_RR and TCP_CRR: it answers.
+
+use std::{
+    net::{IpAddr, TcpStream, UdpSocket},
+    thread,
+    time::Instant,
+};
+
+use engine::{
+    crr, handshake,
+    live::Live,
+    rr::{self, ResponderOutcome},
+    sockopt,
+    stream::udp,
+};
+use proto::{ErrorCode, ErrorMsg, FlowCounters, Grant, SideResults, TestKind, TestSpec};
+use socket2::SockRef;
+
+use super::{Job, TestCtl, accept_flows, bind_data, bound_port, failed};
+use crate::Config;
+
+pub(crate) fn prepare(
+    spec: &TestSpec,
+    local: IpAddr,
+    peer: IpAddr,
+    cfg: &Config,
+) -> Result<(Grant, Job), ErrorMsg> {
+    let protocol = spec.kind.protocol();
+    let sock = bind_data(spec, local, cfg, protocol)?;
+    let (send_buf, recv_buf) = sockopt::buffer_sizes(SockRef::from(&sock));
+    let token = handshake::new_token().map_err(|e| failed("netserver", e))?;
+    let grant = Grant {
+        data_port: bound_port(&sock)?,
+        token,
+        send_buf,
+        recv_buf,
+        send_size: spec.response_size,
+        recv_size: spec.request_size,
+        measure_cpu: false,
+        num_cpus: 0,
+    };
+    let deadline = Instant::now() + cfg.data_connect_timeout;
+    let log = cfg.logger.clone();
+    let spec = spec.clone();
+    let (req, resp) = (spec.request_size as usize, spec.response_size as usize);
+    let aborted = || ErrorMsg::new(ErrorCode::TestFailed, "test aborted");
+    let job: Job = match spec.kind {
+        TestKind::TcpRr => Box::new(move |ctl: &TestCtl| {
+            let conns = accept_flows(&sock, &token, spec.flows, deadline, ctl, &log)?;
+            drop(sock);
+            let outcomes: Vec<Result<FlowEnd, ErrorMsg>> = thread::scope(|s| {
+                let hs: Vec<_> = conns
+                    .into_iter()
+                    .map(|c| {
+                        s.spawn(move || {
+                            let r = rr::tcp_responder(&c, req, resp, spec.spin, &Live::new());
+                            let bufs = sockopt::buffer_sizes(SockRef::from(&c));
+                            drop::<TcpStream>(c);
+                            match r {
+                                Ok(o) => Ok((o, bufs)),
+                                Err(_) if ctl.is_aborted() => Err(aborted()),
+                                Err(e) => Err(failed("data connection", e)),
+                            }
+                        })
+                    })
+                    .collect();
+                hs.into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            Err(ErrorMsg::new(
+                                ErrorCode::TestFailed,
+                                "a flow's thread panicked",
+                            ))
+                        })
+                    })
+                    .collect()
+            });
+            let mut results = SideResults::default();
+            for o in outcomes {
+                let (o, bufs) = o?;
+                add(&mut results, &o);
+                (results.send_buf_end, results.recv_buf_end) = bufs;
+            }
+            if results.flows.len() == 1 {
+                results.flows.clear();
+            }
+            Ok(results)
+        }),
+        TestKind::UdpRr => Box::new(move |ctl: &TestCtl| {
+            let sock: UdpSocket = sock.into();
+            ctl.register(&sock);
+            udp::server_hello(&sock, &token, peer, deadline, &|| ctl.is_aborted()).map_err(
+                |e| {
+                    if ctl.is_aborted() {
+                        aborted()
+                    } else {
+                        ErrorMsg::new(ErrorCode::Timeout, e.to_string())
+                    }
+                },
+            )?;
+            let o = rr::udp_responder(&sock, req, resp, spec.spin, &ctl.stop, &Live::new())
+                .map_err(|e| failed("UDP data socket", e))?;
+            let mut results = SideResults::default();
+            add(&mut results, &o);
+            results.flows.clear();
+            (results.send_buf_end, results.recv_buf_end) =
+                sockopt::buffer_sizes(SockRef::from(&sock));
+            Ok(results)
+        }),
+        TestKind::TcpCrr => Box::new(move |ctl: &TestCtl| {
+            ctl.register(&sock);
+            let (o, refused) = crr::responder(&sock, &token, req, resp, &ctl.stop, &Live::new())
+                .map_err(|e| {
+                    if ctl.is_aborted() {
+                        aborted()
+                    } else {
+                        failed("data listener", e)
+                    }
+                })?;
+            if refused > 0 {
+                log.warn_limited(
+                    "bad-token",
+                    &format!("TCP_CRR: closed {refused} connections that did not present the test's token"),
+                );
+            }
+            let mut results = SideResults::default();
+            add(&mut results, &o);
+            results.flows.clear();
+            (results.send_buf_end, results.recv_buf_end) = (send_buf, recv_buf);
+            Ok(results)
+        }),
+        other => {
+            return Err(ErrorMsg::new(
+                ErrorCode::Unsupported,
+                format!("{other} is not a request/response test"),
+            ));
+        }
+    };
+    Ok((grant, job))
+}
+
+/// A flow's counts and its socket buffer sizes at the end.
+type FlowEnd = (ResponderOutcome, (u32, u32));
+
+fn add(r: &mut SideResults, o: &ResponderOutcome) {
+    r.transactions += o.transactions;
+    r.bytes_sent += o.bytes_sent;
+    r.bytes_received += o.bytes_received;
+    r.send_calls += o.send_calls;
+    r.recv_calls += o.recv_calls;
+    r.elapsed_ns = r.elapsed_ns.max(o.elapsed.as_nanos() as u64);
+    r.flows.push(FlowCounters {
+        bytes_sent: o.bytes_sent,
+        bytes_received: o.bytes_received,
+        send_calls: o.send_calls,
+        recv_calls: o.recv_calls,
+        transactions: o.transactions,
+    });
+}

@@ -1,0 +1,399 @@
+//! Benchmarks that print figures, side by side with a peer, as ratios.
+//! They assert nothing about speed: this machine is shared and noisy.
+//!
+//! Run with `bench/run [--runs N] [--secs S]` (which builds the release
+//! binaries first). Peers: `sockperf` ping-pong when it is installed, and a
+//! reference netperf 2.7 when `NETPERF_REF` names the directory holding its
+//! `netperf` and `netserver` (built under /tmp; never committed).
+//!
+//! Runs alternate (ours, peer, ours, peer ...); each pair gives a ratio;
+//! the median and the spread of the ratios are printed.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use harness::{Netserver, fields, free_port, num, run_with_deadline};
+
+struct Opts {
+    runs: usize,
+    secs: u64,
+}
+
+fn opts() -> Opts {
+    let mut o = Opts { runs: 5, secs: 3 };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < args.len() {
+        let v = args.get(i + 1).map(|s| s.parse::<u64>().unwrap_or(0));
+        match args[i].as_str() {
+            "--runs" => o.runs = v.unwrap_or(5).max(1) as usize,
+            "--secs" => o.secs = v.unwrap_or(3).max(1),
+            other => {
+                eprintln!("bench: unknown argument {other}; use --runs N --secs S");
+                std::process::exit(2);
+            }
+        }
+        i += 2;
+    }
+    o
+}
+
+/// Our release binaries, next to this one.
+fn ours(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let p = exe.parent().expect("dir").join(name);
+    assert!(
+        p.exists(),
+        "{} missing: run bench/run, which builds it",
+        p.display()
+    );
+    p
+}
+
+fn run(cmd: Command) -> String {
+    let out = run_with_deadline(cmd, Duration::from_secs(300));
+    assert!(out.success(), "benchmark run failed: {out}");
+    out.stdout
+}
+
+/// Transactions per second from netperf (ours or netperf 2.7) at -v 0.
+fn netperf_tps(bin: &Path, port: u16, test: &str, secs: u64, extra: &[&str]) -> f64 {
+    let mut c = Command::new(bin);
+    c.args([
+        "-H",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "-t",
+        test,
+        "-l",
+        &secs.to_string(),
+        "-P",
+        "0",
+        "-v",
+        "0",
+    ]);
+    if !extra.is_empty() {
+        c.arg("--").args(extra);
+    }
+    num(fields(&run(c))[0])
+}
+
+/// Round trips per second from sockperf ping-pong (its valid duration).
+fn sockperf_tps(port: u16, tcp: bool, secs: u64) -> f64 {
+    let mut c = Command::new("sockperf");
+    c.args([
+        "pp",
+        "-i",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "-t",
+        &secs.to_string(),
+        "-m",
+        "14",
+    ]);
+    if tcp {
+        c.arg("--tcp");
+    }
+    let out = run_with_deadline(c, Duration::from_secs(120));
+    let text = format!("{}{}", out.stdout, out.stderr);
+    let line = text
+        .lines()
+        .find(|l| l.contains("[Valid Duration]"))
+        .unwrap_or_else(|| panic!("sockperf said:\n{text}"));
+    let grab = |key: &str| -> f64 {
+        let rest = line.split(key).nth(1).expect("field");
+        num(rest
+            .trim_start_matches('=')
+            .split([' ', ';'])
+            .next()
+            .unwrap_or("0")
+            .trim_end_matches("sec"))
+    };
+    grab("ReceivedMessages") / grab("RunTime")
+}
+
+struct Spread {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+fn spread(mut v: Vec<f64>) -> Spread {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    let median = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
+    Spread {
+        median,
+        min: v[0],
+        max: v[n - 1],
+    }
+}
+
+/// Alternate `a` and `b`; return medians of each and the spread of a/b.
+fn alternate(
+    runs: usize,
+    mut a: impl FnMut() -> f64,
+    mut b: impl FnMut() -> f64,
+) -> (f64, f64, Spread) {
+    let (mut av, mut bv, mut ratios) = (vec![], vec![], vec![]);
+    for _ in 0..runs {
+        let x = a();
+        let y = b();
+        av.push(x);
+        bv.push(y);
+        ratios.push(x / y);
+    }
+    (spread(av).median, spread(bv).median, spread(ratios))
+}
+
+fn row(test: &str, peer: &str, (a, b, r): (f64, f64, Spread)) {
+    println!(
+        "{test:<8} {:>12.0} {peer:<14} {:>12.0}   {:>6.3}  ({:.3} .. {:.3})",
+        a, b, r.median, r.min, r.max
+    );
+}
+
+/// System calls per transaction of a TCP_RR client over 10,000 transactions.
+fn syscalls_per_transaction(bin: &Path, port: u16) -> Option<f64> {
+    let file = std::env::temp_dir().join(format!("bench-strace-{}-{port}", std::process::id()));
+    let mut c = Command::new("strace");
+    c.args(["-c", "-f", "-o"]).arg(&file).arg(bin);
+    c.args([
+        "-H",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "-t",
+        "TCP_RR",
+        "-l",
+        "-10000",
+        "-P",
+        "0",
+        "-v",
+        "0",
+    ]);
+    let out = run_with_deadline(c, Duration::from_secs(120));
+    let report = std::fs::read_to_string(&file).ok()?;
+    let _ = std::fs::remove_file(&file);
+    if !out.success() {
+        return None;
+    }
+    report
+        .lines()
+        .find(|l| l.trim_end().ends_with(" total"))
+        .map(|l| num(fields(l)[3]) / 10_000.0)
+}
+
+/// CPU time (user + system) of a netperf run per transaction, in
+/// microseconds: less sensitive to a noisy neighbour than throughput.
+fn cpu_per_transaction(bin: &Path, port: u16, n: u64, extra: &[&str]) -> f64 {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let cpu = || {
+        let u = getrusage(UsageWho::RUSAGE_CHILDREN).expect("getrusage");
+        let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 * 1e6 + tv.tv_usec() as f64;
+        t(u.user_time()) + t(u.system_time())
+    };
+    let before = cpu();
+    let mut c = Command::new(bin);
+    c.args([
+        "-H",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "-t",
+        "TCP_RR",
+        "-l",
+        &format!("-{n}"),
+        "-P",
+        "0",
+        "-v",
+        "0",
+    ]);
+    if !extra.is_empty() {
+        c.arg("--").args(extra);
+    }
+    run(c);
+    (cpu() - before) / n as f64
+}
+
+/// User-space instructions per TCP_RR transaction (callgrind, stable on a
+/// noisy machine): the difference between 11,000 and 1,000 transactions.
+fn instructions_per_transaction(bin: &Path, port: u16, extra: &[&str]) -> Option<f64> {
+    let count = |n: u64| -> Option<f64> {
+        let file = std::env::temp_dir().join(format!("bench-cg-{}-{n}", std::process::id()));
+        let mut c = Command::new("valgrind");
+        c.arg("--tool=callgrind")
+            .arg(format!("--callgrind-out-file={}", file.display()))
+            .arg(bin);
+        c.args([
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-t",
+            "TCP_RR",
+            "-l",
+            &format!("-{n}"),
+            "-P",
+            "0",
+            "-v",
+            "0",
+        ]);
+        if !extra.is_empty() {
+            c.arg("--").args(extra);
+        }
+        let out = run_with_deadline(c, Duration::from_secs(300));
+        let _ = std::fs::remove_file(&file);
+        let line = out.stderr.lines().find(|l| l.contains("Collected :"))?;
+        Some(num(line.rsplit(':').next()?.trim()))
+    };
+    Some((count(11_000)? - count(1_000)?) / 10_000.0)
+}
+
+struct Guard(Child);
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn(cmd: &mut Command) -> Guard {
+    Guard(
+        cmd.stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn"),
+    )
+}
+
+fn main() {
+    let o = opts();
+    let netperf = ours("netperf");
+    let mut cmd = Command::new(ours("netserver"));
+    cmd.args(["-D", "-p", "0", "-L", "127.0.0.1", "-v", "0"]);
+    let ns = Netserver::spawn(cmd);
+    let port = ns.port();
+    println!(
+        "rsnetperf request/response benchmark: {} alternating runs of {} s each, loopback\n",
+        o.runs, o.secs
+    );
+    println!(
+        "{:<8} {:>12} {:<14} {:>12}   {:>6}  spread",
+        "test", "ours tps", "peer", "peer tps", "ratio"
+    );
+
+    // sockperf first: it binds without SO_REUSEADDR, and TCP_CRR leaves
+    // TIME_WAIT entries across ports 5000-65535; its ports are below those.
+    let have_sockperf = Command::new("sockperf").arg("--version").output().is_ok();
+    if have_sockperf {
+        for (test, tcp, sp_port) in [("TCP_RR", true, 4711u16), ("UDP_RR", false, 4712)] {
+            let mut c = Command::new("sockperf");
+            c.args(["sr", "-i", "127.0.0.1", "-p", &sp_port.to_string()]);
+            if tcp {
+                c.arg("--tcp");
+            }
+            let _server = spawn(&mut c);
+            std::thread::sleep(Duration::from_millis(500));
+            let r = alternate(
+                o.runs,
+                || netperf_tps(&netperf, port, test, o.secs, &[]),
+                || sockperf_tps(sp_port, tcp, o.secs),
+            );
+            row(test, "sockperf pp", r);
+        }
+    } else {
+        println!("(sockperf not installed: apt-get install sockperf)");
+    }
+
+    let reference = std::env::var_os("NETPERF_REF").map(PathBuf::from);
+    let ref_port = free_port();
+    let _ref_server = reference.as_ref().map(|dir| {
+        let g = spawn(Command::new(dir.join("netserver")).args([
+            "-D",
+            "-p",
+            &ref_port.to_string(),
+            "-L",
+            "127.0.0.1",
+        ]));
+        std::thread::sleep(Duration::from_millis(500));
+        g
+    });
+    if let Some(dir) = &reference {
+        let refbin = dir.join("netperf");
+        for test in ["TCP_RR", "UDP_RR", "TCP_CRR"] {
+            let r = alternate(
+                o.runs,
+                || netperf_tps(&netperf, port, test, o.secs, &[]),
+                || netperf_tps(&refbin, ref_port, test, o.secs, &[]),
+            );
+            row(test, "netperf 2.7", r);
+        }
+    } else {
+        println!("(no reference netperf: set NETPERF_REF to the directory of a netperf 2.7 build)");
+        let r = alternate(
+            o.runs,
+            || netperf_tps(&netperf, port, "TCP_CRR", o.secs, &[]),
+            || 1.0,
+        );
+        println!("TCP_CRR  {:>12.0}", r.0);
+    }
+
+    println!("\nCost of timing every transaction (TCP_RR with latency vs --no-latency):");
+    let (with, without, r) = alternate(
+        o.runs,
+        || netperf_tps(&netperf, port, "TCP_RR", o.secs, &[]),
+        || netperf_tps(&netperf, port, "TCP_RR", o.secs, &["--no-latency"]),
+    );
+    println!(
+        "  throughput: {with:.0} tps timed, {without:.0} untimed: ratio {:.3} ({:.3} .. {:.3})",
+        r.median, r.min, r.max
+    );
+    let (with, without, r) = alternate(
+        o.runs,
+        || cpu_per_transaction(&netperf, port, 100_000, &[]),
+        || cpu_per_transaction(&netperf, port, 100_000, &["--no-latency"]),
+    );
+    println!(
+        "  client CPU: {with:.3} us per transaction timed, {without:.3} untimed: ratio {:.3} ({:.3} .. {:.3})",
+        r.median, r.min, r.max
+    );
+
+    println!(
+        "\nSystem calls per TCP_RR transaction on the client (strace -c -f, 10,000 transactions):"
+    );
+    match syscalls_per_transaction(&netperf, port) {
+        Some(v) => println!("  ours        {v:.4}"),
+        None => println!("  (strace not available)"),
+    }
+    if let Some(dir) = &reference
+        && let Some(v) = syscalls_per_transaction(&dir.join("netperf"), ref_port)
+    {
+        println!("  netperf 2.7 {v:.4}");
+    }
+
+    println!("\nUser-space instructions per TCP_RR transaction on the client (callgrind):");
+    match instructions_per_transaction(&netperf, port, &[]) {
+        Some(v) => {
+            println!("  ours, timed          {v:.0}");
+            if let Some(u) = instructions_per_transaction(&netperf, port, &["--no-latency"]) {
+                println!("  ours, --no-latency   {u:.0}");
+            }
+        }
+        None => println!("  (valgrind not available)"),
+    }
+    if let Some(dir) = &reference
+        && let Some(v) = instructions_per_transaction(&dir.join("netperf"), ref_port, &[])
+    {
+        println!("  netperf 2.7          {v:.0}");
+    }
+}
