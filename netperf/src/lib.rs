@@ -12,6 +12,7 @@
 //! - [`interrupt`]: Ctrl-C ends a test early with its results.
 
 pub mod cli;
+pub mod confidence;
 pub mod control;
 pub mod family;
 pub mod interrupt;
