@@ -12,6 +12,7 @@
 //! - [`netstat`]: the kernel's UDP counters (per socket and per host).
 //! - [`rr`]: TCP_RR and UDP_RR, requester and responder.
 //! - [`crr`]: TCP_CRR, a connection per transaction.
+//! - [`cpu`]: CPU utilisation from /proc/stat, service demand.
 //! - [`latency`]: the latency histogram and its summary.
 //! - [`handshake`]: the token every data connection presents first.
 //! - [`control`]: blocking transport of control frames (the client's side).
@@ -27,6 +28,7 @@
 pub mod buffer;
 pub mod clock;
 pub mod control;
+pub mod cpu;
 pub mod crr;
 pub mod error;
 pub mod handshake;

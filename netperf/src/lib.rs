@@ -15,6 +15,7 @@ pub mod cli;
 pub mod confidence;
 pub mod control;
 pub mod family;
+pub mod interim;
 pub mod interrupt;
 pub mod output;
 pub mod run;
@@ -38,9 +39,10 @@ pub fn main_with(args: &[String]) -> ExitCode {
             println!("{}", cli::version());
             return ExitCode::SUCCESS;
         }
-        Ok(Invocation::ListSelectors) => {
-            eprintln!("netperf: output selectors are not supported by this netperf yet");
-            return ExitCode::from(2);
+        Ok(Invocation::ListSelectors(one_line)) => {
+            // netperf 2.7 lists them and exits with status 1
+            print!("{}", output::selectors::listing(one_line));
+            return ExitCode::from(1);
         }
         Ok(Invocation::Run(plan)) => plan,
         Err(e) => {
@@ -52,6 +54,9 @@ pub fn main_with(args: &[String]) -> ExitCode {
     interrupt::install();
     match run::run(&plan) {
         Ok(()) => ExitCode::SUCCESS,
+        // stdout was closed (netperf | head): end quietly, with the status
+        // a shell gives a process killed by SIGPIPE, as netperf 2.7 is.
+        Err(e) if e.is::<run::StdoutClosed>() => ExitCode::from(141),
         Err(e) => {
             eprintln!("netperf: {e:#}");
             ExitCode::FAILURE

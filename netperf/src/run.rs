@@ -1,84 +1,184 @@
-//! One netperf invocation: connect, run the test, print it.
+//! One netperf invocation: connect, run the test (once, or until confident),
+//! print it as asked (classic tables, selectors, or JSON).
 
 use std::{
     fs::File,
     io::{self, Read, Write},
 };
 
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, anyhow};
 
 use crate::{
     cli::Plan,
-    confidence::{self, Sample},
+    confidence::{self, Sample, Verdict},
     control,
-    family::{self, Context},
-    output::{Endpoints, Figures, classic},
+    family::{self, Context, Measurement},
+    interim::Sink,
+    output::{Endpoints, Figures, classic, json, selectors},
 };
+
+/// stdout was closed under us (`netperf | head`).
+#[derive(Debug, thiserror::Error)]
+#[error("standard output was closed")]
+pub struct StdoutClosed;
+
+/// Write to stdout; a closed stdout is [`StdoutClosed`], not an I/O error
+/// of the test.
+fn emit(out: &mut impl Write, bytes: &[u8]) -> Result<()> {
+    out.write_all(bytes).map_err(|e| match e.kind() {
+        io::ErrorKind::BrokenPipe => anyhow::Error::new(StdoutClosed),
+        _ => anyhow::Error::new(e),
+    })
+}
 
 /// Most bytes read from a `-F` fill file.
 const MAX_FILL: u64 = 16 * 1024 * 1024;
 
 pub fn run(plan: &Plan) -> Result<()> {
-    let ctx = Context {
-        fill: read_fill(plan)?,
-    };
+    let ctx = Context::new(plan, read_fill(plan)?);
     let mut conn = control::connect(plan)?;
+    let embedded = conn.embedded.is_some();
     let d = conn.dialect.as_mut();
     let endpoints = Endpoints::new(plan, d.peer());
     family::preflight(plan, engine::sockopt::family_of(&d.peer()))?;
-    let mut out = io::stdout().lock();
-    if plan.headers {
-        out.write_all(classic::banner(plan, &endpoints).as_bytes())?;
-        out.flush()?;
-    }
-    match &plan.confidence {
-        None => {
-            let m = family::run_once(plan, d, &ctx)?;
-            let figures = Figures::of(plan, &m);
-            out.write_all(classic::table(plan, &m, &figures).as_bytes())?;
+    // A selection file that cannot be read fails before the test, not after.
+    let selection = match &plan.selection {
+        Some(s) => Some((
+            s.style,
+            selectors::resolve(plan, s.spec.as_deref()).map_err(|e| anyhow!("-- -o/-O/-k: {e}"))?,
+        )),
+        None => None,
+    };
+    if plan.verbosity > 1
+        && let Some((_, sel)) = &selection
+    {
+        for name in sel.unknown() {
+            eprintln!("netperf: warning: unknown output selector '{name}' ignored");
         }
-        Some(c) => {
-            let (runs, verdict) = confidence::iterate(
-                c,
-                |_| {
-                    let m = family::run_once(plan, d, &ctx)?;
-                    let f = Figures::of(plan, &m);
-                    let sample = Sample {
-                        result: f.result,
-                        local_cpu: f.local_cpu,
-                        remote_cpu: f.remote_cpu,
-                    };
-                    Ok((sample, (m, f)))
-                },
-                |i, _, (_, f)| {
-                    // Iterations go to stderr, so that stdout stays what
-                    // scripts parse; -v 2 puts them on stdout too.
-                    let line = classic::iteration_line(plan, i, f);
-                    if plan.verbosity > 1 {
-                        let _ = out.write_all(line.as_bytes());
-                        let _ = out.flush();
-                    } else {
-                        eprint!("{line}");
-                    }
-                },
+    }
+    // stdout is not held locked: interim results print from their own
+    // thread while the test runs.
+    let mut out = io::stdout();
+    if plan.headers && !plan.json {
+        emit(&mut out, classic::banner(plan, &endpoints).as_bytes())?;
+        out.flush().map_err(|_| StdoutClosed)?;
+    }
+
+    let (runs, verdict) = iterations(plan, d, &ctx, &mut out)?;
+    let figures = match runs.as_slice() {
+        [(_, f)] => f.clone(),
+        _ => Figures::mean(&runs.iter().map(|(_, f)| f.clone()).collect::<Vec<_>>()),
+    };
+    let Some((last, _)) = runs.last() else {
+        anyhow::bail!("no iteration ran");
+    };
+
+    if plan.json {
+        let interim = match ctx.interim.as_ref().map(|s| &s.sink) {
+            Some(Sink::Collect(v)) => v.lock().map(|v| v.clone()).unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        let report = json::Report {
+            plan,
+            control_local: d.local(),
+            control_remote: d.peer(),
+            server_software: d.server_software(),
+            embedded,
+            runs: &runs,
+            figures: &figures,
+            verdict: verdict.as_ref(),
+            interim,
+        };
+        emit(&mut out, json::render(&report)?.as_bytes())?;
+    } else if let Some((style, sel)) = &selection {
+        let uuid = plan.uuid.clone().unwrap_or_else(new_uuid);
+        let c = selectors::Ctx {
+            plan,
+            m: last,
+            f: &figures,
+            confidence: verdict.as_ref().map(|v| (v, runs.len())),
+            uuid: &uuid,
+        };
+        emit(&mut out, selectors::print(*style, sel, &c).as_bytes())?;
+    } else {
+        if let Some(v) = &verdict
+            && !v.confident
+        {
+            emit(&mut out, classic::confidence_warning(v).as_bytes())?;
+        }
+        emit(&mut out, classic::table(plan, last, &figures).as_bytes())?;
+        if let (Some(v), true) = (&verdict, plan.headers) {
+            emit(
+                &mut out,
+                classic::confidence_line(plan, runs.len(), v).as_bytes(),
             )?;
-            let all: Vec<Figures> = runs.iter().map(|(_, (_, f))| f.clone()).collect();
-            let mean = Figures::mean(&all);
-            let Some((_, (last, _))) = runs.last() else {
-                anyhow::bail!("no iteration ran");
-            };
-            if !verdict.confident {
-                out.write_all(classic::confidence_warning(&verdict).as_bytes())?;
-            }
-            out.write_all(classic::table(plan, last, &mean).as_bytes())?;
-            if plan.headers {
-                out.write_all(classic::confidence_line(plan, runs.len(), &verdict).as_bytes())?;
-            }
         }
     }
-    out.flush()?;
+    out.flush().map_err(|_| StdoutClosed)?;
     d.bye();
     Ok(())
+}
+
+/// Each iteration's measurement and figures.
+type Runs = Vec<(Measurement, Figures)>;
+
+/// Run the test once, or, with `-I`/`-i`, until confident.
+fn iterations(
+    plan: &Plan,
+    d: &mut dyn control::Dialect,
+    ctx: &Context,
+    out: &mut impl Write,
+) -> Result<(Runs, Option<Verdict>)> {
+    let Some(c) = &plan.confidence else {
+        let m = family::run_once(plan, d, ctx)?;
+        let f = Figures::of(plan, &m);
+        return Ok((vec![(m, f)], None));
+    };
+    let (runs, verdict) = confidence::iterate(
+        c,
+        |_| {
+            let m = family::run_once(plan, d, ctx)?;
+            let f = Figures::of(plan, &m);
+            let sample = Sample {
+                result: f.result,
+                local_cpu: f.local_cpu,
+                remote_cpu: f.remote_cpu,
+            };
+            Ok((sample, (m, f)))
+        },
+        |i, _, (_, f)| {
+            // Iterations go to stderr, so that stdout stays what scripts
+            // parse; -v 2 puts them on stdout; --json keeps them.
+            if plan.json {
+                return;
+            }
+            let line = classic::iteration_line(plan, i, f);
+            if plan.verbosity > 1 {
+                let _ = emit(out, line.as_bytes());
+                let _ = out.flush();
+            } else {
+                eprint!("{line}");
+            }
+        },
+    )?;
+    Ok((runs.into_iter().map(|(_, r)| r).collect(), Some(verdict)))
+}
+
+/// A random (version 4) UUID for the UUID selector.
+fn new_uuid() -> String {
+    let mut b = [0u8; 16];
+    let _ = getrandom::fill(&mut b);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: Vec<String> = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        h[..4].concat(),
+        h[4..6].concat(),
+        h[6..8].concat(),
+        h[8..10].concat(),
+        h[10..].concat()
+    )
 }
 
 fn read_fill(plan: &Plan) -> Result<Vec<u8>> {

@@ -28,8 +28,9 @@ pub enum Invocation {
     Help,
     TestHelp,
     Version,
-    /// `-o ?` and friends: list the output selectors.
-    ListSelectors,
+    /// `-o ?` and `-k ?` (one line), `-O ?` (one per line): list the
+    /// output selectors.
+    ListSelectors(bool),
     Run(Box<Plan>),
 }
 
@@ -494,7 +495,9 @@ fn apply_test(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliErro
                     _ => SelectorStyle::Columns,
                 };
                 if occ.value.as_deref() == Some("?") {
-                    return Ok(Some(Invocation::ListSelectors));
+                    return Ok(Some(Invocation::ListSelectors(
+                        style != SelectorStyle::Columns,
+                    )));
                 }
                 plan.selection = Some(Selection {
                     style,

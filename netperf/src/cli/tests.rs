@@ -148,7 +148,7 @@ fn selectors() {
     assert_eq!(p.selection.unwrap().spec, None);
     assert_eq!(p.local.send_size, Some(1024));
     let v: Vec<String> = ["--", "-O", "?"].iter().map(|s| s.to_string()).collect();
-    assert!(matches!(parse(&v), Ok(Invocation::ListSelectors)));
+    assert!(matches!(parse(&v), Ok(Invocation::ListSelectors(false))));
 }
 
 #[test]

@@ -5,14 +5,19 @@ pub mod rr;
 pub mod stream;
 pub mod udp_stream;
 
-use std::time::Duration;
+use std::{
+    sync::{Arc, atomic::AtomicU32},
+    time::Duration,
+};
 
 use anyhow::Result;
-use proto::{Family, Limits, SideResults, TestEnd, TestKind, TestSpec};
+use engine::{cpu, live::Live};
+use proto::{CpuStats, Family, Limits, SideResults, TestEnd, TestKind, TestSpec};
 
 use crate::{
     cli::{Length, Plan},
     control::Dialect,
+    interim,
 };
 
 /// What one iteration of a test measured, on both sides.
@@ -42,6 +47,9 @@ pub struct Measurement {
     pub latency: Option<engine::latency::LatencySummary>,
     /// UDP_RR: transactions with no response within the receive timeout.
     pub lost: u64,
+    /// The data connection's ends (ours, the netserver's).
+    pub local_addr: Option<std::net::SocketAddr>,
+    pub remote_addr: Option<std::net::SocketAddr>,
 }
 
 impl Measurement {
@@ -63,6 +71,65 @@ impl Measurement {
 pub struct Context {
     /// Contents of the `-F` fill file, or empty for netperf's pattern.
     pub fill: Vec<u8>,
+    /// Counters the data loop publishes, for interim reports.
+    pub live: Arc<Live>,
+    /// `-D`: what to report during the test.
+    pub interim: Option<interim::Spec>,
+    /// Numbers interim key=value blocks across iterations.
+    pub interim_counter: Arc<AtomicU32>,
+}
+
+impl Context {
+    pub fn new(plan: &Plan, fill: Vec<u8>) -> Context {
+        Context {
+            fill,
+            live: Arc::new(Live::new()),
+            interim: interim::Spec::of(plan),
+            interim_counter: Arc::new(AtomicU32::new(0)),
+        }
+    }
+
+    /// The data phase starts: reset the live counters, start the interim
+    /// reporter, take the first CPU snapshot (`-c`).
+    pub fn begin(&self, plan: &Plan) -> Result<Phase> {
+        self.live.reset();
+        let reporter = match &self.interim {
+            Some(spec) => Some(interim::Reporter::start(
+                spec.clone(),
+                self.live.clone(),
+                self.interim_counter.clone(),
+            )?),
+            None => None,
+        };
+        Ok(Phase {
+            cpu: if plan.local_cpu {
+                cpu::snapshot()
+            } else {
+                None
+            },
+            num_cpus: plan.num_cpus,
+            reporter,
+        })
+    }
+}
+
+/// A data phase in progress.
+#[derive(Debug)]
+pub struct Phase {
+    cpu: Option<cpu::Snapshot>,
+    num_cpus: u32,
+    reporter: Option<interim::Reporter>,
+}
+
+impl Phase {
+    /// The data phase is over: the last interim line, and our CPU
+    /// utilisation over the phase if it was measured.
+    pub fn end(mut self) -> Option<CpuStats> {
+        drop(self.reporter.take());
+        let start = self.cpu.take()?;
+        let end = cpu::snapshot()?;
+        Some(cpu::utilisation(&start, &end, self.num_cpus))
+    }
 }
 
 /// The request that goes on the wire for this plan, with the family of the

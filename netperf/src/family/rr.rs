@@ -9,7 +9,6 @@ use anyhow::{Context as _, Result};
 use engine::{
     crr::{self, CrrRequester},
     handshake,
-    live::Live,
     rr::{self, Requester, RrOutcome, Until},
     sockopt,
     stream::udp,
@@ -42,7 +41,7 @@ pub fn default_ports() -> (u16, u16) {
     }
 }
 
-pub fn run_once(plan: &Plan, d: &mut dyn Dialect, _ctx: &Context) -> Result<Measurement> {
+pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
     let peer = d.peer();
     let family = sockopt::family_of(&peer);
     let spec = spec_for(plan, family)?;
@@ -72,7 +71,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, _ctx: &Context) -> Result<Meas
         spin: plan.spin,
     };
     let stop = StopFlag::new();
-    let live = Live::new();
+    let live = &ctx.live;
     let start_timer = |stop: &StopFlag| -> Result<Option<Timer>> {
         Ok(match plan.length {
             Length::Seconds(s) if s > 0 => {
@@ -89,19 +88,24 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, _ctx: &Context) -> Result<Meas
         }
         Ok(())
     };
-    let (outcome, mss, tcp) = match plan.test {
+    // TCP_CRR's connections come and go: the control connection's address.
+    let mut local_addr = Some(SocketAddr::new(d.local().ip(), 0));
+    let (outcome, local_cpu, mss, tcp) = match plan.test {
         TestKind::TcpRr => {
             bind_local(&sock)?;
             sock.connect_timeout(&to.into(), Duration::from_secs(10))
                 .with_context(|| format!("data connection to {to}"))?;
             let conn: TcpStream = sock.into();
+            local_addr = conn.local_addr().ok();
             handshake::write_preamble(&conn, &grant.token, 0)?;
             pin(plan)?;
             let _timer = start_timer(&stop)?;
             let _int = interrupt::stop_on_interrupt(&stop);
-            let o = rr::tcp_requester(&conn, &params, &stop, &live)?;
+            let phase = ctx.begin(plan)?;
+            let o = rr::tcp_requester(&conn, &params, &stop, live)?;
             (
                 o,
+                phase.end(),
                 sockopt::mss(SockRef::from(&conn)),
                 sockopt::tcp_stats(&conn),
             )
@@ -111,16 +115,15 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, _ctx: &Context) -> Result<Meas
             sock.connect(&to.into())
                 .with_context(|| format!("UDP data socket to {to}"))?;
             let s: UdpSocket = sock.into();
+            local_addr = s.local_addr().ok();
             udp::client_hello(&s, &grant.token, Instant::now() + Duration::from_secs(10))?;
             pin(plan)?;
             let _timer = start_timer(&stop)?;
             let _int = interrupt::stop_on_interrupt(&stop);
             let timeout = plan.recv_timeout.unwrap_or(DEFAULT_UDP_TIMEOUT);
-            (
-                rr::udp_requester(&s, &params, timeout, &stop, &live)?,
-                None,
-                None,
-            )
+            let phase = ctx.begin(plan)?;
+            let o = rr::udp_requester(&s, &params, timeout, &stop, live)?;
+            (o, phase.end(), None, None)
         }
         _ => {
             drop(sock);
@@ -138,7 +141,9 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, _ctx: &Context) -> Result<Meas
             pin(plan)?;
             let _timer = start_timer(&stop)?;
             let _int = interrupt::stop_on_interrupt(&stop);
-            (crr::requester(&p, &stop, &live)?, None, None)
+            let phase = ctx.begin(plan)?;
+            let o = crr::requester(&p, &stop, live)?;
+            (o, phase.end(), None, None)
         }
     };
     let remote = d.finish(
@@ -149,7 +154,10 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, _ctx: &Context) -> Result<Meas
         },
         results_wait(plan),
     )?;
-    let m = measurement(plan, &outcome, remote, (lss, lsr), &grant, mss, tcp);
+    let mut m = measurement(plan, &outcome, remote, (lss, lsr), &grant, mss, tcp);
+    m.local_addr = local_addr;
+    m.remote_addr = Some(to);
+    m.local.cpu = local_cpu;
     check_counts(plan.test, &m, &outcome)?;
     Ok(m)
 }

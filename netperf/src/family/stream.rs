@@ -8,9 +8,7 @@ use std::{
 use anyhow::{Context as _, Result};
 use engine::{
     buffer::SendRing,
-    handshake,
-    live::Live,
-    sockopt,
+    handshake, sockopt,
     stream::{self, Until},
     timer::{StopFlag, Timer},
 };
@@ -61,9 +59,10 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
         sockopt::pin_current_thread(cpu)?;
     }
 
-    let live = Live::new();
     let stop = StopFlag::new();
     let mut m = Measurement {
+        local_addr: conn.local_addr().ok(),
+        remote_addr: Some(to),
         local_send_buf: lss,
         local_recv_buf: lsr,
         remote_send_buf: grant.send_buf,
@@ -92,7 +91,9 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
                 ),
             };
             let _int = interrupt::stop_on_interrupt(&stop);
-            stream::send(&conn, &mut ring, until, &stop, &live, LINGER)?
+            let phase = ctx.begin(plan)?;
+            let o = stream::send(&conn, &mut ring, until, &stop, &ctx.live, LINGER)?;
+            (o, phase.end())
         }
         _ => {
             let size = plan
@@ -106,9 +107,12 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
                 _ => Duration::from_secs(330),
             };
             conn.set_read_timeout(Some(silence))?;
-            stream::receive(&conn, &mut buf, &live)?
+            let phase = ctx.begin(plan)?;
+            let o = stream::receive(&conn, &mut buf, &ctx.live)?;
+            (o, phase.end())
         }
     };
+    let (outcome, local_cpu) = outcome;
     m.elapsed = outcome.elapsed.as_secs_f64();
     m.mss = sockopt::mss(SockRef::from(&conn));
     let sending = plan.test == TestKind::TcpStream;
@@ -119,6 +123,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
         send_calls: if sending { outcome.calls } else { 0 },
         recv_calls: if sending { 0 } else { outcome.calls },
         tcp: sockopt::tcp_stats(&conn),
+        cpu: local_cpu,
         ..SideResults::default()
     };
     (m.local.send_buf_end, m.local.recv_buf_end) = sockopt::buffer_sizes(SockRef::from(&conn));

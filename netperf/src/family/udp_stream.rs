@@ -7,7 +7,6 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 use engine::{
-    live::Live,
     sockopt,
     stream::udp::{self, Until},
     timer::{StopFlag, Timer},
@@ -90,9 +89,10 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
             Some(Timer::start(Duration::from_secs(s), stop.clone())?),
         ),
     };
-    let outcome = {
+    let (outcome, local_cpu) = {
         let _int = interrupt::stop_on_interrupt(&stop);
-        udp::send(
+        let phase = ctx.begin(plan)?;
+        let o = udp::send(
             &sock,
             size as usize,
             udp::test_id(&grant.token),
@@ -100,8 +100,9 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
             until,
             plan.rate_bps,
             &stop,
-            &Live::new(),
-        )?
+            &ctx.live,
+        )?;
+        (o, phase.end())
     };
     let remote = d.finish(
         ClientDone {
@@ -117,11 +118,14 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
             elapsed_ns: outcome.elapsed.as_nanos() as u64,
             bytes_sent: outcome.bytes,
             send_calls: outcome.sent,
+            cpu: local_cpu,
             ..SideResults::default()
         },
         remote,
         local_send_buf: lss,
         local_recv_buf: lsr,
+        local_addr: sock.local_addr().ok(),
+        remote_addr: Some(to),
         remote_send_buf: grant.send_buf,
         remote_recv_buf: grant.recv_buf,
         local_send_size: size,

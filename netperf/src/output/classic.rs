@@ -144,7 +144,6 @@ pub fn table(plan: &Plan, m: &Measurement, f: &Figures) -> String {
 /// TCP_RR, UDP_RR and TCP_CRR.
 pub fn rr(plan: &Plan, m: &Measurement, f: &Figures) -> String {
     let mut s = String::new();
-    let units = plan.units();
     // TCP_CRR's rows carry no brand in netperf.
     let brand = if plan.test == TestKind::TcpCrr {
         ""
@@ -152,13 +151,92 @@ pub fn rr(plan: &Plan, m: &Measurement, f: &Figures) -> String {
         brand(plan)
     };
     if plan.verbosity == 0 {
-        if plan.test == TestKind::TcpCrr {
+        if with_cpu(plan) {
+            let sd = or_minus_one(if plan.local_cpu {
+                f.local_sd
+            } else {
+                f.remote_sd
+            });
+            if plan.test == TestKind::TcpCrr {
+                let _ = writeln!(s, "{sd:6.3}");
+            } else {
+                let _ = writeln!(s, "{sd:6.3} S {brand}");
+            }
+        } else if plan.test == TestKind::TcpCrr {
             let _ = writeln!(s, "{:7.2}", f.result);
         } else {
             let _ = writeln!(s, "{:7.2} {}", f.result, brand);
         }
         return s;
     }
+    if with_cpu(plan) {
+        rr_cpu(plan, m, f, brand, &mut s);
+    } else {
+        rr_plain(plan, m, f, brand, &mut s);
+    }
+    if plan.test == TestKind::UdpRr && plan.headers {
+        s.push_str(&udp_rr_loss_line(plan, m));
+    }
+    if plan.verbosity > 1 {
+        s.push_str(&rr_detail(plan, m));
+    }
+    s
+}
+
+/// The RR table with CPU columns.
+fn rr_cpu(plan: &Plan, m: &Measurement, f: &Figures, brand: &str, s: &mut String) {
+    let crr = plan.test == TestKind::TcpCrr;
+    if plan.headers {
+        let units = plan.units();
+        let per_tr = units == Units::Transactions || crr;
+        let _ = write!(
+            s,
+            "Local /Remote\n\
+             Socket Size   Request Resp.  Elapsed {}CPU    CPU    S.dem   S.dem\n\
+             Send   Recv   Size    Size   Time    {} local  remote local   remote\n\
+             bytes  bytes  bytes   bytes  secs.   per sec  {}    {}    {}   {}\n\n",
+            if per_tr { "Trans.   " } else { "Tput     " },
+            if per_tr {
+                "Rate    ".to_string()
+            } else {
+                format!("{:<8.8}", units.label())
+            },
+            if crr { "%  " } else { "% S" },
+            if crr { "%  " } else { "% S" },
+            if per_tr { "us/Tr" } else { "us/KB" },
+            if per_tr { "us/Tr" } else { "us/KB" },
+        );
+    }
+    let gap = if plan.test == TestKind::TcpRr {
+        "  "
+    } else {
+        "   "
+    };
+    let _ = write!(
+        s,
+        "{:<6} {:<6} {:<6}  {:<6} {:<6.2}  {:<6.2}{gap}{:<6.2} {:<6.2} {:<6.3}  {:<6.3}",
+        m.local_send_buf,
+        m.local_recv_buf,
+        plan.request_size,
+        plan.response_size,
+        f.elapsed,
+        f.result,
+        or_minus_one(f.local_cpu),
+        or_minus_one(f.remote_cpu),
+        or_minus_one(f.local_sd),
+        or_minus_one(f.remote_sd),
+    );
+    if crr {
+        s.push('\n');
+    } else {
+        let _ = writeln!(s, " {brand}");
+    }
+    let _ = writeln!(s, "{:<6} {:<6}", m.remote_send_buf, m.remote_recv_buf);
+}
+
+/// The RR table without CPU columns.
+fn rr_plain(plan: &Plan, m: &Measurement, f: &Figures, brand: &str, s: &mut String) {
+    let units = plan.units();
     if plan.headers {
         if units == Units::Transactions || plan.test == TestKind::TcpCrr {
             s.push_str(
@@ -190,13 +268,6 @@ pub fn rr(plan: &Plan, m: &Measurement, f: &Figures) -> String {
         brand
     );
     let _ = writeln!(s, "{:<6} {:<6}", m.remote_send_buf, m.remote_recv_buf);
-    if plan.test == TestKind::UdpRr && plan.headers {
-        s.push_str(&udp_rr_loss_line(plan, m));
-    }
-    if plan.verbosity > 1 {
-        s.push_str(&rr_detail(plan, m));
-    }
-    s
 }
 
 /// UDP_RR: transactions that got no response in time.
@@ -276,12 +347,39 @@ fn rr_detail(plan: &Plan, m: &Measurement) -> String {
     s
 }
 
+/// Whether CPU columns are shown (`-c` or `-C`).
+fn with_cpu(plan: &Plan) -> bool {
+    plan.local_cpu || plan.remote_cpu
+}
+
+/// A figure netperf prints as -1 when it was not measured.
+fn or_minus_one(v: Option<f64>) -> f64 {
+    v.unwrap_or(-1.0)
+}
+
+/// `-v 0` with CPU: the service demand alone (ours if measured, else the
+/// netserver's), with the method letter.
+fn terse_sd(plan: &Plan, f: &Figures) -> String {
+    let sd = if plan.local_cpu {
+        f.local_sd
+    } else {
+        f.remote_sd
+    };
+    format!("{:6.3} S {}\n", or_minus_one(sd), brand(plan))
+}
+
 /// TCP_STREAM and TCP_MAERTS.
 pub fn stream(plan: &Plan, m: &Measurement, f: &Figures) -> String {
     let mut s = String::new();
     if plan.verbosity == 0 {
+        if with_cpu(plan) {
+            return terse_sd(plan, f);
+        }
         let _ = writeln!(s, "{:7.2} {}", f.result, brand(plan));
         return s;
+    }
+    if with_cpu(plan) {
+        return stream_cpu(plan, m, f);
     }
     if plan.headers {
         let _ = write!(
@@ -318,9 +416,69 @@ pub fn stream(plan: &Plan, m: &Measurement, f: &Figures) -> String {
 pub fn udp_stream(plan: &Plan, m: &Measurement, f: &Figures) -> String {
     let mut s = String::new();
     if plan.verbosity == 0 {
-        let _ = writeln!(s, "{:7.2}", f.send_rate);
+        if with_cpu(plan) {
+            let sd = if plan.local_cpu {
+                f.local_sd
+            } else {
+                f.remote_sd
+            };
+            let _ = writeln!(s, "{:6.2} S", or_minus_one(sd));
+        } else {
+            let _ = writeln!(s, "{:7.2}", f.send_rate);
+        }
         return s;
     }
+    if with_cpu(plan) {
+        if plan.headers {
+            let _ = write!(
+                s,
+                "Socket  Message  Elapsed      Messages                   CPU      Service\n\
+                 Size    Size     Time         Okay Errors   Throughput   Util     Demand\n\
+                 bytes   bytes    secs            #      #   {}/sec % SS     us/KB\n\n",
+                plan.units().label()
+            );
+        }
+        let _ = write!(
+            s,
+            "{:6}  {:6}   {:<7.2}   {:7} {:6}    {:7.1}     {:<6.2}   {:<6.3}\n\
+             {:6}           {:<7.2}   {:7}           {:7.1}     {:<6.2}   {:<6.3}\n\n",
+            m.local_send_buf,
+            m.local_send_size,
+            f.elapsed,
+            m.local.send_calls,
+            m.send_errors,
+            f.send_rate,
+            or_minus_one(f.local_cpu),
+            or_minus_one(f.local_sd),
+            m.remote_recv_buf,
+            f.elapsed,
+            m.remote.recv_calls,
+            f.recv_rate,
+            or_minus_one(f.remote_cpu),
+            or_minus_one(f.remote_sd)
+        );
+    } else {
+        udp_stream_plain(plan, m, f, &mut s);
+    }
+    if plan.headers {
+        s.push_str(&udp_loss_line(m));
+        if let Some(bps) = plan.rate_bps {
+            let u = plan.units();
+            let _ = writeln!(
+                s,
+                "Paced at {:.2} {}/sec requested; sent at {:.2} {}/sec",
+                u.rate(bps as f64 / 8.0, 1.0),
+                u.label(),
+                f.send_rate,
+                u.label()
+            );
+        }
+    }
+    s
+}
+
+/// UDP_STREAM's two rows without CPU columns.
+fn udp_stream_plain(plan: &Plan, m: &Measurement, f: &Figures, s: &mut String) {
     if plan.headers {
         let _ = write!(
             s,
@@ -345,21 +503,6 @@ pub fn udp_stream(plan: &Plan, m: &Measurement, f: &Figures) -> String {
         m.remote.recv_calls,
         f.recv_rate
     );
-    if plan.headers {
-        s.push_str(&udp_loss_line(m));
-        if let Some(bps) = plan.rate_bps {
-            let u = plan.units();
-            let _ = writeln!(
-                s,
-                "Paced at {:.2} {}/sec requested; sent at {:.2} {}/sec",
-                u.rate(bps as f64 / 8.0, 1.0),
-                u.label(),
-                f.send_rate,
-                u.label()
-            );
-        }
-    }
-    s
 }
 
 /// Our line on UDP loss: how many of the datagrams sent did not arrive, how
@@ -394,6 +537,50 @@ pub fn udp_loss_line(m: &Measurement) -> String {
         u.duplicates,
         u.jitter_ns as f64 / 1e6
     )
+}
+
+/// TCP_STREAM and TCP_MAERTS with CPU columns.
+fn stream_cpu(plan: &Plan, m: &Measurement, f: &Figures) -> String {
+    let mut s = String::new();
+    let maerts = plan.test == TestKind::TcpMaerts;
+    if plan.headers {
+        let _ = write!(
+            s,
+            "Recv   Send    Send                          Utilization       Service Demand\n\
+             Socket Socket  Message  Elapsed              {}\n\
+             Size   Size    Size     Time     Throughput  local    remote   local   remote\n\
+             bytes  bytes   bytes    secs.    {:<8.8}/s  % S      % S      us/KB   us/KB\n\n",
+            if maerts {
+                "Recv     Send     Recv    Send"
+            } else {
+                "Send     Recv     Send    Recv"
+            },
+            plan.units().label()
+        );
+    }
+    let (recv_buf, send_buf, msg) = if maerts {
+        (m.local_recv_buf, m.remote_send_buf, m.remote_send_size)
+    } else {
+        (m.remote_recv_buf, m.local_send_buf, m.local_send_size)
+    };
+    let _ = writeln!(
+        s,
+        "{:6} {:6} {:6}    {:<6.2}     {:7.2}   {:<6.2}   {:<6.2}   {:<6.3}  {:<6.3} {}",
+        recv_buf,
+        send_buf,
+        msg,
+        f.elapsed,
+        f.result,
+        or_minus_one(f.local_cpu),
+        or_minus_one(f.remote_cpu),
+        or_minus_one(f.local_sd),
+        or_minus_one(f.remote_sd),
+        brand(plan)
+    );
+    if plan.verbosity > 1 {
+        s.push_str(&stream_detail(plan.test, m));
+    }
+    s
 }
 
 fn per(bytes: u64, calls: u64) -> f64 {
@@ -665,6 +852,59 @@ bytes  bytes   bytes    secs.    10^6bits/sec  \n\
             "{text}"
         );
         assert!(text.contains("     21.000     30.000     29.000     33.000     45.000     80.000   1200.000      8.000\n"), "{text}");
+    }
+
+    fn cpu_figures() -> Figures {
+        Figures {
+            elapsed: 1.0,
+            result: 12369.26,
+            send_rate: 1340.7,
+            recv_rate: 1335.0,
+            local_cpu: Some(83.54),
+            remote_cpu: Some(83.54),
+            local_sd: Some(1.107),
+            remote_sd: Some(1.107),
+        }
+    }
+
+    #[test]
+    fn cpu_tables_match_netperf() {
+        let m = measurement();
+        let p = plan(&["-c", "-C", "-H", "localhost"]);
+        assert_eq!(
+            stream(&p, &m, &cpu_figures()),
+            "Recv   Send    Send                          Utilization       Service Demand\n\
+             Socket Socket  Message  Elapsed              Send     Recv     Send    Recv\n\
+             Size   Size    Size     Time     Throughput  local    remote   local   remote\n\
+             bytes  bytes   bytes    secs.    10^6bits/s  % S      % S      us/KB   us/KB\n\n\
+             131072  16384  16384    1.00       12369.26   83.54    83.54    1.107   1.107  \n"
+        );
+        let p = plan(&["-c", "-P", "0"]);
+        let mut f = cpu_figures();
+        f.remote_cpu = None;
+        f.remote_sd = None;
+        assert_eq!(
+            stream(&p, &m, &f),
+            "131072  16384  16384    1.00       12369.26   83.54    -1.00    1.107   -1.000 \n"
+        );
+        let p = plan(&["-C", "-v", "0"]);
+        assert_eq!(stream(&p, &m, &cpu_figures()), " 1.107 S \n");
+        let p = plan(&["-t", "TCP_CRR", "-c", "-C"]);
+        let text = rr(&p, &m, &cpu_figures());
+        assert!(
+            text.starts_with(
+                "Local /Remote\n\
+             Socket Size   Request Resp.  Elapsed Trans.   CPU    CPU    S.dem   S.dem\n\
+             Send   Recv   Size    Size   Time    Rate     local  remote local   remote\n\
+             bytes  bytes  bytes   bytes  secs.   per sec  %      %      us/Tr   us/Tr\n\n"
+            ),
+            "{text}"
+        );
+        let p = plan(&["-t", "UDP_RR", "-c", "-C", "-P", "0"]);
+        assert_eq!(
+            rr(&p, &m, &cpu_figures()).lines().next().unwrap(),
+            "16384  131072 1       1      1.00    12369.26   83.54  83.54  1.107   1.107  "
+        );
     }
 
     #[test]

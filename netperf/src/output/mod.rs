@@ -2,6 +2,8 @@
 //! [`Figures`], from both sides' counters; each format only lays them out.
 
 pub mod classic;
+pub mod json;
+pub mod selectors;
 pub mod units;
 
 use std::net::SocketAddr;
@@ -59,6 +61,9 @@ pub struct Figures {
     /// CPU utilisation, percent, when measured (`-c`, `-C`).
     pub local_cpu: Option<f64>,
     pub remote_cpu: Option<f64>,
+    /// Service demand: microseconds of CPU per KB (or per transaction).
+    pub local_sd: Option<f64>,
+    pub remote_sd: Option<f64>,
 }
 
 impl Figures {
@@ -71,6 +76,8 @@ impl Figures {
             recv_rate: u.rate(m.remote.bytes_received as f64, m.elapsed),
             local_cpu: m.local.cpu.as_ref().map(|c| c.util),
             remote_cpu: m.remote.cpu.as_ref().map(|c| c.util),
+            local_sd: service_demand(plan, m, m.local.cpu.as_ref()),
+            remote_sd: service_demand(plan, m, m.remote.cpu.as_ref()),
         }
     }
 
@@ -89,8 +96,31 @@ impl Figures {
             recv_rate: avg(|f| f.recv_rate),
             local_cpu: avg_opt(|f| f.local_cpu),
             remote_cpu: avg_opt(|f| f.remote_cpu),
+            local_sd: avg_opt(|f| f.local_sd),
+            remote_sd: avg_opt(|f| f.remote_sd),
         }
     }
+}
+
+/// Whether service demand is per transaction (an _RR test in transaction
+/// units) rather than per KB.
+pub fn sd_per_transaction(plan: &Plan) -> bool {
+    plan.test.is_rr() && plan.units() == Units::Transactions
+}
+
+/// netperf's service demand of one side: its CPU time per KB moved by us
+/// (both ways), or per transaction. netperf charges both sides against our
+/// byte count, and so do we.
+fn service_demand(plan: &Plan, m: &Measurement, cpu: Option<&proto::CpuStats>) -> Option<f64> {
+    let c = cpu?;
+    let (units, divisor) = if sd_per_transaction(plan) {
+        (m.local.transactions as f64, 1.0)
+    } else {
+        ((m.local.bytes_sent + m.local.bytes_received) as f64, 1024.0)
+    };
+    Some(engine::cpu::service_demand(
+        c.util, c.num_cpus, units, divisor, m.elapsed,
+    ))
 }
 
 /// The test's result in `units` per second. An _RR test in byte or bit

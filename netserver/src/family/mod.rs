@@ -187,24 +187,38 @@ pub fn start(
     cfg: &Config,
     on_done: Box<dyn Fn() + Send>,
 ) -> Result<RunningTest, ErrorMsg> {
-    let (grant, job) = match spec.kind {
+    let (mut grant, job) = match spec.kind {
         TestKind::TcpStream | TestKind::TcpMaerts => stream::prepare(spec, local, cfg)?,
         TestKind::UdpStream => udp_stream::prepare(spec, local, peer, cfg)?,
         TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr => {
             rr::prepare(spec, local, peer, cfg)?
         }
     };
+    grant.measure_cpu = spec.measure_cpu;
+    grant.num_cpus = match cfg.num_cpus {
+        0 => engine::cpu::count(),
+        n => n,
+    };
     let ctl = Arc::new(TestCtl::default());
     let (tx, rx) = mpsc::channel();
     let c = ctl.clone();
     let cpu = spec.server.cpu_bind;
+    let measure = spec.measure_cpu.then_some(cfg.num_cpus);
     let thread = thread::Builder::new()
         .name(format!("test {}", spec.kind))
         .spawn(move || {
+            let start = measure.and_then(|_| engine::cpu::snapshot());
             let r = match cpu.map(sockopt::pin_current_thread) {
                 Some(Err(e)) => Err(ErrorMsg::new(ErrorCode::InvalidRequest, format!("-T: {e}"))),
                 _ => job(&c),
             };
+            // -C: our utilisation over the test, from /proc/stat.
+            let r = r.map(|mut res| {
+                if let (Some(n), Some(a), Some(b)) = (measure, start, engine::cpu::snapshot()) {
+                    res.cpu = Some(engine::cpu::utilisation(&a, &b, n));
+                }
+                res
+            });
             let _ = tx.send(r);
             on_done();
         })

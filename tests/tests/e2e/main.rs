@@ -5,6 +5,7 @@
 mod accuracy;
 mod confidence;
 mod errors;
+mod output;
 mod rr;
 mod server;
 mod stream;

@@ -195,6 +195,20 @@ fn netperf_tolerated_spellings() {
             "-m1K",
             "-D",
         ],
+        vec!["-H", "127.0.0.1", &p, "-l", "1", "-P", "0", "-cC"],
+        vec![
+            "-H",
+            "127.0.0.1",
+            &p,
+            "-l",
+            "1",
+            "-P",
+            "0",
+            "-c",
+            "100",
+            "-C",
+            "200",
+        ],
     ];
     for args in cases {
         let out = netperf(&args);

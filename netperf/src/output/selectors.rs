@@ -1,0 +1,1743 @@
+//! netperf 2.7's output selectors (`-o`, `-O`, `-k` after `--`): the omni
+//! names, their header lines and formats, and ours.
+//!
+//! A selection is a list of names, or a file of them; `;` (or a new line in
+//! a file) starts another block of the columnar and CSV styles. Names are
+//! matched without regard to case. A name netperf does not know is not an
+//! error, as in netperf 2.7, and leaves exactly what netperf leaves: nothing
+//! with `-k`, an empty CSV field (the next value then starts with a space,
+//! and the header line has no column for it) with `-o`, and a one-space
+//! column with `-O`.
+
+use std::fmt::Write as _;
+
+use proto::{Direction, Protocol, TestKind};
+
+use crate::{
+    cli::{Plan, SelectorStyle, Units},
+    confidence::Verdict,
+    family::Measurement,
+    output::{Figures, sd_per_transaction},
+};
+
+/// How a value is printed (netperf's printf formats).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fmt {
+    /// `%s`
+    Str,
+    /// `"%s"`
+    Quoted,
+    /// `%d` / `%PRIu64`
+    Int,
+    /// `%.Nf`
+    F(usize),
+    /// `%f`
+    F6,
+    /// `0x%.2x` (of an int: -1 prints as 0xffffffff)
+    Hex2,
+    /// `0x%.4x`
+    Hex4,
+    /// `%s/s`
+    PerSec,
+}
+
+/// A value, or nothing (netperf's NULL display value).
+#[derive(Clone, Debug, PartialEq)]
+enum Value {
+    None,
+    Str(String),
+    Int(i64),
+    F(f64),
+}
+
+/// Everything a selector may draw on.
+#[derive(Debug)]
+pub struct Ctx<'a> {
+    pub plan: &'a Plan,
+    /// The last iteration's measurement (counts, sizes).
+    pub m: &'a Measurement,
+    /// The figures printed (the means of the iterations).
+    pub f: &'a Figures,
+    /// The confidence verdict and iterations run, when `-I`/`-i` was used.
+    pub confidence: Option<(&'a Verdict, usize)>,
+    pub uuid: &'a str,
+}
+
+struct Sel {
+    name: &'static str,
+    header: [&'static str; 4],
+    fmt: Fmt,
+    value: fn(&Ctx) -> Value,
+}
+
+fn int(v: impl TryInto<i64>) -> Value {
+    Value::Int(v.try_into().unwrap_or(i64::MAX))
+}
+
+fn opt_int(v: Option<impl TryInto<i64>>) -> Value {
+    v.map_or(Value::Int(-1), int)
+}
+
+fn f(v: f64) -> Value {
+    Value::F(v)
+}
+
+fn opt_f(v: Option<f64>) -> Value {
+    Value::F(v.unwrap_or(-1.0))
+}
+
+fn per(bytes: u64, calls: u64) -> Value {
+    Value::F(if calls == 0 {
+        0.0
+    } else {
+        bytes as f64 / calls as f64
+    })
+}
+
+fn lat(c: &Ctx, g: fn(&engine::latency::LatencySummary) -> f64) -> Value {
+    c.m.latency
+        .as_ref()
+        .map_or(Value::Int(-1), |l| Value::F(g(l)))
+}
+
+fn lat_us(c: &Ctx, g: fn(&engine::latency::LatencySummary) -> u64) -> Value {
+    c.m.latency
+        .as_ref()
+        .map_or(Value::Int(-1), |l| int(g(l) / 1000))
+}
+
+fn rate_of(c: &Ctx, bytes: u64) -> Value {
+    let u = match c.plan.units() {
+        Units::Transactions => Units::Bits('m'),
+        u => u,
+    };
+    f(u.rate(bytes as f64, c.m.elapsed))
+}
+
+fn conf_pct(c: &Ctx, g: fn(&Verdict) -> Option<f64>) -> Value {
+    match c.confidence {
+        Some((v, _)) => f(g(v).unwrap_or(0.0)),
+        None => f(-1.0),
+    }
+}
+
+fn udp<T>(c: &Ctx, g: fn(&proto::UdpRecvStats, u64) -> T) -> Option<T> {
+    c.m.remote.udp.as_ref().map(|u| g(u, c.m.local.send_calls))
+}
+
+macro_rules! sel {
+    ($name:literal, [$a:literal, $b:literal, $c:literal, $d:literal], $fmt:expr, $v:expr) => {
+        Sel {
+            name: $name,
+            header: [$a, $b, $c, $d],
+            fmt: $fmt,
+            value: $v,
+        }
+    };
+}
+
+/// Every selector, in netperf's order, then ours.
+static SELECTORS: &[Sel] = &[
+    sel!(
+        "COMMAND_LINE",
+        ["Command", "Line", "", ""],
+        Fmt::Quoted,
+        |c| Value::Str(c.plan.command_line.clone())
+    ),
+    sel!("UUID", ["Test", "UUID", "", ""], Fmt::Str, |c| Value::Str(
+        c.uuid.to_string()
+    )),
+    sel!(
+        "RESULT_BRAND",
+        ["Result", "Tag", "", ""],
+        Fmt::Quoted,
+        |c| c.plan.brand.clone().map_or(Value::None, Value::Str)
+    ),
+    sel!("SOCKET_TYPE", ["Socket", "Type", "", ""], Fmt::Str, |c| {
+        Value::Str(match c.plan.test.protocol() {
+            Protocol::Tcp => "Stream".into(),
+            Protocol::Udp => "Datagram".into(),
+        })
+    }),
+    sel!("DIRECTION", ["Direction", "", "", ""], Fmt::Str, |c| {
+        Value::Str(match c.plan.test.direction() {
+            Direction::Send => "Send".into(),
+            Direction::Receive => "Receive".into(),
+            Direction::RequestResponse => "Send|Recv".into(),
+        })
+    }),
+    sel!("PROTOCOL", ["Protocol", "", "", ""], Fmt::Str, |c| {
+        Value::Str(match c.plan.test.protocol() {
+            Protocol::Tcp => "TCP".into(),
+            Protocol::Udp => "UDP".into(),
+        })
+    }),
+    sel!(
+        "ELAPSED_TIME",
+        ["Elapsed", "Time", "(sec)", ""],
+        Fmt::F(2),
+        |c| f(c.f.elapsed)
+    ),
+    sel!("SOURCE_PORT", ["Source", "Port", "", ""], Fmt::Str, |c| {
+        Value::Str(c.m.local_addr.map_or(0, |a| a.port()).to_string())
+    }),
+    sel!(
+        "SOURCE_ADDR",
+        ["Source", "Address", "", ""],
+        Fmt::Str,
+        |c| Value::Str(
+            c.m.local_addr
+                .map_or_else(String::new, |a| a.ip().to_string())
+        )
+    ),
+    sel!(
+        "SOURCE_FAMILY",
+        ["Source", "Family", "", ""],
+        Fmt::Int,
+        |c| int(family_number(c.m.local_addr))
+    ),
+    sel!(
+        "DEST_PORT",
+        ["Destination", "Port", "", ""],
+        Fmt::Str,
+        |c| Value::Str(c.m.remote_addr.map_or(0, |a| a.port()).to_string())
+    ),
+    sel!(
+        "DEST_ADDR",
+        ["Destination", "Address", "", ""],
+        Fmt::Str,
+        |c| Value::Str(
+            c.m.remote_addr
+                .map_or_else(String::new, |a| a.ip().to_string())
+        )
+    ),
+    sel!(
+        "DEST_FAMILY",
+        ["Destination", "Family", "", ""],
+        Fmt::Int,
+        |c| int(family_number(c.m.remote_addr))
+    ),
+    sel!("THROUGHPUT", ["Throughput", "", "", ""], Fmt::F(2), |c| f(
+        c.f.result
+    )),
+    sel!(
+        "LOCAL_SEND_THROUGHPUT",
+        ["Local", "Send", "Throughput", ""],
+        Fmt::F(2),
+        |c| rate_of(c, c.m.local.bytes_sent)
+    ),
+    sel!(
+        "LOCAL_RECV_THROUGHPUT",
+        ["Local", "Recv", "Throughput", ""],
+        Fmt::F(2),
+        |c| rate_of(c, c.m.local.bytes_received)
+    ),
+    sel!(
+        "REMOTE_SEND_THROUGHPUT",
+        ["Remote", "Send", "Throughput", ""],
+        Fmt::F(2),
+        |c| rate_of(c, c.m.remote.bytes_sent)
+    ),
+    sel!(
+        "REMOTE_RECV_THROUGHPUT",
+        ["Remote", "Recv", "Throughput", ""],
+        Fmt::F(2),
+        |c| rate_of(c, c.m.remote.bytes_received)
+    ),
+    sel!(
+        "THROUGHPUT_UNITS",
+        ["Throughput", "Units", "", ""],
+        Fmt::PerSec,
+        |c| Value::Str(c.plan.units().label().into())
+    ),
+    sel!(
+        "CONFIDENCE_LEVEL",
+        ["Confidence", "Level", "Percent", ""],
+        Fmt::Int,
+        |c| int(c.plan.confidence.map_or(0, |k| k.level as i64))
+    ),
+    sel!(
+        "CONFIDENCE_INTERVAL",
+        ["Confidence", "Width", "Target", ""],
+        Fmt::F6,
+        |c| f(c.plan.confidence.map_or(-1.0, |k| k.width * 100.0))
+    ),
+    sel!(
+        "CONFIDENCE_ITERATION",
+        ["Confidence", "Iterations", "Run", ""],
+        Fmt::Int,
+        |c| int(c.confidence.map_or(1, |(_, n)| n))
+    ),
+    sel!(
+        "THROUGHPUT_CONFID",
+        ["Throughput", "Confidence", "Width (%)", ""],
+        Fmt::F(3),
+        |c| conf_pct(c, |v| Some(100.0 * v.result.relative_width()))
+    ),
+    sel!(
+        "LOCAL_CPU_CONFID",
+        ["Local", "CPU", "Confidence", "Width (%)"],
+        Fmt::F(3),
+        |c| conf_pct(c, |v| v.local_cpu.map(|i| 100.0 * i.relative_width()))
+    ),
+    sel!(
+        "REMOTE_CPU_CONFID",
+        ["Remote", "CPU", "Confidence", "Width (%)"],
+        Fmt::F(3),
+        |c| conf_pct(c, |v| v.remote_cpu.map(|i| 100.0 * i.relative_width()))
+    ),
+    sel!(
+        "RT_LATENCY",
+        ["Round", "Trip", "Latency", "usec/tran"],
+        Fmt::F(3),
+        |c| {
+            if !c.plan.test.is_rr() || c.m.local.transactions == 0 {
+                return f(-1.0);
+            }
+            let rate = c.m.local.transactions as f64 / c.m.elapsed;
+            let burst = if c.plan.test == TestKind::TcpRr {
+                c.plan.burst
+            } else {
+                0
+            };
+            f(1e6 / rate * f64::from(1 + burst))
+        }
+    ),
+    sel!(
+        "TRANSACTION_RATE",
+        ["Transaction", "Rate", "Tran/s", ""],
+        Fmt::F(3),
+        |c| {
+            if c.m.elapsed > 0.0 {
+                f(c.m.local.transactions as f64 / c.m.elapsed)
+            } else {
+                f(0.0)
+            }
+        }
+    ),
+    sel!(
+        "TRANSPORT_MSS",
+        ["Transport", "MSS", "bytes", ""],
+        Fmt::Int,
+        |c| opt_int(c.m.mss)
+    ),
+    sel!(
+        "LOCAL_TRANSPORT_RETRANS",
+        ["Local", "Transport", "Retransmissions", ""],
+        Fmt::Int,
+        |c| opt_int(c.m.local.tcp.as_ref().map(|t| t.retransmits))
+    ),
+    sel!(
+        "REMOTE_TRANSPORT_RETRANS",
+        ["Remote", "Transport", "Retransmissions", ""],
+        Fmt::Int,
+        |c| opt_int(c.m.remote.tcp.as_ref().map(|t| t.retransmits))
+    ),
+    sel!(
+        "REQUEST_SIZE",
+        ["Request", "Size", "Bytes", ""],
+        Fmt::Int,
+        |c| if c.plan.test.is_rr() {
+            int(c.plan.request_size)
+        } else {
+            int(-1)
+        }
+    ),
+    sel!(
+        "RESPONSE_SIZE",
+        ["Response", "Size", "Bytes", ""],
+        Fmt::Int,
+        |c| if c.plan.test.is_rr() {
+            int(c.plan.response_size)
+        } else {
+            int(-1)
+        }
+    ),
+    sel!(
+        "BURST_SIZE",
+        ["Initial", "Burst", "Requests", ""],
+        Fmt::Int,
+        |c| int(c.plan.burst)
+    ),
+    sel!(
+        "LSS_SIZE_REQ",
+        ["Local", "Send Socket", "Size", "Requested"],
+        Fmt::Int,
+        |c| opt_int(c.plan.local.send_buf)
+    ),
+    sel!(
+        "LSS_SIZE",
+        ["Local", "Send Socket", "Size", "Initial"],
+        Fmt::Int,
+        |c| int(c.m.local_send_buf)
+    ),
+    sel!(
+        "LSS_SIZE_END",
+        ["Local", "Send Socket", "Size", "Final"],
+        Fmt::Int,
+        |c| int(end_or(c.m.local.send_buf_end, c.m.local_send_buf))
+    ),
+    sel!(
+        "LSR_SIZE_REQ",
+        ["Local", "Recv Socket", "Size", "Requested"],
+        Fmt::Int,
+        |c| opt_int(c.plan.local.recv_buf)
+    ),
+    sel!(
+        "LSR_SIZE",
+        ["Local", "Recv Socket", "Size", "Initial"],
+        Fmt::Int,
+        |c| int(c.m.local_recv_buf)
+    ),
+    sel!(
+        "LSR_SIZE_END",
+        ["Local", "Recv Socket", "Size", "Final"],
+        Fmt::Int,
+        |c| int(end_or(c.m.local.recv_buf_end, c.m.local_recv_buf))
+    ),
+    sel!(
+        "LOCAL_SEND_SIZE",
+        ["Local", "Send", "Size", ""],
+        Fmt::Int,
+        |c| int(c.m.local_send_size)
+    ),
+    sel!(
+        "LOCAL_RECV_SIZE",
+        ["Local", "Recv", "Size", ""],
+        Fmt::Int,
+        |c| int(c.m.local_recv_size)
+    ),
+    sel!(
+        "LOCAL_SEND_CALLS",
+        ["Local", "Send", "Calls", ""],
+        Fmt::Int,
+        |c| int(c.m.local.send_calls)
+    ),
+    sel!(
+        "LOCAL_RECV_CALLS",
+        ["Local", "Recv", "Calls", ""],
+        Fmt::Int,
+        |c| int(c.m.local.recv_calls)
+    ),
+    sel!(
+        "LOCAL_BYTES_PER_RECV",
+        ["Local", "Bytes", "Per", "Recv"],
+        Fmt::F(2),
+        |c| per(c.m.local.bytes_received, c.m.local.recv_calls)
+    ),
+    sel!(
+        "LOCAL_BYTES_PER_SEND",
+        ["Local", "Bytes", "Per", "Send"],
+        Fmt::F(2),
+        |c| per(c.m.local.bytes_sent, c.m.local.send_calls)
+    ),
+    sel!(
+        "LOCAL_BYTES_RECVD",
+        ["Local", "Bytes", "Received", ""],
+        Fmt::Int,
+        |c| int(c.m.local.bytes_received)
+    ),
+    sel!(
+        "LOCAL_BYTES_SENT",
+        ["Local", "Bytes", "Sent", ""],
+        Fmt::Int,
+        |c| int(c.m.local.bytes_sent)
+    ),
+    sel!(
+        "LOCAL_BYTES_XFERD",
+        ["Local", "Bytes", "Xferred", ""],
+        Fmt::F(0),
+        |c| f((c.m.local.bytes_sent + c.m.local.bytes_received) as f64)
+    ),
+    sel!(
+        "LOCAL_SEND_WIDTH",
+        ["Local", "Send", "Width", ""],
+        Fmt::Int,
+        |c| int(c
+            .plan
+            .send_width
+            .unwrap_or(if c.plan.test.is_rr() { 1 } else { 2 }))
+    ),
+    sel!(
+        "LOCAL_RECV_WIDTH",
+        ["Local", "Recv", "Width", ""],
+        Fmt::Int,
+        |_| int(1)
+    ),
+    sel!(
+        "LOCAL_SEND_OFFSET",
+        ["Local", "Send", "Offset", ""],
+        Fmt::Int,
+        |_| int(0)
+    ),
+    sel!(
+        "LOCAL_RECV_OFFSET",
+        ["Local", "Recv", "Offset", ""],
+        Fmt::Int,
+        |_| int(0)
+    ),
+    sel!(
+        "LOCAL_RECV_ALIGN",
+        ["Local", "Recv", "Alignment", ""],
+        Fmt::Int,
+        |_| int(8)
+    ),
+    sel!(
+        "LOCAL_SEND_ALIGN",
+        ["Local", "Send", "Alignment", ""],
+        Fmt::Int,
+        |_| int(8)
+    ),
+    sel!(
+        "LOCAL_CPU_UTIL",
+        ["Local", "CPU", "Util", "%"],
+        Fmt::F(2),
+        |c| opt_f(c.f.local_cpu)
+    ),
+    sel!(
+        "LOCAL_CPU_PERCENT_USER",
+        ["Local", "CPU", "User", "%"],
+        Fmt::F(2),
+        |c| opt_f(c.m.local.cpu.as_ref().map(|u| u.user))
+    ),
+    sel!(
+        "LOCAL_CPU_PERCENT_SYSTEM",
+        ["Local", "CPU", "System", "%"],
+        Fmt::F(2),
+        |c| opt_f(c.m.local.cpu.as_ref().map(|u| u.system))
+    ),
+    sel!(
+        "LOCAL_CPU_PERCENT_IOWAIT",
+        ["Local", "CPU", "I/O", "%"],
+        Fmt::F(2),
+        |c| opt_f(c.m.local.cpu.as_ref().map(|u| u.iowait))
+    ),
+    sel!(
+        "LOCAL_CPU_PERCENT_IRQ",
+        ["Local", "CPU", "IRQ", "%"],
+        Fmt::F(2),
+        |c| opt_f(c.m.local.cpu.as_ref().map(|u| u.irq))
+    ),
+    sel!(
+        "LOCAL_CPU_PERCENT_SWINTR",
+        ["Local", "CPU", "swintr", "%"],
+        Fmt::F(2),
+        |c| opt_f(c.m.local.cpu.as_ref().map(|u| u.softirq))
+    ),
+    sel!(
+        "LOCAL_CPU_PEAK_UTIL",
+        ["Local", "Peak", "Per CPU", "Util %"],
+        Fmt::F(2),
+        |c| opt_f(c.m.local.cpu.as_ref().map(|u| u.peak_util))
+    ),
+    sel!(
+        "LOCAL_CPU_PEAK_ID",
+        ["Local", "Peak", "Per CPU", "ID"],
+        Fmt::Int,
+        |c| opt_int(c.m.local.cpu.as_ref().map(|u| u.peak_cpu))
+    ),
+    sel!(
+        "LOCAL_CPU_BIND",
+        ["Local", "CPU", "Bind", ""],
+        Fmt::Int,
+        |c| opt_int(c.plan.local.cpu_bind)
+    ),
+    sel!(
+        "LOCAL_SD",
+        ["Local", "Service", "Demand", ""],
+        Fmt::F(3),
+        |c| opt_f(c.f.local_sd)
+    ),
+    sel!(
+        "SD_UNITS",
+        ["Service", "Demand", "Units", ""],
+        Fmt::Str,
+        |c| Value::Str(
+            if sd_per_transaction(c.plan) {
+                "usec/Tran"
+            } else {
+                "usec/KB"
+            }
+            .into()
+        )
+    ),
+    sel!(
+        "LOCAL_CPU_METHOD",
+        ["Local", "CPU", "Util", "Method"],
+        Fmt::Str,
+        |c| Value::Str(if c.m.local.cpu.is_some() { "S" } else { "U" }.into())
+    ),
+    sel!(
+        "LOCAL_CPU_COUNT",
+        ["Local", "CPU", "Count", ""],
+        Fmt::Int,
+        |c| int(c.m.local.cpu.as_ref().map_or(0, |u| u.num_cpus))
+    ),
+    sel!(
+        "LOCAL_NODELAY",
+        ["Local", "NODELAY", "", ""],
+        Fmt::Int,
+        |c| int(i64::from(c.plan.local.nodelay))
+    ),
+    sel!("LOCAL_CORK", ["Local", "Cork", "", ""], Fmt::Int, |_| int(
+        0
+    )),
+    sel!(
+        "RSS_SIZE_REQ",
+        ["Remote", "Send Socket", "Size", "Requested"],
+        Fmt::Int,
+        |c| opt_int(c.plan.remote.send_buf)
+    ),
+    sel!(
+        "RSS_SIZE",
+        ["Remote", "Send Socket", "Size", "Initial"],
+        Fmt::Int,
+        |c| int(c.m.remote_send_buf)
+    ),
+    sel!(
+        "RSS_SIZE_END",
+        ["Remote", "Send Socket", "Size", "Final"],
+        Fmt::Int,
+        |c| int(end_or(c.m.remote.send_buf_end, c.m.remote_send_buf))
+    ),
+    sel!(
+        "RSR_SIZE_REQ",
+        ["Remote", "Recv Socket", "Size", "Requested"],
+        Fmt::Int,
+        |c| opt_int(c.plan.remote.recv_buf)
+    ),
+    sel!(
+        "RSR_SIZE",
+        ["Remote", "Recv Socket", "Size", "Initial"],
+        Fmt::Int,
+        |c| int(c.m.remote_recv_buf)
+    ),
+    sel!(
+        "RSR_SIZE_END",
+        ["Remote", "Recv Socket", "Size", "Final"],
+        Fmt::Int,
+        |c| int(end_or(c.m.remote.recv_buf_end, c.m.remote_recv_buf))
+    ),
+    sel!(
+        "REMOTE_SEND_SIZE",
+        ["Remote", "Send", "Size", ""],
+        Fmt::Int,
+        |c| int(c.m.remote_send_size)
+    ),
+    sel!(
+        "REMOTE_RECV_SIZE",
+        ["Remote", "Recv", "Size", ""],
+        Fmt::Int,
+        |c| int(c.m.remote_recv_size)
+    ),
+    sel!(
+        "REMOTE_SEND_CALLS",
+        ["Remote", "Send", "Calls", ""],
+        Fmt::Int,
+        |c| int(c.m.remote.send_calls)
+    ),
+    sel!(
+        "REMOTE_RECV_CALLS",
+        ["Remote", "Recv", "Calls", ""],
+        Fmt::Int,
+        |c| int(c.m.remote.recv_calls)
+    ),
+    sel!(
+        "REMOTE_BYTES_PER_RECV",
+        ["Remote", "Bytes", "Per", "Recv"],
+        Fmt::F(2),
+        |c| per(c.m.remote.bytes_received, c.m.remote.recv_calls)
+    ),
+    sel!(
+        "REMOTE_BYTES_PER_SEND",
+        ["Remote", "Bytes", "Per", "Send"],
+        Fmt::F(2),
+        |c| per(c.m.remote.bytes_sent, c.m.remote.send_calls)
+    ),
+    sel!(
+        "REMOTE_BYTES_RECVD",
+        ["Remote", "Bytes", "Received", ""],
+        Fmt::Int,
+        |c| int(c.m.remote.bytes_received)
+    ),
+    sel!(
+        "REMOTE_BYTES_SENT",
+        ["Remote", "Bytes", "Sent", ""],
+        Fmt::Int,
+        |c| int(c.m.remote.bytes_sent)
+    ),
+    sel!(
+        "REMOTE_BYTES_XFERD",
+        ["Remote", "Bytes", "Xferred", ""],
+        Fmt::F(0),
+        |c| f((c.m.remote.bytes_sent + c.m.remote.bytes_received) as f64)
+    ),
+    sel!(
+        "REMOTE_SEND_WIDTH",
+        ["Remote", "Send", "Width", ""],
+        Fmt::Int,
+        |_| int(2)
+    ),
+    sel!(
+        "REMOTE_RECV_WIDTH",
+        ["Remote", "Recv", "Width", ""],
+        Fmt::Int,
+        |_| int(1)
+    ),
+    sel!(
+        "REMOTE_SEND_OFFSET",
+        ["Remote", "Send", "Offset", ""],
+        Fmt::Int,
+        |_| int(0)
+    ),
+    sel!(
+        "REMOTE_RECV_OFFSET",
+        ["Remote", "Recv", "Offset", ""],
+        Fmt::Int,
+        |_| int(0)
+    ),
+    sel!(
+        "REMOTE_RECV_ALIGN",
+        ["Remote", "Recv", "Alignment", ""],
+        Fmt::Int,
+        |_| int(8)
+    ),
+    sel!(
+        "REMOTE_SEND_ALIGN",
+        ["Remote", "Send", "Alignment", ""],
+        Fmt::Int,
+        |_| int(8)
+    ),
+    sel!(
+        "REMOTE_CPU_UTIL",
+        ["Remote", "CPU", "Util", "%"],
+        Fmt::F(2),
+        |c| opt_f(c.f.remote_cpu)
+    ),
+    sel!(
+        "REMOTE_CPU_PERCENT_USER",
+        ["Remote", "CPU", "User", "%"],
+        Fmt::F(2),
+        |c| opt_f(c.m.remote.cpu.as_ref().map(|u| u.user))
+    ),
+    sel!(
+        "REMOTE_CPU_PERCENT_SYSTEM",
+        ["Remote", "CPU", "System", "%"],
+        Fmt::F(2),
+        |c| opt_f(c.m.remote.cpu.as_ref().map(|u| u.system))
+    ),
+    sel!(
+        "REMOTE_CPU_PERCENT_IOWAIT",
+        ["Remote", "CPU", "I/O", "%"],
+        Fmt::F(2),
+        |c| opt_f(c.m.remote.cpu.as_ref().map(|u| u.iowait))
+    ),
+    sel!(
+        "REMOTE_CPU_PERCENT_IRQ",
+        ["Remote", "CPU", "IRQ", "%"],
+        Fmt::F(2),
+        |c| opt_f(c.m.remote.cpu.as_ref().map(|u| u.irq))
+    ),
+    sel!(
+        "REMOTE_CPU_PERCENT_SWINTR",
+        ["Remote", "CPU", "swintr", "%"],
+        Fmt::F(2),
+        |c| opt_f(c.m.remote.cpu.as_ref().map(|u| u.softirq))
+    ),
+    sel!(
+        "REMOTE_CPU_PEAK_UTIL",
+        ["Remote", "Peak", "Per CPU", "Util %"],
+        Fmt::F(2),
+        |c| opt_f(c.m.remote.cpu.as_ref().map(|u| u.peak_util))
+    ),
+    sel!(
+        "REMOTE_CPU_PEAK_ID",
+        ["Remote", "Peak", "Per CPU", "ID"],
+        Fmt::Int,
+        |c| opt_int(c.m.remote.cpu.as_ref().map(|u| u.peak_cpu))
+    ),
+    sel!(
+        "REMOTE_CPU_BIND",
+        ["Remote", "CPU", "Bind", ""],
+        Fmt::Int,
+        |c| opt_int(c.plan.remote.cpu_bind)
+    ),
+    sel!(
+        "REMOTE_SD",
+        ["Remote", "Service", "Demand", ""],
+        Fmt::F(3),
+        |c| opt_f(c.f.remote_sd)
+    ),
+    sel!(
+        "REMOTE_CPU_METHOD",
+        ["Remote", "CPU", "Util", "Method"],
+        Fmt::Str,
+        |c| Value::Str(if c.m.remote.cpu.is_some() { "S" } else { "U" }.into())
+    ),
+    sel!(
+        "REMOTE_CPU_COUNT",
+        ["Remote", "CPU", "Count", ""],
+        Fmt::Int,
+        |c| int(c.m.remote.cpu.as_ref().map_or(0, |u| u.num_cpus))
+    ),
+    sel!(
+        "REMOTE_NODELAY",
+        ["Remote", "NODELAY", "", ""],
+        Fmt::Int,
+        |c| int(i64::from(c.plan.remote.nodelay))
+    ),
+    sel!(
+        "REMOTE_CORK",
+        ["Remote", "Cork", "", ""],
+        Fmt::Int,
+        |_| int(0)
+    ),
+    sel!(
+        "MIN_LATENCY",
+        ["Minimum", "Latency", "Microseconds", ""],
+        Fmt::Int,
+        |c| lat_us(c, |l| l.min)
+    ),
+    sel!(
+        "MAX_LATENCY",
+        ["Maximum", "Latency", "Microseconds", ""],
+        Fmt::Int,
+        |c| lat_us(c, |l| l.max)
+    ),
+    sel!(
+        "P50_LATENCY",
+        ["50th", "Percentile", "Latency", "Microseconds"],
+        Fmt::Int,
+        |c| lat_us(c, |l| l.p50)
+    ),
+    sel!(
+        "P90_LATENCY",
+        ["90th", "Percentile", "Latency", "Microseconds"],
+        Fmt::Int,
+        |c| lat_us(c, |l| l.p90)
+    ),
+    sel!(
+        "P99_LATENCY",
+        ["99th", "Percentile", "Latency", "Microseconds"],
+        Fmt::Int,
+        |c| lat_us(c, |l| l.p99)
+    ),
+    sel!(
+        "MEAN_LATENCY",
+        ["Mean", "Latency", "Microseconds", ""],
+        Fmt::F(2),
+        |c| lat(c, |l| l.mean / 1000.0)
+    ),
+    sel!(
+        "STDDEV_LATENCY",
+        ["Stddev", "Latency", "Microseconds", ""],
+        Fmt::F(2),
+        |c| lat(c, |l| l.stddev / 1000.0)
+    ),
+    sel!(
+        "LOCAL_SOCKET_PRIO",
+        ["Local", "Socket", "Priority", ""],
+        Fmt::Int,
+        |c| opt_int(c.plan.local.priority)
+    ),
+    sel!(
+        "REMOTE_SOCKET_PRIO",
+        ["Remote", "Socket", "Priority", ""],
+        Fmt::Int,
+        |c| opt_int(c.plan.remote.priority)
+    ),
+    sel!(
+        "LOCAL_SOCKET_TOS",
+        ["Local", "Socket", "TOS", ""],
+        Fmt::Hex2,
+        |c| opt_int(c.plan.local.tos)
+    ),
+    sel!(
+        "REMOTE_SOCKET_TOS",
+        ["Remote", "Socket", "TOS", ""],
+        Fmt::Hex2,
+        |c| opt_int(c.plan.remote.tos)
+    ),
+    sel!(
+        "LOCAL_CONG_CONTROL",
+        ["Local", "Congestion", "Control", "Algorithm"],
+        Fmt::Str,
+        |c| Value::Str(
+            c.m.local
+                .tcp
+                .as_ref()
+                .map_or_else(String::new, |t| t.cong_control.clone())
+        )
+    ),
+    sel!(
+        "REMOTE_CONG_CONTROL",
+        ["Remote", "Congestion", "Control", "Algorithm"],
+        Fmt::Str,
+        |c| Value::Str(
+            c.m.remote
+                .tcp
+                .as_ref()
+                .map_or_else(String::new, |t| t.cong_control.clone())
+        )
+    ),
+    sel!(
+        "LOCAL_FILL_FILE",
+        ["Local", "Fill", "File", ""],
+        Fmt::Str,
+        |c| Value::Str(
+            c.plan
+                .fill_file
+                .as_ref()
+                .map_or_else(String::new, |p| p.display().to_string())
+        )
+    ),
+    sel!(
+        "REMOTE_FILL_FILE",
+        ["Remote", "Fill", "File", ""],
+        Fmt::Str,
+        |_| Value::Str(String::new())
+    ),
+    // netperf 2.7 answers these with "Deprecated" or a fixed value; so do we.
+    sel!(
+        "LOCAL_DRIVER_NAME",
+        ["Local", "Driver", "Name", ""],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "LOCAL_DRIVER_VERSION",
+        ["Local", "Driver", "Version", ""],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "LOCAL_DRIVER_FIRMWARE",
+        ["Local", "Driver", "Firmware", ""],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "LOCAL_DRIVER_BUS",
+        ["Local", "Driver", "Bus", ""],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "REMOTE_DRIVER_NAME",
+        ["Remote", "Driver", "Name", ""],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "REMOTE_DRIVER_VERSION",
+        ["Remote", "Driver", "Version", ""],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "REMOTE_DRIVER_FIRMWARE",
+        ["Remote", "Driver", "Firmware", ""],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "REMOTE_DRIVER_BUS",
+        ["Remote", "Driver", "Bus", ""],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "LOCAL_INTERFACE_NAME",
+        ["Local", "Interface", "Name", ""],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "REMOTE_INTERFACE_NAME",
+        ["Remote", "Interface", "Name", ""],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "LOCAL_INTERFACE_SLOT",
+        ["Local", "Interface", "Slot", ""],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "REMOTE_INTERFACE_SLOT",
+        ["Remote", "Interface", "Slot", ""],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "REMOTE_MACHINE",
+        ["Remote", "Machine", "", ""],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "REMOTE_VERSION",
+        ["Remote", "Version", "", ""],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "REMOTE_RELEASE",
+        ["Remote", "Release", "", ""],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "REMOTE_SYSNAME",
+        ["Remote", "Sysname", "", ""],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "LOCAL_MACHINE",
+        ["Local", "Machine", "", ""],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "LOCAL_VERSION",
+        ["Local", "Version", "", ""],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "LOCAL_RELEASE",
+        ["Local", "Release", "", ""],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "LOCAL_SYSNAME",
+        ["Local", "Sysname", "", ""],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "LOCAL_SECURITY_ENABLED",
+        ["Local", "OS", "Security", "Enabled"],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "LOCAL_SECURITY_TYPE",
+        ["Local", "OS", "Security", "Type"],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "LOCAL_SECURITY_SPECIFIC",
+        ["Local", "OS", "Security", "Specific"],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "REMOTE_SECURITY_ENABLED",
+        ["Remote", "OS", "Security", "Enabled"],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "REMOTE_SECURITY_TYPE",
+        ["Remote", "OS", "Security", "Type"],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "REMOTE_SECURITY_SPECIFIC",
+        ["Remote", "OS", "Security", "Specific"],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "REMOTE_SYSTEM_MODEL",
+        ["Remote", "System", "Model", ""],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "REMOTE_CPU_MODEL",
+        ["Remote", "CPU", "Model", ""],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "LOCAL_SYSTEM_MODEL",
+        ["Local", "System", "Model", ""],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "LOCAL_CPU_MODEL",
+        ["Local", "CPU", "Model", ""],
+        Fmt::Str,
+        |_| Value::Str("Deprecated".into())
+    ),
+    sel!(
+        "LOCAL_SEND_DIRTY_COUNT",
+        ["Local", "Send", "Dirty", "Count"],
+        Fmt::Int,
+        |_| int(0)
+    ),
+    sel!(
+        "LOCAL_RECV_DIRTY_COUNT",
+        ["Local", "Recv", "Dirty", "Count"],
+        Fmt::Int,
+        |_| int(0)
+    ),
+    sel!(
+        "LOCAL_RECV_CLEAN_COUNT",
+        ["Local", "Recv", "Clean", "Count"],
+        Fmt::Int,
+        |_| int(0)
+    ),
+    sel!(
+        "REMOTE_SEND_DIRTY_COUNT",
+        ["Remote", "Send", "Dirty", "Count"],
+        Fmt::Int,
+        |_| int(0)
+    ),
+    sel!(
+        "REMOTE_RECV_DIRTY_COUNT",
+        ["Remote", "Recv", "Dirty", "Count"],
+        Fmt::Int,
+        |_| int(0)
+    ),
+    sel!(
+        "REMOTE_RECV_CLEAN_COUNT",
+        ["Remote", "Recv", "Clean", "Count"],
+        Fmt::Int,
+        |_| int(0)
+    ),
+    sel!(
+        "LOCAL_INTERFACE_SUBDEVICE",
+        ["Local", "Interface", "Subdevice", ""],
+        Fmt::Hex4,
+        |_| int(-2)
+    ),
+    sel!(
+        "LOCAL_INTERFACE_DEVICE",
+        ["Local", "Interface", "Device", ""],
+        Fmt::Hex4,
+        |_| int(-2)
+    ),
+    sel!(
+        "LOCAL_INTERFACE_SUBVENDOR",
+        ["Local", "Interface", "Subvendor", ""],
+        Fmt::Hex4,
+        |_| int(-2)
+    ),
+    sel!(
+        "LOCAL_INTERFACE_VENDOR",
+        ["Local", "Interface", "Vendor", ""],
+        Fmt::Hex4,
+        |_| int(-2)
+    ),
+    sel!(
+        "REMOTE_INTERFACE_SUBDEVICE",
+        ["Remote", "Interface", "Subdevice", ""],
+        Fmt::Hex4,
+        |_| int(-2)
+    ),
+    sel!(
+        "REMOTE_INTERFACE_DEVICE",
+        ["Remote", "Interface", "Device", ""],
+        Fmt::Hex4,
+        |_| int(-2)
+    ),
+    sel!(
+        "REMOTE_INTERFACE_SUBVENDOR",
+        ["Remote", "Interface", "Subvendor", ""],
+        Fmt::Hex4,
+        |_| int(-2)
+    ),
+    sel!(
+        "REMOTE_INTERFACE_VENDOR",
+        ["Remote", "Interface", "Vendor", ""],
+        Fmt::Hex4,
+        |_| int(-2)
+    ),
+    sel!(
+        "REMOTE_INTERVAL_USECS",
+        ["Remote", "Interval", "Usecs", ""],
+        Fmt::Int,
+        |_| int(0)
+    ),
+    sel!(
+        "REMOTE_INTERVAL_BURST",
+        ["Remote", "Interval", "Burst", ""],
+        Fmt::Int,
+        |_| int(0)
+    ),
+    sel!(
+        "LOCAL_INTERVAL_USECS",
+        ["Local", "Interval", "Usecs", ""],
+        Fmt::Int,
+        |_| int(0)
+    ),
+    sel!(
+        "LOCAL_INTERVAL_BURST",
+        ["Local", "Interval", "Burst", ""],
+        Fmt::Int,
+        |_| int(0)
+    ),
+    sel!(
+        "LOCAL_SECURITY_ENABLED_NUM",
+        ["Local", "OS", "Security", "Enabled Num"],
+        Fmt::Int,
+        |_| int(0)
+    ),
+    sel!(
+        "LOCAL_SECURITY_TYPE_ID",
+        ["Local", "OS", "Security", "Type ID"],
+        Fmt::Int,
+        |_| int(0)
+    ),
+    sel!(
+        "REMOTE_SECURITY_ENABLED_NUM",
+        ["Remote", "OS", "Security", "Enabled"],
+        Fmt::Int,
+        |_| int(0)
+    ),
+    sel!(
+        "REMOTE_SECURITY_TYPE_ID",
+        ["Remote", "OS", "Security", "Type"],
+        Fmt::Int,
+        |_| int(0)
+    ),
+    sel!(
+        "REMOTE_CPU_FREQUENCY",
+        ["Remote", "CPU", "Frequency", "MHz"],
+        Fmt::Int,
+        |_| int(0)
+    ),
+    sel!(
+        "LOCAL_CPU_FREQUENCY",
+        ["Local", "CPU", "Frequency", "MHz"],
+        Fmt::Int,
+        |_| int(0)
+    ),
+    // ours
+    sel!(
+        "P999_LATENCY",
+        ["99.9th", "Percentile", "Latency", "Microseconds"],
+        Fmt::Int,
+        |c| lat_us(c, |l| l.p999)
+    ),
+    sel!("UDP_LOST", ["Datagrams", "Lost", "", ""], Fmt::Int, |c| {
+        opt_int(udp(c, |u, sent| sent.saturating_sub(u.received)))
+    }),
+    sel!(
+        "UDP_LOST_PERCENT",
+        ["Datagrams", "Lost", "%", ""],
+        Fmt::F(3),
+        |c| opt_f(udp(c, |u, sent| {
+            if sent == 0 {
+                0.0
+            } else {
+                100.0 * sent.saturating_sub(u.received) as f64 / sent as f64
+            }
+        }))
+    ),
+    sel!(
+        "UDP_RCVBUF_DROPS",
+        ["Receive", "Buffer", "Drops", ""],
+        Fmt::Int,
+        |c| opt_int(udp(c, |u, _| u.rcvbuf_drops))
+    ),
+    sel!(
+        "UDP_OUT_OF_ORDER",
+        ["Datagrams", "Out of", "Order", ""],
+        Fmt::Int,
+        |c| opt_int(udp(c, |u, _| u.out_of_order))
+    ),
+    sel!(
+        "UDP_DUPLICATES",
+        ["Datagrams", "Duplicated", "", ""],
+        Fmt::Int,
+        |c| opt_int(udp(c, |u, _| u.duplicates))
+    ),
+    sel!(
+        "UDP_JITTER",
+        ["Jitter", "Microseconds", "", ""],
+        Fmt::F(3),
+        |c| opt_f(udp(c, |u, _| u.jitter_ns as f64 / 1000.0))
+    ),
+    sel!(
+        "RR_LOST_TRANSACTIONS",
+        ["Lost", "Transactions", "", ""],
+        Fmt::Int,
+        |c| if c.plan.test == TestKind::UdpRr {
+            int(c.m.lost)
+        } else {
+            int(-1)
+        }
+    ),
+    sel!(
+        "LOCAL_TRANSPORT_RTT",
+        ["Local", "Transport", "RTT", "Microseconds"],
+        Fmt::Int,
+        |c| opt_int(c.m.local.tcp.as_ref().map(|t| t.rtt_us))
+    ),
+    sel!(
+        "REMOTE_TRANSPORT_RTT",
+        ["Remote", "Transport", "RTT", "Microseconds"],
+        Fmt::Int,
+        |c| opt_int(c.m.remote.tcp.as_ref().map(|t| t.rtt_us))
+    ),
+    sel!(
+        "LOCAL_TRANSPORT_CWND",
+        ["Local", "Transport", "Cwnd", "Segments"],
+        Fmt::Int,
+        |c| opt_int(c.m.local.tcp.as_ref().map(|t| t.cwnd))
+    ),
+    sel!(
+        "REMOTE_TRANSPORT_CWND",
+        ["Remote", "Transport", "Cwnd", "Segments"],
+        Fmt::Int,
+        |c| opt_int(c.m.remote.tcp.as_ref().map(|t| t.cwnd))
+    ),
+];
+
+/// The socket buffer size at the end, if the side reported it.
+fn end_or(end: u32, initial: u32) -> u32 {
+    if end > 0 { end } else { initial }
+}
+
+/// The AF_ number of an address, as netperf prints families.
+fn family_number(a: Option<std::net::SocketAddr>) -> i64 {
+    match a {
+        Some(std::net::SocketAddr::V4(_)) => i64::from(libc_af::INET),
+        Some(std::net::SocketAddr::V6(_)) => i64::from(libc_af::INET6),
+        None => 0,
+    }
+}
+
+/// Linux's address family numbers.
+mod libc_af {
+    pub const INET: u8 = 2;
+    pub const INET6: u8 = 10;
+}
+
+fn find(name: &str) -> Option<&'static Sel> {
+    SELECTORS.iter().find(|s| s.name.eq_ignore_ascii_case(name))
+}
+
+/// Every selector name, for `-o ?`.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    SELECTORS.iter().map(|s| s.name)
+}
+
+/// netperf's list of the selectors for `-o ?` and `-k ?` (one line,
+/// comma-separated) or `-O ?` (one per line), between its OUTPUT_NONE and
+/// OUTPUT_END markers.
+pub fn listing(one_line: bool) -> String {
+    let all: Vec<&str> = std::iter::once("OUTPUT_NONE")
+        .chain(names())
+        .chain(std::iter::once("OUTPUT_END"))
+        .collect();
+    let mut s = all.join(if one_line { "," } else { "\n" });
+    s.push('\n');
+    s
+}
+
+/// One entry of a selection: a selector, or a name we do not know.
+#[derive(Clone, Debug)]
+pub enum Entry {
+    Known(&'static str),
+    Unknown(String),
+}
+
+/// A parsed selection: blocks of entries.
+#[derive(Clone, Debug, Default)]
+pub struct Selection {
+    pub blocks: Vec<Vec<Entry>>,
+}
+
+impl Selection {
+    /// Names that did not match a selector.
+    pub fn unknown(&self) -> impl Iterator<Item = &str> {
+        self.blocks.iter().flatten().filter_map(|e| match e {
+            Entry::Unknown(n) => Some(n.as_str()),
+            Entry::Known(_) => None,
+        })
+    }
+}
+
+fn parse_list(list: &str) -> Selection {
+    let blocks = list
+        .split(';')
+        .take(4)
+        .map(|block| {
+            block
+                .split([' ', ','])
+                .filter(|t| !t.is_empty())
+                .map(|t| match find(t) {
+                    Some(s) => Entry::Known(s.name),
+                    None => Entry::Unknown(t.to_string()),
+                })
+                .collect::<Vec<_>>()
+        })
+        .filter(|b| !b.is_empty())
+        .collect();
+    Selection { blocks }
+}
+
+/// netperf's default selection for a test (and with `-c`/`-C`).
+pub fn default_for(plan: &Plan) -> Selection {
+    let tput = "ELAPSED_TIME,THROUGHPUT,THROUGHPUT_UNITS";
+    let cpu = "LOCAL_CPU_UTIL,LOCAL_CPU_PERCENT_USER,LOCAL_CPU_PERCENT_SYSTEM,LOCAL_CPU_PERCENT_IOWAIT,LOCAL_CPU_PERCENT_IRQ,LOCAL_CPU_PERCENT_SWINTR,LOCAL_CPU_METHOD,REMOTE_CPU_UTIL,REMOTE_CPU_PERCENT_USER,REMOTE_CPU_PERCENT_SYSTEM,REMOTE_CPU_PERCENT_IOWAIT,REMOTE_CPU_PERCENT_IRQ,REMOTE_CPU_PERCENT_SWINTR,REMOTE_CPU_METHOD,LOCAL_SD,REMOTE_SD,SD_UNITS";
+    let head = match plan.test.direction() {
+        Direction::Send => "LSS_SIZE_END,RSR_SIZE_END,LOCAL_SEND_SIZE",
+        Direction::Receive => "RSS_SIZE_END,LSR_SIZE_END,REMOTE_SEND_SIZE",
+        Direction::RequestResponse => {
+            "LSS_SIZE_END,LSR_SIZE_END,RSR_SIZE_END,RSS_SIZE_END,REQUEST_SIZE,RESPONSE_SIZE"
+        }
+    };
+    let mut list = format!("{head},{tput}");
+    if plan.local_cpu || plan.remote_cpu {
+        list = format!("{list},{cpu}");
+    }
+    parse_list(&list)
+}
+
+/// Resolve what `-o`/`-O`/`-k` named: nothing (the default list), "all",
+/// a list of names, or a file of them.
+pub fn resolve(plan: &Plan, spec: Option<&str>) -> Result<Selection, String> {
+    let Some(spec) = spec else {
+        return Ok(default_for(plan));
+    };
+    if spec.eq_ignore_ascii_case("all") {
+        return Ok(Selection {
+            blocks: vec![SELECTORS.iter().map(|s| Entry::Known(s.name)).collect()],
+        });
+    }
+    if spec.contains([',', ';']) || find(spec).is_some() {
+        return Ok(parse_list(spec));
+    }
+    let text = std::fs::read_to_string(spec)
+        .map_err(|e| format!("cannot read the output selection file '{spec}': {e}"))?;
+    Ok(parse_list(&text.lines().collect::<Vec<_>>().join(";")))
+}
+
+fn render(s: &Sel, c: &Ctx) -> Option<String> {
+    let v = (s.value)(c);
+    Some(match (s.fmt, v) {
+        (_, Value::None) => return None,
+        (Fmt::Quoted, Value::Str(x)) => format!("\"{x}\""),
+        (Fmt::PerSec, Value::Str(x)) => format!("{x}/s"),
+        (_, Value::Str(x)) => x,
+        (Fmt::Hex2, Value::Int(i)) => format!("0x{:02x}", i as i32 as u32),
+        (Fmt::Hex4, Value::Int(i)) => format!("0x{:04x}", i as i32 as u32),
+        (Fmt::F(p), Value::Int(i)) => format!("{:.*}", p, i as f64),
+        (Fmt::F6, Value::Int(i)) => format!("{:.6}", i as f64),
+        (_, Value::Int(i)) => i.to_string(),
+        (Fmt::F(p), Value::F(x)) => format!("{x:.p$}"),
+        (Fmt::F6, Value::F(x)) => format!("{x:.6}"),
+        (_, Value::F(x)) => format!("{}", x.round() as i64),
+    })
+}
+
+/// Print a selection in one of the three styles.
+pub fn print(style: SelectorStyle, sel: &Selection, c: &Ctx) -> String {
+    match style {
+        SelectorStyle::KeyVal => keyval(sel, c),
+        SelectorStyle::Csv => csv(sel, c),
+        SelectorStyle::Columns => columns(sel, c),
+    }
+}
+
+fn entries<'s>(sel: &'s Selection) -> impl Iterator<Item = Option<&'static Sel>> + 's {
+    sel.blocks.iter().flatten().map(|e| match e {
+        Entry::Known(n) => find(n),
+        Entry::Unknown(_) => None,
+    })
+}
+
+/// `-k`: `NAME=value` lines; unknown names and absent values print nothing.
+fn keyval(sel: &Selection, c: &Ctx) -> String {
+    let mut out = String::new();
+    for s in entries(sel).flatten() {
+        if let Some(v) = render(s, c) {
+            let _ = writeln!(out, "{}={v}", s.name);
+        }
+    }
+    out
+}
+
+/// `-o`: a header line (with headers on), then the values, comma-separated,
+/// byte for byte as netperf 2.7 lays them out.
+fn csv(sel: &Selection, c: &Ctx) -> String {
+    let mut header = String::new();
+    let mut values = String::new();
+    for e in entries(sel) {
+        if let Some(s) = e {
+            let words: Vec<&str> = s
+                .header
+                .iter()
+                .copied()
+                .take_while(|h| !h.is_empty())
+                .collect();
+            if !words.is_empty() {
+                header.push_str(&words.join(" "));
+                header.push(',');
+            }
+        }
+        match e.and_then(|s| render(s, c)) {
+            Some(v) => {
+                values.push_str(&v);
+                values.push(',');
+            }
+            // netperf writes the separator and skips one column of its
+            // space-filled buffer: an empty field, and a space before the
+            // next value.
+            None => values.push_str(", "),
+        }
+    }
+    header.pop();
+    values.pop();
+    let mut out = String::new();
+    if sel.blocks.iter().all(Vec::is_empty) {
+        return out;
+    }
+    if c.plan.headers {
+        out.push_str(&header);
+        out.push('\n');
+    }
+    out.push_str(&values);
+    out.push('\n');
+    out
+}
+
+/// `-O`: each block as four header lines and a value line in columns, each
+/// as wide as its widest header line or value plus one, then one space.
+fn columns(sel: &Selection, c: &Ctx) -> String {
+    let mut out = String::new();
+    for (i, block) in sel.blocks.iter().enumerate() {
+        let mut lines: [String; 4] = Default::default();
+        let mut values = String::new();
+        for e in block {
+            let s = match e {
+                Entry::Known(n) => find(n),
+                Entry::Unknown(_) => None,
+            };
+            let header = s.map_or(["", "", "", ""], |s| s.header);
+            let value = s.and_then(|s| render(s, c));
+            let widest = header.iter().map(|h| h.len()).max().unwrap_or(0);
+            let width = widest.max(value.as_ref().map_or(0, |v| v.len() + 1));
+            for (line, h) in lines.iter_mut().zip(header) {
+                let _ = write!(line, "{h:width$} ");
+            }
+            let _ = write!(values, "{:width$} ", value.unwrap_or_default());
+        }
+        if i > 0 {
+            out.push('\n');
+        }
+        if c.plan.headers {
+            for l in &lines {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        out.push_str(&values);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Invocation, parse};
+
+    fn plan(words: &[&str]) -> Plan {
+        let v: Vec<String> = words.iter().map(|s| s.to_string()).collect();
+        match parse(&v).unwrap() {
+            Invocation::Run(p) => *p,
+            _ => panic!(),
+        }
+    }
+
+    fn ctx_out(p: &Plan, style: SelectorStyle, spec: &str) -> String {
+        let m = Measurement {
+            elapsed: 1.0,
+            local_send_buf: 16384,
+            local_send_size: 16384,
+            remote_recv_buf: 131072,
+            local: proto::SideResults {
+                bytes_sent: 1_000_000,
+                tcp: Some(proto::TcpStats {
+                    cong_control: "bbr".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Measurement::default()
+        };
+        let f = Figures {
+            elapsed: 1.0,
+            result: 8513.48,
+            ..Figures::default()
+        };
+        let c = Ctx {
+            plan: p,
+            m: &m,
+            f: &f,
+            confidence: None,
+            uuid: "u",
+        };
+        print(style, &resolve(p, Some(spec)).unwrap(), &c)
+    }
+
+    #[test]
+    fn keyval_skips_unknown_names() {
+        let p = plan(&[]);
+        assert_eq!(
+            ctx_out(
+                &p,
+                SelectorStyle::KeyVal,
+                "THROUGHPUT,FOO,elapsed_time,THROUGHPUT_UNITS"
+            ),
+            "THROUGHPUT=8513.48\nELAPSED_TIME=1.00\nTHROUGHPUT_UNITS=10^6bits/s\n"
+        );
+    }
+
+    #[test]
+    fn csv_leaves_netperfs_empty_field_for_unknown_names() {
+        let p = plan(&[]);
+        assert_eq!(
+            ctx_out(
+                &p,
+                SelectorStyle::Csv,
+                "THROUGHPUT,BOGUS,LOCAL_CONG_CONTROL,BOGUS2"
+            ),
+            "Throughput,Local Congestion Control Algorithm\n8513.48,, bbr,,\n"
+        );
+        let p = plan(&["-P", "0"]);
+        assert_eq!(
+            ctx_out(
+                &p,
+                SelectorStyle::Csv,
+                "THROUGHPUT,BOGUS,LOCAL_CONG_CONTROL,REMOTE_CONG_CONTROL"
+            ),
+            "8513.48,, bbr,\n"
+        );
+    }
+
+    #[test]
+    fn columns_match_netperf() {
+        let p = plan(&[]);
+        assert_eq!(
+            ctx_out(
+                &p,
+                SelectorStyle::Columns,
+                "THROUGHPUT,BOGUS,LOCAL_CONG_CONTROL"
+            ),
+            "Throughput  Local      \n            Congestion \n            Control    \n            Algorithm  \n8513.48     bbr        \n"
+        );
+    }
+
+    #[test]
+    fn default_lists() {
+        let p = plan(&[]);
+        assert_eq!(
+            ctx_out(
+                &p,
+                SelectorStyle::Csv,
+                "LSS_SIZE_END,RSR_SIZE_END,LOCAL_SEND_SIZE,ELAPSED_TIME,THROUGHPUT,THROUGHPUT_UNITS"
+            ),
+            "Local Send Socket Size Final,Remote Recv Socket Size Final,Local Send Size,Elapsed Time (sec),Throughput,Throughput Units\n16384,131072,16384,1.00,8513.48,10^6bits/s\n"
+        );
+        let names: Vec<_> = default_for(&plan(&["-t", "TCP_RR", "-c"])).blocks[0]
+            .iter()
+            .map(|e| match e {
+                Entry::Known(n) => *n,
+                Entry::Unknown(_) => "?",
+            })
+            .collect();
+        assert_eq!(
+            names[..6],
+            [
+                "LSS_SIZE_END",
+                "LSR_SIZE_END",
+                "RSR_SIZE_END",
+                "RSS_SIZE_END",
+                "REQUEST_SIZE",
+                "RESPONSE_SIZE"
+            ]
+        );
+        assert!(names.contains(&"REMOTE_SD"));
+    }
+
+    #[test]
+    fn formats_of_unset_values() {
+        let p = plan(&["-t", "TCP_RR"]);
+        let out = ctx_out(
+            &p,
+            SelectorStyle::KeyVal,
+            "LOCAL_SOCKET_TOS,LOCAL_SD,LOCAL_CPU_UTIL,CONFIDENCE_LEVEL,CONFIDENCE_INTERVAL,CONFIDENCE_ITERATION,THROUGHPUT_CONFID,SD_UNITS,DIRECTION,RESULT_BRAND,MIN_LATENCY",
+        );
+        assert_eq!(
+            out,
+            "LOCAL_SOCKET_TOS=0xffffffff\nLOCAL_SD=-1.000\nLOCAL_CPU_UTIL=-1.00\nCONFIDENCE_LEVEL=0\nCONFIDENCE_INTERVAL=-1.000000\nCONFIDENCE_ITERATION=1\nTHROUGHPUT_CONFID=-1.000\nSD_UNITS=usec/Tran\nDIRECTION=Send|Recv\nMIN_LATENCY=-1\n"
+        );
+        let p = plan(&["-Y", "0x10", "-B", "tag"]);
+        let out = ctx_out(
+            &p,
+            SelectorStyle::KeyVal,
+            "LOCAL_SOCKET_TOS,RESULT_BRAND,COMMAND_LINE",
+        );
+        assert_eq!(
+            out,
+            "LOCAL_SOCKET_TOS=0x10\nRESULT_BRAND=\"tag\"\nCOMMAND_LINE=\"netperf -Y 0x10 -B tag\"\n"
+        );
+    }
+
+    #[test]
+    fn every_selector_has_a_value_in_every_test() {
+        for kind in proto::TestKind::ALL {
+            let p = plan(&["-t", kind.name(), "-B", "b"]);
+            let m = Measurement::default();
+            let fig = Figures::default();
+            let c = Ctx {
+                plan: &p,
+                m: &m,
+                f: &fig,
+                confidence: None,
+                uuid: "u",
+            };
+            for s in SELECTORS {
+                assert!(render(s, &c).is_some(), "{} has no value in {kind}", s.name);
+            }
+        }
+    }
+
+    #[test]
+    fn every_name_is_unique_and_upper_case() {
+        let mut seen = std::collections::HashSet::new();
+        for n in names() {
+            assert!(seen.insert(n), "{n} twice");
+            assert_eq!(n, n.to_ascii_uppercase());
+        }
+        assert!(seen.len() > 120);
+    }
+
+    #[test]
+    fn selection_from_a_file() {
+        let dir = std::env::temp_dir().join(format!("sel-{}", std::process::id()));
+        std::fs::write(&dir, "THROUGHPUT,ELAPSED_TIME\nPROTOCOL\n").unwrap();
+        let s = resolve(&plan(&[]), dir.to_str()).unwrap();
+        std::fs::remove_file(&dir).unwrap();
+        assert_eq!(s.blocks.len(), 2);
+        assert!(
+            resolve(&plan(&[]), Some("/no/such/file"))
+                .unwrap_err()
+                .contains("/no/such/file")
+        );
+    }
+}
