@@ -7,9 +7,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use proto::{ProtoError, frame, message::take_frame};
+use proto::{ProtoError, codec, frame};
 use serde::Serialize;
 use thiserror::Error;
+
+use crate::auth::Channel;
 
 #[derive(Debug, Error)]
 pub enum ControlError {
@@ -21,6 +23,8 @@ pub enum ControlError {
     Timeout(Duration),
     #[error(transparent)]
     Proto(#[from] ProtoError),
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// A control connection with its read buffer.
@@ -28,6 +32,7 @@ pub enum ControlError {
 pub struct ControlStream {
     stream: TcpStream,
     buf: Vec<u8>,
+    channel: Option<Channel>,
 }
 
 impl ControlStream {
@@ -35,7 +40,13 @@ impl ControlStream {
         ControlStream {
             stream,
             buf: Vec::with_capacity(4096),
+            channel: None,
         }
+    }
+
+    /// From now on every frame is sealed and checked with this channel.
+    pub fn secure(&mut self, channel: Channel) {
+        self.channel = Some(channel);
     }
 
     pub fn stream(&self) -> &TcpStream {
@@ -44,7 +55,20 @@ impl ControlStream {
 
     /// Send one message as a frame.
     pub fn send<M: Serialize>(&mut self, msg: &M) -> Result<(), ControlError> {
-        let bytes = frame::encode(msg)?;
+        let mut body = Vec::new();
+        codec::encode_into(msg, &mut body)?;
+        if let Some(c) = &mut self.channel {
+            c.seal(&mut body);
+        }
+        if body.len() > frame::MAX_FRAME {
+            return Err(ProtoError::FrameTooLarge {
+                len: body.len(),
+                max: frame::MAX_FRAME,
+            }
+            .into());
+        }
+        let mut bytes = (body.len() as u32).to_be_bytes().to_vec();
+        bytes.extend_from_slice(&body);
         self.stream.write_all(&bytes).map_err(ControlError::Io)
     }
 
@@ -57,9 +81,17 @@ impl ControlStream {
         let deadline = Instant::now() + timeout;
         let mut chunk = [0u8; 4096];
         loop {
-            if let Some((msg, used)) = take_frame(&self.buf, &decode)? {
+            if let Some((body, used)) = frame::split(&self.buf)? {
+                let body = body.to_vec();
                 self.buf.drain(..used);
-                return Ok(msg);
+                let body = match &mut self.channel {
+                    Some(c) => c
+                        .open(&body)
+                        .map_err(|e| ControlError::Refused(e.to_string()))?
+                        .to_vec(),
+                    None => body,
+                };
+                return Ok(decode(&body)?);
             }
             let now = Instant::now();
             if now >= deadline {

@@ -14,6 +14,7 @@
 //! - [`crr`]: TCP_CRR, a connection per transaction.
 //! - [`cpu`]: CPU utilisation from /proc/stat, service demand.
 //! - [`latency`]: the latency histogram and its summary.
+//! - [`auth`]: pre-shared-key challenge-response and MAC'd control frames.
 //! - [`handshake`]: the token every data connection presents first.
 //! - [`control`]: blocking transport of control frames (the client's side).
 //! - [`sockopt`]: socket buffers, TCP_NODELAY, TOS, priority, congestion
@@ -25,6 +26,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod auth;
 pub mod buffer;
 pub mod clock;
 pub mod control;

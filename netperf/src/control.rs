@@ -13,7 +13,10 @@ use std::{
 };
 
 use anyhow::{Context, Result, anyhow, bail};
-use engine::control::{ControlError, ControlStream};
+use engine::{
+    auth::Key,
+    control::{ControlError, ControlStream},
+};
 use optparse::value::AddrFamily;
 use proto::{
     ClientDone, ClientError, ClientEvent, ClientSession, Grant, ProtoError, ServerMsg, SideResults,
@@ -64,6 +67,7 @@ fn describe(e: ControlError, peer: SocketAddr, what: &str) -> anyhow::Error {
         ControlError::Closed => anyhow!("netserver at {peer} closed the control connection"),
         ControlError::Io(e) => anyhow!("control connection to {peer}: {e}"),
         ControlError::Proto(e) => anyhow!("control connection to {peer}: {e}"),
+        ControlError::Refused(e) => anyhow!("control connection to {peer}: {e}"),
     }
 }
 
@@ -73,14 +77,15 @@ fn server_error(e: ClientError) -> anyhow::Error {
 
 impl Native {
     /// Say hello over a connected control stream.
-    pub fn handshake(stream: TcpStream) -> Result<Native> {
+    pub fn handshake(stream: TcpStream, key: Option<&Key>) -> Result<Native> {
         let peer = stream.peer_addr()?;
         let local = stream.local_addr()?;
         let _ = stream.set_nodelay(true);
         let mut ctl = ControlStream::new(stream);
         let mut nonce = [0u8; 32];
         getrandom::fill(&mut nonce).map_err(|e| anyhow!("no secure random numbers: {e}"))?;
-        let mut session = ClientSession::new(None, nonce);
+        let auth = key.map(|k| Box::new(k.clone()) as Box<dyn proto::Authenticator>);
+        let mut session = ClientSession::new(auth, nonce);
         ctl.send(&ClientSession::hello(&software()))
             .map_err(|e| describe(e, peer, "hello"))?;
         loop {
@@ -96,7 +101,13 @@ impl Native {
                 }
                 e => server_error(e),
             })? {
-                ClientEvent::Established => break,
+                ClientEvent::Established => {
+                    // The proofs are exchanged: seal every frame from now on.
+                    if let (Some(k), Some((s, c))) = (key, session.auth_nonces()) {
+                        ctl.secure(k.channel(proto::Role::Client, &s, &c));
+                    }
+                    break;
+                }
                 ClientEvent::Send(m) => ctl
                     .send(&m)
                     .map_err(|e| describe(e, peer, "authentication"))?,
@@ -188,6 +199,7 @@ impl std::fmt::Debug for Connection {
 /// Resolve `-H`, connect, say hello. With no `-H` and nothing listening on
 /// localhost, start a netserver in this process and say so on stderr.
 pub fn connect(plan: &Plan) -> Result<Connection> {
+    let key = plan.auth.as_ref().map(|a| a.load()).transpose()?;
     let host = plan.host_name().to_string();
     let addrs: Vec<SocketAddr> = (host.as_str(), plan.port)
         .to_socket_addrs()
@@ -206,7 +218,7 @@ pub fn connect(plan: &Plan) -> Result<Connection> {
         match connect_one(*addr, plan) {
             Ok(stream) => {
                 return Ok(Connection {
-                    dialect: Box::new(handshake_retrying(stream, *addr, plan)?),
+                    dialect: Box::new(handshake_retrying(stream, *addr, plan, key.as_ref())?),
                     embedded: None,
                 });
             }
@@ -221,8 +233,8 @@ pub fn connect(plan: &Plan) -> Result<Connection> {
             IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
             IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
         };
-        let embedded =
-            netserver::spawn_embedded(ip).context("cannot start an embedded netserver")?;
+        let embedded = netserver::spawn_embedded(ip, key.clone())
+            .context("cannot start an embedded netserver")?;
         eprintln!(
             "netperf: no netserver on {host} port {}; started an embedded netserver in this process on {}",
             plan.port,
@@ -235,7 +247,7 @@ pub fn connect(plan: &Plan) -> Result<Connection> {
             )
         })?;
         return Ok(Connection {
-            dialect: Box::new(Native::handshake(stream)?),
+            dialect: Box::new(Native::handshake(stream, key.as_ref())?),
             embedded: Some(embedded),
         });
     }
@@ -251,11 +263,16 @@ pub fn connect(plan: &Plan) -> Result<Connection> {
 }
 
 /// Say hello; while the netserver says it is busy, try again for a while.
-fn handshake_retrying(stream: TcpStream, addr: SocketAddr, plan: &Plan) -> Result<Native> {
+fn handshake_retrying(
+    stream: TcpStream,
+    addr: SocketAddr,
+    plan: &Plan,
+    key: Option<&Key>,
+) -> Result<Native> {
     let give_up = std::time::Instant::now() + BUSY_RETRY;
     let mut stream = stream;
     loop {
-        match Native::handshake(stream) {
+        match Native::handshake(stream, key) {
             Err(e) if e.is::<Busy>() && std::time::Instant::now() < give_up => {
                 std::thread::sleep(Duration::from_millis(100));
                 stream = connect_one(addr, plan)

@@ -11,6 +11,8 @@
 //! - [`output`]: figures and formats (the classic tables).
 //! - [`interrupt`]: Ctrl-C ends a test early with its results.
 
+#![forbid(unsafe_code)]
+
 pub mod cli;
 pub mod confidence;
 pub mod control;

@@ -108,6 +108,40 @@ pub const OPTIONS: &[OptDef] = &[
         "file",
         "Append log lines to this file (default: stderr, or nothing when detached)",
     ),
+    OptDef::long_only(
+        "handshake_timeout",
+        "handshake-timeout",
+        Arity::Required,
+        "secs",
+        "Hello and authentication must be done within this (default 10; first bytes within half of it)",
+    ),
+    OptDef::long_only(
+        "idle_timeout",
+        "idle-timeout",
+        Arity::Required,
+        "secs",
+        "Longest silence of a control connection between tests (default 60)",
+    ),
+    OptDef::long_only(
+        "data_timeout",
+        "data-timeout",
+        Arity::Required,
+        "secs",
+        "Data connections must arrive within this of the setup reply (default 10)",
+    ),
+    OptDef::long_only(
+        "key_file",
+        "key-file",
+        Arity::Required,
+        "file",
+        "Require clients to prove they know the key in this file (mode 600)",
+    ),
+    OptDef::value(
+        "passphrase",
+        'Z',
+        "passphrase",
+        "Require clients to prove they know this passphrase (never sent)",
+    ),
 ];
 
 /// What the command line asks for.
@@ -216,6 +250,28 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
                 o.config.limits.memory_per_session = n as u64;
             }
             "log_file" => o.log_file = Some(PathBuf::from(v)),
+            "handshake_timeout" => {
+                let secs = count(spelled, v)? as u64;
+                o.config.handshake_timeout = Duration::from_secs(secs);
+                o.config.first_byte_timeout = Duration::from_millis(secs * 500);
+            }
+            "idle_timeout" => {
+                o.config.idle_timeout = Duration::from_secs(count(spelled, v)? as u64)
+            }
+            "data_timeout" => {
+                o.config.data_connect_timeout = Duration::from_secs(count(spelled, v)? as u64);
+            }
+            "key_file" => {
+                o.config.key = Some(
+                    engine::auth::Key::from_file(std::path::Path::new(v))
+                        .map_err(|e| CliError(e.to_string()))?,
+                );
+            }
+            "passphrase" => {
+                o.config.key = Some(
+                    engine::auth::Key::from_passphrase(v).map_err(|e| CliError(e.to_string()))?,
+                );
+            }
             _ => {}
         }
     }

@@ -34,7 +34,7 @@ use std::{
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
     thread,
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 pub use log::Logger;
@@ -67,6 +67,8 @@ pub struct Config {
     pub data_connect_timeout: Duration,
     /// CPUs to assume for utilisation (`-n`); 0 = count them.
     pub num_cpus: u32,
+    /// The pre-shared key clients must prove they know (`--key-file`, `-Z`).
+    pub key: Option<engine::auth::Key>,
     pub logger: Logger,
 }
 
@@ -83,6 +85,7 @@ impl Default for Config {
             idle_timeout: Duration::from_secs(60),
             data_connect_timeout: Duration::from_secs(10),
             num_cpus: 0,
+            key: None,
             logger: Logger::stderr(1),
         }
     }
@@ -228,12 +231,52 @@ impl Census {
     }
 }
 
+/// Failed authentications per client address, to slow down guessing.
+#[derive(Debug, Default)]
+pub(crate) struct Failures {
+    map: Mutex<HashMap<IpAddr, (u32, Instant)>>,
+}
+
+impl Failures {
+    /// Failures allowed per address within [`Failures::WINDOW`].
+    const LIMIT: u32 = 5;
+    const WINDOW: Duration = Duration::from_secs(60);
+    /// Addresses remembered at most (expired entries are dropped first).
+    const MAX_ENTRIES: usize = 10_000;
+
+    pub(crate) fn blocked(&self, ip: IpAddr) -> bool {
+        let Ok(map) = self.map.lock() else {
+            return false;
+        };
+        map.get(&ip)
+            .is_some_and(|(n, since)| *n >= Self::LIMIT && since.elapsed() < Self::WINDOW)
+    }
+
+    pub(crate) fn record(&self, ip: IpAddr) {
+        let Ok(mut map) = self.map.lock() else {
+            return;
+        };
+        if map.len() >= Self::MAX_ENTRIES {
+            map.retain(|_, (_, since)| since.elapsed() < Self::WINDOW);
+            if map.len() >= Self::MAX_ENTRIES {
+                return;
+            }
+        }
+        let e = map.entry(ip).or_insert((0, Instant::now()));
+        if e.1.elapsed() >= Self::WINDOW {
+            *e = (0, Instant::now());
+        }
+        e.0 += 1;
+    }
+}
+
 /// What sessions share.
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub config: Config,
     pub shutdown: Shutdown,
     pub census: Census,
+    pub failures: Failures,
 }
 
 /// Serve control connections on `listeners` until `shutdown` is triggered.
@@ -243,6 +286,7 @@ pub fn run(listeners: Vec<TcpListener>, config: Config, shutdown: Shutdown) -> i
         config,
         shutdown,
         census: Census::default(),
+        failures: Failures::default(),
     });
     listener::accept_loop(listeners, &shared)?;
     shared.census.wait_empty(Duration::from_secs(5));
@@ -274,13 +318,15 @@ impl Drop for Embedded {
 }
 
 /// Start a netserver on an ephemeral port of `ip` (a loopback address) in
-/// this process. It logs nothing, and stops when the handle is dropped.
-pub fn spawn_embedded(ip: IpAddr) -> io::Result<Embedded> {
+/// this process, requiring `key` if given. It logs nothing, and stops when
+/// the handle is dropped.
+pub fn spawn_embedded(ip: IpAddr, key: Option<engine::auth::Key>) -> io::Result<Embedded> {
     let listener = TcpListener::bind(SocketAddr::new(ip, 0))?;
     let addr = listener.local_addr()?;
     let shutdown = Shutdown::new();
     let config = Config {
         logger: Logger::discard(),
+        key,
         ..Config::default()
     };
     let s = shutdown.clone();

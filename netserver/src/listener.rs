@@ -108,6 +108,13 @@ fn is_resource_error(e: &io::Error) -> bool {
 fn admit(std_stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>) -> Result<(), Duration> {
     let cfg = &shared.config;
     let log = &cfg.logger;
+    if shared.failures.blocked(peer.ip()) {
+        let text =
+            "too many failed authentication attempts from your address; try again in a minute";
+        log.warn_limited("auth-blocked", &format!("refused {peer}: {text}"));
+        refuse(&std_stream, ErrorCode::Auth, text);
+        return Ok(());
+    }
     if let Err(why) = shared.census.admit(peer.ip(), cfg) {
         let text = match why {
             Refusal::Sessions(n) => {

@@ -13,10 +13,11 @@ use std::{
     time::{Duration, Instant},
 };
 
+use engine::auth::Channel;
 use mio::{Events, Interest, Poll, Token, Waker};
 use proto::{
-    ClientMsg, ErrorCode, ErrorMsg, ServerAction, ServerMsg, ServerSession, frame,
-    message::take_frame,
+    Authenticator, ClientMsg, ErrorCode, ErrorMsg, Role, ServerAction, ServerMsg, ServerSession,
+    codec, frame,
 };
 
 use crate::{Shared, family, log::escape};
@@ -49,6 +50,8 @@ struct Session<'a> {
     peer: SocketAddr,
     local: SocketAddr,
     proto: ServerSession,
+    /// Seals and checks every frame once the client has authenticated.
+    channel: Option<Channel>,
     inbuf: Vec<u8>,
     outbuf: Vec<u8>,
     writable_interest: bool,
@@ -73,8 +76,13 @@ impl<'a> Session<'a> {
         let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
         let mut nonce = [0u8; 32];
         getrandom::fill(&mut nonce).map_err(io::Error::other)?;
+        let auth = shared
+            .config
+            .key
+            .clone()
+            .map(|k| Box::new(k) as Box<dyn Authenticator>);
         let proto =
-            ServerSession::new(crate::software(), shared.config.limits.clone(), None, nonce);
+            ServerSession::new(crate::software(), shared.config.limits.clone(), auth, nonce);
         let now = Instant::now();
         Ok(Session {
             shared,
@@ -84,6 +92,7 @@ impl<'a> Session<'a> {
             peer,
             local,
             proto,
+            channel: None,
             inbuf: Vec::new(),
             outbuf: Vec::new(),
             writable_interest: false,
@@ -110,6 +119,11 @@ impl<'a> Session<'a> {
                     return Ok(());
                 }
                 self.deadline_passed();
+                // Say why at once, then close.
+                self.flush()?;
+                if self.outbuf.is_empty() {
+                    return Ok(());
+                }
                 continue;
             }
             match self.poll.poll(&mut events, Some(deadline - now)) {
@@ -219,14 +233,20 @@ impl<'a> Session<'a> {
     }
 
     fn queue(&mut self, msg: &ServerMsg) {
-        match frame::encode(msg) {
-            Ok(bytes) => self.outbuf.extend_from_slice(&bytes),
-            Err(e) => self
-                .shared
+        let mut body = Vec::new();
+        if let Err(e) = codec::encode_into(msg, &mut body) {
+            self.shared
                 .config
                 .logger
-                .log(0, &format!("cannot encode a reply: {e}")),
+                .log(0, &format!("cannot encode a reply: {e}"));
+            return;
         }
+        if let Some(c) = &mut self.channel {
+            c.seal(&mut body);
+        }
+        self.outbuf
+            .extend_from_slice(&(body.len() as u32).to_be_bytes());
+        self.outbuf.extend_from_slice(&body);
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -296,7 +316,20 @@ impl<'a> Session<'a> {
 
     fn process_frames(&mut self) {
         while self.closing_since.is_none() {
-            match take_frame(&self.inbuf, ClientMsg::decode) {
+            let channel = &mut self.channel;
+            let next = frame::split(&self.inbuf).and_then(|f| match f {
+                None => Ok(None),
+                Some((body, used)) => {
+                    let body = match channel {
+                        Some(c) => c
+                            .open(body)
+                            .map_err(|e| proto::ProtoError::Auth(e.to_string()))?,
+                        None => body,
+                    };
+                    Ok(Some((ClientMsg::decode(body)?, used)))
+                }
+            });
+            match next {
                 Ok(Some((msg, used))) => {
                     self.inbuf.drain(..used);
                     self.idle_since = Instant::now();
@@ -321,8 +354,21 @@ impl<'a> Session<'a> {
 
     fn act(&mut self, action: ServerAction) {
         match action {
-            ServerAction::Reply(m) => self.queue(&m),
+            ServerAction::Reply(m) => {
+                self.queue(&m);
+                // The proofs are exchanged: seal every frame from now on.
+                if let (ServerMsg::AuthOk { .. }, Some(key), Some((s, c))) =
+                    (&m, &self.shared.config.key, self.proto.auth_nonces())
+                {
+                    self.channel = Some(key.channel(Role::Server, &s, &c));
+                }
+            }
             ServerAction::ReplyAndClose(m) => {
+                if let ServerMsg::Error(e) = &m
+                    && e.code == ErrorCode::Auth
+                {
+                    self.shared.failures.record(self.peer.ip());
+                }
                 if let ServerMsg::Error(e) = &m {
                     self.shared
                         .config

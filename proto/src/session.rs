@@ -87,6 +87,7 @@ pub struct ServerSession {
     nonce: [u8; 32],
     results: Option<SideResults>,
     peer_software: String,
+    authenticated: Option<([u8; 32], [u8; 32])>,
 }
 
 impl std::fmt::Debug for ServerSession {
@@ -115,7 +116,14 @@ impl ServerSession {
             nonce,
             results: None,
             peer_software: String::new(),
+            authenticated: None,
         }
+    }
+
+    /// After a successful authentication: (server nonce, client nonce), from
+    /// which both ends derive the key that seals every later frame.
+    pub fn auth_nonces(&self) -> Option<([u8; 32], [u8; 32])> {
+        self.authenticated
     }
 
     /// The client's software string from its hello.
@@ -196,6 +204,7 @@ impl ServerSession {
                     )));
                 }
                 let proof = auth.proof(Role::Server, &server_nonce, &nonce);
+                self.authenticated = Some((server_nonce, nonce));
                 self.state = ServerState::Idle;
                 ServerAction::Reply(ServerMsg::AuthOk { proof })
             }
@@ -315,6 +324,7 @@ pub struct ClientSession {
     auth: Option<Box<dyn Authenticator>>,
     nonce: [u8; 32],
     server_software: String,
+    authenticated: Option<([u8; 32], [u8; 32])>,
 }
 
 impl std::fmt::Debug for ClientSession {
@@ -358,7 +368,13 @@ impl ClientSession {
             auth,
             nonce,
             server_software: String::new(),
+            authenticated: None,
         }
+    }
+
+    /// After a successful authentication: (server nonce, client nonce).
+    pub fn auth_nonces(&self) -> Option<([u8; 32], [u8; 32])> {
+        self.authenticated
     }
 
     pub fn hello(software: &str) -> ClientMsg {
@@ -413,7 +429,7 @@ impl ClientSession {
                     )
                     .into()),
                     (Some(_), None) => Err(ProtoError::Auth(
-                        "the netserver requires a key (use --key-file)".into(),
+                        "the netserver requires a key (use --key-file or -Z)".into(),
                     )
                     .into()),
                     (Some(server_nonce), Some(auth)) => {
@@ -446,6 +462,7 @@ impl ClientSession {
                     )
                     .into());
                 }
+                self.authenticated = Some((server_nonce, client_nonce));
                 self.state = ClientState::Idle;
                 Ok(ClientEvent::Established)
             }
@@ -642,6 +659,8 @@ mod tests {
         let m = reply(server.handle(auth));
         assert_eq!(client.handle(m).unwrap(), ClientEvent::Established);
         assert!(server.established());
+        assert_eq!(server.auth_nonces(), Some(([1; 32], [2; 32])));
+        assert_eq!(client.auth_nonces(), server.auth_nonces());
     }
 
     #[test]

@@ -332,6 +332,32 @@ impl TestSpec {
                 "must be 1 to 15 letters, digits, '_' or '-'",
             ));
         }
+        if let Some(tos) = self.server.tos
+            && tos & 0x03 != 0
+        {
+            return Err(SpecError::new(
+                "-Y (remote TOS)",
+                format!(
+                    "{tos:#04x} sets the ECN bits; give a DSCP value shifted left by 2 (e.g. 0x10)"
+                ),
+            ));
+        }
+        if let Some(p) = self.server.priority
+            && p > 6
+        {
+            return Err(SpecError::new(
+                "-y (remote socket priority)",
+                format!("{p} is above 6, which only an administrator may set"),
+            ));
+        }
+        if let Some(cpu) = self.server.cpu_bind
+            && cpu >= 65_536
+        {
+            return Err(SpecError::new(
+                "-T (remote CPU)",
+                format!("{cpu} is not a CPU"),
+            ));
+        }
         if self.num_cpus > 65_536 {
             return Err(SpecError::new("-n (CPUs)", "more than 65536"));
         }

@@ -260,3 +260,117 @@ pub fn num(s: &str) -> f64 {
     s.parse()
         .unwrap_or_else(|_| panic!("'{s}' is not a number"))
 }
+
+/// A control connection spoken by hand, to play a hostile or broken
+/// client against a real netserver.
+#[derive(Debug)]
+pub struct RawClient {
+    pub stream: std::net::TcpStream,
+    buf: Vec<u8>,
+}
+
+impl RawClient {
+    pub fn connect(addr: SocketAddr) -> RawClient {
+        let stream = std::net::TcpStream::connect(addr).expect("connect");
+        RawClient {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn send(&mut self, msg: &proto::ClientMsg) {
+        use std::io::Write;
+        self.stream
+            .write_all(&msg.encode().expect("encode"))
+            .expect("send");
+    }
+
+    /// The next server message, or `None` if the server closed first or
+    /// nothing came within `limit`.
+    pub fn recv(&mut self, limit: Duration) -> Option<proto::ServerMsg> {
+        use std::io::Read;
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Ok(Some((m, used))) =
+                proto::message::take_frame(&self.buf, proto::ServerMsg::decode)
+            {
+                self.buf.drain(..used);
+                return Some(m);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            self.stream.set_read_timeout(Some(deadline - now)).ok()?;
+            let mut chunk = [0u8; 4096];
+            match self.stream.read(&mut chunk) {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+
+    /// Say hello; panics unless the server answers with its hello.
+    pub fn hello(addr: SocketAddr) -> RawClient {
+        let mut c = RawClient::connect(addr);
+        c.send(&proto::ClientMsg::Hello(proto::Hello::new(
+            "raw test client",
+        )));
+        match c.recv(Duration::from_secs(10)) {
+            Some(proto::ServerMsg::Hello(_)) => c,
+            other => panic!("expected the server's hello, got {other:?}"),
+        }
+    }
+
+    /// Whether the server closed the connection within `limit` (end of
+    /// file, or a reset), after any messages it sent first.
+    pub fn closed_within(&mut self, limit: Duration) -> bool {
+        use std::io::Read;
+        let deadline = Instant::now() + limit;
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            if self.stream.set_read_timeout(Some(deadline - now)).is_err() {
+                return true;
+            }
+            let mut chunk = [0u8; 4096];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return true,
+                Ok(_) => {}
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut =>
+                {
+                    return false;
+                }
+                Err(_) => return true,
+            }
+        }
+    }
+}
+
+/// Counts of a process's resources, from /proc.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Footprint {
+    pub fds: usize,
+    pub threads: usize,
+    pub rss_kib: u64,
+}
+
+pub fn footprint(pid: u32) -> Footprint {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count());
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss_kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    Footprint {
+        fds,
+        threads,
+        rss_kib,
+    }
+}

@@ -206,9 +206,8 @@ pub const OPTIONS: &[OptDef] = &[
         "passphrase",
         'Z',
         "passphrase",
-        "netperf 2.7's plaintext passphrase (not supported: use --key-file)",
-    )
-    .hidden(),
+        "Prove to netserver that we know this passphrase (never sent)",
+    ),
     OptDef::flag("ipv4", '4', "Use IPv4 for control and data"),
     OptDef::flag("ipv6", '6', "Use IPv6 for control and data"),
     OptDef::long_only(

@@ -83,6 +83,23 @@ pub enum SelectorStyle {
     KeyVal,
 }
 
+/// Where the key comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AuthSource {
+    File(PathBuf),
+    /// `-Z`: used as the key; unlike netperf 2.7, never sent.
+    Passphrase(String),
+}
+
+impl AuthSource {
+    pub fn load(&self) -> Result<engine::auth::Key, engine::EngineError> {
+        match self {
+            AuthSource::File(p) => engine::auth::Key::from_file(p),
+            AuthSource::Passphrase(s) => engine::auth::Key::from_passphrase(s),
+        }
+    }
+}
+
 /// `-I` and `-i`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Confidence {
@@ -124,7 +141,8 @@ pub struct Plan {
     pub interim: Option<(f64, bool)>,
     pub fill_file: Option<PathBuf>,
     pub json: bool,
-    pub key_file: Option<PathBuf>,
+    /// `--key-file` or `-Z`: how we authenticate to netserver.
+    pub auth: Option<AuthSource>,
     /// Our side's socket settings.
     pub local: SideSpec,
     /// The netserver's side.
@@ -173,7 +191,7 @@ impl Plan {
             interim: None,
             fill_file: None,
             json: false,
-            key_file: None,
+            auth: None,
             local: SideSpec::default(),
             remote: SideSpec::default(),
             request_size: 1,
@@ -387,16 +405,11 @@ fn apply_global(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliEr
                 plan.local.tos = l.map(|s| tos(o, s)).transpose()?;
                 plan.remote.tos = r.map(|s| tos(o, s)).transpose()?;
             }
-            "passphrase" => {
-                return Err(CliError(
-                    "-Z: netperf 2.7's plaintext passphrase is not supported; use --key-file"
-                        .into(),
-                ));
-            }
+            "passphrase" => plan.auth = Some(AuthSource::Passphrase(v.to_string())),
             "ipv4" => plan.family = AddrFamily::V4,
             "ipv6" => plan.family = AddrFamily::V6,
             "json" => plan.json = true,
-            "key_file" => plan.key_file = Some(PathBuf::from(v)),
+            "key_file" => plan.auth = Some(AuthSource::File(PathBuf::from(v))),
             // accepted for compatibility, no effect (see the option table)
             _ => {}
         }

@@ -216,6 +216,10 @@ fn errors_name_the_option() {
     assert!(err(&["-I", "100,10"]).contains("between 50 and 99.9"));
     assert!(err(&["-I", "99,0"]).starts_with("-I"));
     assert!(err(&["-N"]).starts_with("-N"));
+    assert_eq!(
+        plan(&["-Z", "s3cret"]).auth,
+        Some(AuthSource::Passphrase("s3cret".into()))
+    );
     assert!(err(&["-H", "h,ipx"]).starts_with("-H"));
 }
 

@@ -265,6 +265,9 @@ pub(crate) fn bind_data(
             ),
         ));
     }
+    if let Some(cc) = &spec.server.cong_control {
+        allowed_congestion_control(cc)?;
+    }
     let ports = candidate_ports(spec.data_port, cfg.data_ports)?;
     let mut last_err = None;
     for port in ports {
@@ -297,6 +300,25 @@ pub(crate) fn bind_data(
         ),
         None => ErrorMsg::new(ErrorCode::Resource, "netserver has no data port to offer"),
     })
+}
+
+/// A client may only pick a congestion control algorithm the administrator
+/// allows unprivileged users (net.ipv4.tcp_allowed_congestion_control):
+/// running as root, the daemon could otherwise load and select any.
+fn allowed_congestion_control(cc: &str) -> Result<(), ErrorMsg> {
+    let allowed = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+        .unwrap_or_default();
+    if allowed.split_whitespace().any(|a| a == cc) {
+        Ok(())
+    } else {
+        Err(ErrorMsg::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "-K: congestion control '{cc}' is not allowed on this host (allowed: {})",
+                allowed.trim()
+            ),
+        ))
+    }
 }
 
 /// The port a bound socket got.
@@ -464,6 +486,8 @@ pub(crate) fn accept_flows(
             if s.set_nonblocking(false).is_err() {
                 continue;
             }
+            // A client that vanishes without a word is noticed.
+            let _ = sockopt::set_liveness(socket2::SockRef::from(&s), Duration::from_secs(30));
             accepted.push((flow, s));
         }
         pending = still;

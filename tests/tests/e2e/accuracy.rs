@@ -239,3 +239,56 @@ fn udp_rr_with_loss_finishes_and_counts_it() {
         "lost {lost}, dropped {dropped}\n{out}"
     );
 }
+
+/// netserver sends UDP only to the address that presented the test's
+/// token: an intruder spraying the data port from host B gets nothing back
+/// (an nftables counter on A's output), while a real UDP_RR runs.
+#[test]
+fn no_udp_to_an_address_without_the_token() {
+    let Some(h) = Hosts::new("no_udp_to_an_address_without_the_token") else {
+        return;
+    };
+    let ns = server(&h, A4);
+    h.nft(
+        &h.a,
+        "table inet nptest {
+           counter leaked { }
+           counter answered { }
+           chain output {
+             type filter hook output priority 0; policy accept;
+             udp sport 50000 udp dport 40000 counter name \"leaked\"
+             udp sport 50000 counter name \"answered\"
+           }
+         }",
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s2 = stop.clone();
+    let netns_path = format!("/var/run/netns/{}", h.b);
+    let intruder = std::thread::spawn(move || {
+        // This thread moves into host B's network namespace.
+        let f = std::fs::File::open(&netns_path).expect("netns file");
+        nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+        let s = std::net::UdpSocket::bind("198.18.0.2:40000").expect("bind in B");
+        let mut sent = 0u64;
+        while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+            // a hello with a wrong token, and plain junk
+            let _ = s.send_to(&[0xAA; 36], "198.18.0.1:50000");
+            let _ = s.send_to(&[0x01; 1], "198.18.0.1:50000");
+            sent += 2;
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        sent
+    });
+    let port = ns.port();
+    let out = netperf_in_b(&h, &format!("-H {A4} -p {port} -t UDP_RR -l 2 -- -e 0.05"));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let sprayed = intruder.join().unwrap();
+    let leaked = h.nft_counter(&h.a, "nptest", "leaked");
+    let answered = h.nft_counter(&h.a, "nptest", "answered");
+    eprintln!(
+        "intruder sent {sprayed} datagrams; netserver answered {answered} to netperf, {leaked} to the intruder"
+    );
+    assert!(sprayed > 100);
+    assert!(answered > 1000, "the real test ran: {out}");
+    assert_eq!(leaked, 0, "netserver sent to the intruder");
+}

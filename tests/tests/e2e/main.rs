@@ -7,6 +7,7 @@ mod confidence;
 mod errors;
 mod output;
 mod rr;
+mod security;
 mod server;
 mod stream;
 mod udp;
