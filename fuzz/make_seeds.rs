@@ -1,0 +1,87 @@
+//! Writes the seed corpus: real encoded frames and conversations.
+//! `cargo run --manifest-path fuzz/Cargo.toml --bin make_seeds`
+
+use std::{fs, path::Path};
+
+use proto::{
+    ClientDone, ClientMsg, ErrorCode, ErrorMsg, Family, Grant, Hello, ServerHello, ServerMsg,
+    SideResults, TestEnd, TestKind, TestSpec, Token,
+};
+
+fn frames(msgs: &[ClientMsg]) -> Vec<u8> {
+    msgs.iter().flat_map(|m| m.encode().expect("encode")).collect()
+}
+
+fn main() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
+    let write = |target: &str, name: &str, bytes: &[u8]| {
+        let d = dir.join(target);
+        fs::create_dir_all(&d).expect("mkdir");
+        fs::write(d.join(name), bytes).expect("write");
+    };
+    let hello = ClientMsg::Hello(Hello::new("seed"));
+    let mut conversations = Vec::new();
+    for (i, kind) in TestKind::ALL.into_iter().enumerate() {
+        let mut spec = TestSpec::new(kind, if i % 2 == 0 { Family::V4 } else { Family::V6 });
+        spec.end = match kind {
+            TestKind::UdpStream => TestEnd::Datagrams(100),
+            k if k.is_rr() => TestEnd::Transactions(100),
+            _ => TestEnd::Time { millis: 1000 },
+        };
+        let msgs = vec![
+            hello.clone(),
+            ClientMsg::Setup(Box::new(spec)),
+            ClientMsg::Done(ClientDone {
+                bytes_sent: 5,
+                datagrams_sent: 2,
+                transactions: 1,
+            }),
+            ClientMsg::Bye,
+        ];
+        conversations.push((format!("conversation-{}", kind.name()), frames(&msgs)));
+    }
+    for (name, bytes) in &conversations {
+        write("server_session", name, bytes);
+        write("frame_decode", name, bytes);
+    }
+    let server = [
+        ServerMsg::Hello(ServerHello {
+            hello: Hello::new("s"),
+            challenge: Some([9; 32]),
+        }),
+        ServerMsg::Ready(Grant {
+            data_port: 5000,
+            token: Token([1; 32]),
+            send_buf: 16384,
+            recv_buf: 131072,
+            send_size: 16384,
+            recv_size: 131072,
+            measure_cpu: true,
+            num_cpus: 2,
+        }),
+        ServerMsg::Results(Box::default()),
+        ServerMsg::Results(Box::new(SideResults {
+            bytes_received: 1 << 40,
+            ..SideResults::default()
+        })),
+        ServerMsg::Error(ErrorMsg::new(ErrorCode::Busy, "busy")),
+    ];
+    for (i, m) in server.iter().enumerate() {
+        write("frame_decode", &format!("server-{i}"), &m.encode().expect("encode"));
+    }
+    write("frame_decode", "oversized", &[0xff, 0xff, 0xff, 0xff, 1, 2, 3]);
+    write("frame_decode", "empty-frame", &[0, 0, 0, 0]);
+    write(
+        "server_session",
+        "auth-out-of-order",
+        &frames(&[ClientMsg::Auth {
+            nonce: [1; 32],
+            proof: [2; 32],
+        }]),
+    );
+    let mut a = vec![0u8; 64];
+    a[..32].copy_from_slice(&[4; 32]);
+    write("auth_handshake", "nonce-and-proof", &a);
+    write("auth_handshake", "short", b"not a proof");
+    println!("seed corpus written to {}", dir.display());
+}
