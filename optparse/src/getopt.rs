@@ -69,6 +69,12 @@ impl OptDef {
         self
     }
 
+    /// An optional value's name in help (`-c [rate]`).
+    pub const fn with_value_name(mut self, value_name: &'static str) -> OptDef {
+        self.value_name = value_name;
+        self
+    }
+
     pub const fn with_long(mut self, long: &'static str) -> OptDef {
         self.long = Some(long);
         self

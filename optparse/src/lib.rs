@@ -15,6 +15,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod clap;
 pub mod getopt;
 pub mod value;
 

@@ -38,13 +38,15 @@ pub const OPTIONS: &[OptDef] = &[
         'c',
         "Report local CPU usage (an optional rate argument is accepted)",
     )
-    .with_arity(Arity::OptionalNumeric),
+    .with_arity(Arity::OptionalNumeric)
+    .with_value_name("rate"),
     OptDef::flag(
         "remote_cpu",
         'C',
         "Report remote CPU usage (an optional rate argument is accepted)",
     )
-    .with_arity(Arity::OptionalNumeric),
+    .with_arity(Arity::OptionalNumeric)
+    .with_value_name("rate"),
     OptDef::flag("debug", 'd', "Increase debugging output"),
     OptDef::value(
         "demo",

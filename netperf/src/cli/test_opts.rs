@@ -19,7 +19,7 @@ pub const OPTIONS: &[OptDef] = &[
         "burst",
         'b',
         "number",
-        "Transactions in flight at once beyond the first (TCP_RR, UDP_RR)",
+        "Transactions in flight at once beyond the first (TCP_RR)",
     ),
     OptDef::flag(
         "connection_test",
@@ -83,7 +83,8 @@ pub const OPTIONS: &[OptDef] = &[
         'k',
         "Key=value output of these selectors or of the selectors in this file",
     )
-    .with_arity(Arity::OptionalWord),
+    .with_arity(Arity::OptionalWord)
+    .with_value_name("list|file"),
     OptDef::value(
         "cong_control",
         'K',
@@ -132,13 +133,15 @@ pub const OPTIONS: &[OptDef] = &[
         'o',
         "CSV output of these selectors or of the selectors in this file",
     )
-    .with_arity(Arity::OptionalWord),
+    .with_arity(Arity::OptionalWord)
+    .with_value_name("list|file"),
     OptDef::flag(
         "human",
         'O',
         "Columnar output of these selectors or of the selectors in this file",
     )
-    .with_arity(Arity::OptionalWord),
+    .with_arity(Arity::OptionalWord)
+    .with_value_name("list|file"),
     OptDef::value(
         "port_range",
         'p',

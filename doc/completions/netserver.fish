@@ -1,0 +1,24 @@
+complete -c netserver -s L -d 'Listen on this address only, and/or for this family (4, 6)' -r
+complete -c netserver -s p -d 'Listen for control connections on this port (default 12865)' -r
+complete -c netserver -s v -d 'Log verbosity: 0 errors, 1 one line per test (default), 2 more' -r
+complete -c netserver -s n -d 'Number of CPUs to assume for CPU utilisation' -r
+complete -c netserver -l data-ports -d 'Data sockets use ports in this range; clients may ask for one of them' -r
+complete -c netserver -l max-sessions -d 'Most control sessions at once (default 16)' -r
+complete -c netserver -l max-per-client -d 'Most sessions from one client address (default 4)' -r
+complete -c netserver -l max-pending -d 'Most connections in their handshake at once (default 64)' -r
+complete -c netserver -l max-test-length -d 'Longest test a client may run (default 300)' -r
+complete -c netserver -l memory-cap -d 'Most buffer memory one session may use (default 64M)' -r
+complete -c netserver -l log-file -d 'Append log lines to this file (default: stderr, or nothing when detached)' -r
+complete -c netserver -l handshake-timeout -d 'Hello and authentication must be done within this (default 10; first bytes within half of it)' -r
+complete -c netserver -l idle-timeout -d 'Longest silence of a control connection between tests (default 60)' -r
+complete -c netserver -l data-timeout -d 'Data connections must arrive within this of the setup reply (default 10)' -r
+complete -c netserver -l key-file -d 'Require clients to prove they know the key in this file (mode 600)' -r
+complete -c netserver -s Z -d 'Require clients to prove they know this passphrase (never sent)' -r
+complete -c netserver -s h -d 'Display this text'
+complete -c netserver -s D -d 'Do not daemonize: stay in the foreground, log to stderr'
+complete -c netserver -s d -d 'Increase debugging output (raises the verbosity)'
+complete -c netserver -s f -d 'Accepted for netperf compatibility (sessions are threads)'
+complete -c netserver -s N -d 'Accepted for netperf compatibility'
+complete -c netserver -s 4 -d 'IPv4 only'
+complete -c netserver -s 6 -d 'IPv6 only'
+complete -c netserver -s V -d 'Display the version and the control protocol version, and exit'
