@@ -40,6 +40,23 @@ pub(crate) fn prepare(
     let default = |buf: u32| if buf > 0 { buf.min(max) } else { 4096 };
     let send_size = spec.server.send_size.unwrap_or_else(|| default(send_buf));
     let recv_size = spec.server.recv_size.unwrap_or_else(|| default(recv_buf));
+    // The buffers this test will really allocate, against the session's cap.
+    let per_flow = if spec.kind == TestKind::TcpMaerts {
+        let width = SendRing::width_for(send_buf, send_size) as u64;
+        (width * u64::from(send_size)).min(engine::buffer::MAX_RING_BYTES as u64)
+    } else {
+        u64::from(recv_size)
+    };
+    let memory = per_flow.saturating_mul(u64::from(spec.flows));
+    if memory > cfg.limits.memory_per_session {
+        return Err(ErrorMsg::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "buffers: the test would need {memory} bytes of buffers on the server, more than its limit of {}",
+                cfg.limits.memory_per_session
+            ),
+        ));
+    }
     let token = handshake::new_token().map_err(|e| failed("netserver", e))?;
     let grant = Grant {
         data_port: port,
