@@ -201,8 +201,16 @@ fn rr_cpu(plan: &Plan, m: &Measurement, f: &Figures, brand: &str, s: &mut String
             } else {
                 format!("{:<8.8}", units.label())
             },
-            if crr { "%  " } else { "% S" },
-            if crr { "%  " } else { "% S" },
+            if crr {
+                "%  ".to_string()
+            } else {
+                format!("% {}", method(plan.local_cpu))
+            },
+            if crr {
+                "%  ".to_string()
+            } else {
+                format!("% {}", method(plan.remote_cpu))
+            },
             if per_tr { "us/Tr" } else { "us/KB" },
             if per_tr { "us/Tr" } else { "us/KB" },
         );
@@ -352,6 +360,12 @@ fn with_cpu(plan: &Plan) -> bool {
     plan.local_cpu || plan.remote_cpu
 }
 
+/// The CPU-method letter netperf prints after `%`: `S` for the /proc/stat
+/// method we measure with, `U` (unknown) for a side that was not measured.
+fn method(measured: bool) -> char {
+    if measured { 'S' } else { 'U' }
+}
+
 /// A figure netperf prints as -1 when it was not measured.
 fn or_minus_one(v: Option<f64>) -> f64 {
     v.unwrap_or(-1.0)
@@ -434,8 +448,10 @@ pub fn udp_stream(plan: &Plan, m: &Measurement, f: &Figures) -> String {
                 s,
                 "Socket  Message  Elapsed      Messages                   CPU      Service\n\
                  Size    Size     Time         Okay Errors   Throughput   Util     Demand\n\
-                 bytes   bytes    secs            #      #   {}/sec % SS     us/KB\n\n",
-                plan.units().label()
+                 bytes   bytes    secs            #      #   {}/sec % {}{}     us/KB\n\n",
+                plan.units().label(),
+                method(plan.local_cpu),
+                method(plan.remote_cpu)
             );
         }
         let _ = write!(
@@ -549,13 +565,15 @@ fn stream_cpu(plan: &Plan, m: &Measurement, f: &Figures) -> String {
             "Recv   Send    Send                          Utilization       Service Demand\n\
              Socket Socket  Message  Elapsed              {}\n\
              Size   Size    Size     Time     Throughput  local    remote   local   remote\n\
-             bytes  bytes   bytes    secs.    {:<8.8}/s  % S      % S      us/KB   us/KB\n\n",
+             bytes  bytes   bytes    secs.    {:<8.8}/s  % {}      % {}      us/KB   us/KB\n\n",
             if maerts {
                 "Recv     Send     Recv    Send"
             } else {
                 "Send     Recv     Send    Recv"
             },
-            plan.units().label()
+            plan.units().label(),
+            method(plan.local_cpu),
+            method(plan.remote_cpu)
         );
     }
     let (recv_buf, send_buf, msg) = if maerts {
@@ -901,10 +919,34 @@ bytes  bytes   bytes    secs.    10^6bits/sec  \n\
             "{text}"
         );
         let p = plan(&["-t", "UDP_RR", "-c", "-C", "-P", "0"]);
+        let text = rr(&p, &m, &cpu_figures());
+        assert!(!text.contains("% U"), "{text}");
         assert_eq!(
             rr(&p, &m, &cpu_figures()).lines().next().unwrap(),
             "16384  131072 1       1      1.00    12369.26   83.54  83.54  1.107   1.107  "
         );
+    }
+
+    /// netperf marks the side it did not measure with method `U`.
+    #[test]
+    fn unmeasured_side_gets_method_u() {
+        let m = measurement();
+        let f = cpu_figures();
+        let units = "bytes  bytes   bytes    secs.    10^6bits/s  ";
+        let text = stream(&plan(&["-c"]), &m, &f);
+        assert!(
+            text.contains(&format!("{units}% S      % U      us/KB")),
+            "{text}"
+        );
+        let text = stream(&plan(&["-C"]), &m, &f);
+        assert!(
+            text.contains(&format!("{units}% U      % S      us/KB")),
+            "{text}"
+        );
+        let text = rr(&plan(&["-t", "TCP_RR", "-c"]), &m, &f);
+        assert!(text.contains("per sec  % S    % U    us/Tr"), "{text}");
+        let text = udp_stream(&plan(&["-t", "UDP_STREAM", "-C"]), &m, &f);
+        assert!(text.contains("/sec % US     us/KB"), "{text}");
     }
 
     #[test]
