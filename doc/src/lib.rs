@@ -120,6 +120,10 @@ pub fn netperf_man() -> String {
         ],
     ));
     extra.push_str(&section(
+        "EMBEDDED NETSERVER",
+        &["When the target is a loopback address (no -H, or -H localhost, 127.0.0.1 or ::1 with the default control port) and nothing listens there, netperf starts a netserver inside its own process, says so on stderr, and runs the test against it. With both -H and -p given, a refused connection is an error."],
+    ));
+    extra.push_str(&section(
         "EXAMPLES",
         &[
             "$ netperf -H server -l 10",

@@ -196,8 +196,11 @@ impl std::fmt::Debug for Connection {
     }
 }
 
-/// Resolve `-H`, connect, say hello. With no `-H` and nothing listening on
-/// localhost, start a netserver in this process and say so on stderr.
+/// Resolve `-H`, connect, say hello. When the target is a loopback address
+/// and nothing listens there, start a netserver in this process and say so
+/// on stderr: with no `-H`, or with `-H` naming loopback and the default
+/// control port. Naming both a loopback host and a port (`-H 127.0.0.1 -p 9`)
+/// asks for that netserver, and a refusal stays an error.
 pub fn connect(plan: &Plan) -> Result<Connection> {
     let key = plan.auth.as_ref().map(|a| a.load()).transpose()?;
     let host = plan.host_name().to_string();
@@ -228,11 +231,11 @@ pub fn connect(plan: &Plan) -> Result<Connection> {
     let Some((addr, err)) = last else {
         bail!("-H: no address to connect to for '{host}'");
     };
-    if plan.host.is_none() && err.kind() == io::ErrorKind::ConnectionRefused {
-        let ip = match addr.ip() {
-            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
-            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        };
+    if err.kind() == io::ErrorKind::ConnectionRefused
+        && addr.ip().is_loopback()
+        && (plan.host.is_none() || plan.port == crate::cli::DEFAULT_PORT)
+    {
+        let ip = addr.ip();
         let embedded = netserver::spawn_embedded(ip, key.clone())
             .context("cannot start an embedded netserver")?;
         eprintln!(

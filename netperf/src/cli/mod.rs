@@ -113,6 +113,9 @@ pub struct Confidence {
     pub result_only: bool,
 }
 
+/// netserver's well-known control port.
+pub const DEFAULT_PORT: u16 = 12865;
+
 /// Everything one netperf run will do.
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -173,7 +176,7 @@ impl Plan {
             test: TestKind::TcpStream,
             host: None,
             family: AddrFamily::Unspec,
-            port: 12865,
+            port: DEFAULT_PORT,
             local_host: None,
             local_port: None,
             length: Length::Seconds(10),

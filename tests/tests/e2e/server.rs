@@ -9,7 +9,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use harness::{Netserver, bin, fields, free_port, netperf, run_with_deadline};
+use harness::{Netserver, bin, fields, free_port, netns::Hosts, netperf, run_with_deadline};
 
 #[test]
 fn serves_clients_one_after_another() {
@@ -106,9 +106,40 @@ fn embedded_netserver_when_none_is_running() {
     assert_eq!(out.stdout.lines().count(), 7, "{out}");
 }
 
-/// With -H given, a refused port is an error, not a fallback.
+/// `-H 127.0.0.1` (or `-H localhost`) on the default port with no netserver
+/// there also falls back. A fresh network namespace guarantees that port
+/// 12865 is free whatever runs on this machine.
 #[test]
-fn no_embedded_netserver_with_an_explicit_host() {
+fn embedded_netserver_for_an_explicit_loopback_host() {
+    let Some(h) = Hosts::new("embedded_netserver_for_an_explicit_loopback_host") else {
+        return;
+    };
+    for host in ["127.0.0.1", "localhost", "::1"] {
+        let mut cmd = h.command(&h.b, &bin("netperf"));
+        cmd.args(["-H", host, "-l", "1", "-t", "TCP_RR"]);
+        let out = run_with_deadline(cmd, Duration::from_secs(30)).ok();
+        assert!(
+            out.stderr.contains(&format!(
+                "no netserver on {host} port 12865; started an embedded netserver"
+            )),
+            "{out}"
+        );
+        assert!(
+            out.stdout.starts_with("MIGRATED TCP REQUEST/RESPONSE TEST"),
+            "{out}"
+        );
+    }
+    // Every address of 127.0.0.0/8 is loopback; the embedded netserver
+    // listens on the one named.
+    let mut cmd = h.command(&h.b, &bin("netperf"));
+    cmd.args(["-H", "127.0.0.2", "-l", "1"]);
+    let out = run_with_deadline(cmd, Duration::from_secs(30)).ok();
+    assert!(out.stderr.contains("127.0.0.2:"), "{out}");
+}
+
+/// With both -H and -p given, a refused port is an error, not a fallback.
+#[test]
+fn no_embedded_netserver_with_an_explicit_host_and_port() {
     let port = free_port().to_string();
     let out = netperf(&["-H", "localhost", "-p", &port, "-l", "1"]);
     assert!(!out.success(), "{out}");
