@@ -436,7 +436,9 @@ pub fn udp_stream(plan: &Plan, m: &Measurement, f: &Figures) -> String {
             } else {
                 f.remote_sd
             };
-            let _ = writeln!(s, "{:6.2} S", or_minus_one(sd));
+            // netperf prints the local side's method letter here even when
+            // the figure is the remote side's: `U` with -C alone.
+            let _ = writeln!(s, "{:6.2} {}", or_minus_one(sd), method(plan.local_cpu));
         } else {
             let _ = writeln!(s, "{:7.2}", f.send_rate);
         }
@@ -945,6 +947,10 @@ bytes  bytes   bytes    secs.    10^6bits/sec  \n\
         );
         let text = rr(&plan(&["-t", "TCP_RR", "-c"]), &m, &f);
         assert!(text.contains("per sec  % S    % U    us/Tr"), "{text}");
+        let text = udp_stream(&plan(&["-t", "UDP_STREAM", "-C", "-v", "0"]), &m, &f);
+        assert_eq!(text, "  1.11 U\n");
+        let text = udp_stream(&plan(&["-t", "UDP_STREAM", "-c", "-v", "0"]), &m, &f);
+        assert_eq!(text, "  1.11 S\n");
         let text = udp_stream(&plan(&["-t", "UDP_STREAM", "-C"]), &m, &f);
         assert!(text.contains("/sec % US     us/KB"), "{text}");
     }
