@@ -104,12 +104,7 @@ impl ControlStream {
                 Ok(0) => return Err(ControlError::Closed),
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
+                Err(e) if crate::error::timed_out(&e) => {
                     return Err(ControlError::Timeout(timeout));
                 }
                 Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {

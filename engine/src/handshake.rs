@@ -56,12 +56,7 @@ pub fn read_exact_by(stream: &TcpStream, buf: &mut [u8], deadline: Instant) -> i
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
+            Err(e) if crate::error::timed_out(&e) => {
                 return Err(io::ErrorKind::TimedOut.into());
             }
             Err(e) => return Err(e),

@@ -4,8 +4,10 @@
 //! can be checked against what the other counts. The hot loops make one
 //! system call per send or receive on a blocking socket; counters are plain
 //! integers, published to [`live::Live`] with a relaxed store for interim
-//! reports; the clock is read at the start and end only, and a
-//! [`timer::Timer`] thread raises a flag when a timed test is over.
+//! reports; the clock is read at the start and the end, and in the loop
+//! only where a figure needs it (once per transaction for latency, once per
+//! UDP datagram for the jitter stamp); a [`timer::Timer`] thread raises a
+//! flag when a timed test is over.
 //!
 //! # Layout
 //! - [`stream`]: TCP_STREAM, TCP_MAERTS and UDP_STREAM, sender and receiver roles.

@@ -26,8 +26,10 @@ use std::{
 
 use crate::{
     EngineError, clock,
+    error::timed_out,
     latency::{Latency, LatencySummary},
     live::Live,
+    stream::udp::transient,
     timer::StopFlag,
 };
 
@@ -78,13 +80,6 @@ pub struct ResponderOutcome {
     pub elapsed: Duration,
 }
 
-fn would_block(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-    )
-}
-
 /// Send all of `buf`; returns the number of calls.
 fn send_all(s: &TcpStream, buf: &[u8], spin: bool) -> Result<u64, EngineError> {
     let mut off = 0;
@@ -96,7 +91,7 @@ fn send_all(s: &TcpStream, buf: &[u8], spin: bool) -> Result<u64, EngineError> {
                 calls += 1;
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if spin && would_block(&e) => std::hint::spin_loop(),
+            Err(e) if spin && timed_out(&e) => std::hint::spin_loop(),
             Err(e) => return Err(EngineError::io("send on the data connection", e)),
         }
     }
@@ -122,7 +117,7 @@ fn recv_exact(s: &TcpStream, buf: &mut [u8], spin: bool) -> Result<Option<u64>, 
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if spin && e.kind() == io::ErrorKind::WouldBlock => std::hint::spin_loop(),
-            Err(e) if would_block(&e) => {
+            Err(e) if timed_out(&e) => {
                 return Err(EngineError::Timeout(
                     "the data connection went silent in the middle of a test".into(),
                 ));
@@ -310,13 +305,9 @@ pub fn udp_requester(
                     break;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // A full queue or an ICMP error: this transaction is lost.
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::ENOBUFS | libc::EAGAIN | libc::ECONNREFUSED | libc::EPERM)
-                    ) =>
-                {
+                // A full queue, a firewall or an ICMP error: this
+                // transaction is lost.
+                Err(e) if transient(&e) => {
                     out.lost += 1;
                     last = clock::now_ns();
                     continue 'transactions;
@@ -344,7 +335,7 @@ pub fn udp_requester(
                     }
                     std::hint::spin_loop();
                 }
-                Err(e) if would_block(&e) || e.raw_os_error() == Some(libc::ECONNREFUSED) => {
+                Err(e) if timed_out(&e) || e.raw_os_error() == Some(libc::ECONNREFUSED) => {
                     out.lost += 1;
                     last = clock::now_ns();
                     continue 'transactions;
@@ -406,18 +397,12 @@ pub fn udp_responder(
                         out.transactions += 1;
                         live.publish(out.bytes_received, out.transactions);
                     }
-                    Err(e)
-                        if e.raw_os_error().is_some_and(|c| {
-                            matches!(
-                                c,
-                                libc::ENOBUFS | libc::EAGAIN | libc::ECONNREFUSED | libc::EPERM
-                            )
-                        }) => {}
+                    Err(e) if transient(&e) => {}
                     Err(e) => return Err(EngineError::io("UDP send", e)),
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if would_block(&e) || e.raw_os_error() == Some(libc::ECONNREFUSED) => {
+            Err(e) if timed_out(&e) || e.raw_os_error() == Some(libc::ECONNREFUSED) => {
                 if stop.is_set() {
                     break;
                 }

@@ -87,12 +87,7 @@ pub fn receive(conn: &TcpStream, buf: &mut [u8], live: &Live) -> Result<Outcome,
                 live.publish(out.bytes, out.calls);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
+            Err(e) if crate::error::timed_out(&e) => {
                 return Err(EngineError::Timeout(
                     "the data connection went silent (no data, no end of test)".into(),
                 ));
@@ -127,11 +122,7 @@ fn wait_for_close(conn: &TcpStream, linger: Duration) -> Result<(), EngineError>
             Ok(0) => return Ok(()),
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) => {}
+            Err(e) if crate::error::timed_out(&e) => {}
             // The receiver closed abruptly: everything we counted was
             // acknowledged or lost with it; the caller compares counts.
             Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(()),

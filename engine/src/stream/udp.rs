@@ -138,8 +138,9 @@ pub struct SendOutcome {
 
 /// Errors a UDP sender counts and goes on after: a full queue (ENOBUFS,
 /// EAGAIN), a firewall (EPERM), an ICMP error reported on the socket
-/// (ECONNREFUSED, host or network unreachable).
-fn transient(e: &io::Error) -> bool {
+/// (ECONNREFUSED, host or network unreachable). UDP_RR's ends count them
+/// the same way.
+pub(crate) fn transient(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
         Some(
@@ -432,10 +433,7 @@ pub fn receive(
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) || e.raw_os_error() == Some(libc::ECONNREFUSED) =>
+                if crate::error::timed_out(&e) || e.raw_os_error() == Some(libc::ECONNREFUSED) =>
             {
                 if drain.aborted() {
                     return Err(EngineError::Aborted);
