@@ -6,13 +6,20 @@ pub mod stream;
 pub mod udp_stream;
 
 use std::{
+    net::{IpAddr, SocketAddr},
     sync::{Arc, atomic::AtomicU32},
     time::Duration,
 };
 
-use anyhow::Result;
-use engine::{cpu, live::Live};
-use proto::{CpuStats, Family, Limits, SideResults, TestEnd, TestKind, TestSpec};
+use anyhow::{Context as _, Result};
+use engine::{
+    cpu,
+    live::Live,
+    sockopt,
+    timer::{StopFlag, Timer},
+};
+use proto::{CpuStats, Family, Grant, Limits, Protocol, SideResults, TestEnd, TestKind, TestSpec};
+use socket2::{SockRef, Socket};
 
 use crate::{
     cli::{Length, Plan},
@@ -183,6 +190,78 @@ pub fn run_once(plan: &Plan, dialect: &mut dyn Dialect, ctx: &Context) -> Result
         TestKind::UdpStream => udp_stream::run_once(plan, dialect, ctx),
         TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr => rr::run_once(plan, dialect, ctx),
     }
+}
+
+/// What every family does first: the request for this plan, and our data
+/// socket with its options. The socket is made before the netserver is
+/// asked, so that the buffer sizes we report are the ones the kernel gave
+/// before the connection (netperf does the same).
+pub(crate) struct Prepared {
+    /// The netserver's control address.
+    pub peer: SocketAddr,
+    pub family: Family,
+    pub spec: TestSpec,
+    pub sock: Socket,
+    /// Our socket buffer sizes, send and receive.
+    pub lss: u32,
+    pub lsr: u32,
+}
+
+pub(crate) fn prepare(plan: &Plan, d: &dyn Dialect, protocol: Protocol) -> Result<Prepared> {
+    let peer = d.peer();
+    let family = sockopt::family_of(&peer);
+    let spec = spec_for(plan, family)?;
+    if let Some(h) = &plan.data_host {
+        stream::check_data_host(h, peer)?;
+    }
+    let sock = sockopt::new_socket(family, protocol)?;
+    sockopt::apply_side(&sock, &plan.local, family, protocol, plan.keepalive)
+        .context("local data socket")?;
+    let (lss, lsr) = sockopt::buffer_sizes(SockRef::from(&sock));
+    Ok(Prepared {
+        peer,
+        family,
+        spec,
+        sock,
+        lss,
+        lsr,
+    })
+}
+
+/// Ask the netserver to set up its side; then the global `-w` pause.
+pub(crate) fn request(plan: &Plan, d: &mut dyn Dialect, spec: &TestSpec) -> Result<Grant> {
+    let grant = d.setup(spec)?;
+    if plan.wait_secs > 0 {
+        std::thread::sleep(Duration::from_secs(plan.wait_secs));
+    }
+    Ok(grant)
+}
+
+/// `-- -P local`: bind our data socket to that port on `ip`.
+pub(crate) fn bind_local_port(plan: &Plan, sock: &Socket, ip: IpAddr) -> Result<()> {
+    if let Some(p) = plan.local_data_port.filter(|&p| p != 0) {
+        let _ = sock.set_reuse_address(true);
+        sock.bind(&SocketAddr::new(ip, p).into())
+            .with_context(|| format!("-P: cannot bind the data socket to port {p}"))?;
+    }
+    Ok(())
+}
+
+/// `-T`: pin this thread to the local CPU asked for.
+pub(crate) fn pin(plan: &Plan) -> Result<()> {
+    if let Some(cpu) = plan.local.cpu_bind {
+        sockopt::pin_current_thread(cpu)?;
+    }
+    Ok(())
+}
+
+/// The timer that ends a timed test (`-l` seconds); none for a count or
+/// for `-l 0`.
+pub(crate) fn length_timer(plan: &Plan, stop: &StopFlag) -> Result<Option<Timer>> {
+    Ok(match plan.length {
+        Length::Seconds(s) if s > 0 => Some(Timer::start(Duration::from_secs(s), stop.clone())?),
+        _ => None,
+    })
 }
 
 /// How long to wait for the server's results after our data phase.

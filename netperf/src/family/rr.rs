@@ -12,12 +12,15 @@ use engine::{
     rr::{self, Requester, RrOutcome, Until},
     sockopt,
     stream::udp,
-    timer::{StopFlag, Timer},
+    timer::StopFlag,
 };
 use proto::{ClientDone, Protocol, SideResults, TestKind};
 use socket2::SockRef;
 
-use super::{Context, Measurement, results_wait, spec_for, stream::check_data_host};
+use super::{
+    Context, Measurement, Prepared, bind_local_port, length_timer, pin, prepare, request,
+    results_wait,
+};
 use crate::{
     cli::{Length, Plan},
     control::Dialect,
@@ -42,22 +45,15 @@ pub fn default_ports() -> (u16, u16) {
 }
 
 pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
-    let peer = d.peer();
-    let family = sockopt::family_of(&peer);
-    let spec = spec_for(plan, family)?;
-    if let Some(h) = &plan.data_host {
-        check_data_host(h, peer)?;
-    }
-    let protocol = plan.test.protocol();
-    let sock = sockopt::new_socket(family, protocol)?;
-    sockopt::apply_side(&sock, &plan.local, family, protocol, plan.keepalive)
-        .context("local data socket")?;
-    let (lss, lsr) = sockopt::buffer_sizes(SockRef::from(&sock));
-
-    let grant = d.setup(&spec)?;
-    if plan.wait_secs > 0 {
-        std::thread::sleep(Duration::from_secs(plan.wait_secs));
-    }
+    let Prepared {
+        peer,
+        spec,
+        sock,
+        lss,
+        lsr,
+        ..
+    } = prepare(plan, d, plan.test.protocol())?;
+    let grant = request(plan, d, &spec)?;
     let to = SocketAddr::new(peer.ip(), grant.data_port);
     let params = Requester {
         req: plan.request_size as usize,
@@ -72,34 +68,18 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
     };
     let stop = StopFlag::new();
     let live = &ctx.live;
-    let start_timer = |stop: &StopFlag| -> Result<Option<Timer>> {
-        Ok(match plan.length {
-            Length::Seconds(s) if s > 0 => {
-                Some(Timer::start(Duration::from_secs(s), stop.clone())?)
-            }
-            _ => None,
-        })
-    };
-    let bind_local = |sock: &socket2::Socket| -> Result<()> {
-        if let Some(p) = plan.local_data_port.filter(|&p| p != 0) {
-            let _ = sock.set_reuse_address(true);
-            sock.bind(&SocketAddr::new(d.local().ip(), p).into())
-                .with_context(|| format!("-P: cannot bind the data socket to port {p}"))?;
-        }
-        Ok(())
-    };
     // TCP_CRR's connections come and go: the control connection's address.
     let mut local_addr = Some(SocketAddr::new(d.local().ip(), 0));
     let (outcome, local_cpu, mss, tcp) = match plan.test {
         TestKind::TcpRr => {
-            bind_local(&sock)?;
+            bind_local_port(plan, &sock, d.local().ip())?;
             sock.connect_timeout(&to.into(), Duration::from_secs(10))
                 .with_context(|| format!("data connection to {to}"))?;
             let conn: TcpStream = sock.into();
             local_addr = conn.local_addr().ok();
             handshake::write_preamble(&conn, &grant.token, 0)?;
             pin(plan)?;
-            let _timer = start_timer(&stop)?;
+            let _timer = length_timer(plan, &stop)?;
             let _int = interrupt::stop_on_interrupt(&stop);
             let phase = ctx.begin(plan)?;
             let o = rr::tcp_requester(&conn, &params, &stop, live)?;
@@ -111,14 +91,14 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
             )
         }
         TestKind::UdpRr => {
-            bind_local(&sock)?;
+            bind_local_port(plan, &sock, d.local().ip())?;
             sock.connect(&to.into())
                 .with_context(|| format!("UDP data socket to {to}"))?;
             let s: UdpSocket = sock.into();
             local_addr = s.local_addr().ok();
             udp::client_hello(&s, &grant.token, Instant::now() + Duration::from_secs(10))?;
             pin(plan)?;
-            let _timer = start_timer(&stop)?;
+            let _timer = length_timer(plan, &stop)?;
             let _int = interrupt::stop_on_interrupt(&stop);
             let timeout = plan.recv_timeout.unwrap_or(DEFAULT_UDP_TIMEOUT);
             let phase = ctx.begin(plan)?;
@@ -139,7 +119,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
                 side: plan.local.clone(),
             };
             pin(plan)?;
-            let _timer = start_timer(&stop)?;
+            let _timer = length_timer(plan, &stop)?;
             let _int = interrupt::stop_on_interrupt(&stop);
             let phase = ctx.begin(plan)?;
             let o = crr::requester(&p, &stop, live)?;
@@ -160,13 +140,6 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
     m.local.cpu = local_cpu;
     check_counts(plan.test, &m, &outcome)?;
     Ok(m)
-}
-
-fn pin(plan: &Plan) -> Result<()> {
-    if let Some(cpu) = plan.local.cpu_bind {
-        sockopt::pin_current_thread(cpu)?;
-    }
-    Ok(())
 }
 
 fn measurement(

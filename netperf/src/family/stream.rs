@@ -10,12 +10,15 @@ use engine::{
     buffer::SendRing,
     handshake, sockopt,
     stream::{self, Until},
-    timer::{StopFlag, Timer},
+    timer::StopFlag,
 };
 use proto::{ClientDone, Protocol, SideResults, TestKind};
 use socket2::SockRef;
 
-use super::{Context, Measurement, results_wait, spec_for};
+use super::{
+    Context, Measurement, Prepared, bind_local_port, length_timer, pin, prepare, request,
+    results_wait,
+};
 use crate::{
     cli::{Length, Plan},
     control::Dialect,
@@ -26,38 +29,22 @@ use crate::{
 const LINGER: Duration = Duration::from_secs(60);
 
 pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
-    let peer = d.peer();
-    let family = sockopt::family_of(&peer);
-    let spec = spec_for(plan, family)?;
-    if let Some(h) = &plan.data_host {
-        check_data_host(h, peer)?;
-    }
-
-    // Our data socket first, so that the buffer sizes we report are the
-    // ones the kernel gave before the connection (netperf does the same).
-    let sock = sockopt::new_socket(family, Protocol::Tcp)?;
-    sockopt::apply_side(&sock, &plan.local, family, Protocol::Tcp, plan.keepalive)
-        .context("local data socket")?;
-    let (lss, lsr) = sockopt::buffer_sizes(SockRef::from(&sock));
-
-    let grant = d.setup(&spec)?;
-    if plan.wait_secs > 0 {
-        std::thread::sleep(Duration::from_secs(plan.wait_secs));
-    }
-    if let Some(p) = plan.local_data_port.filter(|&p| p != 0) {
-        let _ = sock.set_reuse_address(true);
-        let ip = d.local().ip();
-        sock.bind(&SocketAddr::new(ip, p).into())
-            .with_context(|| format!("-P: cannot bind the data socket to port {p}"))?;
-    }
+    let Prepared {
+        peer,
+        spec,
+        sock,
+        lss,
+        lsr,
+        ..
+    } = prepare(plan, d, Protocol::Tcp)?;
+    let grant = request(plan, d, &spec)?;
+    bind_local_port(plan, &sock, d.local().ip())?;
     let to = SocketAddr::new(peer.ip(), grant.data_port);
     sock.connect_timeout(&to.into(), Duration::from_secs(10))
         .with_context(|| format!("data connection to {to}"))?;
     let conn: TcpStream = sock.into();
     handshake::write_preamble(&conn, &grant.token, 0)?;
-    if let Some(cpu) = plan.local.cpu_bind {
-        sockopt::pin_current_thread(cpu)?;
-    }
+    pin(plan)?;
 
     let stop = StopFlag::new();
     let mut m = Measurement {
@@ -82,14 +69,11 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
                 .map_or_else(|| SendRing::width_for(lss, size), |w| w as usize);
             let mut ring = SendRing::new(size as usize, width, &ctx.fill);
             m.local_send_size = size;
-            let (until, _timer) = match plan.length {
-                Length::Count(n) => (Until::Bytes(n), None),
-                Length::Seconds(0) => (Until::Stopped, None),
-                Length::Seconds(s) => (
-                    Until::Stopped,
-                    Some(Timer::start(Duration::from_secs(s), stop.clone())?),
-                ),
+            let until = match plan.length {
+                Length::Count(n) => Until::Bytes(n),
+                Length::Seconds(_) => Until::Stopped,
             };
+            let _timer = length_timer(plan, &stop)?;
             let _int = interrupt::stop_on_interrupt(&stop);
             let phase = ctx.begin(plan)?;
             let o = stream::send(&conn, &mut ring, until, &stop, &ctx.live, LINGER)?;

@@ -9,12 +9,14 @@ use anyhow::{Context as _, Result, bail};
 use engine::{
     sockopt,
     stream::udp::{self, Until},
-    timer::{StopFlag, Timer},
+    timer::StopFlag,
 };
 use proto::{ClientDone, Family, Protocol, SideResults};
-use socket2::SockRef;
 
-use super::{Context, Measurement, results_wait, spec_for, stream::check_data_host};
+use super::{
+    Context, Measurement, Prepared, bind_local_port, length_timer, pin, prepare, request,
+    results_wait,
+};
 use crate::{
     cli::{Length, Plan},
     control::Dialect,
@@ -45,28 +47,19 @@ pub fn send_size(plan: &Plan, lss: u32, family: Family) -> Result<u32> {
 }
 
 pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
-    let peer = d.peer();
-    let family = sockopt::family_of(&peer);
-    let spec = spec_for(plan, family)?;
-    if let Some(h) = &plan.data_host {
-        check_data_host(h, peer)?;
-    }
-    let sock = sockopt::new_socket(family, Protocol::Udp)?;
-    sockopt::apply_side(&sock, &plan.local, family, Protocol::Udp, false)
-        .context("local data socket")?;
+    let Prepared {
+        peer,
+        family,
+        spec,
+        sock,
+        lss,
+        lsr,
+    } = prepare(plan, d, Protocol::Udp)?;
     sockopt::set_recv_err(&sock, family)?;
-    let (lss, lsr) = sockopt::buffer_sizes(SockRef::from(&sock));
     let size = send_size(plan, lss, family)?;
 
-    let grant = d.setup(&spec)?;
-    if plan.wait_secs > 0 {
-        std::thread::sleep(Duration::from_secs(plan.wait_secs));
-    }
-    if let Some(p) = plan.local_data_port.filter(|&p| p != 0) {
-        let _ = sock.set_reuse_address(true);
-        sock.bind(&SocketAddr::new(d.local().ip(), p).into())
-            .with_context(|| format!("-P: cannot bind the data socket to port {p}"))?;
-    }
+    let grant = request(plan, d, &spec)?;
+    bind_local_port(plan, &sock, d.local().ip())?;
     let to = SocketAddr::new(peer.ip(), grant.data_port);
     sock.connect(&to.into())
         .with_context(|| format!("UDP data socket to {to}"))?;
@@ -76,19 +69,14 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
         &grant.token,
         Instant::now() + Duration::from_secs(10),
     )?;
-    if let Some(cpu) = plan.local.cpu_bind {
-        sockopt::pin_current_thread(cpu)?;
-    }
+    pin(plan)?;
 
     let stop = StopFlag::new();
-    let (until, _timer) = match plan.length {
-        Length::Count(n) => (Until::Datagrams(n), None),
-        Length::Seconds(0) => (Until::Stopped, None),
-        Length::Seconds(s) => (
-            Until::Stopped,
-            Some(Timer::start(Duration::from_secs(s), stop.clone())?),
-        ),
+    let until = match plan.length {
+        Length::Count(n) => Until::Datagrams(n),
+        Length::Seconds(_) => Until::Stopped,
     };
+    let _timer = length_timer(plan, &stop)?;
     let (outcome, local_cpu) = {
         let _int = interrupt::stop_on_interrupt(&stop);
         let phase = ctx.begin(plan)?;
