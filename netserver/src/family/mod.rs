@@ -8,7 +8,7 @@ pub mod udp_stream;
 
 use std::{
     io::{self, Read},
-    net::{IpAddr, SocketAddr, TcpListener, TcpStream},
+    net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket},
     os::fd::AsFd,
     sync::{
         Arc, Condvar, Mutex,
@@ -19,7 +19,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use engine::{handshake, sockopt, stream::udp::Drain, timer::StopFlag};
+use engine::{
+    handshake, sockopt,
+    stream::udp::{self, Drain},
+    timer::StopFlag,
+};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use proto::{
     ClientDone, ErrorCode, ErrorMsg, Grant, Protocol, SideResults, TestKind, TestSpec, Token,
@@ -241,6 +245,31 @@ pub fn start(
     })
 }
 
+/// What the client is told when the session aborted its test.
+pub(crate) fn aborted() -> ErrorMsg {
+    ErrorMsg::new(ErrorCode::TestFailed, "test aborted")
+}
+
+/// UDP tests: wait until netperf's hello with the test's token arrives from
+/// `peer` (the only address the data socket will then talk to).
+pub(crate) fn udp_hello(
+    sock: &UdpSocket,
+    token: &Token,
+    peer: IpAddr,
+    deadline: Instant,
+    ctl: &TestCtl,
+) -> Result<(), ErrorMsg> {
+    udp::server_hello(sock, token, peer, deadline, &|| ctl.is_aborted())
+        .map(drop)
+        .map_err(|e| {
+            if ctl.is_aborted() {
+                aborted()
+            } else {
+                ErrorMsg::new(ErrorCode::Timeout, e.to_string())
+            }
+        })
+}
+
 /// Turn an engine error into what the client is told.
 pub(crate) fn failed(what: &str, e: impl std::fmt::Display) -> ErrorMsg {
     ErrorMsg::new(ErrorCode::TestFailed, format!("{what}: {e}"))
@@ -391,7 +420,7 @@ pub(crate) fn accept_flows(
     let mut accepted: Vec<(u32, TcpStream)> = Vec::new();
     while accepted.len() < flows as usize {
         if ctl.is_aborted() {
-            return Err(ErrorMsg::new(ErrorCode::TestFailed, "test aborted"));
+            return Err(aborted());
         }
         let now = Instant::now();
         if now >= deadline {
@@ -499,7 +528,7 @@ pub(crate) fn accept_flows(
     }
     // A late abort may have missed these sockets; check again.
     if ctl.is_aborted() {
-        return Err(ErrorMsg::new(ErrorCode::TestFailed, "test aborted"));
+        return Err(aborted());
     }
     Ok(streams)
 }

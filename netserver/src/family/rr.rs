@@ -11,12 +11,11 @@ use engine::{
     live::Live,
     rr::{self, ResponderOutcome},
     sockopt,
-    stream::udp,
 };
 use proto::{ErrorCode, ErrorMsg, FlowCounters, Grant, SideResults, TestKind, TestSpec};
 use socket2::SockRef;
 
-use super::{Job, TestCtl, accept_flows, bind_data, bound_port, failed};
+use super::{Job, TestCtl, aborted, accept_flows, bind_data, bound_port, failed, udp_hello};
 use crate::Config;
 
 pub(crate) fn prepare(
@@ -43,7 +42,6 @@ pub(crate) fn prepare(
     let log = cfg.logger.clone();
     let spec = spec.clone();
     let (req, resp) = (spec.request_size as usize, spec.response_size as usize);
-    let aborted = || ErrorMsg::new(ErrorCode::TestFailed, "test aborted");
     let job: Job = match spec.kind {
         TestKind::TcpRr => Box::new(move |ctl: &TestCtl| {
             let conns = accept_flows(&sock, &token, spec.flows, deadline, ctl, &log)?;
@@ -89,15 +87,7 @@ pub(crate) fn prepare(
         TestKind::UdpRr => Box::new(move |ctl: &TestCtl| {
             let sock: UdpSocket = sock.into();
             ctl.register(&sock);
-            udp::server_hello(&sock, &token, peer, deadline, &|| ctl.is_aborted()).map_err(
-                |e| {
-                    if ctl.is_aborted() {
-                        aborted()
-                    } else {
-                        ErrorMsg::new(ErrorCode::Timeout, e.to_string())
-                    }
-                },
-            )?;
+            udp_hello(&sock, &token, peer, deadline, ctl)?;
             let o = rr::udp_responder(&sock, req, resp, spec.spin, &ctl.stop, &Live::new())
                 .map_err(|e| failed("UDP data socket", e))?;
             let mut results = SideResults::default();

@@ -19,7 +19,7 @@ use proto::{
 };
 use socket2::SockRef;
 
-use super::{Job, TestCtl, accept_flows, bind_data, bound_port, failed};
+use super::{Job, TestCtl, aborted, accept_flows, bind_data, bound_port, failed};
 use crate::Config;
 
 /// How long a sender waits for the receiver to close after the last byte.
@@ -134,7 +134,7 @@ fn run(
         drop(conn);
         match outcome {
             Ok(o) => Ok((o, end)),
-            Err(_) if ctl.is_aborted() => Err(ErrorMsg::new(ErrorCode::TestFailed, "test aborted")),
+            Err(_) if ctl.is_aborted() => Err(aborted()),
             Err(e) => Err(failed("data connection", e)),
         }
     };

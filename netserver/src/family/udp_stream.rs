@@ -7,12 +7,10 @@ use std::{
 };
 
 use engine::{handshake, live::Live, netstat, sockopt, stream::udp};
-use proto::{
-    DropSource, ErrorCode, ErrorMsg, Grant, Protocol, SideResults, TestSpec, UdpRecvStats,
-};
+use proto::{DropSource, ErrorMsg, Grant, Protocol, SideResults, TestSpec, UdpRecvStats};
 use socket2::SockRef;
 
-use super::{Job, TestCtl, bind_data, bound_port, failed};
+use super::{Job, TestCtl, bind_data, bound_port, failed, udp_hello};
 use crate::Config;
 
 pub(crate) fn prepare(
@@ -45,13 +43,7 @@ pub(crate) fn prepare(
     let job: Job = Box::new(move |ctl: &TestCtl| {
         let sock: UdpSocket = sock.into();
         ctl.register(&sock);
-        udp::server_hello(&sock, &token, peer, deadline, &|| ctl.is_aborted()).map_err(|e| {
-            if ctl.is_aborted() {
-                ErrorMsg::new(ErrorCode::TestFailed, "test aborted")
-            } else {
-                ErrorMsg::new(ErrorCode::Timeout, e.to_string())
-            }
-        })?;
+        udp_hello(&sock, &token, peer, deadline, ctl)?;
         let mut buf = vec![0u8; recv_size.max(1) as usize];
         let live = Live::new();
         let out = udp::receive(&sock, &mut buf, &token, ctl, &live)
