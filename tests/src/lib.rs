@@ -244,6 +244,14 @@ pub fn netperf(args: &[&str]) -> Output {
     run_with_deadline(cmd, Duration::from_secs(60))
 }
 
+/// Run netperf against the netserver on 127.0.0.1 at `port`: `-H 127.0.0.1
+/// -p port` and then `args`.
+pub fn netperf_at(port: &str, args: &[&str]) -> Output {
+    let mut all = vec!["-H", "127.0.0.1", "-p", port];
+    all.extend_from_slice(args);
+    netperf(&all)
+}
+
 /// A TCP port on 127.0.0.1 with nothing listening (bound, then released).
 pub fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");

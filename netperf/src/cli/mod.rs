@@ -600,5 +600,15 @@ fn apply_test(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliErro
     Ok(None)
 }
 
+/// Tests: the plan a command line (without the program name) parses to.
+#[cfg(test)]
+pub(crate) fn test_plan(words: &[&str]) -> Plan {
+    let v: Vec<String> = words.iter().map(|s| s.to_string()).collect();
+    match parse(&v) {
+        Ok(Invocation::Run(p)) => *p,
+        other => panic!("{words:?}: {other:?}"),
+    }
+}
+
 #[cfg(test)]
 mod tests;

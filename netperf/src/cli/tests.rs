@@ -2,13 +2,7 @@
 
 use super::*;
 
-fn plan(words: &[&str]) -> Plan {
-    let v: Vec<String> = words.iter().map(|s| s.to_string()).collect();
-    match parse(&v) {
-        Ok(Invocation::Run(p)) => *p,
-        other => panic!("{words:?}: {other:?}"),
-    }
-}
+use super::test_plan as plan;
 
 fn err(words: &[&str]) -> String {
     let v: Vec<String> = words.iter().map(|s| s.to_string()).collect();

@@ -660,15 +660,7 @@ fn stream_detail(kind: TestKind, m: &Measurement) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{Invocation, parse};
-
-    fn plan(words: &[&str]) -> Plan {
-        let v: Vec<String> = words.iter().map(|s| s.to_string()).collect();
-        match parse(&v).unwrap() {
-            Invocation::Run(p) => *p,
-            _ => panic!(),
-        }
-    }
+    use crate::cli::test_plan as plan;
 
     fn measurement() -> Measurement {
         Measurement {

@@ -1553,15 +1553,7 @@ fn columns(sel: &Selection, c: &Ctx) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{Invocation, parse};
-
-    fn plan(words: &[&str]) -> Plan {
-        let v: Vec<String> = words.iter().map(|s| s.to_string()).collect();
-        match parse(&v).unwrap() {
-            Invocation::Run(p) => *p,
-            _ => panic!(),
-        }
-    }
+    use crate::cli::test_plan as plan;
 
     fn ctx_out(p: &Plan, style: SelectorStyle, spec: &str) -> String {
         let m = Measurement {

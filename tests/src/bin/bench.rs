@@ -162,12 +162,10 @@ fn row(test: &str, peer: &str, (a, b, r): (f64, f64, Spread)) {
     );
 }
 
-/// System calls per transaction of a TCP_RR client over 10,000 transactions.
-fn syscalls_per_transaction(bin: &Path, port: u16) -> Option<f64> {
-    let file = std::env::temp_dir().join(format!("bench-strace-{}-{port}", std::process::id()));
-    let mut c = Command::new("strace");
-    c.args(["-c", "-f", "-o"]).arg(&file).arg(bin);
-    c.args([
+/// The arguments of a terse TCP_RR of exactly `n` transactions against the
+/// netserver at 127.0.0.1:`port`, with `extra` test options.
+fn rr_count_args(port: u16, n: u64, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = [
         "-H",
         "127.0.0.1",
         "-p",
@@ -175,12 +173,27 @@ fn syscalls_per_transaction(bin: &Path, port: u16) -> Option<f64> {
         "-t",
         "TCP_RR",
         "-l",
-        "-10000",
+        &format!("-{n}"),
         "-P",
         "0",
         "-v",
         "0",
-    ]);
+    ]
+    .map(String::from)
+    .into();
+    if !extra.is_empty() {
+        a.push("--".into());
+        a.extend(extra.iter().map(|s| s.to_string()));
+    }
+    a
+}
+
+/// System calls per transaction of a TCP_RR client over 10,000 transactions.
+fn syscalls_per_transaction(bin: &Path, port: u16) -> Option<f64> {
+    let file = std::env::temp_dir().join(format!("bench-strace-{}-{port}", std::process::id()));
+    let mut c = Command::new("strace");
+    c.args(["-c", "-f", "-o"]).arg(&file).arg(bin);
+    c.args(rr_count_args(port, 10_000, &[]));
     let out = run_with_deadline(c, Duration::from_secs(120));
     let report = std::fs::read_to_string(&file).ok()?;
     let _ = std::fs::remove_file(&file);
@@ -204,23 +217,7 @@ fn cpu_per_transaction(bin: &Path, port: u16, n: u64, extra: &[&str]) -> f64 {
     };
     let before = cpu();
     let mut c = Command::new(bin);
-    c.args([
-        "-H",
-        "127.0.0.1",
-        "-p",
-        &port.to_string(),
-        "-t",
-        "TCP_RR",
-        "-l",
-        &format!("-{n}"),
-        "-P",
-        "0",
-        "-v",
-        "0",
-    ]);
-    if !extra.is_empty() {
-        c.arg("--").args(extra);
-    }
+    c.args(rr_count_args(port, n, extra));
     run(c);
     (cpu() - before) / n as f64
 }
@@ -234,23 +231,7 @@ fn instructions_per_transaction(bin: &Path, port: u16, extra: &[&str]) -> Option
         c.arg("--tool=callgrind")
             .arg(format!("--callgrind-out-file={}", file.display()))
             .arg(bin);
-        c.args([
-            "-H",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-t",
-            "TCP_RR",
-            "-l",
-            &format!("-{n}"),
-            "-P",
-            "0",
-            "-v",
-            "0",
-        ]);
-        if !extra.is_empty() {
-            c.arg("--").args(extra);
-        }
+        c.args(rr_count_args(port, n, extra));
         let out = run_with_deadline(c, Duration::from_secs(300));
         let _ = std::fs::remove_file(&file);
         let line = out.stderr.lines().find(|l| l.contains("Collected :"))?;

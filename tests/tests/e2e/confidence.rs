@@ -1,6 +1,6 @@
 //! Confidence intervals: -I level,width and -i max,min.
 
-use harness::{Netserver, fields, netperf, num};
+use harness::{Netserver, fields, netperf, netperf_at, num};
 
 /// The iteration lines' results.
 fn iterations(text: &str) -> Vec<f64> {
@@ -100,19 +100,7 @@ fn runs_between_min_and_max_and_prints_the_mean_of_the_iterations() {
 fn exact_iteration_count() {
     let ns = Netserver::start(&[]);
     let port = ns.port().to_string();
-    let out = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "-i",
-        "5,5",
-        "-l",
-        "1",
-        "-t",
-        "TCP_RR",
-    ])
-    .ok();
+    let out = netperf_at(&port, &["-i", "5,5", "-l", "1", "-t", "TCP_RR"]).ok();
     assert_eq!(iterations(&out.stderr).len(), 5, "{out}");
 }
 
@@ -120,20 +108,10 @@ fn exact_iteration_count() {
 fn unreachable_width_warns_as_netperf_and_exits_zero() {
     let ns = Netserver::start(&[]);
     let port = ns.port().to_string();
-    let out = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
+    let out = netperf_at(
         &port,
-        "-I",
-        "99,0.0001",
-        "-i",
-        "3,3",
-        "-l",
-        "1",
-        "-t",
-        "TCP_RR",
-    ]);
+        &["-I", "99,0.0001", "-i", "3,3", "-l", "1", "-t", "TCP_RR"],
+    );
     assert!(out.success(), "{out}");
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(lines[1], "!!! WARNING", "{out}");
@@ -155,21 +133,7 @@ fn unreachable_width_warns_as_netperf_and_exits_zero() {
 fn verbose_puts_iterations_on_stdout() {
     let ns = Netserver::start(&[]);
     let port = ns.port().to_string();
-    let out = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "-i",
-        "3,3",
-        "-l",
-        "1",
-        "-v",
-        "2",
-        "-t",
-        "TCP_RR",
-    ])
-    .ok();
+    let out = netperf_at(&port, &["-i", "3,3", "-l", "1", "-v", "2", "-t", "TCP_RR"]).ok();
     assert_eq!(iterations(&out.stdout).len(), 3, "{out}");
     assert_eq!(out.stderr, "", "{out}");
 }
@@ -178,21 +142,7 @@ fn verbose_puts_iterations_on_stdout() {
 fn headerless_output_is_the_row_alone() {
     let ns = Netserver::start(&[]);
     let port = ns.port().to_string();
-    let out = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "-i",
-        "3,3",
-        "-I",
-        "99,90",
-        "-l",
-        "1",
-        "-P",
-        "0",
-    ])
-    .ok();
+    let out = netperf_at(&port, &["-i", "3,3", "-I", "99,90", "-l", "1", "-P", "0"]).ok();
     // netperf's warning block, if the machine was too noisy, then the row.
     let rest: Vec<&str> = out
         .stdout

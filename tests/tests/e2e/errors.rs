@@ -8,7 +8,7 @@ use std::{
     time::Duration,
 };
 
-use harness::{Netserver, free_port, netperf};
+use harness::{Netserver, free_port, netperf, netperf_at};
 use proto::{Hello, ServerHello, ServerMsg};
 
 fn assert_error(args: &[&str], needle: &str) {
@@ -137,7 +137,7 @@ fn server_refusal_is_reported() {
         "nosuchcc",
     );
     // and it goes on serving
-    netperf(&["-H", "127.0.0.1", "-p", &port, "-l", "1", "-P", "0"]).ok();
+    netperf_at(&port, &["-l", "1", "-P", "0"]).ok();
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Output selectors, interim results, CPU utilisation and JSON.
 
-use harness::{Netserver, fields, netperf, num};
+use harness::{Netserver, fields, netperf, netperf_at, num};
 
 fn keys(stdout: &str) -> Vec<(&str, &str)> {
     stdout.lines().filter_map(|l| l.split_once('=')).collect()
@@ -83,19 +83,7 @@ fn flent_style_keyval_with_interim_results() {
 fn interim_results_for_rr_in_human_and_csv_styles() {
     let ns = Netserver::start(&[]);
     let port = ns.port().to_string();
-    let out = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "-t",
-        "TCP_RR",
-        "-l",
-        "1",
-        "-D",
-        "0.25",
-    ])
-    .ok();
+    let out = netperf_at(&port, &["-t", "TCP_RR", "-l", "1", "-D", "0.25"]).ok();
     let interim: Vec<&str> = out
         .stdout
         .lines()
@@ -103,22 +91,12 @@ fn interim_results_for_rr_in_human_and_csv_styles() {
         .collect();
     assert!(interim.len() >= 3, "{out}");
     assert!(interim[0].contains(" Trans/s over 0.25"), "{out}");
-    let out = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
+    let out = netperf_at(
         &port,
-        "-t",
-        "TCP_RR",
-        "-l",
-        "1",
-        "-D",
-        "0.25",
-        "-P",
-        "0",
-        "--",
-        "-o",
-    ])
+        &[
+            "-t", "TCP_RR", "-l", "1", "-D", "0.25", "-P", "0", "--", "-o",
+        ],
+    )
     .ok();
     let csv: Vec<Vec<&str>> = out.stdout.lines().map(|l| l.split(',').collect()).collect();
     assert!(csv.len() >= 4, "{out}");
@@ -130,7 +108,7 @@ fn interim_results_for_rr_in_human_and_csv_styles() {
 fn cpu_utilisation_and_service_demand() {
     let ns = Netserver::start(&[]);
     let port = ns.port().to_string();
-    let out = netperf(&["-H", "127.0.0.1", "-p", &port, "-l", "1", "-c", "-C"]).ok();
+    let out = netperf_at(&port, &["-l", "1", "-c", "-C"]).ok();
     assert!(
         out.stdout.contains("Utilization       Service Demand"),
         "{out}"
@@ -142,20 +120,7 @@ fn cpu_utilisation_and_service_demand() {
         assert!((0.0..=100.0).contains(&cpu) && cpu > 0.0, "{out}");
     }
     assert!(num(f[7]) > 0.0 && num(f[8]) > 0.0, "{out}");
-    let out = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "-l",
-        "1",
-        "-t",
-        "TCP_RR",
-        "-C",
-        "-P",
-        "0",
-    ])
-    .ok();
+    let out = netperf_at(&port, &["-l", "1", "-t", "TCP_RR", "-C", "-P", "0"]).ok();
     let f = fields(out.stdout.lines().next().unwrap());
     assert_eq!(num(f[6]), -1.0, "local CPU not measured: {out}");
     assert!((0.0..=100.0).contains(&num(f[7])), "{out}");
@@ -166,20 +131,10 @@ fn cpu_utilisation_and_service_demand() {
 fn json_document() {
     let ns = Netserver::start(&[]);
     let port = ns.port().to_string();
-    let out = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
+    let out = netperf_at(
         &port,
-        "-l",
-        "1",
-        "--json",
-        "-D",
-        "0.2",
-        "-i",
-        "3,3",
-        "-c",
-    ])
+        &["-l", "1", "--json", "-D", "0.2", "-i", "3,3", "-c"],
+    )
     .ok();
     let doc: serde_json::Value = serde_json::from_str(&out.stdout).expect("valid JSON");
     assert_eq!(doc["schema"], "rsnetperf-result/1");
@@ -208,20 +163,19 @@ fn json_document() {
     let cpu = doc["result"]["local_cpu_util"].as_f64().unwrap();
     assert!((0.0..=100.0).contains(&cpu));
 
-    let out = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
+    let out = netperf_at(
         &port,
-        "-t",
-        "UDP_STREAM",
-        "-l",
-        "-5000",
-        "--json",
-        "--",
-        "-m",
-        "512",
-    ])
+        &[
+            "-t",
+            "UDP_STREAM",
+            "-l",
+            "-5000",
+            "--json",
+            "--",
+            "-m",
+            "512",
+        ],
+    )
     .ok();
     let doc: serde_json::Value = serde_json::from_str(&out.stdout).expect("valid JSON");
     let udp = &doc["udp"];
@@ -230,18 +184,7 @@ fn json_document() {
         udp["lost"].as_u64().unwrap(),
         5000 - udp["received"].as_u64().unwrap()
     );
-    let out = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "-t",
-        "TCP_RR",
-        "-l",
-        "-1000",
-        "--json",
-    ])
-    .ok();
+    let out = netperf_at(&port, &["-t", "TCP_RR", "-l", "-1000", "--json"]).ok();
     let doc: serde_json::Value = serde_json::from_str(&out.stdout).expect("valid JSON");
     assert_eq!(doc["local"]["transactions"], 1000);
     assert_eq!(doc["latency_usec"]["count"], 1000);
@@ -251,7 +194,7 @@ fn json_document() {
 fn csv_defaults_and_listing() {
     let ns = Netserver::start(&[]);
     let port = ns.port().to_string();
-    let out = netperf(&["-H", "127.0.0.1", "-p", &port, "-l", "1", "--", "-o"]).ok();
+    let out = netperf_at(&port, &["-l", "1", "--", "-o"]).ok();
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(
         lines[1],
@@ -273,38 +216,28 @@ fn csv_defaults_and_listing() {
 fn unknown_selectors_are_tolerated() {
     let ns = Netserver::start(&[]);
     let port = ns.port().to_string();
-    let out = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
+    let out = netperf_at(
         &port,
-        "-l",
-        "1",
-        "-P",
-        "0",
-        "--",
-        "-k",
-        "THROUGHPUT,THRUPUT",
-    ])
+        &["-l", "1", "-P", "0", "--", "-k", "THROUGHPUT,THRUPUT"],
+    )
     .ok();
     assert!(out.stdout.starts_with("THROUGHPUT="), "{out}");
     assert_eq!(out.stdout.lines().count(), 1, "{out}");
     assert_eq!(out.stderr, "");
-    let out = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
+    let out = netperf_at(
         &port,
-        "-l",
-        "1",
-        "-P",
-        "0",
-        "-v",
-        "2",
-        "--",
-        "-o",
-        "THROUGHPUT,THRUPUT,PROTOCOL",
-    ])
+        &[
+            "-l",
+            "1",
+            "-P",
+            "0",
+            "-v",
+            "2",
+            "--",
+            "-o",
+            "THROUGHPUT,THRUPUT,PROTOCOL",
+        ],
+    )
     .ok();
     assert!(
         out.stderr.contains("unknown output selector 'THRUPUT'"),
@@ -322,12 +255,7 @@ fn wrapper_options() {
     let port = ns.port().to_string();
     let fill = std::env::temp_dir().join(format!("fill-{}", std::process::id()));
     std::fs::write(&fill, b"0123456789abcdef").unwrap();
-    let out = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "-l",
+    let out = netperf_at(&port, &["-l",
         "1",
         "-P",
         "0",

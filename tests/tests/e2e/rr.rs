@@ -2,7 +2,7 @@
 
 use std::{process::Command, time::Duration};
 
-use harness::{Netserver, bin, fields, netperf, num, run_with_deadline};
+use harness::{Netserver, bin, fields, netperf, netperf_at, num, run_with_deadline};
 
 const TITLE: [&str; 5] = [
     "Local /Remote",
@@ -92,19 +92,7 @@ fn latency_percentiles_are_ordered_and_consistent() {
     let ns = Netserver::start(&[]);
     let port = ns.port().to_string();
     for (test, title) in TESTS {
-        let out = netperf(&[
-            "-H",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "-t",
-            test,
-            "-l",
-            "1",
-            "-v",
-            "2",
-        ])
-        .ok();
+        let out = netperf_at(&port, &["-t", test, "-l", "1", "-v", "2"]).ok();
         assert!(
             out.stdout.contains("RoundTrip  Trans    Throughput"),
             "{out}"
@@ -132,20 +120,10 @@ fn latency_percentiles_are_ordered_and_consistent() {
 fn burst_keeps_transactions_in_flight() {
     let ns = Netserver::start(&[]);
     let port = ns.port().to_string();
-    let out = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
+    let out = netperf_at(
         &port,
-        "-t",
-        "TCP_RR",
-        "-l",
-        "-20000",
-        "--",
-        "-b",
-        "8",
-        "-D",
-    ])
+        &["-t", "TCP_RR", "-l", "-20000", "--", "-b", "8", "-D"],
+    )
     .ok();
     assert!(
         out.stdout
@@ -160,19 +138,7 @@ fn burst_keeps_transactions_in_flight() {
         Duration::from_secs(5)
     ));
     // burst is a TCP_RR option
-    let out = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "-t",
-        "UDP_RR",
-        "-l",
-        "1",
-        "--",
-        "-b",
-        "8",
-    ]);
+    let out = netperf_at(&port, &["-t", "UDP_RR", "-l", "1", "--", "-b", "8"]);
     assert!(!out.success() && out.stderr.contains("-b"), "{out}");
 }
 
@@ -181,20 +147,10 @@ fn spin_mode_runs() {
     let ns = Netserver::start(&[]);
     let port = ns.port().to_string();
     for test in ["TCP_RR", "UDP_RR"] {
-        let out = netperf(&[
-            "-H",
-            "127.0.0.1",
-            "-p",
+        let out = netperf_at(
             &port,
-            "-t",
-            test,
-            "-l",
-            "-2000",
-            "-P",
-            "0",
-            "--",
-            "--spin",
-        ])
+            &["-t", test, "-l", "-2000", "-P", "0", "--", "--spin"],
+        )
         .ok();
         assert!(num(fields(&out.stdout)[5]) > 0.0, "{out}");
     }
@@ -276,21 +232,20 @@ fn tcp_crr_out_of_ports_says_what_to_change() {
     // Two ports cannot carry 1000 connections while the first ones wait in
     // TIME_WAIT... unless the kernel reuses them, which is allowed: either
     // the test completes, or it fails with the advice.
-    let out = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
+    let out = netperf_at(
         &port,
-        "-t",
-        "TCP_CRR",
-        "-l",
-        "-1000",
-        "-P",
-        "0",
-        "--",
-        "-p",
-        "61000,61001",
-    ]);
+        &[
+            "-t",
+            "TCP_CRR",
+            "-l",
+            "-1000",
+            "-P",
+            "0",
+            "--",
+            "-p",
+            "61000,61001",
+        ],
+    );
     if !out.success() {
         assert!(
             out.stderr.contains("ran out of local ports") && out.stderr.contains("-p min,max"),

@@ -9,7 +9,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use harness::{Netserver, RawClient, bin, fields, footprint, netperf, num, run_with_deadline};
+use harness::{
+    Netserver, RawClient, bin, fields, footprint, netperf, netperf_at, num, run_with_deadline,
+};
 use proto::{
     ClientDone, ClientMsg, ErrorCode, ErrorMsg, Family, Hello, ServerMsg, TestEnd, TestKind,
     TestSpec,
@@ -131,8 +133,7 @@ fn silent_and_dribbling_clients_are_closed_at_the_deadline() {
     let ns = Netserver::start(&["--handshake-timeout", "4"]);
     let addr = ns.addr();
     let port = ns.port().to_string();
-    let real =
-        thread::spawn(move || netperf(&["-H", "127.0.0.1", "-p", &port, "-l", "6", "-P", "0"]));
+    let real = thread::spawn(move || netperf_at(&port, &["-l", "6", "-P", "0"]));
     let silent = thread::spawn(move || {
         let mut c = RawClient::connect(addr);
         let start = Instant::now();
@@ -224,39 +225,29 @@ fn authentication_with_a_key_file() {
     let ns = Netserver::start(&["--key-file", key.to_str().unwrap()]);
     let port = ns.port().to_string();
     // right key: works, for several iterations on one sealed connection
-    let out = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
+    let out = netperf_at(
         &port,
-        "-l",
-        "1",
-        "-i",
-        "3,3",
-        "-P",
-        "0",
-        "--key-file",
-        key.to_str().unwrap(),
-    ]);
+        &[
+            "-l",
+            "1",
+            "-i",
+            "3,3",
+            "-P",
+            "0",
+            "--key-file",
+            key.to_str().unwrap(),
+        ],
+    );
     assert!(out.success(), "{out}");
     // no key: refused, and told what to do
-    let out = netperf(&["-H", "127.0.0.1", "-p", &port, "-l", "1"]);
+    let out = netperf_at(&port, &["-l", "1"]);
     assert!(
         !out.success() && out.stderr.contains("requires a key"),
         "{out}"
     );
     // wrong key
     let wrong = key_file("fedcba9876543210fedcba9876543210xx");
-    let out = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "-l",
-        "1",
-        "--key-file",
-        wrong.to_str().unwrap(),
-    ]);
+    let out = netperf_at(&port, &["-l", "1", "--key-file", wrong.to_str().unwrap()]);
     assert!(
         !out.success() && out.stderr.contains("key does not match"),
         "{out}"
@@ -264,16 +255,7 @@ fn authentication_with_a_key_file() {
     // a world-readable key file is refused
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&wrong, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let out = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "-l",
-        "1",
-        "--key-file",
-        wrong.to_str().unwrap(),
-    ]);
+    let out = netperf_at(&port, &["-l", "1", "--key-file", wrong.to_str().unwrap()]);
     assert!(!out.success() && out.stderr.contains("chmod 600"), "{out}");
     let _ = std::fs::remove_file(&key);
     let _ = std::fs::remove_file(&wrong);
@@ -360,19 +342,7 @@ fn data_connections_without_the_token_are_refused() {
     });
     let mut closed = false;
     for _ in 0..5 {
-        let out = netperf(&[
-            "-H",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "-l",
-            "-20000000",
-            "-v",
-            "2",
-            "-P",
-            "0",
-        ])
-        .ok();
+        let out = netperf_at(&port, &["-l", "-20000000", "-v", "2", "-P", "0"]).ok();
         assert!(out.stdout.contains(" 20000000 "), "{out}");
         assert!(ns.wait_for_log("0 bytes sent, 20000000 received", Duration::from_secs(5)));
         if ns.log().contains("did not present the test's token") {

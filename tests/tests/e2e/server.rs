@@ -9,26 +9,16 @@ use std::{
     time::{Duration, Instant},
 };
 
-use harness::{Netserver, bin, fields, free_port, netns::Hosts, netperf, run_with_deadline};
+use harness::{
+    Netserver, bin, fields, free_port, netns::Hosts, netperf, netperf_at, run_with_deadline,
+};
 
 #[test]
 fn serves_clients_one_after_another() {
     let ns = Netserver::start(&[]);
     let port = ns.port().to_string();
     for test in ["TCP_STREAM", "TCP_MAERTS", "TCP_STREAM"] {
-        netperf(&[
-            "-H",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "-t",
-            test,
-            "-l",
-            "1",
-            "-P",
-            "0",
-        ])
-        .ok();
+        netperf_at(&port, &["-t", test, "-l", "1", "-P", "0"]).ok();
     }
 }
 
@@ -40,20 +30,7 @@ fn serves_clients_at_once() {
         .into_iter()
         .map(|test| {
             let port = port.clone();
-            thread::spawn(move || {
-                netperf(&[
-                    "-H",
-                    "127.0.0.1",
-                    "-p",
-                    &port,
-                    "-t",
-                    test,
-                    "-l",
-                    "2",
-                    "-P",
-                    "0",
-                ])
-            })
+            thread::spawn(move || netperf_at(&port, &["-t", test, "-l", "2", "-P", "0"]))
         })
         .collect();
     for r in runs {
@@ -230,7 +207,7 @@ fn busy_netserver_is_retried_then_reported() {
     };
     let holder = hold();
     let start = Instant::now();
-    let out = netperf(&["-H", "127.0.0.1", "-p", &port, "-l", "1"]);
+    let out = netperf_at(&port, &["-l", "1"]);
     assert!(!out.success(), "{out}");
     assert!(out.stderr.contains("busy"), "{out}");
     assert!(
@@ -245,6 +222,6 @@ fn busy_netserver_is_retried_then_reported() {
         thread::sleep(Duration::from_millis(800));
         drop(holder);
     });
-    netperf(&["-H", "127.0.0.1", "-p", &port, "-l", "1", "-P", "0"]).ok();
+    netperf_at(&port, &["-l", "1", "-P", "0"]).ok();
     release.join().unwrap();
 }

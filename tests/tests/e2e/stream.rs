@@ -1,6 +1,6 @@
 //! TCP_STREAM and TCP_MAERTS.
 
-use harness::{Netserver, fields, netperf, num};
+use harness::{Netserver, fields, netperf, netperf_at, num};
 
 /// netperf 2.7's title lines for the stream tests, verbatim.
 const STREAM_TITLE: [&str; 5] = [
@@ -39,7 +39,7 @@ fn check_table(stdout: &str, test: &str, family: &str) -> f64 {
 fn tcp_stream_ipv4() {
     let ns = Netserver::start(&[]);
     let port = ns.port().to_string();
-    let out = netperf(&["-H", "127.0.0.1", "-p", &port, "-l", "1"]).ok();
+    let out = netperf_at(&port, &["-l", "1"]).ok();
     check_table(&out.stdout, "STREAM", "AF_INET");
     assert_eq!(out.stderr, "", "nothing on stderr in a successful run");
 }
@@ -56,17 +56,7 @@ fn tcp_stream_ipv6() {
 fn tcp_maerts_ipv4() {
     let ns = Netserver::start(&[]);
     let port = ns.port().to_string();
-    let out = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "-l",
-        "1",
-        "-t",
-        "TCP_MAERTS",
-    ])
-    .ok();
+    let out = netperf_at(&port, &["-l", "1", "-t", "TCP_MAERTS"]).ok();
     check_table(&out.stdout, "MAERTS", "AF_INET");
 }
 
@@ -84,19 +74,7 @@ fn no_headers_prints_one_row() {
     let ns = Netserver::start(&[]);
     let port = ns.port().to_string();
     for test in ["TCP_STREAM", "TCP_MAERTS"] {
-        let out = netperf(&[
-            "-H",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "-l",
-            "1",
-            "-P",
-            "0",
-            "-t",
-            test,
-        ])
-        .ok();
+        let out = netperf_at(&port, &["-l", "1", "-P", "0", "-t", test]).ok();
         let lines: Vec<&str> = out.stdout.lines().collect();
         assert_eq!(lines.len(), 1, "{out}");
         assert_eq!(fields(lines[0]).len(), 5, "{out}");
@@ -120,19 +98,7 @@ fn byte_count_is_exact_both_ways() {
     let port = ns.port().to_string();
     for (test, n) in [("TCP_STREAM", 10_000_000u64), ("TCP_MAERTS", 7_777_777)] {
         let len = format!("-{n}");
-        let out = netperf(&[
-            "-H",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "-t",
-            test,
-            "-l",
-            &len,
-            "-v",
-            "2",
-        ])
-        .ok();
+        let out = netperf_at(&port, &["-t", test, "-l", &len, "-v", "2"]).ok();
         assert_eq!(xfered(&out.stdout), n, "{out}");
         let (sent, received) = if test == "TCP_STREAM" { (0, n) } else { (n, 0) };
         let line = format!("{test} {sent} bytes sent, {received} received");
@@ -223,19 +189,6 @@ fn netperf_tolerated_spellings() {
 fn send_size_is_honoured() {
     let ns = Netserver::start(&[]);
     let port = ns.port().to_string();
-    let out = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "-l",
-        "1",
-        "-P",
-        "0",
-        "--",
-        "-m",
-        "1024",
-    ])
-    .ok();
+    let out = netperf_at(&port, &["-l", "1", "-P", "0", "--", "-m", "1024"]).ok();
     assert_eq!(fields(&out.stdout)[2], "1024", "{out}");
 }

@@ -1,6 +1,6 @@
 //! UDP_STREAM on loopback.
 
-use harness::{Netserver, fields, netperf, num};
+use harness::{Netserver, fields, netperf, netperf_at, num};
 
 const TITLE: [&str; 4] = [
     "Socket  Message  Elapsed      Messages                ",
@@ -56,20 +56,7 @@ fn check(stdout: &str, family: &str, msg: &str) -> (u64, u64) {
 fn udp_stream_ipv4() {
     let ns = Netserver::start(&[]);
     let port = ns.port().to_string();
-    let out = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "-t",
-        "UDP_STREAM",
-        "-l",
-        "1",
-        "--",
-        "-m",
-        "1024",
-    ])
-    .ok();
+    let out = netperf_at(&port, &["-t", "UDP_STREAM", "-l", "1", "--", "-m", "1024"]).ok();
     check(&out.stdout, "AF_INET ", "1024");
 }
 
@@ -85,21 +72,20 @@ fn udp_stream_ipv6_default_size() {
 fn datagram_count_is_exact() {
     let ns = Netserver::start(&[]);
     let port = ns.port().to_string();
-    let out = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
+    let out = netperf_at(
         &port,
-        "-t",
-        "UDP_STREAM",
-        "-l",
-        "-100000",
-        "--",
-        "-m",
-        "256",
-        "--rate",
-        "200m",
-    ])
+        &[
+            "-t",
+            "UDP_STREAM",
+            "-l",
+            "-100000",
+            "--",
+            "-m",
+            "256",
+            "--rate",
+            "200m",
+        ],
+    )
     .ok();
     let (sent, _) = check(&out.stdout, "AF_INET ", "256");
     assert_eq!(sent, 100_000, "{out}");
@@ -109,21 +95,10 @@ fn datagram_count_is_exact() {
 fn no_headers_prints_two_rows() {
     let ns = Netserver::start(&[]);
     let port = ns.port().to_string();
-    let out = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
+    let out = netperf_at(
         &port,
-        "-t",
-        "UDP_STREAM",
-        "-l",
-        "1",
-        "-P",
-        "0",
-        "--",
-        "-m",
-        "512",
-    ])
+        &["-t", "UDP_STREAM", "-l", "1", "-P", "0", "--", "-m", "512"],
+    )
     .ok();
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(lines.len(), 3, "two rows and netperf's blank line: {out}");
