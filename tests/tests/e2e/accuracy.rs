@@ -116,6 +116,24 @@ fn within(got: f64, want: f64, pct: f64) -> bool {
     (got - want).abs() <= want * pct / 100.0
 }
 
+/// Runs a rate test up to three times and passes at the first figure within
+/// 1% of `want`. A figure that is wrong fails all three; a run starved of
+/// CPU by other tests on a shared 2-core machine (the link then idles for a
+/// while, and the figure is rightly low) gets another chance. Every attempt
+/// is printed.
+fn rate_within_1pct(label: &str, want: f64, mut run: impl FnMut() -> (f64, harness::Output)) {
+    let mut misses = Vec::new();
+    for attempt in 1..=3 {
+        let (got, out) = run();
+        eprintln!("{label}: attempt {attempt}: {got:.2}, expected {want:.2}");
+        if within(got, want, 1.0) {
+            return;
+        }
+        misses.push(format!("{got} is not within 1% of {want}\n{out}"));
+    }
+    panic!("{label}, three attempts:\n{}", misses.join("\n"));
+}
+
 #[test]
 fn udp_rate_through_a_shaper() {
     let Some(h) = Hosts::new("udp_rate_through_a_shaper") else {
@@ -124,17 +142,14 @@ fn udp_rate_through_a_shaper() {
     shape(&h);
     let ns = server(&h, A4);
     let port = ns.port().to_string();
-    let out = netperf_in_b(
-        &h,
-        &format!("-H {A4} -p {port} -t UDP_STREAM -l 4 -- -m 1024 -S ,2M"),
-    );
-    let got = received_rate(&out.stdout);
     let want = 200.0 * 1024.0 / 1066.0;
-    eprintln!("UDP through 200 Mbit/s: {got:.2} received, expected {want:.2}");
-    assert!(
-        within(got, want, 1.0),
-        "{got} is not within 1% of {want}\n{out}"
-    );
+    rate_within_1pct("UDP through 200 Mbit/s, received", want, || {
+        let out = netperf_in_b(
+            &h,
+            &format!("-H {A4} -p {port} -t UDP_STREAM -l 4 -- -m 1024 -S ,2M"),
+        );
+        (received_rate(&out.stdout), out)
+    });
 }
 
 #[test]
@@ -145,18 +160,16 @@ fn udp_pacing_arrives_at_the_requested_rate() {
     shape(&h);
     let ns = server(&h, A4);
     let port = ns.port().to_string();
-    let out = netperf_in_b(
-        &h,
-        &format!("-H {A4} -p {port} -t UDP_STREAM -l 4 -- -m 1024 --rate 100m -S ,2M"),
-    );
-    let got = received_rate(&out.stdout);
-    eprintln!("UDP paced at 100 Mbit/s: {got:.2} received");
-    assert!(
-        within(got, 100.0, 1.0),
-        "{got} is not within 1% of 100\n{out}"
-    );
-    let (lost, _, _) = loss(&out.stdout);
-    assert_eq!(lost, 0, "{out}");
+    rate_within_1pct("UDP paced at 100 Mbit/s, received", 100.0, || {
+        let out = netperf_in_b(
+            &h,
+            &format!("-H {A4} -p {port} -t UDP_STREAM -l 4 -- -m 1024 --rate 100m -S ,2M"),
+        );
+        // Pacing below the shaper's rate loses nothing, on every attempt.
+        let (lost, _, _) = loss(&out.stdout);
+        assert_eq!(lost, 0, "{out}");
+        (received_rate(&out.stdout), out)
+    });
 }
 
 #[test]
@@ -167,14 +180,11 @@ fn tcp_rate_through_a_shaper() {
     shape(&h);
     let ns = server(&h, A4);
     let port = ns.port().to_string();
-    let out = netperf_in_b(&h, &format!("-H {A4} -p {port} -t TCP_STREAM -l 5 -P 0"));
-    let got = num(fields(&out.stdout)[4]);
     let want = 200.0 * 1448.0 / 1514.0;
-    eprintln!("TCP through 200 Mbit/s: {got:.2}, expected {want:.2}");
-    assert!(
-        within(got, want, 1.0),
-        "{got} is not within 1% of {want}\n{out}"
-    );
+    rate_within_1pct("TCP through 200 Mbit/s", want, || {
+        let out = netperf_in_b(&h, &format!("-H {A4} -p {port} -t TCP_STREAM -l 5 -P 0"));
+        (num(fields(&out.stdout)[4]), out)
+    });
 }
 
 /// An unreachable host is a clear error, at once.
