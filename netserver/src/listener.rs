@@ -132,6 +132,10 @@ fn admit(std_stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>) -> Resul
         return Ok(());
     }
     let s = shared.clone();
+    // A second descriptor of the connection, so that the client can be told
+    // why if no thread can be started for it (the first goes with the
+    // closure, which a failed spawn drops).
+    let reply = std_stream.try_clone().ok();
     let spawned = thread::Builder::new()
         .name(format!("session {peer}"))
         .stack_size(256 * 1024)
@@ -144,6 +148,13 @@ fn admit(std_stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>) -> Resul
                 "spawn",
                 &format!("cannot start a session thread ({e}); pausing accepts for 100 ms"),
             );
+            if let Some(r) = reply {
+                refuse(
+                    &r,
+                    ErrorCode::Resource,
+                    &format!("netserver cannot start a session thread ({e}); try again later"),
+                );
+            }
             Err(BACKOFF)
         }
     }

@@ -590,3 +590,98 @@ fn running_out_of_descriptors_is_survived() {
     );
     assert!(out.success(), "{out}\n{}", ns.log());
 }
+
+/// A pids cgroup holding one process, removed when dropped (after the
+/// process it holds has gone).
+struct PidsCgroup {
+    dir: std::path::PathBuf,
+}
+
+impl PidsCgroup {
+    /// Cgroup v1's pids hierarchy, or v2's unified one; None where neither
+    /// can be written (not root, no pids controller).
+    fn new(name: &str) -> Option<PidsCgroup> {
+        let v1 = std::path::Path::new("/sys/fs/cgroup/pids");
+        let base = if v1.join("cgroup.procs").exists() {
+            v1.to_path_buf()
+        } else {
+            let root = std::path::Path::new("/sys/fs/cgroup");
+            let ctl = std::fs::read_to_string(root.join("cgroup.controllers")).ok()?;
+            if !ctl.split_whitespace().any(|c| c == "pids") {
+                return None;
+            }
+            std::fs::write(root.join("cgroup.subtree_control"), "+pids").ok()?;
+            root.to_path_buf()
+        };
+        let dir = base.join(format!("{name}-{}", std::process::id()));
+        std::fs::create_dir(&dir).ok()?;
+        Some(PidsCgroup { dir })
+    }
+
+    fn adopt(&self, pid: u32) {
+        std::fs::write(self.dir.join("cgroup.procs"), pid.to_string()).unwrap();
+    }
+
+    fn set_max(&self, max: &str) {
+        std::fs::write(self.dir.join("pids.max"), max).unwrap();
+    }
+
+    fn current(&self) -> String {
+        std::fs::read_to_string(self.dir.join("pids.current"))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+}
+
+impl Drop for PidsCgroup {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!("could not remove {}", self.dir.display());
+    }
+}
+
+/// No thread can be started for a session (the daemon is at its cgroup's
+/// task limit): the client is told why, and the daemon goes on serving once
+/// threads can be started again.
+#[test]
+fn failing_to_start_a_session_thread_is_survived() {
+    let Some(cg) = PidsCgroup::new("nptest-spawn") else {
+        let why = "no writable pids cgroup (needs root)";
+        assert!(
+            std::env::var("NETPERF_REQUIRE_NETNS").as_deref() != Ok("1"),
+            "{why} (NETPERF_REQUIRE_NETNS=1 requires the root-only tests)"
+        );
+        eprintln!("!!! SKIPPED: {why}");
+        return;
+    };
+    let ns = Netserver::start(&[]);
+    cg.adopt(ns.pid());
+    // Every task the daemon has now, and not one more.
+    cg.set_max(&cg.current());
+    let port = ns.port().to_string();
+    for _ in 0..3 {
+        let out = netperf_at(&port, &["-l", "1", "-P", "0"]);
+        assert!(!out.success(), "{out}");
+        assert!(
+            out.stderr
+                .contains("netserver cannot start a session thread"),
+            "{out}"
+        );
+    }
+    assert!(
+        ns.wait_for_log("cannot start a session thread", Duration::from_secs(5)),
+        "{}",
+        ns.log()
+    );
+    cg.set_max("max");
+    thread::sleep(Duration::from_millis(200));
+    let out = netperf_at(&port, &["-l", "1", "-P", "0"]).ok();
+    assert!(num(fields(&out.stdout)[4]) > 0.0, "{out}\n{}", ns.log());
+    drop(ns);
+}
