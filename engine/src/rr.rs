@@ -6,13 +6,17 @@
 //! the clock once per transaction (the end of one transaction is the start of
 //! the next) and records the round trip in a [`Latency`].
 //!
-//! TCP_RR's burst mode (`-b N`) keeps N more requests in flight; responses
+//! Burst mode (`-b N`) keeps N more requests in flight. TCP's responses
 //! come back in order, so a FIFO of send times gives each one's latency.
 //!
 //! UDP_RR requests carry as many bytes of their sequence number as fit (up
 //! to 8, at least 1) and the responder echoes them, so a late response is
 //! never taken for the current one. A request with no response within the
-//! receive timeout is counted lost and the test goes on.
+//! receive timeout is counted lost and the test goes on. In burst mode the
+//! tag finds the request a response answers, wherever it is in the window
+//! (UDP may reorder), and a request older than the timeout is counted lost
+//! and its place refilled, so that a loss costs one transaction, not the
+//! burst (netperf 2.7's UDP_RR burst stalls once N requests are lost).
 //!
 //! `spin` mode makes the sockets non-blocking and polls them, to measure the
 //! latency floor without the cost of sleeping and waking.
@@ -45,7 +49,7 @@ pub enum Until {
 pub struct Requester {
     pub req: usize,
     pub resp: usize,
-    /// Extra requests in flight (TCP only).
+    /// Extra requests in flight.
     pub burst: u32,
     pub until: Until,
     /// Record each transaction's latency.
@@ -257,8 +261,18 @@ pub fn tcp_responder(
 }
 
 /// Bytes of a UDP_RR message that carry the transaction's tag.
-pub fn tag_len(req: usize, resp: usize) -> usize {
-    req.min(resp).clamp(1, 8)
+pub use proto::test::udp_rr_tag_len as tag_len;
+
+/// Spin mode polls a non-blocking socket; otherwise receives wait at most
+/// `timeout`.
+fn prepare_udp(sock: &UdpSocket, spin: bool, timeout: Duration) -> Result<(), EngineError> {
+    if spin {
+        sock.set_nonblocking(true)
+            .map_err(|e| EngineError::io("making the socket non-blocking", e))
+    } else {
+        sock.set_read_timeout(Some(timeout))
+            .map_err(|e| EngineError::io("setting the receive timeout", e))
+    }
 }
 
 /// UDP requester (netperf's side of UDP_RR). The socket must be connected.
@@ -269,16 +283,13 @@ pub fn udp_requester(
     stop: &StopFlag,
     live: &Live,
 ) -> Result<RrOutcome, EngineError> {
+    if p.burst > 0 {
+        return udp_requester_burst(sock, p, timeout, stop, live);
+    }
     let tag = tag_len(p.req, p.resp);
     let mut req = vec![b'r'; p.req.max(1)];
     let mut resp = vec![0u8; p.resp.max(1).max(tag)];
-    if p.spin {
-        sock.set_nonblocking(true)
-            .map_err(|e| EngineError::io("making the socket non-blocking", e))?;
-    } else {
-        sock.set_read_timeout(Some(timeout))
-            .map_err(|e| EngineError::io("setting the receive timeout", e))?;
-    }
+    prepare_udp(sock, p.spin, timeout)?;
     let mut lat = Latency::new();
     let mut out = RrOutcome::default();
     let start = Instant::now();
@@ -352,6 +363,122 @@ pub fn udp_requester(
         }
     }
     out.elapsed = start.elapsed();
+    out.latency = lat.summary();
+    if p.spin {
+        let _ = sock.set_nonblocking(false);
+    }
+    Ok(out)
+}
+
+/// UDP requester in burst mode: `burst + 1` requests in flight, each
+/// response matched to its request by the tag it echoes.
+fn udp_requester_burst(
+    sock: &UdpSocket,
+    p: &Requester,
+    timeout: Duration,
+    stop: &StopFlag,
+    live: &Live,
+) -> Result<RrOutcome, EngineError> {
+    let tag = tag_len(p.req, p.resp);
+    let window = p.burst as usize + 1;
+    if tag < 8 && window as u64 > 1u64 << (8 * tag) {
+        return Err(EngineError::Invalid(format!(
+            "{window} UDP_RR transactions in flight cannot be told apart by a {tag}-byte tag"
+        )));
+    }
+    let mut req = vec![b'r'; p.req.max(1)];
+    let mut resp = vec![0u8; p.resp.max(1).max(tag)];
+    prepare_udp(sock, p.spin, timeout)?;
+    let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+    let limit = match p.until {
+        Until::Stopped => u64::MAX,
+        Until::Transactions(n) => n,
+    };
+    // (sequence number, send time) of each request in flight, oldest first.
+    let mut in_flight: VecDeque<(u64, u64)> = VecDeque::with_capacity(window);
+    let mut lat = Latency::new();
+    let mut out = RrOutcome::default();
+    // The clock is read once per datagram received (for the latency and
+    // the timeouts); a request refilled after it takes that as its send time.
+    let start = clock::now_ns();
+    let mut now = start;
+    // The last request sent or response received: the test's end. Waiting
+    // out the timeout of requests that will never be answered is not part
+    // of it (at the end of a test a burst's last window is often short of a
+    // few datagrams that a socket buffer dropped).
+    let mut end = start;
+    let mut seq = 0u64;
+    loop {
+        while in_flight.len() < window && seq < limit && !stop.is_set() {
+            req[..tag].copy_from_slice(&seq.to_le_bytes()[..tag]);
+            seq += 1;
+            loop {
+                match sock.send(&req) {
+                    Ok(n) => {
+                        out.send_calls += 1;
+                        out.bytes_sent += n as u64;
+                        in_flight.push_back((seq - 1, now));
+                        end = now;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    // A full queue, a firewall or an ICMP error: this
+                    // transaction is lost.
+                    Err(e) if transient(&e) => out.lost += 1,
+                    Err(e) => return Err(EngineError::io("UDP send", e)),
+                }
+                break;
+            }
+        }
+        if in_flight.is_empty() {
+            break;
+        }
+        match sock.recv(&mut resp) {
+            Ok(n) => {
+                out.recv_calls += 1;
+                now = clock::now_ns();
+                let answered = (n >= tag)
+                    .then(|| {
+                        in_flight
+                            .iter()
+                            .position(|(s, _)| s.to_le_bytes()[..tag] == resp[..tag])
+                    })
+                    .flatten();
+                match answered.and_then(|i| in_flight.remove(i)) {
+                    Some((_, sent_at)) => {
+                        end = now;
+                        out.bytes_received += n as u64;
+                        out.transactions += 1;
+                        live.publish_transactions(out.transactions);
+                        if p.timing {
+                            lat.record(now.wrapping_sub(sent_at));
+                        }
+                    }
+                    None => out.stale += 1,
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e)
+                if (p.spin && e.kind() == io::ErrorKind::WouldBlock)
+                    || timed_out(&e)
+                    || e.raw_os_error() == Some(libc::ECONNREFUSED) =>
+            {
+                if p.spin {
+                    std::hint::spin_loop();
+                }
+                now = clock::now_ns();
+            }
+            Err(e) => return Err(EngineError::io("UDP receive", e)),
+        }
+        // Every request older than the timeout is lost; its place is free.
+        while in_flight
+            .front()
+            .is_some_and(|&(_, t)| now.wrapping_sub(t) >= timeout_ns)
+        {
+            in_flight.pop_front();
+            out.lost += 1;
+        }
+    }
+    out.elapsed = Duration::from_nanos(end.wrapping_sub(start));
     out.latency = lat.summary();
     if p.spin {
         let _ = sock.set_nonblocking(false);
@@ -476,26 +603,33 @@ mod tests {
         assert_eq!((r.send_calls, r.recv_calls), (1000, 1001));
     }
 
-    #[test]
-    fn udp_counts_and_tags() {
+    /// Two UDP sockets on loopback, connected to each other.
+    fn udp_pair() -> (UdpSocket, UdpSocket) {
         let a = UdpSocket::bind("127.0.0.1:0").unwrap();
         let b = UdpSocket::bind("127.0.0.1:0").unwrap();
         a.connect(b.local_addr().unwrap()).unwrap();
         b.connect(a.local_addr().unwrap()).unwrap();
+        (a, b)
+    }
+
+    fn udp_request(
+        a: &UdpSocket,
+        p: &Requester,
+        timeout: Duration,
+    ) -> Result<RrOutcome, EngineError> {
+        udp_requester(a, p, timeout, &StopFlag::new(), &Live::new())
+    }
+
+    #[test]
+    fn udp_counts_and_tags() {
+        let (a, b) = udp_pair();
         let stop = StopFlag::new();
         let s2 = stop.clone();
         let srv = thread::spawn(move || udp_responder(&b, 1, 1, false, &s2, &Live::new()).unwrap());
         let mut p = params(Until::Transactions(3000));
         p.req = 1;
         p.resp = 1;
-        let o = udp_requester(
-            &a,
-            &p,
-            Duration::from_secs(1),
-            &StopFlag::new(),
-            &Live::new(),
-        )
-        .unwrap();
+        let o = udp_request(&a, &p, Duration::from_secs(1)).unwrap();
         stop.set();
         let r = srv.join().unwrap();
         assert_eq!(o.transactions + o.lost, 3000);
@@ -503,22 +637,87 @@ mod tests {
         assert_eq!(o.latency.unwrap().count, o.transactions);
     }
 
+    /// Echoes every request but drops the responses to sequence numbers
+    /// that `lose` picks, as a lossy network would.
+    fn lossy_responder(
+        b: UdpSocket,
+        tag: usize,
+        resp: usize,
+        lose: fn(u64) -> bool,
+        stop: StopFlag,
+    ) -> u64 {
+        b.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        let mut buf = [0u8; 2048];
+        let mut answered = 0;
+        while !stop.is_set() {
+            let Ok(n) = b.recv(&mut buf) else { continue };
+            let mut s = [0u8; 8];
+            s[..tag].copy_from_slice(&buf[..tag.min(n)]);
+            if !lose(u64::from_le_bytes(s)) {
+                b.send(&buf[..resp]).unwrap();
+                answered += 1;
+            }
+        }
+        answered
+    }
+
+    #[test]
+    fn udp_burst_counts_every_transaction_and_survives_loss() {
+        // A window wide enough for the 50 unanswered requests, which hold
+        // their places for the generous timeout (1 s: a responder starved
+        // of CPU by other tests must not look lossy).
+        for (burst, spin) in [(63, false), (63, true)] {
+            let (a, b) = udp_pair();
+            let stop = StopFlag::new();
+            let s2 = stop.clone();
+            // Every 100th request goes unanswered.
+            let srv = thread::spawn(move || lossy_responder(b, 8, 64, |s| s % 100 == 99, s2));
+            let mut p = params(Until::Transactions(5000));
+            p.req = 16;
+            p.resp = 64;
+            p.burst = burst;
+            p.spin = spin;
+            let wall = Instant::now();
+            let o = udp_request(&a, &p, Duration::from_secs(1)).unwrap();
+            let wall = wall.elapsed();
+            stop.set();
+            let answered = srv.join().unwrap();
+            // The last request (4999) is never answered: waiting out its
+            // 1 s timeout is not part of the test (the answers to the
+            // requests sent just before it may take a while on a busy
+            // machine, hence only half of it).
+            assert!(
+                wall >= o.elapsed + Duration::from_millis(500),
+                "{wall:?} {o:?}"
+            );
+            assert_eq!(o.lost, 50, "burst {burst}");
+            assert_eq!(o.transactions, 4950, "burst {burst}");
+            assert_eq!(answered, 4950);
+            assert_eq!(o.send_calls, 5000);
+            assert_eq!(o.bytes_received, 4950 * 64);
+            assert_eq!(o.stale, 0);
+            assert_eq!(o.latency.unwrap().count, 4950);
+        }
+    }
+
+    #[test]
+    fn udp_burst_window_must_fit_the_tag() {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut p = params(Until::Transactions(1));
+        p.req = 1;
+        p.resp = 1;
+        p.burst = 256;
+        let e = udp_request(&a, &p, Duration::from_millis(10)).unwrap_err();
+        assert!(e.to_string().contains("1-byte tag"), "{e}");
+    }
+
     #[test]
     fn udp_lost_response_does_not_hang() {
         // Nobody answers: every transaction times out and is counted lost.
-        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
-        a.connect(b.local_addr().unwrap()).unwrap();
+        let (a, b) = udp_pair();
         let p = params(Until::Transactions(5));
         let start = Instant::now();
-        let o = udp_requester(
-            &a,
-            &p,
-            Duration::from_millis(20),
-            &StopFlag::new(),
-            &Live::new(),
-        )
-        .unwrap();
+        let o = udp_request(&a, &p, Duration::from_millis(20)).unwrap();
         assert_eq!(o.lost, 5);
         assert_eq!(o.transactions, 0);
         assert!(start.elapsed() < Duration::from_secs(2));

@@ -188,6 +188,13 @@ pub struct TestSpec {
     pub keepalive: bool,
 }
 
+/// How many leading bytes of each UDP_RR request carry its transaction's
+/// tag (its sequence number, little-endian), echoed in the response: as
+/// many as the smaller of the two sizes allows, at least 1 and at most 8.
+pub fn udp_rr_tag_len(req: usize, resp: usize) -> usize {
+    req.min(resp).clamp(1, 8)
+}
+
 impl TestSpec {
     /// A spec with netperf's defaults for `kind`.
     pub fn new(kind: TestKind, family: Family) -> TestSpec {
@@ -265,8 +272,28 @@ impl TestSpec {
                 ),
             ));
         }
-        if self.burst > 0 && self.kind != TestKind::TcpRr {
-            return Err(SpecError::new("-b (burst)", "applies to TCP_RR only"));
+        if self.burst > 0 && !matches!(self.kind, TestKind::TcpRr | TestKind::UdpRr) {
+            return Err(SpecError::new(
+                "-b (burst)",
+                "applies to TCP_RR and UDP_RR only",
+            ));
+        }
+        if self.burst > 0 && self.kind == TestKind::UdpRr {
+            // Each request in flight must be told apart by its tag.
+            let tag = udp_rr_tag_len(self.request_size as usize, self.response_size as usize);
+            let distinct = 1u64 << (8 * tag.min(7));
+            if tag < 8 && u64::from(self.burst) + 1 > distinct {
+                return Err(SpecError::new(
+                    "-b (burst)",
+                    format!(
+                        "{} transactions in flight cannot be told apart by a {tag}-byte tag \
+                         (UDP_RR tags each request with its first bytes, as many as \
+                         the smaller of -r's sizes, up to 8): at most {} with these sizes",
+                        u64::from(self.burst) + 1,
+                        distinct
+                    ),
+                ));
+            }
         }
         match self.end {
             TestEnd::Time { millis } if millis > limits.max_duration_ms => {
@@ -590,6 +617,26 @@ mod tests {
         let mut r = TestSpec::new(TestKind::TcpRr, Family::V4);
         r.response_size = 0;
         assert!(r.validate(&limits).unwrap_err().field.starts_with("-r"));
+    }
+
+    #[test]
+    fn udp_rr_burst_must_fit_its_tags() {
+        let limits = Limits::default();
+        let mut s = TestSpec::new(TestKind::UdpRr, Family::V4);
+        s.request_size = 1;
+        s.response_size = 1;
+        s.burst = 255;
+        s.validate(&limits).unwrap();
+        s.burst = 256;
+        let e = s.validate(&limits).unwrap_err();
+        assert!(e.field.starts_with("-b"), "{e}");
+        assert!(e.problem.contains("at most 256"), "{e}");
+        s.request_size = 2;
+        s.response_size = 64;
+        s.validate(&limits).unwrap();
+        s.kind = TestKind::TcpStream;
+        s.burst = 1;
+        assert!(s.validate(&limits).unwrap_err().field.starts_with("-b"));
     }
 
     #[test]

@@ -215,6 +215,15 @@ impl Plan {
         }
     }
 
+    /// Transactions in flight beyond the first: `-b` for TCP_RR and UDP_RR.
+    /// netperf 2.7 accepts `-b` with the other tests and ignores it; so do we.
+    pub fn effective_burst(&self) -> u32 {
+        match self.test {
+            TestKind::TcpRr | TestKind::UdpRr => self.burst,
+            _ => 0,
+        }
+    }
+
     /// The units figures are printed in: `-f`, or the test's default.
     pub fn units(&self) -> Units {
         match (self.units, self.test.is_rr()) {
@@ -480,7 +489,14 @@ fn apply_test(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliErro
         let size = |s: &str| value::u32_size(s).map_err(|e| bad(o, e));
         match occ.id {
             "help" => return Ok(Some(Invocation::TestHelp)),
-            "burst" => plan.burst = size(v)?,
+            // netperf 2.7 takes a negative burst as none at all (its manual
+            // still describes a ramp-up that a negative value skipped; we
+            // never ramp up).
+            "burst" => {
+                let n = value::int(v).map_err(|e| bad(o, e))?;
+                plan.burst = u32::try_from(n.max(0))
+                    .map_err(|_| CliError(format!("{o}: '{v}' is more than {}", u32::MAX)))?;
+            }
             "nodelay" => {
                 plan.local.nodelay = true;
                 plan.remote.nodelay = true;

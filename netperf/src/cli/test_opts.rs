@@ -19,7 +19,7 @@ pub const OPTIONS: &[OptDef] = &[
         "burst",
         'b',
         "number",
-        "Transactions in flight at once beyond the first (TCP_RR)",
+        "Transactions in flight at once beyond the first (TCP_RR, UDP_RR)",
     ),
     OptDef::flag(
         "connection_test",

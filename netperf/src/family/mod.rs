@@ -152,7 +152,7 @@ pub fn spec_for(plan: &Plan, family: Family) -> Result<TestSpec> {
     spec.server = plan.remote.clone();
     spec.request_size = plan.request_size;
     spec.response_size = plan.response_size;
-    spec.burst = plan.burst;
+    spec.burst = plan.effective_burst();
     spec.recv_timeout_ms = plan
         .recv_timeout
         .map(|d| u32::try_from(d.as_millis()).unwrap_or(u32::MAX).max(1));

@@ -58,7 +58,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
     let params = Requester {
         req: plan.request_size as usize,
         resp: plan.response_size as usize,
-        burst: plan.burst,
+        burst: plan.effective_burst(),
         until: match plan.length {
             Length::Count(n) => Until::Transactions(n),
             Length::Seconds(_) => Until::Stopped,

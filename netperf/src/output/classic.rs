@@ -309,13 +309,8 @@ fn rr_detail(plan: &Plan, m: &Measurement) -> String {
         Units::Transactions => Units::Bits('m'),
         u => u,
     };
-    let burst = if plan.test == TestKind::TcpRr {
-        plan.burst
-    } else {
-        0
-    };
     let rtt = if rate > 0.0 {
-        1e6 / rate * f64::from(1 + burst)
+        1e6 / rate * f64::from(1 + plan.effective_burst())
     } else {
         0.0
     };

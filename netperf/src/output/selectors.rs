@@ -295,12 +295,7 @@ static SELECTORS: &[Sel] = &[
                 return f(-1.0);
             }
             let rate = c.m.local.transactions as f64 / c.m.elapsed;
-            let burst = if c.plan.test == TestKind::TcpRr {
-                c.plan.burst
-            } else {
-                0
-            };
-            f(1e6 / rate * f64::from(1 + burst))
+            f(1e6 / rate * f64::from(1 + c.plan.effective_burst()))
         }
     ),
     sel!(

@@ -116,30 +116,90 @@ fn latency_percentiles_are_ordered_and_consistent() {
     }
 }
 
+/// `-b 8` keeps 9 transactions in flight, in TCP_RR and UDP_RR alike: the
+/// counts stay exact, and by Little's law mean latency x rate = 9.
 #[test]
 fn burst_keeps_transactions_in_flight() {
     let ns = Netserver::start(&[]);
     let port = ns.port().to_string();
+    for (test, title) in &TESTS[..2] {
+        let out = netperf_at(
+            &port,
+            &["-t", test, "-l", "-20000", "-v", "2", "--", "-b", "8", "-D"],
+        )
+        .ok();
+        assert!(
+            out.stdout
+                .lines()
+                .next()
+                .unwrap()
+                .ends_with(": nodelay : demo : first burst 8"),
+            "{out}"
+        );
+        let r = parse(&out.stdout, title);
+        let mean = r.latency.as_ref().expect("latency at -v 2")[1];
+        let in_flight = mean * 1e-6 * r.rate;
+        assert!(
+            (7.5..=9.1).contains(&in_flight),
+            "{test}: mean {mean} us x rate {} = {in_flight} in flight: {out}",
+            r.rate
+        );
+        if *test == "UDP_RR" {
+            // 9 small datagrams in flight fit any socket buffer: no loss.
+            assert!(out.stdout.contains("Lost 0 of 20000 transactions"), "{out}");
+        }
+        let line = format!("{test} 20000 bytes sent, 20000 received, 20000 transactions");
+        assert!(
+            ns.wait_for_log(&line, Duration::from_secs(5)),
+            "{}",
+            ns.log()
+        );
+    }
+}
+
+/// What netperf 2.7 accepts with -b, we accept with its meaning: ignored
+/// outside the RR tests, and a negative burst is no burst. A UDP_RR burst
+/// larger than its 1-byte tags can tell apart is refused, naming -b.
+#[test]
+fn burst_spellings_netperf_accepts() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
     let out = netperf_at(
         &port,
-        &["-t", "TCP_RR", "-l", "-20000", "--", "-b", "8", "-D"],
+        &["-t", "TCP_STREAM", "-l", "-100000", "--", "-b", "4"],
     )
     .ok();
+    assert!(ns.wait_for_log(
+        "TCP_STREAM 0 bytes sent, 100000 received",
+        Duration::from_secs(5)
+    ));
+    drop(out);
+    let out = netperf_at(&port, &["-t", "TCP_RR", "-l", "-1000", "--", "-b", "-4"]).ok();
     assert!(
         out.stdout
             .lines()
             .next()
             .unwrap()
-            .ends_with(": nodelay : demo : first burst 8"),
+            .ends_with(": first burst 0"),
         "{out}"
     );
-    assert!(ns.wait_for_log(
-        "TCP_RR 20000 bytes sent, 20000 received, 20000 transactions",
-        Duration::from_secs(5)
-    ));
-    // burst is a TCP_RR option
-    let out = netperf_at(&port, &["-t", "UDP_RR", "-l", "1", "--", "-b", "8"]);
-    assert!(!out.success() && out.stderr.contains("-b"), "{out}");
+    let out = netperf_at(&port, &["-t", "UDP_RR", "-l", "-1000", "--", "-b", "300"]);
+    assert!(!out.success(), "{out}");
+    assert!(
+        out.stderr
+            .contains("-b (burst): 301 transactions in flight"),
+        "{out}"
+    );
+    assert!(out.stderr.contains("at most 256"), "{out}");
+    // Two-byte tags tell 301 apart.
+    let out = netperf_at(
+        &port,
+        &[
+            "-t", "UDP_RR", "-l", "-1000", "--", "-b", "300", "-r", "2,2",
+        ],
+    )
+    .ok();
+    assert!(out.stdout.contains(" of 1000 transactions"), "{out}");
 }
 
 #[test]
