@@ -20,7 +20,7 @@ use engine::auth::Key;
 use libfuzzer_sys::fuzz_target;
 use proto::{
     Authenticator, ClientError, ClientEvent, ClientMsg, ClientSession, Hello, Limits, Role,
-    ServerAction, ServerMsg, ServerSession, ServerHello, codec, frame,
+    ServerAction, ServerHello, ServerMsg, ServerSession, codec, frame,
 };
 
 const SERVER_NONCE: [u8; 32] = [3; 32];
@@ -59,8 +59,12 @@ fn closes(a: &ServerAction) -> bool {
 fn arbitrary_proof(data: &[u8]) {
     let key = key();
     let mut s = challenged(&key);
-    let Some((nonce, rest)) = take32(data) else { return };
-    let Some((proof, _)) = take32(rest) else { return };
+    let Some((nonce, rest)) = take32(data) else {
+        return;
+    };
+    let Some((proof, _)) = take32(rest) else {
+        return;
+    };
     let ok = matches!(
         s.handle(ClientMsg::Auth { nonce, proof }),
         ServerAction::Reply(ServerMsg::AuthOk { .. })
@@ -72,7 +76,9 @@ fn arbitrary_proof(data: &[u8]) {
 fn sealed_session(data: &[u8]) {
     let key = key();
     let mut s = challenged(&key);
-    let Some((nonce, mut rest)) = take32(data) else { return };
+    let Some((nonce, mut rest)) = take32(data) else {
+        return;
+    };
     let proof = key.proof(Role::Client, &SERVER_NONCE, &nonce);
     let reply = s.handle(ClientMsg::Auth { nonce, proof });
     if nonce == SERVER_NONCE {
@@ -163,7 +169,10 @@ fn before_authentication(data: &[u8]) {
     };
     let action = s.handle(msg);
     if right {
-        assert!(matches!(action, ServerAction::Reply(ServerMsg::AuthOk { .. })));
+        assert!(matches!(
+            action,
+            ServerAction::Reply(ServerMsg::AuthOk { .. })
+        ));
     } else {
         assert!(closes(&action), "got past the challenge without the key");
     }
@@ -171,10 +180,16 @@ fn before_authentication(data: &[u8]) {
 
 fn client_side(data: &[u8]) {
     let key = key();
-    let Some((client_nonce, rest)) = take32(data) else { return };
+    let Some((client_nonce, rest)) = take32(data) else {
+        return;
+    };
     let mut c = ClientSession::new(Some(Box::new(key.clone())), client_nonce);
-    let Some((&flags, rest)) = rest.split_first() else { return };
-    let Some((challenge, rest)) = take32(rest) else { return };
+    let Some((&flags, rest)) = rest.split_first() else {
+        return;
+    };
+    let Some((challenge, rest)) = take32(rest) else {
+        return;
+    };
     let hello = ServerMsg::Hello(ServerHello {
         hello: Hello::new("s"),
         challenge: (flags & 1 == 0).then_some(challenge),

@@ -5,8 +5,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use proto::{
-    ClientMsg, ErrorCode, ErrorMsg, Grant, Limits, ServerAction, ServerSession, SideResults,
-    Token, message::take_frame,
+    ClientMsg, ErrorCode, ErrorMsg, Grant, Limits, ServerAction, ServerSession, SideResults, Token,
+    message::take_frame,
 };
 
 fuzz_target!(|data: &[u8]| {
