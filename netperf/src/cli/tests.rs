@@ -48,6 +48,16 @@ fn negative_length_is_a_count() {
 }
 
 #[test]
+fn length_in_seconds_may_say_so() {
+    // netperf 2.7 ignores the unit letters; so do we, for seconds only.
+    for l in ["30s", "30sec", "30secs", "30seconds", " 30s"] {
+        assert_eq!(plan(&["-l", l]).length, Length::Seconds(30), "{l}");
+    }
+    assert!(err(&["-l", "s"]).starts_with("-l: 's'"));
+    assert!(err(&["-l", "30min"]).starts_with("-l: '30min'"));
+}
+
+#[test]
 fn host_and_port_forms() {
     let p = plan(&["-H", "example,6", "-p", "5000,6000"]);
     assert_eq!(p.host.as_deref(), Some("example"));
