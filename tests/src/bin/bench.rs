@@ -157,7 +157,7 @@ fn alternate(
 
 fn row(test: &str, peer: &str, (a, b, r): (f64, f64, Spread)) {
     println!(
-        "{test:<8} {:>12.0} {peer:<14} {:>12.0}   {:>6.3}  ({:.3} .. {:.3})",
+        "{test:<12} {:>12.0} {peer:<14} {:>12.0}   {:>6.3}  ({:.3} .. {:.3})",
         a, b, r.median, r.min, r.max
     );
 }
@@ -269,7 +269,7 @@ fn main() {
         o.runs, o.secs
     );
     println!(
-        "{:<8} {:>12} {:<14} {:>12}   {:>6}  spread",
+        "{:<12} {:>12} {:<14} {:>12}   {:>6}  spread",
         "test", "ours tps", "peer", "peer tps", "ratio"
     );
 
@@ -311,13 +311,19 @@ fn main() {
     });
     if let Some(dir) = &reference {
         let refbin = dir.join("netperf");
-        for test in ["TCP_RR", "UDP_RR", "TCP_CRR"] {
+        for (test, extra, label) in [
+            ("TCP_RR", &[][..], "TCP_RR"),
+            ("UDP_RR", &[], "UDP_RR"),
+            ("TCP_CRR", &[], "TCP_CRR"),
+            ("TCP_RR", &["-b", "8", "-D"], "TCP_RR -b 8"),
+            ("UDP_RR", &["-b", "8"], "UDP_RR -b 8"),
+        ] {
             let r = alternate(
                 o.runs,
-                || netperf_tps(&netperf, port, test, o.secs, &[]),
-                || netperf_tps(&refbin, ref_port, test, o.secs, &[]),
+                || netperf_tps(&netperf, port, test, o.secs, extra),
+                || netperf_tps(&refbin, ref_port, test, o.secs, extra),
             );
-            row(test, "netperf 2.7", r);
+            row(label, "netperf 2.7", r);
         }
     } else {
         println!("(no reference netperf: set NETPERF_REF to the directory of a netperf 2.7 build)");
@@ -326,7 +332,7 @@ fn main() {
             || netperf_tps(&netperf, port, "TCP_CRR", o.secs, &[]),
             || 1.0,
         );
-        println!("TCP_CRR  {:>12.0}", r.0);
+        println!("TCP_CRR      {:>12.0}", r.0);
     }
 
     println!("\nCost of timing every transaction (TCP_RR with latency vs --no-latency):");
