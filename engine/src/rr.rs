@@ -381,7 +381,9 @@ fn udp_requester_burst(
 ) -> Result<RrOutcome, EngineError> {
     let tag = tag_len(p.req, p.resp);
     let window = p.burst as usize + 1;
-    if tag < 8 && window as u64 > 1u64 << (8 * tag) {
+    // How many sequence numbers the tag tells apart.
+    let distinct = if tag < 8 { 1u64 << (8 * tag) } else { u64::MAX };
+    if window as u64 > distinct {
         return Err(EngineError::Invalid(format!(
             "{window} UDP_RR transactions in flight cannot be told apart by a {tag}-byte tag"
         )));
@@ -409,7 +411,16 @@ fn udp_requester_burst(
     let mut end = start;
     let mut seq = 0u64;
     loop {
-        while in_flight.len() < window && seq < limit && !stop.is_set() {
+        // The requests in flight must span fewer sequence numbers than the
+        // tag tells apart (an unanswered one holds the span open until it
+        // times out), so that no two of them carry the same tag.
+        while in_flight.len() < window
+            && seq < limit
+            && in_flight
+                .front()
+                .is_none_or(|&(oldest, _)| seq - oldest < distinct)
+            && !stop.is_set()
+        {
             req[..tag].copy_from_slice(&seq.to_le_bytes()[..tag]);
             seq += 1;
             loop {
@@ -698,6 +709,46 @@ mod tests {
             assert_eq!(o.stale, 0);
             assert_eq!(o.latency.unwrap().count, 4950);
         }
+    }
+
+    /// 1-byte tags and request 0 lost: while it waits out its timeout, the
+    /// other requests go on, but request 256 (the same tag) must wait until
+    /// request 0 has timed out, or its response would be taken for request
+    /// 0's.
+    #[test]
+    fn udp_burst_never_has_two_requests_with_one_tag_in_flight() {
+        let (a, b) = udp_pair();
+        let stop = StopFlag::new();
+        let s2 = stop.clone();
+        let srv = thread::spawn(move || {
+            b.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+            let mut buf = [0u8; 16];
+            let mut k = 0u64;
+            let (mut first, mut again) = (None, None);
+            while !s2.is_set() {
+                let Ok(n) = b.recv(&mut buf) else { continue };
+                match k {
+                    0 => first = Some(Instant::now()),
+                    256 => again = Some(Instant::now()),
+                    _ => {}
+                }
+                if k != 0 {
+                    b.send(&buf[..n]).unwrap();
+                }
+                k += 1;
+            }
+            again.unwrap() - first.unwrap()
+        });
+        let mut p = params(Until::Transactions(1000));
+        p.req = 1;
+        p.resp = 1;
+        p.burst = 7;
+        let timeout = Duration::from_millis(200);
+        let o = udp_request(&a, &p, timeout).unwrap();
+        stop.set();
+        let gap = srv.join().unwrap();
+        assert!(gap >= timeout - Duration::from_millis(5), "{gap:?}");
+        assert_eq!((o.transactions, o.lost, o.stale), (999, 1, 0));
     }
 
     #[test]
