@@ -62,3 +62,10 @@ pub(crate) fn timed_out(e: &io::Error) -> bool {
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
     )
 }
+
+/// A receive on a connected UDP socket brought no datagram: it timed out
+/// or would block, or it reported the ICMP error ("port unreachable") that
+/// an earlier datagram of ours drew.
+pub(crate) fn no_datagram(e: &io::Error) -> bool {
+    timed_out(e) || e.raw_os_error() == Some(libc::ECONNREFUSED)
+}

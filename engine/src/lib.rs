@@ -5,8 +5,9 @@
 //! system call per send or receive on a blocking socket; counters are plain
 //! integers, published to [`live::Live`] with a relaxed store for interim
 //! reports; the clock is read at the start and the end, and in the loop
-//! only where a figure needs it (once per transaction for latency, once per
-//! UDP datagram for the jitter stamp); a [`timer::Timer`] thread raises a
+//! only where a figure needs it (once per transaction for latency, and in
+//! UDP_RR's burst mode for its per-request timeouts; once per UDP datagram
+//! for the jitter stamp); a [`timer::Timer`] thread raises a
 //! flag when a timed test is over.
 //!
 //! # Layout
@@ -46,3 +47,26 @@ pub mod sys;
 pub mod timer;
 
 pub use error::EngineError;
+
+/// Sockets for the unit tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::net::{TcpListener, TcpStream, UdpSocket};
+
+    /// Both ends of a TCP connection on loopback: (client, server).
+    pub fn tcp_pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        (c, s)
+    }
+
+    /// Two UDP sockets on loopback, connected to each other.
+    pub fn udp_pair() -> (UdpSocket, UdpSocket) {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        a.connect(b.local_addr().unwrap()).unwrap();
+        b.connect(a.local_addr().unwrap()).unwrap();
+        (a, b)
+    }
+}

@@ -195,6 +195,15 @@ pub fn udp_rr_tag_len(req: usize, resp: usize) -> usize {
     req.min(resp).clamp(1, 8)
 }
 
+/// How many consecutive sequence numbers UDP_RR's tags tell apart with
+/// these sizes: the most requests that may be in flight at once.
+pub fn udp_rr_distinct_tags(req: usize, resp: usize) -> u64 {
+    match udp_rr_tag_len(req, resp) {
+        8 => u64::MAX,
+        tag => 1 << (8 * tag),
+    }
+}
+
 impl TestSpec {
     /// A spec with netperf's defaults for `kind`.
     pub fn new(kind: TestKind, family: Family) -> TestSpec {
@@ -280,9 +289,10 @@ impl TestSpec {
         }
         if self.burst > 0 && self.kind == TestKind::UdpRr {
             // Each request in flight must be told apart by its tag.
-            let tag = udp_rr_tag_len(self.request_size as usize, self.response_size as usize);
-            let distinct = 1u64 << (8 * tag.min(7));
-            if tag < 8 && u64::from(self.burst) + 1 > distinct {
+            let (req, resp) = (self.request_size as usize, self.response_size as usize);
+            let tag = udp_rr_tag_len(req, resp);
+            let distinct = udp_rr_distinct_tags(req, resp);
+            if u64::from(self.burst) + 1 > distinct {
                 return Err(SpecError::new(
                     "-b (burst)",
                     format!(

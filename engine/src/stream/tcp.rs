@@ -134,15 +134,8 @@ fn wait_for_close(conn: &TcpStream, linger: Duration) -> Result<(), EngineError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::timer::Timer;
-    use std::{net::TcpListener, thread};
-
-    fn pair() -> (TcpStream, TcpStream) {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let (s, _) = l.accept().unwrap();
-        (c, s)
-    }
+    use crate::{testing::tcp_pair as pair, timer::Timer};
+    use std::thread;
 
     #[test]
     fn byte_count_is_exact_on_both_sides() {

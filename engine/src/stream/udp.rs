@@ -432,9 +432,7 @@ pub fn receive(
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e)
-                if crate::error::timed_out(&e) || e.raw_os_error() == Some(libc::ECONNREFUSED) =>
-            {
+            Err(e) if crate::error::no_datagram(&e) => {
                 if drain.aborted() {
                     return Err(EngineError::Aborted);
                 }
