@@ -63,6 +63,19 @@ pub fn int(s: &str) -> Result<i64, ValueError> {
     Ok(if neg { -v } else { v })
 }
 
+/// netperf's `-l`: an [`int`], where a unit of seconds may follow (`30s`,
+/// `30sec`, `30secs`, `30seconds`), as netperf 2.7 reads it: its number
+/// parser skips letters other than K M G k m g.
+pub fn test_length(s: &str) -> Result<i64, ValueError> {
+    let t = s.trim();
+    let bare = ["seconds", "second", "secs", "sec", "s"]
+        .iter()
+        .find_map(|u| t.strip_suffix(u))
+        .filter(|b| b.ends_with(|c: char| c.is_ascii_digit()))
+        .unwrap_or(t);
+    int(bare).map_err(|e| err(s, e.problem))
+}
+
 /// A non-negative integer that fits in a `u32` (sizes, counts).
 pub fn u32_size(s: &str) -> Result<u32, ValueError> {
     let v = int(s)?;
@@ -169,6 +182,16 @@ pub fn address_family(s: &str) -> Result<AddrFamily, ValueError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_length_may_name_seconds() {
+        for l in ["30", "30s", "30sec", "30secs", "30seconds", " 30s "] {
+            assert_eq!(test_length(l), Ok(30), "{l}");
+        }
+        assert_eq!(test_length("-100M"), Ok(-100 << 20));
+        assert_eq!(test_length("s").unwrap_err().value, "s");
+        assert_eq!(test_length("30min").unwrap_err().value, "30min");
+    }
 
     #[test]
     fn suffixes() {

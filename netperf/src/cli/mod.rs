@@ -346,15 +346,7 @@ fn apply_global(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliEr
                 level_width = Some((level.or(prev.0), width.or(prev.1)));
             }
             "length" => {
-                // netperf 2.7 reads `-l 30s` (or 30sec, 30secs) as 30: its
-                // number parser ignores letters other than K M G k m g.
-                let t = v.trim();
-                let bare = ["seconds", "second", "secs", "sec", "s"]
-                    .iter()
-                    .find_map(|u| t.strip_suffix(u))
-                    .filter(|b| b.ends_with(|c: char| c.is_ascii_digit()))
-                    .unwrap_or(t);
-                let n = value::int(bare).map_err(|e| bad(o, e))?;
+                let n = value::test_length(v).map_err(|e| bad(o, e))?;
                 plan.length = if n < 0 {
                     Length::Count(n.unsigned_abs())
                 } else {

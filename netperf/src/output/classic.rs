@@ -608,42 +608,37 @@ fn per(bytes: u64, calls: u64) -> f64 {
 
 /// `-v 2`: bytes per call on each side, and the MSS.
 fn stream_detail(kind: TestKind, m: &Measurement) -> String {
-    let mut s = String::new();
-    if kind == TestKind::TcpMaerts {
-        let _ = write!(
-            s,
-            "\nAlignment      Offset         Bytes    Bytes       Recvs   Bytes    Sends\n\
-             Local  Remote  Local  Remote  Xfered   Per                 Per\n\
-             Recv   Send    Recv   Send             Recv (avg)          Send (avg)\n\
-             {:5}   {:5}  {:5}   {:5} {:6}  {:6.2}    {:6}   {:6.2} {:6}\n",
-            8,
-            8,
-            0,
-            0,
-            m.local.bytes_received,
-            per(m.local.bytes_received, m.local.recv_calls),
-            m.local.recv_calls,
-            per(m.remote.bytes_sent, m.remote.send_calls),
-            m.remote.send_calls
-        );
+    // (our direction, theirs), and what each side moved in how many calls.
+    let ((mine, theirs), local, remote) = if kind == TestKind::TcpMaerts {
+        (
+            ("Recv", "Send"),
+            (m.local.bytes_received, m.local.recv_calls),
+            (m.remote.bytes_sent, m.remote.send_calls),
+        )
     } else {
-        let _ = write!(
-            s,
-            "\nAlignment      Offset         Bytes    Bytes       Sends   Bytes    Recvs\n\
-             Local  Remote  Local  Remote  Xfered   Per                 Per\n\
-             Send   Recv    Send   Recv             Send (avg)          Recv (avg)\n\
-             {:5}   {:5}  {:5}   {:5} {:6}  {:6.2}    {:6}   {:6.2} {:6}\n",
-            8,
-            8,
-            0,
-            0,
-            m.local.bytes_sent,
-            per(m.local.bytes_sent, m.local.send_calls),
-            m.local.send_calls,
-            per(m.local.bytes_sent, m.remote.recv_calls),
-            m.remote.recv_calls
-        );
-    }
+        (
+            ("Send", "Recv"),
+            (m.local.bytes_sent, m.local.send_calls),
+            (m.local.bytes_sent, m.remote.recv_calls),
+        )
+    };
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "\nAlignment      Offset         Bytes    Bytes       {mine}s   Bytes    {theirs}s\n\
+         Local  Remote  Local  Remote  Xfered   Per                 Per\n\
+         {mine}   {theirs}    {mine}   {theirs}             {mine} (avg)          {theirs} (avg)\n\
+         {:5}   {:5}  {:5}   {:5} {:6}  {:6.2}    {:6}   {:6.2} {:6}\n",
+        8,
+        8,
+        0,
+        0,
+        local.0,
+        per(local.0, local.1),
+        local.1,
+        per(remote.0, remote.1),
+        remote.1
+    );
     let _ = write!(
         s,
         "\nMaximum\nSegment\nSize (bytes)\n{:6}\n",
