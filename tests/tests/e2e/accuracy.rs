@@ -116,75 +116,63 @@ fn within(got: f64, want: f64, pct: f64) -> bool {
     (got - want).abs() <= want * pct / 100.0
 }
 
-/// Runs a rate test up to three times and passes at the first figure within
-/// 1% of `want`. A figure that is wrong fails all three; a run starved of
-/// CPU by other tests on a shared 2-core machine (the link then idles for a
-/// while, and the figure is rightly low) gets another chance. Every attempt
-/// is printed.
-fn rate_within_1pct(label: &str, want: f64, mut run: impl FnMut() -> (f64, harness::Output)) {
+/// netserver in A, netperf in B sending through the 200 Mbit/s shaper:
+/// runs `args` (after -H and -p) up to three times and passes at the first
+/// `figure` within 1% of `want`. A figure that is wrong fails all three; a
+/// run starved of CPU by other tests on a shared 2-core machine (the link
+/// then idles for a while, and the figure is rightly low) gets another
+/// chance. Every attempt is printed.
+fn through_the_shaper(test: &str, want: f64, args: &str, figure: impl Fn(&harness::Output) -> f64) {
+    let Some(h) = Hosts::new(test) else { return };
+    shape(&h);
+    let ns = server(&h, A4);
+    let port = ns.port();
     let mut misses = Vec::new();
     for attempt in 1..=3 {
-        let (got, out) = run();
-        eprintln!("{label}: attempt {attempt}: {got:.2}, expected {want:.2}");
+        let out = netperf_in_b(&h, &format!("-H {A4} -p {port} {args}"));
+        let got = figure(&out);
+        eprintln!("{test}: attempt {attempt}: {got:.2}, expected {want:.2}");
         if within(got, want, 1.0) {
             return;
         }
         misses.push(format!("{got} is not within 1% of {want}\n{out}"));
     }
-    panic!("{label}, three attempts:\n{}", misses.join("\n"));
+    panic!("{test}, three attempts:\n{}", misses.join("\n"));
 }
 
 #[test]
 fn udp_rate_through_a_shaper() {
-    let Some(h) = Hosts::new("udp_rate_through_a_shaper") else {
-        return;
-    };
-    shape(&h);
-    let ns = server(&h, A4);
-    let port = ns.port().to_string();
-    let want = 200.0 * 1024.0 / 1066.0;
-    rate_within_1pct("UDP through 200 Mbit/s, received", want, || {
-        let out = netperf_in_b(
-            &h,
-            &format!("-H {A4} -p {port} -t UDP_STREAM -l 4 -- -m 1024 -S ,2M"),
-        );
-        (received_rate(&out.stdout), out)
-    });
+    through_the_shaper(
+        "udp_rate_through_a_shaper",
+        200.0 * 1024.0 / 1066.0,
+        "-t UDP_STREAM -l 4 -- -m 1024 -S ,2M",
+        |out| received_rate(&out.stdout),
+    );
 }
 
 #[test]
 fn udp_pacing_arrives_at_the_requested_rate() {
-    let Some(h) = Hosts::new("udp_pacing_arrives_at_the_requested_rate") else {
-        return;
-    };
-    shape(&h);
-    let ns = server(&h, A4);
-    let port = ns.port().to_string();
-    rate_within_1pct("UDP paced at 100 Mbit/s, received", 100.0, || {
-        let out = netperf_in_b(
-            &h,
-            &format!("-H {A4} -p {port} -t UDP_STREAM -l 4 -- -m 1024 --rate 100m -S ,2M"),
-        );
-        // Pacing below the shaper's rate loses nothing, on every attempt.
-        let (lost, _, _) = loss(&out.stdout);
-        assert_eq!(lost, 0, "{out}");
-        (received_rate(&out.stdout), out)
-    });
+    through_the_shaper(
+        "udp_pacing_arrives_at_the_requested_rate",
+        100.0,
+        "-t UDP_STREAM -l 4 -- -m 1024 --rate 100m -S ,2M",
+        |out| {
+            // Pacing below the shaper's rate loses nothing, on every attempt.
+            let (lost, _, _) = loss(&out.stdout);
+            assert_eq!(lost, 0, "{out}");
+            received_rate(&out.stdout)
+        },
+    );
 }
 
 #[test]
 fn tcp_rate_through_a_shaper() {
-    let Some(h) = Hosts::new("tcp_rate_through_a_shaper") else {
-        return;
-    };
-    shape(&h);
-    let ns = server(&h, A4);
-    let port = ns.port().to_string();
-    let want = 200.0 * 1448.0 / 1514.0;
-    rate_within_1pct("TCP through 200 Mbit/s", want, || {
-        let out = netperf_in_b(&h, &format!("-H {A4} -p {port} -t TCP_STREAM -l 5 -P 0"));
-        (num(fields(&out.stdout)[4]), out)
-    });
+    through_the_shaper(
+        "tcp_rate_through_a_shaper",
+        200.0 * 1448.0 / 1514.0,
+        "-t TCP_STREAM -l 5 -P 0",
+        |out| num(fields(&out.stdout)[4]),
+    );
 }
 
 /// An unreachable host is a clear error, at once.

@@ -58,49 +58,50 @@ fn refused_port_ipv6() {
     assert_error(&["-H", "::1", "-p", &port, "-l", "1"], "Connection refused");
 }
 
-/// A server speaking another version of the protocol: refused at hello,
-/// with both versions named.
-#[test]
-fn server_of_another_protocol_version() {
+/// A one-shot server on 127.0.0.1 that reads what netperf says first and
+/// answers `reply`; netperf is run with `args` after `-H` and `-p`, and
+/// must fail with `needle`.
+fn against_a_fake_server(reply: Vec<u8>, args: &[&str], needle: &str) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port().to_string();
     let fake = thread::spawn(move || {
         let (mut s, _) = l.accept().unwrap();
         let mut buf = [0u8; 256];
         let _ = s.read(&mut buf);
-        let mut hello = Hello::new("rsnetperf netserver 9.0");
-        hello.protocol = 99;
-        let msg = ServerMsg::Hello(ServerHello {
-            hello,
-            challenge: None,
-        });
-        s.write_all(&msg.encode().unwrap()).unwrap();
+        s.write_all(&reply).unwrap();
         thread::sleep(Duration::from_millis(200));
     });
-    assert_error(
-        &["-H", "127.0.0.1", "-p", &port, "-l", "1"],
+    let mut all = vec!["-H", "127.0.0.1", "-p", &port];
+    all.extend_from_slice(args);
+    assert_error(&all, needle);
+    fake.join().unwrap();
+}
+
+/// A server speaking another version of the protocol: refused at hello,
+/// with both versions named.
+#[test]
+fn server_of_another_protocol_version() {
+    let mut hello = Hello::new("rsnetperf netserver 9.0");
+    hello.protocol = 99;
+    let msg = ServerMsg::Hello(ServerHello {
+        hello,
+        challenge: None,
+    });
+    against_a_fake_server(
+        msg.encode().unwrap(),
+        &["-l", "1"],
         "protocol version mismatch",
     );
-    fake.join().unwrap();
 }
 
 /// Something else on the port (netperf 2.7's netserver, a web server).
 #[test]
 fn server_of_another_protocol() {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port().to_string();
-    let fake = thread::spawn(move || {
-        let (mut s, _) = l.accept().unwrap();
-        let mut buf = [0u8; 256];
-        let _ = s.read(&mut buf);
-        s.write_all(b"\0\0\0\x10HTTP/1.1 400 Bad").unwrap();
-        thread::sleep(Duration::from_millis(200));
-    });
-    assert_error(
-        &["-H", "127.0.0.1", "-p", &port, "-l", "1"],
+    against_a_fake_server(
+        b"\0\0\0\x10HTTP/1.1 400 Bad".to_vec(),
+        &["-l", "1"],
         "control protocol",
     );
-    fake.join().unwrap();
 }
 
 /// The server refuses a test request it cannot honour; the client says why.

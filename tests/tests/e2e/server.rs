@@ -55,17 +55,7 @@ fn survives_bad_clients() {
         let _ = s.write_all(garbage);
         drop(s);
     }
-    netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
-        &port.to_string(),
-        "-l",
-        "1",
-        "-P",
-        "0",
-    ])
-    .ok();
+    netperf_at(&port.to_string(), &["-l", "1", "-P", "0"]).ok();
 }
 
 /// No -H and nothing listening: an embedded netserver runs the test, and
@@ -169,16 +159,7 @@ fn netserver_detaches_without_dash_d() {
             .contains(&format!("listening on 127.0.0.1:{port}")),
         "{out}"
     );
-    let res = netperf(&[
-        "-H",
-        "127.0.0.1",
-        "-p",
-        &port.to_string(),
-        "-l",
-        "1",
-        "-P",
-        "0",
-    ]);
+    let res = netperf_at(&port.to_string(), &["-l", "1", "-P", "0"]);
     // stop the daemon: find it by its port
     let _ = Command::new("sh")
         .args([
