@@ -24,7 +24,7 @@ fn main() {
     for (i, kind) in TestKind::ALL.into_iter().enumerate() {
         let mut spec = TestSpec::new(kind, if i % 2 == 0 { Family::V4 } else { Family::V6 });
         spec.end = match kind {
-            TestKind::UdpStream => TestEnd::Datagrams(100),
+            TestKind::UdpStream => TestEnd::Bytes(100_000),
             k if k.is_rr() => TestEnd::Transactions(100),
             _ => TestEnd::Time { millis: 1000 },
         };
@@ -48,6 +48,8 @@ fn main() {
         ServerMsg::Hello(ServerHello {
             hello: Hello::new("s"),
             challenge: Some([9; 32]),
+            num_cpus: 2,
+            cpu_rate: 100,
         }),
         ServerMsg::Ready(Grant {
             data_port: 5000,

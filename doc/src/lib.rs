@@ -14,17 +14,22 @@ pub const NETSERVER_ABOUT: &str = "network benchmark daemon for netperf";
 
 /// netperf's global options as a clap command (for man and completions).
 pub fn netperf_command() -> Command {
-    let tests: Vec<&'static str> = proto::TestKind::ALL.iter().map(|k| k.name()).collect();
+    let tests: Vec<&'static str> = netperf::cli::TestName::ALL
+        .iter()
+        .map(|k| k.name())
+        .collect();
     optparse::clap::command("netperf", NETPERF_ABOUT, netperf::cli::global::OPTIONS)
         .override_usage("netperf [global options] [-- test options]")
         .mut_arg("test", |a| a.value_parser(PossibleValuesParser::new(tests)))
         .long_about(
             "netperf measures network performance against a netserver: bulk \
-             throughput (TCP_STREAM, TCP_MAERTS, UDP_STREAM) and request/response \
-             rates and latency (TCP_RR, UDP_RR, TCP_CRR). Its command line and its \
-             output are those of netperf 2.7: global options, then --, then options \
-             of the test. With no -H and no netserver on localhost, netperf starts \
-             one inside its own process.",
+             throughput (TCP_STREAM, TCP_MAERTS, UDP_STREAM, TCP_SENDFILE), \
+             request/response rates and latency (TCP_RR, UDP_RR, TCP_CRR), \
+             connection rates (TCP_CC), and netperf 2.7's OMNI test, which chooses \
+             among them by its options. Its command line and its output are those of \
+             netperf 2.7: global options, then --, then options of the test; piped \
+             output has netperf 2.7's lines exactly. With no -H and no netserver on \
+             localhost, netperf starts one inside its own process.",
         )
         .version(env!("CARGO_PKG_VERSION"))
 }
@@ -109,16 +114,16 @@ pub fn netperf_man() -> String {
         "TEST OPTIONS (after \\-\\-)",
         netperf::cli::test_opts::OPTIONS,
     );
-    extra.push_str(&section(
-        "TESTS",
-        &[
-            "TCP_STREAM: netperf sends to netserver; the result is the throughput netserver received.",
-            "TCP_MAERTS: netserver sends to netperf.",
-            "UDP_STREAM: datagrams; two rows (sent, received) and a line on the loss: how many datagrams did not arrive, how many the receiving socket dropped for lack of buffer, out of order, duplicated, jitter.",
-            "TCP_RR, UDP_RR: transactions per second of request/response; -v 2 adds round-trip latency percentiles.",
-            "TCP_CRR: a new connection for every transaction.",
-        ],
-    ));
+    let tests: Vec<String> = netperf::cli::TestName::ALL
+        .iter()
+        .map(|t| format!("{}: {}.", t.name(), t.describe()))
+        .collect();
+    let mut paragraphs: Vec<&str> = tests.iter().map(String::as_str).collect();
+    paragraphs.extend([
+        "OMNI: -- -d send|recv|rr (or a number, or parts joined by |), -- -T tcp|udp, -- -c for a connection per transaction (TCP_CRR with -d rr, TCP_CC without a direction). The six named tests take -T and -c too: -t TCP_STREAM -- -T udp runs UDP under TCP_STREAM's banner and table, as in netperf 2.7.",
+        "OUTPUT: when stdout is not a terminal, netperf prints netperf 2.7's lines exactly at -v 0, 1 and 2. On a terminal, and at -v 3 and above, it adds its own: UDP loss and where it happened, latency percentiles, each confidence iteration and a confidence summary.",
+    ]);
+    extra.push_str(&section("TESTS", &paragraphs));
     extra.push_str(&section(
         "EMBEDDED NETSERVER",
         &["When the target is a loopback address (no -H, or -H localhost, 127.0.0.1 or ::1 with the default control port) and nothing listens there, netperf starts a netserver inside its own process, says so on stderr, and runs the test against it. With both -H and -p given, a refused connection is an error."],
@@ -128,14 +133,15 @@ pub fn netperf_man() -> String {
         &[
             "$ netperf -H server -l 10",
             "$ netperf -H server -t UDP_STREAM -- -m 1024",
-            "$ netperf -H server -t TCP_RR -v 2 -- -r 64,1024",
+            "$ netperf -H server -t TCP_RR -v 3 -- -r 64,1024",
+            "$ netperf -H server -t OMNI -- -d rr -T udp -o THROUGHPUT,P99_LATENCY",
             "$ netperf -H server -I 99,10 -i 10,3 -l 5",
             "$ netperf -H server -P 0 -v 0 -D -0.2 -l 10 -f m -- -k THROUGHPUT,LOCAL_CONG_CONTROL",
         ],
     ));
     extra.push_str(&section(
         "EXIT STATUS",
-        &["0 on success (also when -I confidence was not reached); 1 when the test could not run; 2 for a command-line error; 1 after -o ? listings, as netperf 2.7."],
+        &["0 on success (also when -I confidence was not reached); 1 when the test could not run; 255 when no netserver answered (after netperf 2.7's two establish_control lines on stdout); 2 for a command-line error; 1 after -o ? listings, as netperf 2.7."],
     ));
     extra.push_str(&section(
         "SEE ALSO",
@@ -153,7 +159,7 @@ pub fn netserver_man() -> String {
     let mut extra = section(
         "SECURITY",
         &[
-            "Data sockets bind to the control connection's address; every data connection must present the test's random token; UDP goes only to the address that presented it. Nothing a client sends names a file on the server.",
+            "Data sockets bind to the control connection's address, or to another unicast address of this host that netperf names (-- -H); every data connection must present the test's random token; UDP goes only to the address that presented it, and one other than the control connection's peer must first echo a random challenge. A client may choose a data port of 1024 or above (-- -P ,port); --data-ports narrows that. Nothing a client sends names a file on the server.",
             "Limits (defaults): 16 sessions, 4 per client address, 64 in their handshake; handshake 10 s, idle 60 s, data connections 10 s, test length 300 s; 64 MiB of buffers per session.",
             "With --key-file or -Z, clients must prove they know the key (HMAC-SHA256 challenge-response); the key never crosses the wire and every later control frame is authenticated.",
         ],

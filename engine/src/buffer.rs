@@ -1,9 +1,15 @@
-//! Rings of send buffers.
+//! Rings of send buffers, and receive buffers, placed as netperf places
+//! them.
 //!
 //! Like netperf, a sender cycles through several buffers rather than sending
 //! one over and over, so that the data does not stay hot in one cache line
 //! set. The ring is as wide as the socket buffer holds messages, plus one,
 //! at least two, and never more than [`MAX_RING_BYTES`] in all.
+//!
+//! netperf's global `-a`/`-A` (alignment) and `-o`/`-O` (offset) say where
+//! each buffer starts: at an address that is a multiple of the alignment
+//! (8 by default), plus the offset (0 by default). [`Placement`] carries
+//! both; the system calls then see exactly those addresses.
 
 /// Cap of the memory one ring may take.
 pub const MAX_RING_BYTES: usize = 4 * 1024 * 1024;
@@ -11,9 +17,77 @@ pub const MAX_RING_BYTES: usize = 4 * 1024 * 1024;
 /// The pattern netperf fills its buffers with, so captures show what they are.
 const PATTERN: &[u8] = b"netperf";
 
+/// Where a buffer starts: a multiple of `align`, plus `offset` bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub align: usize,
+    pub offset: usize,
+}
+
+impl Default for Placement {
+    /// netperf's defaults: 8-byte aligned, no offset.
+    fn default() -> Self {
+        Placement {
+            align: 8,
+            offset: 0,
+        }
+    }
+}
+
+impl Placement {
+    pub fn new(align: u32, offset: u32) -> Placement {
+        Placement {
+            align: (align as usize).max(1),
+            offset: offset as usize,
+        }
+    }
+}
+
+/// One buffer of `size` bytes at its [`Placement`].
+#[derive(Debug)]
+pub struct Buffer {
+    storage: Vec<u8>,
+    start: usize,
+    size: usize,
+}
+
+impl Buffer {
+    pub fn new(size: usize, at: Placement) -> Buffer {
+        let storage = vec![0u8; size + at.align + at.offset];
+        let addr = storage.as_ptr() as usize;
+        let start = addr.next_multiple_of(at.align) - addr + at.offset;
+        Buffer {
+            storage,
+            start,
+            size,
+        }
+    }
+
+    #[inline]
+    pub fn as_slice(&self) -> &[u8] {
+        self.storage
+            .get(self.start..self.start + self.size)
+            .unwrap_or(&[])
+    }
+
+    #[inline]
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        let end = self.start + self.size;
+        self.storage.get_mut(self.start..end).unwrap_or(&mut [])
+    }
+
+    pub fn len(&self) -> usize {
+        self.size
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+}
+
 #[derive(Debug)]
 pub struct SendRing {
-    bufs: Vec<Vec<u8>>,
+    bufs: Vec<Buffer>,
     next: usize,
 }
 
@@ -21,13 +95,21 @@ impl SendRing {
     /// `width` buffers of `size` bytes, filled from `fill` (repeated), or
     /// with netperf's pattern when `fill` is empty.
     pub fn new(size: usize, width: usize, fill: &[u8]) -> SendRing {
+        SendRing::placed(size, width, fill, Placement::default())
+    }
+
+    /// As [`SendRing::new`], each buffer at `at`.
+    pub fn placed(size: usize, width: usize, fill: &[u8], at: Placement) -> SendRing {
         let size = size.max(1);
         let width = width.clamp(1, (MAX_RING_BYTES / size).max(1));
         let src = if fill.is_empty() { PATTERN } else { fill };
         let mut offset = 0usize;
         let bufs = (0..width)
             .map(|_| {
-                let b: Vec<u8> = (0..size).map(|i| src[(offset + i) % src.len()]).collect();
+                let mut b = Buffer::new(size, at);
+                for (i, byte) in b.as_mut_slice().iter_mut().enumerate() {
+                    *byte = src[(offset + i) % src.len()];
+                }
                 offset = (offset + size) % src.len();
                 b
             })
@@ -41,8 +123,27 @@ impl SendRing {
         w.max(2)
     }
 
+    /// The width a ring of `size`-byte buffers really gets: `width`, within
+    /// the memory cap.
+    pub fn capped_width(size: usize, width: usize) -> usize {
+        width.clamp(1, (MAX_RING_BYTES / size.max(1)).max(1))
+    }
+
     pub fn size(&self) -> usize {
-        self.bufs.first().map_or(0, Vec::len)
+        self.bufs.first().map_or(0, Buffer::len)
+    }
+
+    pub fn width(&self) -> usize {
+        self.bufs.len()
+    }
+
+    /// The ring's contents, buffer after buffer (what TCP_SENDFILE's file
+    /// holds).
+    pub fn contents(&self) -> Vec<u8> {
+        self.bufs
+            .iter()
+            .flat_map(|b| b.as_slice().iter().copied())
+            .collect()
     }
 
     /// The next buffer to send.
@@ -50,7 +151,10 @@ impl SendRing {
     pub fn next_buf(&mut self) -> &mut [u8] {
         let i = self.next;
         self.next = if i + 1 == self.bufs.len() { 0 } else { i + 1 };
-        &mut self.bufs[i]
+        match self.bufs.get_mut(i) {
+            Some(b) => b.as_mut_slice(),
+            None => &mut [],
+        }
     }
 }
 
@@ -67,6 +171,7 @@ mod tests {
         r.next_buf();
         r.next_buf();
         assert_eq!(r.next_buf().to_vec(), a);
+        assert_eq!(r.contents().len(), 30);
     }
 
     #[test]
@@ -79,6 +184,28 @@ mod tests {
     #[test]
     fn ring_memory_is_capped() {
         let r = SendRing::new(1 << 20, 1000, b"x");
-        assert!(r.bufs.len() * r.size() <= MAX_RING_BYTES);
+        assert!(r.width() * r.size() <= MAX_RING_BYTES);
+        assert_eq!(SendRing::capped_width(1 << 20, 1000), r.width());
+    }
+
+    #[test]
+    fn buffers_start_where_alignment_and_offset_say() {
+        for (align, offset) in [(8, 0), (4096, 0), (64, 3), (1, 7), (16, 15)] {
+            let mut r = SendRing::placed(100, 3, b"", Placement::new(align, offset));
+            for _ in 0..3 {
+                let p = r.next_buf().as_ptr() as usize;
+                assert_eq!(
+                    (p - offset as usize) % align as usize,
+                    0,
+                    "align {align} offset {offset}"
+                );
+            }
+            let b = Buffer::new(10, Placement::new(align, offset));
+            assert_eq!(
+                (b.as_slice().as_ptr() as usize - offset as usize) % align as usize,
+                0
+            );
+            assert_eq!(b.len(), 10);
+        }
     }
 }

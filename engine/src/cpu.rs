@@ -101,6 +101,13 @@ pub fn count() -> u32 {
     snapshot().map_or(0, |s| s.cpus.len() as u32)
 }
 
+/// The rate of our CPU meter, as netperf 2.7's LOC_CPU and REM_CPU print
+/// it: /proc/stat counts in clock ticks, so its rate is the tick rate
+/// (nothing to calibrate, unlike netperf's idle-loop methods).
+pub fn meter_rate() -> u32 {
+    u32::try_from(crate::sys::clock_ticks()).unwrap_or(100)
+}
+
 /// Utilisation between two snapshots. `num_cpus` (netperf's `-n`), when not
 /// 0, limits the measurement to the first `num_cpus` CPUs.
 pub fn utilisation(start: &Snapshot, end: &Snapshot, num_cpus: u32) -> CpuStats {

@@ -1,5 +1,6 @@
-//! TCP_CRR: a new connection for every transaction (connect, request,
-//! response, close), both roles.
+//! TCP_CRR and TCP_CC: a new connection for every transaction (connect,
+//! request, response, close; TCP_CC's request and response are empty),
+//! both roles.
 //!
 //! TIME_WAIT is handled as netperf handles it: the requester binds each
 //! connection explicitly to the next port of a range (`-p min,max`; netperf
@@ -28,7 +29,7 @@ use crate::{
     latency::Latency,
     live::Live,
     rr::{ResponderOutcome, RrOutcome, Until},
-    sockopt,
+    sockopt::{self, LocalOpts},
     timer::StopFlag,
 };
 
@@ -45,6 +46,8 @@ pub struct CrrRequester {
     pub timing: bool,
     /// Socket options for each connection.
     pub side: SideSpec,
+    /// What we set on our own sockets only.
+    pub local: LocalOpts,
 }
 
 /// The next local port, cycling through the range.
@@ -85,6 +88,7 @@ fn connect(p: &CrrRequester, ports: &mut Ports) -> Result<TcpStream, EngineError
     loop {
         let sock = sockopt::new_socket(family, Protocol::Tcp)?;
         sockopt::apply_side(&sock, &p.side, family, Protocol::Tcp, false)?;
+        sockopt::apply_local(&sock, &p.local, family, Protocol::Tcp)?;
         sock.set_reuse_address(true)
             .map_err(|e| EngineError::io("setting SO_REUSEADDR", e))?;
         let port = ports.take();
@@ -118,7 +122,7 @@ fn connect(p: &CrrRequester, ports: &mut Ports) -> Result<TcpStream, EngineError
 
 fn fill_request(token: &Token, req: usize) -> Vec<u8> {
     let mut v = handshake::preamble(token, 0).to_vec();
-    v.resize(handshake::PREAMBLE_LEN + req.max(1), b'r');
+    v.resize(handshake::PREAMBLE_LEN + req, b'r');
     v
 }
 
@@ -156,7 +160,7 @@ fn read_eof(s: &TcpStream) -> io::Result<()> {
 /// Requester role (netperf's side of TCP_CRR).
 pub fn requester(p: &CrrRequester, stop: &StopFlag, live: &Live) -> Result<RrOutcome, EngineError> {
     let request = fill_request(&p.token, p.req);
-    let mut resp = vec![0u8; p.resp.max(1)];
+    let mut resp = vec![0u8; p.resp];
     let mut ports = Ports::new(p.ports);
     let mut lat = Latency::new();
     let mut out = RrOutcome::default();
@@ -172,11 +176,14 @@ pub fn requester(p: &CrrRequester, stop: &StopFlag, live: &Live) -> Result<RrOut
             break;
         }
         let conn = connect(p, &mut ports)?;
+        if out.transactions == 0 {
+            out.mss = sockopt::mss(socket2::SockRef::from(&conn));
+        }
         (&conn)
             .write_all(&request)
             .map_err(|e| EngineError::io("sending a request", e))?;
         out.send_calls += 1;
-        out.bytes_sent += p.req.max(1) as u64;
+        out.bytes_sent += p.req as u64;
         out.recv_calls +=
             read_exact(&conn, &mut resp).map_err(|e| EngineError::io("receiving a response", e))?;
         out.bytes_received += resp.len() as u64;
@@ -216,8 +223,8 @@ pub fn responder(
     listener
         .set_nonblocking(true)
         .map_err(|e| EngineError::io("data listener", e))?;
-    let mut reqbuf = vec![0u8; handshake::PREAMBLE_LEN + req.max(1)];
-    let respbuf = vec![b'R'; resp.max(1)];
+    let mut reqbuf = vec![0u8; handshake::PREAMBLE_LEN + req];
+    let respbuf = vec![b'R'; resp];
     let mut out = ResponderOutcome::default();
     let mut refused = 0u64;
     let mut first: Option<Instant> = None;
@@ -254,10 +261,13 @@ pub fn responder(
         }
         out.recv_calls += calls;
         out.bytes_received += (reqbuf.len() - handshake::PREAMBLE_LEN) as u64;
-        if (&conn).write_all(&respbuf).is_err() {
-            continue;
+        // TCP_CC answers nothing: the connection itself is the transaction.
+        if !respbuf.is_empty() {
+            if (&conn).write_all(&respbuf).is_err() {
+                continue;
+            }
+            out.send_calls += 1;
         }
-        out.send_calls += 1;
         out.bytes_sent += respbuf.len() as u64;
         out.transactions += 1;
         live.publish(out.bytes_received, out.transactions);
@@ -306,6 +316,7 @@ mod tests {
             until: Until::Transactions(300),
             timing: true,
             side: SideSpec::default(),
+            local: LocalOpts::default(),
         };
         let o = requester(&p, &StopFlag::new(), &Live::new()).unwrap();
         stop.set();
@@ -316,6 +327,35 @@ mod tests {
         assert_eq!(o.bytes_received, 300 * 20);
         assert_eq!(r.bytes_received, 300 * 10);
         assert_eq!(o.latency.unwrap().count, 300);
+    }
+
+    #[test]
+    fn connect_close_carries_no_data() {
+        let (l, addr) = listener();
+        let token = handshake::new_token().unwrap();
+        let stop = StopFlag::new();
+        let s2 = stop.clone();
+        let srv = thread::spawn(move || responder(&l, &token, 0, 0, &s2, &Live::new()).unwrap());
+        let p = CrrRequester {
+            server: addr,
+            local_ip: "127.0.0.1".parse().unwrap(),
+            ports: (30000, 60000),
+            token,
+            req: 0,
+            resp: 0,
+            until: Until::Transactions(50),
+            timing: false,
+            side: SideSpec::default(),
+            local: LocalOpts::default(),
+        };
+        let o = requester(&p, &StopFlag::new(), &Live::new()).unwrap();
+        stop.set();
+        let (r, refused) = srv.join().unwrap();
+        assert_eq!((o.transactions, r.transactions, refused), (50, 50, 0));
+        assert_eq!((o.bytes_sent, o.bytes_received), (0, 0));
+        assert_eq!((r.bytes_sent, r.bytes_received, r.send_calls), (0, 0, 0));
+        // the token's write, nothing else
+        assert_eq!(o.send_calls, 50);
     }
 
     #[test]

@@ -24,10 +24,12 @@ pub fn new_token() -> Result<Token, EngineError> {
 
 /// Compare tokens in constant time.
 pub fn token_eq(a: &Token, b: &Token) -> bool {
-    a.0.iter()
-        .zip(b.0.iter())
-        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-        == 0
+    bytes_eq(&a.0, &b.0)
+}
+
+/// Compare two secrets in constant time (their lengths are not secret).
+pub fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 pub fn preamble(token: &Token, flow: u32) -> [u8; PREAMBLE_LEN] {

@@ -33,7 +33,7 @@ use crate::{
     error::{no_datagram, timed_out},
     latency::{Latency, LatencySummary},
     live::Live,
-    stream::udp::transient,
+    stream::udp::{Link, transient},
     timer::StopFlag,
 };
 
@@ -71,6 +71,9 @@ pub struct RrOutcome {
     pub stale: u64,
     pub elapsed: Duration,
     pub latency: Option<LatencySummary>,
+    /// TCP_CRR and TCP_CC: the maximum segment size of the first
+    /// connection (what netperf 2.7 reports for them).
+    pub mss: Option<u32>,
 }
 
 /// What the responder counted.
@@ -278,9 +281,9 @@ fn prepare_udp(sock: &UdpSocket, spin: bool, timeout: Duration) -> Result<(), En
     }
 }
 
-/// UDP requester (netperf's side of UDP_RR). The socket must be connected.
+/// UDP requester (netperf's side of UDP_RR).
 pub fn udp_requester(
-    sock: &UdpSocket,
+    link: Link<'_>,
     p: &Requester,
     timeout: Duration,
     stop: &StopFlag,
@@ -290,8 +293,9 @@ pub fn udp_requester(
     // for every datagram and searches its window: 155 to 185 more
     // instructions per transaction (callgrind) on the default path.
     if p.burst > 0 {
-        return udp_requester_burst(sock, p, timeout, stop, live);
+        return udp_requester_burst(link, p, timeout, stop, live);
     }
+    let sock = link.socket();
     let tag = tag_len(p.req, p.resp);
     let mut req = vec![b'r'; p.req.max(1)];
     let mut resp = vec![0u8; p.resp.max(1).max(tag)];
@@ -315,7 +319,7 @@ pub fn udp_requester(
         seq += 1;
         let sent_at = last;
         loop {
-            match sock.send(&req) {
+            match link.send(&req) {
                 Ok(n) => {
                     out.send_calls += 1;
                     out.bytes_sent += n as u64;
@@ -334,8 +338,9 @@ pub fn udp_requester(
         }
         let deadline = p.spin.then(|| Instant::now() + timeout);
         loop {
-            match sock.recv(&mut resp) {
-                Ok(n) => {
+            match link.recv(&mut resp) {
+                Ok(None) => out.recv_calls += 1,
+                Ok(Some(n)) => {
                     out.recv_calls += 1;
                     if n >= tag && resp[..tag] == mark[..tag] {
                         out.bytes_received += n as u64;
@@ -379,7 +384,7 @@ pub fn udp_requester(
 /// UDP requester in burst mode: `burst + 1` requests in flight, each
 /// response matched to its request by the tag it echoes.
 fn udp_requester_burst(
-    sock: &UdpSocket,
+    link: Link<'_>,
     p: &Requester,
     timeout: Duration,
     stop: &StopFlag,
@@ -394,6 +399,7 @@ fn udp_requester_burst(
             "{window} UDP_RR transactions in flight cannot be told apart by a {tag}-byte tag"
         )));
     }
+    let sock = link.socket();
     let mut req = vec![b'r'; p.req.max(1)];
     let mut resp = vec![0u8; p.resp.max(1).max(tag)];
     prepare_udp(sock, p.spin, timeout)?;
@@ -430,7 +436,7 @@ fn udp_requester_burst(
             req[..tag].copy_from_slice(&seq.to_le_bytes()[..tag]);
             seq += 1;
             loop {
-                match sock.send(&req) {
+                match link.send(&req) {
                     Ok(n) => {
                         out.send_calls += 1;
                         out.bytes_sent += n as u64;
@@ -449,8 +455,9 @@ fn udp_requester_burst(
         if in_flight.is_empty() {
             break;
         }
-        match sock.recv(&mut resp) {
-            Ok(n) => {
+        match link.recv(&mut resp) {
+            Ok(None) => out.recv_calls += 1,
+            Ok(Some(n)) => {
                 out.recv_calls += 1;
                 now = clock::now_ns();
                 let answered = (n >= tag)
@@ -500,10 +507,9 @@ fn udp_requester_burst(
 }
 
 /// UDP responder (netserver's side of UDP_RR): answer every request with a
-/// response carrying its tag, until `stop` is raised (netperf is done). The
-/// socket must be connected to the requester.
+/// response carrying its tag, until `stop` is raised (netperf is done).
 pub fn udp_responder(
-    sock: &UdpSocket,
+    link: Link<'_>,
     req: usize,
     resp: usize,
     spin: bool,
@@ -514,6 +520,7 @@ pub fn udp_responder(
     // Room for a request larger than announced: it is still answered.
     let mut reqbuf = vec![0u8; req.max(tag).max(1) + 1];
     let mut respbuf = vec![b'R'; resp.max(1)];
+    let sock = link.socket();
     if spin {
         sock.set_nonblocking(true)
             .map_err(|e| EngineError::io("making the socket non-blocking", e))?;
@@ -524,13 +531,15 @@ pub fn udp_responder(
     let mut out = ResponderOutcome::default();
     let start = Instant::now();
     loop {
-        match sock.recv(&mut reqbuf) {
-            Ok(n) => {
+        match link.recv(&mut reqbuf) {
+            // from someone else: not answered
+            Ok(None) => {}
+            Ok(Some(n)) => {
                 out.recv_calls += 1;
                 out.bytes_received += n as u64;
                 let t = tag.min(n);
                 respbuf[..t].copy_from_slice(&reqbuf[..t]);
-                match sock.send(&respbuf) {
+                match link.send(&respbuf) {
                     Ok(m) => {
                         out.send_calls += 1;
                         out.bytes_sent += m as u64;
@@ -615,7 +624,13 @@ mod tests {
         p: &Requester,
         timeout: Duration,
     ) -> Result<RrOutcome, EngineError> {
-        udp_requester(a, p, timeout, &StopFlag::new(), &Live::new())
+        udp_requester(
+            Link::connected(a),
+            p,
+            timeout,
+            &StopFlag::new(),
+            &Live::new(),
+        )
     }
 
     #[test]
@@ -623,7 +638,9 @@ mod tests {
         let (a, b) = udp_pair();
         let stop = StopFlag::new();
         let s2 = stop.clone();
-        let srv = thread::spawn(move || udp_responder(&b, 1, 1, false, &s2, &Live::new()).unwrap());
+        let srv = thread::spawn(move || {
+            udp_responder(Link::connected(&b), 1, 1, false, &s2, &Live::new()).unwrap()
+        });
         let mut p = params(Until::Transactions(3000));
         p.req = 1;
         p.resp = 1;

@@ -39,6 +39,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub trait Dialect {
     /// The netserver's own description of itself.
     fn server_software(&self) -> &str;
+    /// The netserver's CPU count and CPU meter rate (REM_CPU).
+    fn server_cpu(&self) -> (u32, u32);
     /// The netserver's control address; data connections go to its IP.
     fn peer(&self) -> SocketAddr;
     /// Our end of the control connection.
@@ -77,7 +79,7 @@ fn server_error(e: ClientError) -> anyhow::Error {
 
 impl Native {
     /// Say hello over a connected control stream.
-    pub fn handshake(stream: TcpStream, key: Option<&Key>) -> Result<Native> {
+    pub fn handshake(stream: TcpStream, key: Option<&Key>, optional: bool) -> Result<Native> {
         let peer = stream.peer_addr()?;
         let local = stream.local_addr()?;
         let _ = stream.set_nodelay(true);
@@ -86,6 +88,9 @@ impl Native {
         getrandom::fill(&mut nonce).map_err(|e| anyhow!("no secure random numbers: {e}"))?;
         let auth = key.map(|k| Box::new(k.clone()) as Box<dyn proto::Authenticator>);
         let mut session = ClientSession::new(auth, nonce);
+        if optional {
+            session = session.auth_optional();
+        }
         ctl.send(&ClientSession::hello(&software()))
             .map_err(|e| describe(e, peer, "hello"))?;
         loop {
@@ -105,6 +110,10 @@ impl Native {
                     // The proofs are exchanged: seal every frame from now on.
                     if let (Some(k), Some((s, c))) = (key, session.auth_nonces()) {
                         ctl.secure(k.channel(proto::Role::Client, &s, &c));
+                    } else if key.is_some() && debug() {
+                        eprintln!(
+                            "netperf: -Z: the netserver at {peer} asks for no passphrase; running without one, as netperf 2.7 does"
+                        );
                     }
                     break;
                 }
@@ -124,6 +133,10 @@ impl Native {
 }
 
 impl Dialect for Native {
+    fn server_cpu(&self) -> (u32, u32) {
+        self.session.server_cpu()
+    }
+
     fn server_software(&self) -> &str {
         self.session.server_software()
     }
@@ -161,7 +174,10 @@ impl Dialect for Native {
             .recv(ServerMsg::decode, wait)
             .map_err(|e| describe(e, self.peer, "results"))?;
         match self.session.handle(reply).map_err(server_error)? {
-            ClientEvent::Results(r) => Ok(*r),
+            ClientEvent::Results(r) => {
+                crate::family::got_results(&r);
+                Ok(*r)
+            }
             other => bail!("unexpected {other:?} instead of results"),
         }
     }
@@ -216,10 +232,19 @@ pub fn connect(plan: &Plan) -> Result<Connection> {
     if addrs.is_empty() {
         bail!("-H: host '{host}' has no address of the requested family");
     }
+    crate::debug::line(1, || format!("{host} port {} is {addrs:?}", plan.port));
     let mut last: Option<(SocketAddr, io::Error)> = None;
     for addr in &addrs {
         match connect_one(*addr, plan) {
             Ok(stream) => {
+                crate::debug::line(1, || {
+                    format!(
+                        "control connection from {} to {addr}",
+                        stream
+                            .local_addr()
+                            .map_or_else(|_| "?".into(), |a| a.to_string())
+                    )
+                });
                 return Ok(Connection {
                     dialect: Box::new(handshake_retrying(stream, *addr, plan, key.as_ref())?),
                     embedded: None,
@@ -250,19 +275,83 @@ pub fn connect(plan: &Plan) -> Result<Connection> {
             )
         })?;
         return Ok(Connection {
-            dialect: Box::new(Native::handshake(stream, key.as_ref())?),
+            dialect: Box::new(Native::handshake(
+                stream,
+                key.as_ref(),
+                optional_auth(plan),
+            )?),
             embedded: Some(embedded),
         });
     }
-    Err(anyhow!(
-        "cannot connect to netserver at {host} port {} ({addr}): {err}{}",
-        plan.port,
-        if err.kind() == io::ErrorKind::ConnectionRefused {
-            "; is netserver running there?"
-        } else {
-            ""
-        }
-    ))
+    Err(Unreachable {
+        host,
+        port: plan.port,
+        addr,
+        err,
+        local: plan.local_host.clone().unwrap_or_else(|| {
+            if plan.family == AddrFamily::V6 {
+                "::0".into()
+            } else {
+                "0.0.0.0".into()
+            }
+        }),
+        local_port: plan.local_port.unwrap_or(0),
+        local_family: match (plan.local_family, plan.family) {
+            (AddrFamily::V4, _) | (AddrFamily::Unspec, AddrFamily::V4) => "AF_INET",
+            (AddrFamily::V6, _) | (AddrFamily::Unspec, AddrFamily::V6) => "AF_INET6",
+            (AddrFamily::Unspec, AddrFamily::Unspec) => "AF_UNSPEC",
+        },
+    }
+    .into())
+}
+
+/// No netserver answered at the address netperf was given.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot connect to netserver at {host} port {port} ({addr}): {err}{hint}",
+    hint = if err.kind() == io::ErrorKind::ConnectionRefused { "; is netserver running there?" } else { "" }
+)]
+pub struct Unreachable {
+    pub host: String,
+    pub port: u16,
+    pub addr: SocketAddr,
+    pub err: io::Error,
+    pub local: String,
+    pub local_port: u16,
+    pub local_family: &'static str,
+}
+
+impl Unreachable {
+    /// The two lines netperf 2.7 prints on stdout, which scripts look for.
+    pub fn netperf_lines(&self) -> String {
+        format!(
+            "establish control: are you sure there is a netserver listening on {} at port {}?\n\
+             establish_control could not establish the control connection from {} port {} address family {} to {} port {} address family {}\n",
+            self.host,
+            self.port,
+            self.local,
+            self.local_port,
+            self.local_family,
+            self.host,
+            self.port,
+            if self.addr.is_ipv4() {
+                "AF_INET"
+            } else {
+                "AF_INET6"
+            }
+        )
+    }
+}
+
+/// Whether `-d` was given (debug lines on stderr).
+fn debug() -> bool {
+    crate::debug::level() > 0
+}
+
+/// netperf 2.7's `-Z` runs against a netserver that asks for no passphrase;
+/// our `--key-file` insists on authentication.
+fn optional_auth(plan: &Plan) -> bool {
+    matches!(plan.auth, Some(crate::cli::AuthSource::Passphrase(_)))
 }
 
 /// Say hello; while the netserver says it is busy, try again for a while.
@@ -275,7 +364,7 @@ fn handshake_retrying(
     let give_up = std::time::Instant::now() + BUSY_RETRY;
     let mut stream = stream;
     loop {
-        match Native::handshake(stream, key) {
+        match Native::handshake(stream, key, optional_auth(plan)) {
             Err(e) if e.is::<Busy>() && std::time::Instant::now() < give_up => {
                 std::thread::sleep(Duration::from_millis(100));
                 stream = connect_one(addr, plan)

@@ -16,6 +16,7 @@
 pub mod cli;
 pub mod confidence;
 pub mod control;
+pub mod debug;
 pub mod family;
 pub mod interim;
 pub mod interrupt;
@@ -53,12 +54,24 @@ pub fn main_with(args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    debug::set_level(plan.debug);
     interrupt::install();
     match run::run(&plan) {
         Ok(()) => ExitCode::SUCCESS,
         // stdout was closed (netperf | head): end quietly, with the status
         // a shell gives a process killed by SIGPIPE, as netperf 2.7 is.
         Err(e) if e.is::<run::StdoutClosed>() => ExitCode::from(141),
+        // netperf 2.7's two lines on stdout and its status, then ours.
+        Err(e) if e.is::<control::Unreachable>() => {
+            if let Some(u) = e.downcast_ref::<control::Unreachable>() {
+                use std::io::Write as _;
+                let mut out = std::io::stdout();
+                let _ = out.write_all(u.netperf_lines().as_bytes());
+                let _ = out.flush();
+            }
+            eprintln!("netperf: {e:#}");
+            ExitCode::from(255)
+        }
         Err(e) => {
             eprintln!("netperf: {e:#}");
             ExitCode::FAILURE

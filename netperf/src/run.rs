@@ -3,18 +3,18 @@
 
 use std::{
     fs::File,
-    io::{self, Read, Write},
+    io::{self, IsTerminal, Read, Write},
 };
 
 use anyhow::{Context as _, Result, anyhow};
 
 use crate::{
-    cli::Plan,
+    cli::{Plan, SelectorStyle, TestName},
     confidence::{self, Sample, Verdict},
     control,
     family::{self, Context, Measurement},
     interim::Sink,
-    output::{Endpoints, Figures, classic, json, selectors},
+    output::{Endpoints, Figures, classic, json, selectors, units},
 };
 
 /// stdout was closed under us (`netperf | head`).
@@ -34,20 +34,44 @@ fn emit(out: &mut impl Write, bytes: &[u8]) -> Result<()> {
 /// Most bytes read from a `-F` fill file.
 const MAX_FILL: u64 = 16 * 1024 * 1024;
 
+/// Whether our own lines (UDP loss, latency percentiles, the confidence
+/// summary, each iteration) are printed: on a terminal, or at `-v 3` and
+/// above. Piped output at `-v 0/1/2` has netperf 2.7's lines exactly.
+pub fn extras(plan: &Plan) -> bool {
+    plan.verbosity >= 3 || io::stdout().is_terminal()
+}
+
 pub fn run(plan: &Plan) -> Result<()> {
+    // netperf 2.7 prints these as it reads its options.
+    let mut out = io::stdout();
+    for n in &plan.notices {
+        emit(&mut out, format!("{n}\n").as_bytes())?;
+    }
+    for w in &plan.warnings {
+        eprintln!("netperf: {w}");
+    }
     let ctx = Context::new(plan, read_fill(plan)?);
     let mut conn = control::connect(plan)?;
     let embedded = conn.embedded.is_some();
     let d = conn.dialect.as_mut();
+    if plan.name.is_info() {
+        let text = info(plan, d);
+        emit(&mut out, text.as_bytes())?;
+        out.flush().map_err(|_| StdoutClosed)?;
+        d.bye();
+        return Ok(());
+    }
     let endpoints = Endpoints::new(plan, d.peer());
     family::preflight(plan, engine::sockopt::family_of(&d.peer()))?;
     // A selection file that cannot be read fails before the test, not after.
-    let selection = match &plan.selection {
-        Some(s) => Some((
+    // OMNI without -o/-O/-k prints its default selection in columns.
+    let selection = match (&plan.selection, plan.selector_output()) {
+        (Some(s), _) => Some((
             s.style,
             selectors::resolve(plan, s.spec.as_deref()).map_err(|e| anyhow!("-- -o/-O/-k: {e}"))?,
         )),
-        None => None,
+        (None, true) => Some((SelectorStyle::Columns, selectors::default_for(plan))),
+        (None, false) => None,
     };
     if plan.verbosity > 1
         && let Some((_, sel)) = &selection
@@ -58,13 +82,13 @@ pub fn run(plan: &Plan) -> Result<()> {
     }
     // stdout is not held locked: interim results print from their own
     // thread while the test runs.
-    let mut out = io::stdout();
+    let extras = extras(plan);
     if plan.headers && !plan.json {
         emit(&mut out, classic::banner(plan, &endpoints).as_bytes())?;
         out.flush().map_err(|_| StdoutClosed)?;
     }
 
-    let (runs, verdict) = iterations(plan, d, &ctx, &mut out)?;
+    let (runs, verdict) = iterations(plan, d, &ctx, &mut out, extras)?;
     let figures = match runs.as_slice() {
         [(_, f)] => f.clone(),
         _ => Figures::mean(&runs.iter().map(|(_, f)| f.clone()).collect::<Vec<_>>()),
@@ -100,14 +124,23 @@ pub fn run(plan: &Plan) -> Result<()> {
             uuid: &uuid,
         };
         emit(&mut out, selectors::print(*style, sel, &c).as_bytes())?;
+        if let (Some(v), true) = (&verdict, extras) {
+            emit(
+                &mut out,
+                classic::confidence_line(plan, runs.len(), v).as_bytes(),
+            )?;
+        }
     } else {
         if let Some(v) = &verdict
             && !v.confident
         {
             emit(&mut out, classic::confidence_warning(v).as_bytes())?;
         }
-        emit(&mut out, classic::table(plan, last, &figures).as_bytes())?;
-        if let (Some(v), true) = (&verdict, plan.headers) {
+        emit(
+            &mut out,
+            classic::table(plan, last, &figures, extras).as_bytes(),
+        )?;
+        if let (Some(v), true) = (&verdict, extras) {
             emit(
                 &mut out,
                 classic::confidence_line(plan, runs.len(), v).as_bytes(),
@@ -122,14 +155,20 @@ pub fn run(plan: &Plan) -> Result<()> {
 /// Each iteration's measurement and figures.
 type Runs = Vec<(Measurement, Figures)>;
 
-/// Run the test once, or, with `-I`/`-i`, until confident.
+/// Run the test once, or, with `-I`/`-i`, until confident. netperf 2.7's
+/// TCP_CC shows `-I` in its banner but always runs once.
 fn iterations(
     plan: &Plan,
     d: &mut dyn control::Dialect,
     ctx: &Context,
     out: &mut impl Write,
+    extras: bool,
 ) -> Result<(Runs, Option<Verdict>)> {
-    let Some(c) = &plan.confidence else {
+    let confidence = plan
+        .confidence
+        .as_ref()
+        .filter(|_| plan.name != TestName::TcpCc);
+    let Some(c) = confidence else {
         let m = family::run_once(plan, d, ctx)?;
         let f = Figures::of(plan, &m);
         return Ok((vec![(m, f)], None));
@@ -147,21 +186,43 @@ fn iterations(
             Ok((sample, (m, f)))
         },
         |i, _, (_, f)| {
-            // Iterations go to stderr, so that stdout stays what scripts
-            // parse; -v 2 puts them on stdout; --json keeps them.
+            // netperf 2.7 prints nothing per iteration: ours go to stdout
+            // with our other lines (a terminal, -v 3), else to stderr when
+            // that is a terminal; --json keeps them.
             if plan.json {
                 return;
             }
             let line = classic::iteration_line(plan, i, f);
-            if plan.verbosity > 1 {
+            if extras {
                 let _ = emit(out, line.as_bytes());
                 let _ = out.flush();
-            } else {
+            } else if io::stderr().is_terminal() {
                 eprint!("{line}");
             }
         },
     )?;
     Ok((runs.into_iter().map(|(_, r)| r).collect(), Some(verdict)))
+}
+
+/// LOC_CPU, REM_CPU and UUID: one figure, with no newline, as netperf 2.7.
+fn info(plan: &Plan, d: &dyn control::Dialect) -> String {
+    let (cpus, rate, side) = match plan.name {
+        TestName::LocCpu => (engine::cpu::count(), engine::cpu::meter_rate(), "local"),
+        TestName::RemCpu => {
+            let (n, r) = d.server_cpu();
+            (n, r, "remote")
+        }
+        _ => return plan.uuid.clone().unwrap_or_else(new_uuid),
+    };
+    let mut s = units::c_g(f64::from(rate), 0, 6);
+    if plan.verbosity > 1 {
+        if cpus == 1 {
+            s.push_str(&format!("\nThere is 1 {side} cpu\n"));
+        } else {
+            s.push_str(&format!("\nThere are {cpus} {side} cpus\n"));
+        }
+    }
+    s
 }
 
 /// A random (version 4) UUID for the UUID selector.

@@ -176,9 +176,11 @@ pub fn usage() -> String {
     )
 }
 
+/// netperf 2.7's line first (its netserver prints the same as netperf),
+/// then ours.
 pub fn version() -> String {
     format!(
-        "netserver (rsnetperf) {}, control protocol version {}",
+        "Netperf version 2.7.1\nnetserver (rsnetperf) {}, control protocol version {}",
         env!("CARGO_PKG_VERSION"),
         proto::PROTOCOL_VERSION
     )

@@ -81,8 +81,13 @@ impl<'a> Session<'a> {
             .key
             .clone()
             .map(|k| Box::new(k) as Box<dyn Authenticator>);
+        let cpus = match shared.config.num_cpus {
+            0 => engine::cpu::count(),
+            n => n,
+        };
         let proto =
-            ServerSession::new(crate::software(), shared.config.limits.clone(), auth, nonce);
+            ServerSession::new(crate::software(), shared.config.limits.clone(), auth, nonce)
+                .with_cpu_info(cpus, engine::cpu::meter_rate());
         let now = Instant::now();
         Ok(Session {
             shared,

@@ -10,8 +10,17 @@ fn version_names_the_protocol() {
         .expect("run netserver");
     assert!(out.status.success());
     let s = String::from_utf8_lossy(&out.stdout);
-    assert!(s.starts_with("netserver (rsnetperf) "), "{s}");
-    assert!(s.contains("control protocol version 1"), "{s}");
+    assert!(
+        s.starts_with("Netperf version 2.7.1\nnetserver (rsnetperf) "),
+        "{s}"
+    );
+    assert!(
+        s.contains(&format!(
+            "control protocol version {}",
+            proto::PROTOCOL_VERSION
+        )),
+        "{s}"
+    );
 }
 
 #[test]

@@ -157,6 +157,49 @@ impl Parsed {
 
 /// Parse `args` (without the program name) against `defs`.
 pub fn parse(defs: &[OptDef], args: &[String]) -> Result<Parsed, OptError> {
+    parse_with(defs, args, false).map(|(p, _)| p)
+}
+
+/// The id of the occurrence [`parse_lenient`] records where an unknown
+/// option or a missing value was.
+pub const BAD_OPTION: &str = "?";
+
+/// Parse as netperf 2.7 parses its test-specific options: an unknown short
+/// option, or one missing its value, is not fatal. getopt reports it and
+/// returns '?', and netperf goes on; here it is returned as a warning and
+/// leaves an occurrence with the id [`BAD_OPTION`] in its place, so that
+/// the caller can give it netperf's meaning. Unknown long options (ours)
+/// are still errors.
+pub fn parse_lenient(
+    defs: &[OptDef],
+    args: &[String],
+) -> Result<(Parsed, Vec<OptError>), OptError> {
+    parse_with(defs, args, true)
+}
+
+fn parse_with(
+    defs: &[OptDef],
+    args: &[String],
+    lenient: bool,
+) -> Result<(Parsed, Vec<OptError>), OptError> {
+    let mut warnings = Vec::new();
+    let mut bad = |out: &mut Parsed, e: OptError| -> Result<(), OptError> {
+        if !lenient {
+            return Err(e);
+        }
+        let spelled = match &e {
+            OptError::Unknown(s) | OptError::MissingValue(s) | OptError::UnexpectedValue(s) => {
+                s.clone()
+            }
+        };
+        out.options.push(Occurrence {
+            id: BAD_OPTION,
+            spelled,
+            value: None,
+        });
+        warnings.push(e);
+        Ok(())
+    };
     let mut out = Parsed::default();
     let mut i = 0;
     while i < args.len() {
@@ -210,10 +253,10 @@ pub fn parse(defs: &[OptDef], args: &[String]) -> Result<Parsed, OptError> {
         };
         for (pos, c) in cluster.char_indices() {
             let spelled = format!("-{c}");
-            let def = defs
-                .iter()
-                .find(|d| d.short == Some(c))
-                .ok_or_else(|| OptError::Unknown(spelled.clone()))?;
+            let Some(def) = defs.iter().find(|d| d.short == Some(c)) else {
+                bad(&mut out, OptError::Unknown(spelled))?;
+                continue;
+            };
             let rest = &cluster[pos + c.len_utf8()..];
             let value = match def.arity {
                 Arity::None => None,
@@ -221,9 +264,10 @@ pub fn parse(defs: &[OptDef], args: &[String]) -> Result<Parsed, OptError> {
                     let v = if !rest.is_empty() {
                         rest.to_string()
                     } else {
-                        let v = args
-                            .get(i)
-                            .ok_or_else(|| OptError::MissingValue(spelled.clone()))?;
+                        let Some(v) = args.get(i) else {
+                            bad(&mut out, OptError::MissingValue(spelled))?;
+                            break;
+                        };
                         i += 1;
                         v.clone()
                     };
@@ -260,7 +304,7 @@ pub fn parse(defs: &[OptDef], args: &[String]) -> Result<Parsed, OptError> {
             });
         }
     }
-    Ok(out)
+    Ok((out, warnings))
 }
 
 fn starts_digit(s: &str) -> bool {

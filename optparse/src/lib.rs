@@ -19,4 +19,4 @@ pub mod clap;
 pub mod getopt;
 pub mod value;
 
-pub use getopt::{Arity, OptDef, OptError, Parsed, help, parse};
+pub use getopt::{Arity, BAD_OPTION, OptDef, OptError, Parsed, help, parse, parse_lenient};

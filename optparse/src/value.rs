@@ -1,10 +1,14 @@
 //! netperf's value syntax.
 //!
-//! Sizes and counts are integers with an optional suffix: `K`, `M`, `G`
-//! multiply by powers of 1024, `k`, `m`, `g` by powers of 1000 (netperf's
-//! `convert()`); a trailing `B` or `b` after it is allowed (`64KB`). Unlike
-//! netperf, which reads "abc" as 0 and "1.5K" as 1024 without a word, a value
-//! that is not such a number is an error that names it.
+//! Numbers are read as netperf 2.7 reads them, because scripts pass what
+//! netperf accepts: [`int`] is its `convert()` (the leading integer, then
+//! every suffix letter found anywhere in the word multiplies it once: `K`,
+//! `M`, `G` by powers of 1024, `k`, `m`, `g` by powers of 1000; anything
+//! else is ignored, so `80000:80000` is 80000 and `64KB` is 65536);
+//! [`atoi`] and [`float`] read the leading number and ignore the rest, as C's
+//! `atoi` and `atof` do. Where netperf would silently read 0 (a word with no
+//! leading number at all, such as `abc`) or wrap a value past 32 bits, we
+//! refuse it with an error that names it.
 //!
 //! Pairs come in netperf's two flavours: [`pair`] (a lone value sets both,
 //! `a,` only the first, `,b` only the second) and [`pair_explicit`] (a lone
@@ -26,54 +30,83 @@ fn err(value: &str, problem: impl Into<String>) -> ValueError {
     }
 }
 
-/// An integer with netperf's optional size suffix. Negative values are
-/// allowed; callers that cannot take them check the sign.
-pub fn int(s: &str) -> Result<i64, ValueError> {
-    let t = s.trim();
+/// The leading integer of `s` as C's `atoi` finds it: blanks, a sign, then
+/// digits. `None` when there are no digits.
+fn leading_int(s: &str) -> Option<(bool, &str)> {
+    let t = s.trim_start();
     let (neg, body) = match t.as_bytes().first() {
         Some(b'-') => (true, &t[1..]),
         Some(b'+') => (false, &t[1..]),
         _ => (false, t),
     };
-    let digits_end = body
+    let end = body
         .bytes()
         .position(|b| !b.is_ascii_digit())
         .unwrap_or(body.len());
-    let (digits, suffix) = body.split_at(digits_end);
-    if digits.is_empty() {
-        return Err(err(s, "is not a number"));
-    }
-    let mult: i64 = match suffix {
-        "" | "B" | "b" => 1,
-        "K" | "KB" | "Kb" => 1 << 10,
-        "M" | "MB" | "Mb" => 1 << 20,
-        "G" | "GB" | "Gb" => 1 << 30,
-        "k" | "kB" | "kb" => 1_000,
-        "m" | "mB" | "mb" => 1_000_000,
-        "g" | "gB" | "gb" => 1_000_000_000,
-        _ => {
-            return Err(err(
-                s,
-                "is not a number (suffixes: K M G = 1024^n, k m g = 1000^n)",
-            ));
-        }
-    };
-    let n: i64 = digits.parse().map_err(|_| err(s, "is too large"))?;
-    let v = n.checked_mul(mult).ok_or_else(|| err(s, "is too large"))?;
-    Ok(if neg { -v } else { v })
+    (end > 0).then(|| (neg, &body[..end]))
 }
 
-/// netperf's `-l`: an [`int`], where a unit of seconds may follow (`30s`,
-/// `30sec`, `30secs`, `30seconds`), as netperf 2.7 reads it: its number
-/// parser skips letters other than K M G k m g.
+/// The most a value may be: netperf keeps them in a C `int`, and a larger
+/// one wraps there.
+const LIMIT: i64 = i32::MAX as i64;
+
+fn signed(s: &str, neg: bool, digits: &str, mult: i64) -> Result<i64, ValueError> {
+    let n: i64 = digits.parse().map_err(|_| err(s, "is too large"))?;
+    match n.checked_mul(mult) {
+        Some(v) if v <= LIMIT => Ok(if neg { -v } else { v }),
+        _ => Err(err(s, format!("is more than {LIMIT}"))),
+    }
+}
+
+/// netperf's `convert()`: the leading integer, multiplied once by each of
+/// the suffix letters `K M G` (1024^n) and `k m g` (1000^n) that appear
+/// anywhere in the word. Negative values are allowed; callers that cannot
+/// take them check the sign.
+pub fn int(s: &str) -> Result<i64, ValueError> {
+    let Some((neg, digits)) = leading_int(s) else {
+        return Err(err(
+            s,
+            "is not a number (suffixes: K M G = 1024^n, k m g = 1000^n)",
+        ));
+    };
+    let mut mult: i64 = 1;
+    for (c, m) in [
+        ('K', 1i64 << 10),
+        ('M', 1 << 20),
+        ('G', 1 << 30),
+        ('k', 1_000),
+        ('m', 1_000_000),
+        ('g', 1_000_000_000),
+    ] {
+        if s.contains(c) {
+            mult = mult
+                .checked_mul(m)
+                .filter(|&m| m <= LIMIT)
+                .ok_or_else(|| err(s, format!("is more than {LIMIT}")))?;
+        }
+    }
+    signed(s, neg, &digits_of(digits), mult)
+}
+
+fn digits_of(d: &str) -> String {
+    // Leading zeros would not change the value; keep the parse in range.
+    let t = d.trim_start_matches('0');
+    if t.is_empty() { "0".into() } else { t.into() }
+}
+
+/// C's `atoi`, which netperf uses for some options (`-b`, `-e`, `-n`,
+/// `-G`, `-q`, `-R`, `-p`'s range): the leading integer, no suffixes.
+pub fn atoi(s: &str) -> Result<i64, ValueError> {
+    let Some((neg, digits)) = leading_int(s) else {
+        return Err(err(s, "is not a number"));
+    };
+    signed(s, neg, &digits_of(digits), 1)
+}
+
+/// netperf's `-l`: [`int`], so that `30s` and `30secs` are 30 seconds (no
+/// suffix letter in them), as netperf 2.7 reads it.
 pub fn test_length(s: &str) -> Result<i64, ValueError> {
-    let t = s.trim();
-    let bare = ["seconds", "second", "secs", "sec", "s"]
-        .iter()
-        .find_map(|u| t.strip_suffix(u))
-        .filter(|b| b.ends_with(|c: char| c.is_ascii_digit()))
-        .unwrap_or(t);
-    int(bare).map_err(|e| err(s, e.problem))
+    int(s)
 }
 
 /// A non-negative integer that fits in a `u32` (sizes, counts).
@@ -85,16 +118,61 @@ pub fn u32_size(s: &str) -> Result<u32, ValueError> {
     u32::try_from(v).map_err(|_| err(s, format!("is more than {}", u32::MAX)))
 }
 
-/// A port number.
+/// A port number. netperf hands port words to `getaddrinfo`, which takes
+/// digits only (or a service name, which we do not look up).
 pub fn port(s: &str) -> Result<u16, ValueError> {
-    let v = int(s)?;
-    u16::try_from(v).map_err(|_| err(s, "is not a port number (0 to 65535)"))
+    let t = s.trim();
+    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(err(s, "is not a port number (0 to 65535)"));
+    }
+    t.parse::<u16>()
+        .map_err(|_| err(s, "is not a port number (0 to 65535)"))
 }
 
-/// A decimal number (netperf reads these with `atof`/`strtod`).
+/// A decimal number, as C's `atof`/`strtod` read it: the longest leading
+/// decimal number, the rest ignored (`99,` or `0.5s`). A word with no
+/// leading number is an error.
 pub fn float(s: &str) -> Result<f64, ValueError> {
-    let t = s.trim();
-    match t.parse::<f64>() {
+    let t = s.trim_start();
+    let b = t.as_bytes();
+    let mut i = 0;
+    if matches!(b.first(), Some(b'-' | b'+')) {
+        i += 1;
+    }
+    let int_start = i;
+    while b.get(i).is_some_and(u8::is_ascii_digit) {
+        i += 1;
+    }
+    let mut digits = i - int_start;
+    if b.get(i) == Some(&b'.') {
+        let frac = i + 1;
+        let mut j = frac;
+        while b.get(j).is_some_and(u8::is_ascii_digit) {
+            j += 1;
+        }
+        if digits > 0 || j > frac {
+            digits += j - frac;
+            i = j;
+        }
+    }
+    if digits == 0 {
+        return Err(err(s, "is not a number"));
+    }
+    // An exponent, as strtod takes it, only when digits follow.
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        let mut j = i + 1;
+        if matches!(b.get(j), Some(b'-' | b'+')) {
+            j += 1;
+        }
+        let exp_digits = j;
+        while b.get(j).is_some_and(u8::is_ascii_digit) {
+            j += 1;
+        }
+        if j > exp_digits {
+            i = j;
+        }
+    }
+    match t[..i].parse::<f64>() {
         Ok(v) if v.is_finite() => Ok(v),
         _ => Err(err(s, "is not a number")),
     }
@@ -190,7 +268,9 @@ mod tests {
         }
         assert_eq!(test_length("-100M"), Ok(-100 << 20));
         assert_eq!(test_length("s").unwrap_err().value, "s");
-        assert_eq!(test_length("30min").unwrap_err().value, "30min");
+        // netperf's convert() finds the 'm' of "min": a million seconds.
+        assert_eq!(test_length("30min"), Ok(30_000_000));
+        assert_eq!(test_length("-2K"), Ok(-2048));
     }
 
     #[test]
@@ -198,7 +278,7 @@ mod tests {
         assert_eq!(int("64K"), Ok(65_536));
         assert_eq!(int("64KB"), Ok(65_536));
         assert_eq!(int("1M"), Ok(1_048_576));
-        assert_eq!(int("2G"), Ok(2_147_483_648));
+        assert_eq!(int("1G"), Ok(1 << 30));
         assert_eq!(int("64k"), Ok(64_000));
         assert_eq!(int("3m"), Ok(3_000_000));
         assert_eq!(int("1g"), Ok(1_000_000_000));
@@ -209,20 +289,37 @@ mod tests {
     }
 
     #[test]
-    fn malformed_numbers_are_errors() {
+    fn trailing_words_as_netperfs_convert_reads_them() {
+        // The leading number, then each suffix letter found anywhere, once.
+        assert_eq!(int("80000:80000"), Ok(80_000));
+        assert_eq!(int("64Kfoo"), Ok(65_536));
+        assert_eq!(int("1.5K"), Ok(1024));
+        assert_eq!(int("1Kk"), Ok(1_024_000));
+        assert_eq!(int("1KK"), Ok(1024));
+        assert_eq!(int("10x"), Ok(10));
+        assert_eq!(int("0x100"), Ok(0));
+        assert_eq!(int("007"), Ok(7));
+        assert_eq!(atoi("8K"), Ok(8));
+        assert_eq!(atoi("5,"), Ok(5));
+    }
+
+    #[test]
+    fn what_netperf_would_read_as_zero_or_wrap_is_an_error() {
         for bad in [
             "",
             "abc",
-            "1.5K",
-            "10x",
             "K",
             "-",
-            "64KK",
+            "2G",
+            "3G",
+            "10g",
+            "2KM",
             "99999999999999999999",
         ] {
             assert!(int(bad).is_err(), "{bad:?} should not parse");
         }
         assert!(int("abc").unwrap_err().to_string().contains("'abc'"));
+        assert!(atoi("x1").is_err());
     }
 
     #[test]
@@ -232,6 +329,7 @@ mod tests {
         assert!(u32_size("5G").is_err());
         assert_eq!(port("12865"), Ok(12865));
         assert!(port("70000").is_err());
+        assert!(port("1K").is_err());
     }
 
     #[test]
@@ -249,8 +347,13 @@ mod tests {
     fn floats() {
         assert_eq!(float("0.2"), Ok(0.2));
         assert_eq!(float("-0.2"), Ok(-0.2));
+        assert_eq!(float("99,"), Ok(99.0));
+        assert_eq!(float(".5s"), Ok(0.5));
+        assert_eq!(float("1e3x"), Ok(1000.0));
+        assert_eq!(float("2e"), Ok(2.0));
         assert!(float("x").is_err());
         assert!(float("inf").is_err());
+        assert!(float(".").is_err());
     }
 
     #[test]

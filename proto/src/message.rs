@@ -32,7 +32,7 @@ use crate::{
 
 /// The version of this control protocol. Peers of different versions refuse
 /// each other at hello, with both versions in the error.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// First bytes of every hello: tells our protocol from anything else that
 /// might answer on port 12865 (such as netperf 2.7's netserver).
@@ -76,6 +76,10 @@ pub struct ServerHello {
     pub hello: Hello,
     /// Present when the server requires authentication: its nonce.
     pub challenge: Option<[u8; 32]>,
+    /// CPUs the server counts, and the rate of its CPU meter (netperf's
+    /// REM_CPU test prints these).
+    pub num_cpus: u32,
+    pub cpu_rate: u32,
 }
 
 /// netperf to netserver.

@@ -88,6 +88,8 @@ pub struct ServerSession {
     results: Option<SideResults>,
     peer_software: String,
     authenticated: Option<([u8; 32], [u8; 32])>,
+    /// CPUs and CPU meter rate, told to clients in the hello.
+    cpu: (u32, u32),
 }
 
 impl std::fmt::Debug for ServerSession {
@@ -117,7 +119,15 @@ impl ServerSession {
             results: None,
             peer_software: String::new(),
             authenticated: None,
+            cpu: (0, 0),
         }
+    }
+
+    /// What the hello tells clients of this host's CPUs: how many, and the
+    /// rate of the meter (netperf's REM_CPU).
+    pub fn with_cpu_info(mut self, num_cpus: u32, rate: u32) -> ServerSession {
+        self.cpu = (num_cpus, rate);
+        self
     }
 
     /// After a successful authentication: (server nonce, client nonce), from
@@ -184,6 +194,8 @@ impl ServerSession {
                 ServerAction::Reply(ServerMsg::Hello(ServerHello {
                     hello: Hello::new(self.software.clone()),
                     challenge,
+                    num_cpus: self.cpu.0,
+                    cpu_rate: self.cpu.1,
                 }))
             }
             (ServerState::AwaitAuth { server_nonce }, ClientMsg::Auth { nonce, proof }) => {
@@ -324,7 +336,12 @@ pub struct ClientSession {
     auth: Option<Box<dyn Authenticator>>,
     nonce: [u8; 32],
     server_software: String,
+    /// The server's CPUs and CPU meter rate, from its hello.
+    server_cpu: (u32, u32),
     authenticated: Option<([u8; 32], [u8; 32])>,
+    /// Run unauthenticated when the server asks for no key (netperf 2.7's
+    /// `-Z` against a netserver without one).
+    auth_optional: bool,
 }
 
 impl std::fmt::Debug for ClientSession {
@@ -368,8 +385,17 @@ impl ClientSession {
             auth,
             nonce,
             server_software: String::new(),
+            server_cpu: (0, 0),
             authenticated: None,
+            auth_optional: false,
         }
+    }
+
+    /// With a key, still run when the server asks for none, as netperf
+    /// 2.7 does with `-Z` against a netserver that has no passphrase.
+    pub fn auth_optional(mut self) -> ClientSession {
+        self.auth_optional = true;
+        self
     }
 
     /// After a successful authentication: (server nonce, client nonce).
@@ -383,6 +409,11 @@ impl ClientSession {
 
     pub fn server_software(&self) -> &str {
         &self.server_software
+    }
+
+    /// The server's CPU count and CPU meter rate, from its hello.
+    pub fn server_cpu(&self) -> (u32, u32) {
+        self.server_cpu
     }
 
     /// Ask for a test. Only valid between tests.
@@ -418,9 +449,14 @@ impl ClientSession {
         match (self.state, msg) {
             (ClientState::AwaitHello, ServerMsg::Hello(h)) => {
                 self.server_software = h.hello.software.clone();
+                self.server_cpu = (h.num_cpus, h.cpu_rate);
                 h.hello.check()?;
                 match (h.challenge, &self.auth) {
                     (None, None) => {
+                        self.state = ClientState::Idle;
+                        Ok(ClientEvent::Established)
+                    }
+                    (None, Some(_)) if self.auth_optional => {
                         self.state = ClientState::Idle;
                         Ok(ClientEvent::Established)
                     }
@@ -576,8 +612,8 @@ mod tests {
     #[test]
     fn version_mismatch_is_reported_on_both_ends() {
         let mut server = ServerSession::new("srv 9", Limits::default(), None, [1; 32]);
-        let mut hello = Hello::new("cli 2");
-        hello.protocol = 2;
+        let mut hello = Hello::new("cli 1");
+        hello.protocol = 1;
         let ServerAction::ReplyAndClose(ServerMsg::Error(e)) =
             server.handle(ClientMsg::Hello(hello))
         else {
@@ -597,6 +633,8 @@ mod tests {
             .handle(ServerMsg::Hello(ServerHello {
                 hello: sh,
                 challenge: None,
+                num_cpus: 2,
+                cpu_rate: 100,
             }))
             .unwrap_err();
         assert!(err.to_string().contains("version 3"), "{err}");

@@ -18,6 +18,11 @@ pub enum TestKind {
     TcpRr,
     UdpRr,
     TcpCrr,
+    /// netperf's TCP_CC: a connection per transaction, no data.
+    TcpCc,
+    /// UDP datagrams from netserver to netperf (netperf 2.7's UDP receive
+    /// test: OMNI `-d recv -T udp`, or TCP_MAERTS `-- -T udp`).
+    UdpMaerts,
 }
 
 /// Transport protocol of the data connections.
@@ -39,13 +44,15 @@ pub enum Direction {
 }
 
 impl TestKind {
-    pub const ALL: [TestKind; 6] = [
+    pub const ALL: [TestKind; 8] = [
         TestKind::TcpStream,
         TestKind::TcpMaerts,
         TestKind::UdpStream,
         TestKind::TcpRr,
         TestKind::UdpRr,
         TestKind::TcpCrr,
+        TestKind::TcpCc,
+        TestKind::UdpMaerts,
     ];
 
     /// The name netperf uses for `-t`.
@@ -57,10 +64,12 @@ impl TestKind {
             TestKind::TcpRr => "TCP_RR",
             TestKind::UdpRr => "UDP_RR",
             TestKind::TcpCrr => "TCP_CRR",
+            TestKind::TcpCc => "TCP_CC",
+            TestKind::UdpMaerts => "UDP_MAERTS",
         }
     }
 
-    /// Parse a test name, case-insensitively, as netperf does.
+    /// Parse a data-path name, case-insensitively.
     pub fn from_name(name: &str) -> Option<TestKind> {
         TestKind::ALL
             .into_iter()
@@ -69,7 +78,7 @@ impl TestKind {
 
     pub fn protocol(self) -> Protocol {
         match self {
-            TestKind::UdpStream | TestKind::UdpRr => Protocol::Udp,
+            TestKind::UdpStream | TestKind::UdpRr | TestKind::UdpMaerts => Protocol::Udp,
             _ => Protocol::Tcp,
         }
     }
@@ -77,9 +86,33 @@ impl TestKind {
     pub fn direction(self) -> Direction {
         match self {
             TestKind::TcpStream | TestKind::UdpStream => Direction::Send,
-            TestKind::TcpMaerts => Direction::Receive,
-            TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr => Direction::RequestResponse,
+            TestKind::TcpMaerts | TestKind::UdpMaerts => Direction::Receive,
+            TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr | TestKind::TcpCc => {
+                Direction::RequestResponse
+            }
         }
+    }
+
+    /// A new connection for every transaction (TCP_CRR, TCP_CC).
+    pub fn is_connection_test(self) -> bool {
+        matches!(self, TestKind::TcpCrr | TestKind::TcpCc)
+    }
+
+    /// The kind with the same direction over `protocol`, if there is one
+    /// (netperf's `-T`): TCP_STREAM over UDP is UDP_STREAM. Connection
+    /// tests have no UDP form.
+    pub fn over(self, protocol: Protocol) -> Option<TestKind> {
+        use TestKind::*;
+        Some(match (self, protocol) {
+            (TcpStream | UdpStream, Protocol::Tcp) => TcpStream,
+            (TcpStream | UdpStream, Protocol::Udp) => UdpStream,
+            (TcpMaerts | UdpMaerts, Protocol::Tcp) => TcpMaerts,
+            (TcpMaerts | UdpMaerts, Protocol::Udp) => UdpMaerts,
+            (TcpRr | UdpRr, Protocol::Tcp) => TcpRr,
+            (TcpRr | UdpRr, Protocol::Udp) => UdpRr,
+            (TcpCrr | TcpCc, Protocol::Tcp) => self,
+            (TcpCrr | TcpCc, Protocol::Udp) => return None,
+        })
     }
 
     pub fn is_rr(self) -> bool {
@@ -124,10 +157,9 @@ impl Family {
 pub enum TestEnd {
     /// Milliseconds; 0 means "until netperf says stop" (netperf's `-l 0`).
     Time { millis: u64 },
-    /// Exactly this many bytes (STREAM and MAERTS tests).
+    /// Exactly this many bytes (TCP stream tests), or, as netperf 2.7
+    /// counts a UDP stream test, datagrams until this many bytes are out.
     Bytes(u64),
-    /// Exactly this many datagrams (UDP_STREAM).
-    Datagrams(u64),
     /// Exactly this many transactions (the _RR tests).
     Transactions(u64),
 }
@@ -153,6 +185,17 @@ pub struct SideSpec {
     pub priority: Option<u32>,
     /// CPU to pin this side's test thread to (`-T`).
     pub cpu_bind: Option<u32>,
+    /// SO_DONTROUTE (`-- -R 0`; netperf 2.7's default for UDP stream tests).
+    pub dont_route: bool,
+    /// Buffer alignment and offset of the send and receive rings (global
+    /// `-a`/`-A` and `-o`/`-O`).
+    pub send_align: u32,
+    pub recv_align: u32,
+    pub send_offset: u32,
+    pub recv_offset: u32,
+    /// Buffers in the send and receive rings (global `-W`, test `-W`).
+    pub send_width: Option<u32>,
+    pub recv_width: Option<u32>,
 }
 
 /// Everything the server needs to run its side of one test.
@@ -184,9 +227,26 @@ pub struct TestSpec {
     pub interim_ms: Option<u32>,
     /// Data port the client asks the server to listen on (`-P ,port`).
     pub data_port: Option<u16>,
+    /// Address of the server's host its data sockets bind to, when not the
+    /// control connection's (`-- -H`, or another data family).
+    pub data_addr: Option<std::net::IpAddr>,
     /// Set SO_KEEPALIVE on the data connections (global `-S`).
     pub keepalive: bool,
+    /// TCP_DEFER_ACCEPT on the server's data listener (`-- -a`).
+    pub defer_accept: bool,
+    /// TCP Fast Open on the server's data listener (`-- -F`).
+    pub fastopen: bool,
+    /// The server connects its UDP socket to the client (`-- -N`).
+    pub connected_udp: bool,
+    /// The client asked for a fill file on the server (`-F ,rfill`): the
+    /// server fills its buffers with data of its own, never a named file.
+    pub remote_fill: bool,
 }
+
+/// The largest buffer alignment or offset a server takes (`-A`, `-O`).
+pub const MAX_PLACEMENT: u32 = 2 * 1024 * 1024;
+/// The most buffers in a ring a server takes (`-W`).
+pub const MAX_WIDTH: u32 = 65_536;
 
 /// How many leading bytes of each UDP_RR request carry its transaction's
 /// tag (its sequence number, little-endian), echoed in the response: as
@@ -211,7 +271,11 @@ impl TestSpec {
             kind,
             family,
             end: TestEnd::Time { millis: 10_000 },
-            server: SideSpec::default(),
+            server: SideSpec {
+                send_align: 8,
+                recv_align: 8,
+                ..SideSpec::default()
+            },
             request_size: 1,
             response_size: 1,
             burst: 0,
@@ -223,7 +287,12 @@ impl TestSpec {
             num_cpus: 0,
             interim_ms: None,
             data_port: None,
+            data_addr: None,
             keepalive: false,
+            defer_accept: false,
+            fastopen: false,
+            connected_udp: false,
+            remote_fill: false,
         }
     }
 
@@ -246,7 +315,12 @@ impl TestSpec {
         };
         check_size("-m (remote send size)", self.server.send_size)?;
         check_size("-M (remote receive size)", self.server.recv_size)?;
-        if self.kind.is_rr() {
+        if self.kind.is_connection_test() {
+            // A connection test may carry nothing at all (TCP_CC).
+            let some = |n: u32| (n > 0).then_some(n);
+            check_size("-r (request size)", some(self.request_size))?;
+            check_size("-r (response size)", some(self.response_size))?;
+        } else if self.kind.is_rr() {
             check_size("-r (request size)", Some(self.request_size))?;
             check_size("-r (response size)", Some(self.response_size))?;
         }
@@ -316,24 +390,16 @@ impl TestSpec {
                     ),
                 ));
             }
-            TestEnd::Bytes(0) | TestEnd::Datagrams(0) | TestEnd::Transactions(0) => {
+            TestEnd::Bytes(0) | TestEnd::Transactions(0) => {
                 return Err(SpecError::new(
                     "-l (test length)",
                     "a count of 0 runs nothing",
                 ));
             }
-            TestEnd::Bytes(_)
-                if !matches!(self.kind, TestKind::TcpStream | TestKind::TcpMaerts) =>
-            {
+            TestEnd::Bytes(_) if self.kind.is_rr() => {
                 return Err(SpecError::new(
                     "-l (test length)",
-                    "a byte count applies to TCP stream tests only",
-                ));
-            }
-            TestEnd::Datagrams(_) if self.kind != TestKind::UdpStream => {
-                return Err(SpecError::new(
-                    "-l (test length)",
-                    "a datagram count applies to UDP_STREAM only",
+                    "a byte count applies to stream tests only",
                 ));
             }
             TestEnd::Transactions(_) if !self.kind.is_rr() => {
@@ -369,15 +435,33 @@ impl TestSpec {
                 "must be 1 to 15 letters, digits, '_' or '-'",
             ));
         }
-        if let Some(tos) = self.server.tos
-            && tos & 0x03 != 0
-        {
-            return Err(SpecError::new(
-                "-Y (remote TOS)",
-                format!(
-                    "{tos:#04x} sets the ECN bits; give a DSCP value shifted left by 2 (e.g. 0x10)"
-                ),
-            ));
+        // Buffer placement: an alignment up to a page of huge pages, an
+        // offset within it.
+        for (field, v, min) in [
+            ("-A (remote send alignment)", self.server.send_align, 1),
+            ("-A (remote receive alignment)", self.server.recv_align, 1),
+            ("-O (remote send offset)", self.server.send_offset, 0),
+            ("-O (remote receive offset)", self.server.recv_offset, 0),
+        ] {
+            if v < min || v > MAX_PLACEMENT {
+                return Err(SpecError::new(
+                    field,
+                    format!("{v} is not between {min} and {MAX_PLACEMENT}"),
+                ));
+            }
+        }
+        for (field, v) in [
+            ("-W (remote send width)", self.server.send_width),
+            ("-W (remote receive width)", self.server.recv_width),
+        ] {
+            if let Some(w) = v
+                && !(1..=MAX_WIDTH).contains(&w)
+            {
+                return Err(SpecError::new(
+                    field,
+                    format!("{w} buffers is not between 1 and {MAX_WIDTH}"),
+                ));
+            }
         }
         if let Some(p) = self.server.priority
             && p > 6
@@ -580,6 +664,8 @@ pub struct SideResults {
     pub send_calls: u64,
     pub recv_calls: u64,
     pub transactions: u64,
+    /// Sends that failed with a transient error (a UDP sender's "Errors").
+    pub send_errors: u64,
     /// Socket buffer sizes at the end (Linux autotuning changes them).
     pub send_buf_end: u32,
     pub recv_buf_end: u32,

@@ -16,7 +16,6 @@ fn end() -> impl Strategy<Value = TestEnd> {
     prop_oneof![
         any::<u64>().prop_map(|millis| TestEnd::Time { millis }),
         any::<u64>().prop_map(TestEnd::Bytes),
-        any::<u64>().prop_map(TestEnd::Datagrams),
         any::<u64>().prop_map(TestEnd::Transactions),
     ]
 }
@@ -46,6 +45,7 @@ fn side() -> impl Strategy<Value = SideSpec> {
                 cong_control: cc,
                 priority,
                 cpu_bind,
+                ..SideSpec::default()
             },
         )
 }
@@ -96,7 +96,12 @@ fn spec() -> impl Strategy<Value = TestSpec> {
                     num_cpus: n,
                     interim_ms: im,
                     data_port: port,
+                    data_addr: None,
                     keepalive: ka,
+                    defer_accept: ka,
+                    fastopen: spin,
+                    connected_udp: cpu,
+                    remote_fill: v6,
                 }
             },
         )
@@ -151,6 +156,7 @@ fn results() -> impl Strategy<Value = SideResults> {
             send_calls: c[3],
             recv_calls: c[4],
             transactions: c[5],
+            send_errors: c[6],
             send_buf_end: sb,
             recv_buf_end: rb,
             cpu,
@@ -196,7 +202,9 @@ fn server_msg() -> impl Strategy<Value = ServerMsg> {
         (".{0,40}", any::<Option<[u8; 32]>>()).prop_map(|(s, challenge)| ServerMsg::Hello(
             ServerHello {
                 hello: Hello::new(s),
-                challenge
+                challenge,
+                num_cpus: 2,
+                cpu_rate: 100,
             }
         )),
         any::<[u8; 32]>().prop_map(|proof| ServerMsg::AuthOk { proof }),

@@ -15,7 +15,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::{EngineError, buffer::SendRing, live::Live, timer::StopFlag};
+use crate::{EngineError, buffer::SendRing, live::Live, sys, timer::StopFlag};
 
 /// When the sender stops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,6 +24,16 @@ pub enum Until {
     Stopped,
     /// After exactly this many bytes (or earlier if the flag is raised).
     Bytes(u64),
+}
+
+/// The system call a sender sends with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SendCall {
+    /// send(2), as netperf.
+    #[default]
+    Send,
+    /// write(2) (netperf's `-- -I`).
+    Write,
 }
 
 /// What one side of a stream test counted.
@@ -44,9 +54,72 @@ pub fn send(
     live: &Live,
     linger: Duration,
 ) -> Result<Outcome, EngineError> {
+    send_with(conn, ring, until, stop, live, linger, SendCall::Send)
+}
+
+/// [`send`], with the system call of `how`.
+pub fn send_with(
+    conn: &TcpStream,
+    ring: &mut SendRing,
+    until: Until,
+    stop: &StopFlag,
+    live: &Live,
+    linger: Duration,
+    how: SendCall,
+) -> Result<Outcome, EngineError> {
+    let size = ring.size() as u64;
+    pump(conn, size, until, stop, live, linger, "send", |want| {
+        let buf = &ring.next_buf()[..want];
+        match how {
+            SendCall::Send => (&*conn).write(buf),
+            SendCall::Write => sys::write(conn, buf),
+        }
+    })
+}
+
+/// TCP_SENDFILE's sender: sendfile(2) of `size` bytes at a time from
+/// `file`, which holds `width` messages back to back, cycling through them
+/// as [`send`] cycles through its ring.
+#[allow(clippy::too_many_arguments)]
+pub fn send_file(
+    conn: &TcpStream,
+    file: &std::fs::File,
+    size: usize,
+    width: usize,
+    until: Until,
+    stop: &StopFlag,
+    live: &Live,
+    linger: Duration,
+) -> Result<Outcome, EngineError> {
+    let size = size.max(1) as u64;
+    let mut slot = 0u64;
+    pump(conn, size, until, stop, live, linger, "sendfile", |want| {
+        let mut offset = (slot * size) as i64;
+        slot = if slot + 1 == width as u64 {
+            0
+        } else {
+            slot + 1
+        };
+        sys::sendfile(conn, file, &mut offset, want)
+    })
+}
+
+/// The sender's loop: `call` sends up to `want` bytes, once per turn, until
+/// the stop flag or the byte count; then the end of the test.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn pump(
+    conn: &TcpStream,
+    size: u64,
+    until: Until,
+    stop: &StopFlag,
+    live: &Live,
+    linger: Duration,
+    what: &str,
+    mut call: impl FnMut(usize) -> io::Result<usize>,
+) -> Result<Outcome, EngineError> {
     let start = Instant::now();
     let mut out = Outcome::default();
-    let size = ring.size() as u64;
     loop {
         if stop.is_set() {
             break;
@@ -56,15 +129,16 @@ pub fn send(
             Until::Bytes(total) if out.bytes < total => size.min(total - out.bytes),
             Until::Bytes(_) => break,
         };
-        let buf = ring.next_buf();
-        match (&*conn).write(&buf[..want as usize]) {
+        match call(want as usize) {
             Ok(n) => {
                 out.bytes += n as u64;
                 out.calls += 1;
                 live.publish(out.bytes, out.calls);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(EngineError::io("send on the data connection", e)),
+            Err(e) => {
+                return Err(EngineError::io(format!("{what} on the data connection"), e));
+            }
         }
     }
     conn.shutdown(Shutdown::Write)
@@ -135,7 +209,7 @@ fn wait_for_close(conn: &TcpStream, linger: Duration) -> Result<(), EngineError>
 mod tests {
     use super::*;
     use crate::{testing::tcp_pair as pair, timer::Timer};
-    use std::thread;
+    use std::{os::unix::fs::OpenOptionsExt as _, thread};
 
     #[test]
     fn byte_count_is_exact_on_both_sides() {
@@ -162,6 +236,53 @@ mod tests {
         assert_eq!(got.bytes, 1_000_001);
         assert_eq!(sent.calls, 334); // 333 full sends and one of 1001 bytes
         assert_eq!(live.snapshot().bytes, 1_000_001);
+    }
+
+    #[test]
+    fn sendfile_and_write_count_exactly() {
+        use std::io::Write as _;
+        let mut file = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_TMPFILE)
+            .open(std::env::temp_dir())
+            .unwrap();
+        let ring = SendRing::new(1000, 3, b"");
+        file.write_all(&ring.contents()).unwrap();
+        for how in [None, Some(SendCall::Write)] {
+            let (c, s) = pair();
+            let rx = thread::spawn(move || {
+                let mut buf = vec![0u8; 4096];
+                let o = receive(&s, &mut buf, &Live::new()).unwrap();
+                drop(s);
+                o
+            });
+            let sent = match how {
+                None => send_file(
+                    &c,
+                    &file,
+                    1000,
+                    3,
+                    Until::Bytes(10_500),
+                    &StopFlag::new(),
+                    &Live::new(),
+                    Duration::from_secs(10),
+                ),
+                Some(how) => send_with(
+                    &c,
+                    &mut SendRing::new(1000, 3, b""),
+                    Until::Bytes(10_500),
+                    &StopFlag::new(),
+                    &Live::new(),
+                    Duration::from_secs(10),
+                    how,
+                ),
+            }
+            .unwrap();
+            let got = rx.join().unwrap();
+            assert_eq!((sent.bytes, got.bytes), (10_500, 10_500));
+            assert_eq!(sent.calls, 11);
+        }
     }
 
     #[test]

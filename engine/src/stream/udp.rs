@@ -45,6 +45,71 @@ pub const GRACE: Duration = Duration::from_millis(250);
 /// ... and in any case this long after the sender said it was done.
 pub const MAX_DRAIN: Duration = Duration::from_secs(3);
 
+/// The one peer a UDP data socket talks to: through connect() (netperf's
+/// `-- -n` on its side, `-- -N` on netserver's), or, as netperf 2.7 does by
+/// default, with sendto() and recvfrom(), where a datagram from anyone else
+/// is set aside.
+#[derive(Clone, Copy, Debug)]
+pub struct Link<'a> {
+    sock: &'a UdpSocket,
+    /// `None` when the socket is connected.
+    peer: Option<SocketAddr>,
+}
+
+impl<'a> Link<'a> {
+    /// A socket connected to its peer.
+    pub fn connected(sock: &'a UdpSocket) -> Link<'a> {
+        Link { sock, peer: None }
+    }
+
+    /// An unconnected socket and the peer it talks to.
+    pub fn to(sock: &'a UdpSocket, peer: SocketAddr) -> Link<'a> {
+        Link {
+            sock,
+            peer: Some(peer),
+        }
+    }
+
+    pub fn socket(&self) -> &'a UdpSocket {
+        self.sock
+    }
+
+    #[inline]
+    pub fn send(&self, buf: &[u8]) -> io::Result<usize> {
+        match self.peer {
+            None => self.sock.send(buf),
+            Some(p) => self.sock.send_to(buf, p),
+        }
+    }
+
+    /// A datagram from the peer (`Some` of its length), or one from someone
+    /// else (`None`), which the caller ignores.
+    #[inline]
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        match self.peer {
+            None => self.sock.recv(buf).map(Some),
+            Some(p) => {
+                let (n, from) = self.sock.recv_from(buf)?;
+                Ok((from == p).then_some(n))
+            }
+        }
+    }
+}
+
+/// netperf's cap on a default UDP send size (its UDP_LENGTH_MAX).
+pub const DEFAULT_MAX: u32 = 65_507;
+
+/// netperf's default UDP send size: the send buffer's size, capped at
+/// 65507 (and at what one datagram of `family` carries), or 4096 when the
+/// buffer size is unknown.
+pub fn default_send_size(send_buf: u32, family: proto::Family) -> u32 {
+    if send_buf > 0 {
+        send_buf.min(DEFAULT_MAX).min(family.max_udp_payload())
+    } else {
+        4096
+    }
+}
+
 /// The identifier this test's datagrams carry.
 pub fn test_id(token: &Token) -> u32 {
     let mut b = [0u8; 4];
@@ -53,12 +118,22 @@ pub fn test_id(token: &Token) -> u32 {
 }
 
 fn is_hello(datagram: &[u8], token: &Token) -> bool {
-    datagram.len() == handshake::PREAMBLE_LEN && datagram[..32] == token.0
+    datagram.len() == handshake::PREAMBLE_LEN
+        && datagram
+            .get(..32)
+            .is_some_and(|t| handshake::bytes_eq(t, &token.0))
 }
 
-/// Sender side of the handshake: send the preamble until the receiver
-/// echoes it. The socket must be connected to the receiver.
-pub fn client_hello(sock: &UdpSocket, token: &Token, deadline: Instant) -> Result<(), EngineError> {
+/// The first bytes of a return-routability challenge (see [`server_hello`]).
+const CHALLENGE_TAG: &[u8; 8] = b"rsnetprf";
+/// A challenge: the tag and a random cookie.
+const CHALLENGE_LEN: usize = 8 + 32;
+
+/// netperf's side of the handshake: send the preamble until the netserver
+/// echoes it; answer the netserver's challenge if it sends one (it does
+/// when our data address is not our control connection's).
+pub fn client_hello(link: Link<'_>, token: &Token, deadline: Instant) -> Result<(), EngineError> {
+    let sock = link.socket();
     let hello = handshake::preamble(token, 0);
     let mut buf = [0u8; 64];
     sock.set_read_timeout(Some(Duration::from_millis(50)))
@@ -70,9 +145,12 @@ pub fn client_hello(sock: &UdpSocket, token: &Token, deadline: Instant) -> Resul
             ));
         }
         // Errors here (an ICMP error from an earlier try) are retried.
-        let _ = sock.send(&hello);
-        match sock.recv(&mut buf) {
-            Ok(n) if n == hello.len() && buf[..n] == hello => break,
+        let _ = link.send(&hello);
+        match link.recv(&mut buf) {
+            Ok(Some(n)) if n == hello.len() && buf[..n] == hello => break,
+            Ok(Some(CHALLENGE_LEN)) if buf.starts_with(CHALLENGE_TAG) => {
+                let _ = link.send(&buf[..CHALLENGE_LEN]);
+            }
             _ => {}
         }
     }
@@ -80,20 +158,32 @@ pub fn client_hello(sock: &UdpSocket, token: &Token, deadline: Instant) -> Resul
         .map_err(|e| EngineError::io("clearing a receive timeout", e))
 }
 
-/// Receiver side of the handshake: wait for the token from `peer_ip`,
-/// connect to that exact address and port, and echo it. Until then the
-/// socket sends nothing. Returns the sender's address.
+/// netserver's side of the handshake: wait for the token, and echo it to
+/// the sender's exact address and port, which is from then on the only one
+/// the socket talks to; with `connect`, the socket is connected to it.
+/// Until then the socket sends nothing but challenges.
+///
+/// A hello from `peer_ip` (the control connection's peer) is taken at once.
+/// A hello from another address (netperf's data address is another of its
+/// host's) is answered with a challenge, a random cookie, and taken once
+/// the cookie comes back from there: whoever knows the token can only
+/// direct our datagrams to an address it receives at, never to a third
+/// party's.
 pub fn server_hello(
     sock: &UdpSocket,
     token: &Token,
     peer_ip: IpAddr,
+    connect: bool,
     deadline: Instant,
     aborted: &dyn Fn() -> bool,
 ) -> Result<SocketAddr, EngineError> {
     let mut buf = [0u8; 128];
+    // Challenges sent, to at most a few addresses.
+    let mut challenged: Vec<(SocketAddr, [u8; CHALLENGE_LEN])> = Vec::new();
     sock.set_read_timeout(Some(Duration::from_millis(100)))
         .map_err(|e| EngineError::io("setting a receive timeout", e))?;
-    loop {
+    let hello = handshake::preamble(token, 0);
+    let from = loop {
         if aborted() {
             return Err(EngineError::Aborted);
         }
@@ -102,26 +192,58 @@ pub fn server_hello(
                 "the UDP data socket received no hello with the test's token".into(),
             ));
         }
-        match sock.recv_from(&mut buf) {
-            Ok((n, from)) if from.ip() == peer_ip && is_hello(&buf[..n], token) => {
-                sock.connect(from)
-                    .map_err(|e| EngineError::io("connecting the UDP data socket", e))?;
-                sock.send(&buf[..n])
-                    .map_err(|e| EngineError::io("answering the UDP hello", e))?;
-                return Ok(from);
+        let Ok((n, from)) = sock.recv_from(&mut buf) else {
+            continue;
+        };
+        let d = &buf[..n];
+        if is_hello(d, token) {
+            if from.ip() == peer_ip {
+                break from;
             }
-            // anything else, from anyone, is ignored
-            _ => {}
+            let c = match challenged.iter().find(|(a, _)| *a == from) {
+                Some((_, c)) => *c,
+                None => {
+                    let mut c = [0u8; CHALLENGE_LEN];
+                    c[..8].copy_from_slice(CHALLENGE_TAG);
+                    getrandom::fill(&mut c[8..])
+                        .map_err(|e| EngineError::Invalid(format!("no random numbers: {e}")))?;
+                    if challenged.len() >= 8 {
+                        challenged.remove(0);
+                    }
+                    challenged.push((from, c));
+                    c
+                }
+            };
+            let _ = sock.send_to(&c, from);
+        } else if n == CHALLENGE_LEN
+            && challenged
+                .iter()
+                .any(|(a, c)| *a == from && handshake::bytes_eq(c, d))
+        {
+            break from;
         }
-    }
+        // anything else, from anyone, is ignored
+    };
+    let link = if connect {
+        sock.connect(from)
+            .map_err(|e| EngineError::io("connecting the UDP data socket", e))?;
+        Link::connected(sock)
+    } else {
+        Link::to(sock, from)
+    };
+    link.send(&hello)
+        .map_err(|e| EngineError::io("answering the UDP hello", e))?;
+    Ok(from)
 }
 
 /// When the sender stops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Until {
     Stopped,
-    /// After exactly this many datagrams were sent successfully.
-    Datagrams(u64),
+    /// Once this many bytes were sent successfully, as netperf 2.7 counts
+    /// a UDP stream test's negative `-l`: whole datagrams, the last one
+    /// taking the count to or past it.
+    Bytes(u64),
 }
 
 /// What the sender counted.
@@ -188,10 +310,10 @@ impl Pacer {
     }
 }
 
-/// Sender role. The socket must be connected to the receiver.
+/// Sender role.
 #[allow(clippy::too_many_arguments)]
 pub fn send(
-    sock: &UdpSocket,
+    link: Link<'_>,
     size: usize,
     id: u32,
     fill: &[u8],
@@ -214,8 +336,8 @@ pub fn send(
         if stop.is_set() {
             break;
         }
-        if let Until::Datagrams(n) = until
-            && out.sent >= n
+        if let Until::Bytes(n) = until
+            && out.bytes >= n
         {
             break;
         }
@@ -229,7 +351,7 @@ pub fn send(
             let us = start.elapsed().as_micros() as u32;
             buf[SEQ_END..STAMP_END].copy_from_slice(&us.to_be_bytes());
         }
-        match sock.send(&buf) {
+        match link.send(&buf) {
             Ok(n) => {
                 out.sent += 1;
                 out.bytes += n as u64;
@@ -373,16 +495,17 @@ impl Jitter {
     }
 }
 
-/// Receiver role. The socket must be connected to the sender (see
-/// [`server_hello`]); `buf` must hold the largest datagram expected.
+/// Receiver role; `buf` must hold the largest datagram expected. Datagrams
+/// from anyone but the link's peer are counted as foreign.
 pub fn receive(
-    sock: &UdpSocket,
+    link: Link<'_>,
     buf: &mut [u8],
     token: &Token,
     drain: &dyn Drain,
     live: &Live,
 ) -> Result<RecvOutcome, EngineError> {
     let id = test_id(token).to_be_bytes();
+    let sock = link.socket();
     sock.set_read_timeout(Some(POLL))
         .map_err(|e| EngineError::io("setting a receive timeout", e))?;
     let origin = Instant::now();
@@ -393,9 +516,10 @@ pub fn receive(
     let mut last = origin;
     let mut done_at: Option<Instant> = None;
     loop {
-        match sock.recv(buf) {
-            Ok(0) if drain.aborted() => return Err(EngineError::Aborted),
-            Ok(n) => {
+        match link.recv(buf) {
+            Ok(None) => out.foreign += 1,
+            Ok(Some(0)) if drain.aborted() => return Err(EngineError::Aborted),
+            Ok(Some(n)) => {
                 let now = Instant::now();
                 let d = &buf[..n];
                 if is_hello(d, token) {
@@ -530,20 +654,21 @@ mod tests {
         let drain = std::sync::Arc::new(Expect(AtomicU64::new(u64::MAX)));
         let d2 = drain.clone();
         let server = thread::spawn(move || {
-            server_hello(&rx, &t, "127.0.0.1".parse().unwrap(), dl, &|| false).unwrap();
+            server_hello(&rx, &t, "127.0.0.1".parse().unwrap(), true, dl, &|| false).unwrap();
             let mut buf = vec![0u8; 2048];
-            let r = receive(&rx, &mut buf, &t, &*d2, &Live::new()).unwrap();
+            let r = receive(Link::connected(&rx), &mut buf, &t, &*d2, &Live::new()).unwrap();
             // read the socket's own drop counter while it still exists
             let drops = crate::netstat::udp_socket_drops(inode).unwrap();
             (r, drops)
         });
-        client_hello(&tx, &token, dl).unwrap();
+        client_hello(Link::connected(&tx), &token, dl).unwrap();
         let sent = send(
-            &tx,
+            Link::connected(&tx),
             100,
             test_id(&token),
             b"",
-            Until::Datagrams(5000),
+            // 100-byte datagrams until 500,000 bytes are out
+            Until::Bytes(500_000),
             Some(40_000_000),
             &StopFlag::new(),
             &Live::new(),
@@ -565,6 +690,47 @@ mod tests {
         );
     }
 
+    /// A hello from an address other than the control peer's is taken
+    /// only once that address has echoed a challenge.
+    #[test]
+    fn another_address_must_prove_it_receives() {
+        let token = new_token().unwrap();
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let rx_addr = rx.local_addr().unwrap();
+        // a spoofer's hello cannot be answered: the challenge goes elsewhere
+        let victim = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let spoofer = UdpSocket::bind("127.0.0.1:0").unwrap();
+        spoofer
+            .send_to(&handshake::preamble(&token, 0), rx_addr)
+            .unwrap();
+        let dl = Instant::now() + Duration::from_secs(5);
+        let server = thread::spawn(move || {
+            server_hello(
+                &rx,
+                &token,
+                "127.0.0.2".parse().unwrap(),
+                false,
+                dl,
+                &|| false,
+            )
+        });
+        // the client that does receive at its address answers and is taken
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client_hello(Link::to(&tx, rx_addr), &token, dl).unwrap();
+        assert_eq!(server.join().unwrap().unwrap(), tx.local_addr().unwrap());
+        // the spoofer got a challenge, never the echo
+        let mut b = [0u8; 64];
+        spoofer
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let n = spoofer.recv(&mut b).unwrap();
+        assert!(b[..n].starts_with(CHALLENGE_TAG));
+        victim
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        assert!(victim.recv(&mut b).is_err());
+    }
+
     #[test]
     fn hello_from_another_address_is_ignored() {
         let token = new_token().unwrap();
@@ -572,14 +738,63 @@ mod tests {
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
         tx.send_to(&handshake::preamble(&token, 0), rx.local_addr().unwrap())
             .unwrap();
-        // the control peer is 127.0.0.2: the hello from 127.0.0.1 does not count
+        // the control peer is 127.0.0.2: the hello from 127.0.0.1 is
+        // challenged, and nobody answers
         let r = server_hello(
             &rx,
             &token,
             "127.0.0.2".parse().unwrap(),
+            false,
             Instant::now() + Duration::from_millis(300),
             &|| false,
         );
         assert!(matches!(r, Err(EngineError::Timeout(_))));
+    }
+
+    /// netperf 2.7's default: sendto() and recvfrom() on unconnected
+    /// sockets; a stranger's datagrams are set aside, not counted.
+    #[test]
+    fn unconnected_sockets_talk_only_to_their_peer() {
+        let token = new_token().unwrap();
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let (rx_addr, tx_addr) = (rx.local_addr().unwrap(), tx.local_addr().unwrap());
+        let dl = Instant::now() + Duration::from_secs(5);
+        let drain = std::sync::Arc::new(Expect(AtomicU64::new(u64::MAX)));
+        let d2 = drain.clone();
+        let server = thread::spawn(move || {
+            let from = server_hello(
+                &rx,
+                &token,
+                "127.0.0.1".parse().unwrap(),
+                false,
+                dl,
+                &|| false,
+            )
+            .unwrap();
+            assert_eq!(from, tx_addr);
+            // a stranger, after the hello
+            let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
+            stranger.send_to(&[0u8; 100], rx_addr).unwrap();
+            let mut buf = vec![0u8; 2048];
+            receive(Link::to(&rx, from), &mut buf, &token, &*d2, &Live::new()).unwrap()
+        });
+        client_hello(Link::to(&tx, rx_addr), &token, dl).unwrap();
+        let sent = send(
+            Link::to(&tx, rx_addr),
+            100,
+            test_id(&token),
+            b"",
+            Until::Bytes(150),
+            None,
+            &StopFlag::new(),
+            &Live::new(),
+        )
+        .unwrap();
+        assert_eq!(sent.sent, 2);
+        drain.0.store(2, Ordering::Relaxed);
+        let got = server.join().unwrap();
+        assert_eq!(got.received, 2);
+        assert_eq!(got.foreign, 1);
     }
 }

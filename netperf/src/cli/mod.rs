@@ -3,6 +3,7 @@
 //! downstream looks at the command line again.
 
 pub mod global;
+pub mod test_name;
 pub mod test_opts;
 
 use std::path::PathBuf;
@@ -11,7 +12,9 @@ use optparse::{
     Parsed,
     value::{self, AddrFamily, ValueError},
 };
-use proto::{SideSpec, TestKind};
+use proto::{Protocol, SideSpec, TestKind};
+
+pub use test_name::TestName;
 
 /// A command-line error: one line naming the option at fault.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -116,16 +119,49 @@ pub struct Confidence {
 /// netserver's well-known control port.
 pub const DEFAULT_PORT: u16 = 12865;
 
+/// What we do on our own data sockets that netperf 2.7 does on the local
+/// side only (`-- -C -G -g -q -I -f -F`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LocalOnly {
+    /// TCP_CORK (`-C`).
+    pub cork: bool,
+    /// TCP_MAXSEG (`-G`).
+    pub mss: Option<u32>,
+    /// SO_DEBUG (`-g`).
+    pub so_debug: bool,
+    /// SO_MAX_PACING_RATE, bytes per second (`-q`).
+    pub pacing: Option<u64>,
+    /// write() rather than send() (`-I`).
+    pub use_write: bool,
+    /// IP_MTU_DISCOVER = do (`-f`).
+    pub mtu_discover: bool,
+    /// TCP Fast Open (`-F`).
+    pub fastopen: bool,
+    /// Connect our UDP socket (`-n`); netperf 2.7 sends with sendto()
+    /// otherwise.
+    pub connected_udp: bool,
+}
+
 /// Everything one netperf run will do.
 #[derive(Clone, Debug)]
 pub struct Plan {
     pub command_line: String,
+    /// The test as `-t` named it: what is printed.
+    pub name: TestName,
+    /// The data path that runs: the name with `-- -d -T -c` applied.
     pub test: TestKind,
+    /// The protocol as netperf 2.7's PROTOCOL selector names it.
+    pub protocol_label: &'static str,
+    /// The socket type as netperf 2.7's SOCKET_TYPE selector names it:
+    /// fixed by the test name, before `-T` (as in netperf 2.7).
+    pub socket_type_label: &'static str,
     /// `-H`; `None` means localhost, where an embedded netserver may stand in.
     pub host: Option<String>,
     pub family: AddrFamily,
     pub port: u16,
     pub local_host: Option<String>,
+    /// The family of `-L host,fam`.
+    pub local_family: AddrFamily,
     pub local_port: Option<u16>,
     pub length: Length,
     /// `-f`; `None` for the test's default.
@@ -143,6 +179,8 @@ pub struct Plan {
     /// `-D`: interval in seconds, and whether timing is "precise" (negative).
     pub interim: Option<(f64, bool)>,
     pub fill_file: Option<PathBuf>,
+    /// `-F ,rfill`: the netserver fills its buffers with its own data.
+    pub remote_fill: bool,
     pub json: bool,
     /// `--key-file` or `-Z`: how we authenticate to netserver.
     pub auth: Option<AuthSource>,
@@ -150,34 +188,60 @@ pub struct Plan {
     pub local: SideSpec,
     /// The netserver's side.
     pub remote: SideSpec,
+    pub local_only: LocalOnly,
     pub request_size: u32,
     pub response_size: u32,
+    /// Whether `-r` was given (a send-only test then sends requests of its
+    /// size, as netperf 2.7).
+    pub request_size_given: bool,
     pub burst: u32,
     pub port_range: Option<(u16, u16)>,
     pub local_data_port: Option<u16>,
     pub remote_data_port: Option<u16>,
+    /// `-- -H`: the data connection's host, when not the control host.
     pub data_host: Option<String>,
     pub data_family: AddrFamily,
+    /// `-- -L`: the address our data sockets bind to.
+    pub data_local: Option<String>,
+    /// `-- -a`: TCP_DEFER_ACCEPT on the netserver's data listener.
+    pub defer_accept: bool,
+    /// `-- -N`: the netserver connects its UDP socket.
+    pub remote_connected_udp: bool,
+    /// `-- -V`: copy avoidance asked for (shown in the banner; no effect).
+    pub copy_avoidance: bool,
     /// `-e`: a UDP_RR transaction with no answer within this is lost.
     pub recv_timeout: Option<std::time::Duration>,
     /// `--no-latency`: do not time transactions (to measure what timing costs).
     pub latency: bool,
     pub rate_bps: Option<u64>,
     pub spin: bool,
-    pub send_width: Option<u32>,
     pub selection: Option<Selection>,
     pub uuid: Option<String>,
+    /// Lines netperf 2.7 prints on stdout while it parses its options
+    /// (options it does not have in a default build).
+    pub notices: Vec<String>,
+    /// Warnings for stderr: options netperf 2.7 tolerates with a word.
+    pub warnings: Vec<String>,
 }
 
 impl Plan {
     fn new(command_line: String) -> Plan {
+        let align = SideSpec {
+            send_align: 8,
+            recv_align: 8,
+            ..SideSpec::default()
+        };
         Plan {
             command_line,
+            name: TestName::TcpStream,
             test: TestKind::TcpStream,
+            protocol_label: "TCP",
+            socket_type_label: "Stream",
             host: None,
             family: AddrFamily::Unspec,
             port: DEFAULT_PORT,
             local_host: None,
+            local_family: AddrFamily::Unspec,
             local_port: None,
             length: Length::Seconds(10),
             units: None,
@@ -193,25 +257,33 @@ impl Plan {
             confidence: None,
             interim: None,
             fill_file: None,
+            remote_fill: false,
             json: false,
             auth: None,
-            local: SideSpec::default(),
-            remote: SideSpec::default(),
+            local: align.clone(),
+            remote: align,
+            local_only: LocalOnly::default(),
             request_size: 1,
             response_size: 1,
+            request_size_given: false,
             burst: 0,
             port_range: None,
             local_data_port: None,
             remote_data_port: None,
             data_host: None,
             data_family: AddrFamily::Unspec,
+            data_local: None,
+            defer_accept: false,
+            remote_connected_udp: false,
+            copy_avoidance: false,
             recv_timeout: None,
             latency: true,
             rate_bps: None,
             spin: false,
-            send_width: None,
             selection: None,
             uuid: None,
+            notices: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 
@@ -241,15 +313,35 @@ impl Plan {
             (None, _) => "localhost",
         }
     }
+
+    /// Whether the output is netperf's OMNI selector output rather than a
+    /// classic table: always for OMNI, and for the six migrated tests with
+    /// `-o`, `-O` or `-k`.
+    pub fn selector_output(&self) -> bool {
+        self.name == TestName::Omni || self.selection.is_some()
+    }
+
+    /// TCP_SENDFILE: the sender sends with sendfile(2).
+    pub fn sendfile(&self) -> bool {
+        self.name == TestName::TcpSendfile
+    }
 }
 
 pub fn usage() -> String {
+    let tests: Vec<String> = TestName::ALL
+        .iter()
+        .map(|t| format!("  {:<13} {}", t.name(), t.describe()))
+        .collect();
     format!(
         "Usage: netperf [global options] -- [test options]\n\nGlobal options:\n{}\n\
          For options taking two values: a lone value sets both (or only the first\n\
-         where noted), 'a,' sets the first, ',b' the second.\n\
+         where noted), 'a,' sets the first, ',b' the second.\n\n\
+         Tests (-t):\n{}\n\n\
+         Piped output has netperf 2.7's lines exactly; on a terminal, and at -v 3,\n\
+         this netperf adds its own (UDP loss, latency percentiles, confidence).\n\
          Test options: netperf -t TEST -- -h\n",
-        optparse::help(global::OPTIONS)
+        optparse::help(global::OPTIONS),
+        tests.join("\n")
     )
 }
 
@@ -260,9 +352,10 @@ pub fn test_usage() -> String {
     )
 }
 
+/// The version line: netperf 2.7's first, since scripts test it, then ours.
 pub fn version() -> String {
     format!(
-        "netperf (rsnetperf) {}, control protocol version {}",
+        "Netperf version 2.7.1\nrsnetperf {}, control protocol version {}",
         env!("CARGO_PKG_VERSION"),
         proto::PROTOCOL_VERSION
     )
@@ -280,11 +373,28 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
         return Ok(inv);
     }
     let after = global.after_dashdash.clone().unwrap_or_default();
-    let test = optparse::parse(test_opts::OPTIONS, &after).map_err(|e| CliError(e.to_string()))?;
-    if let Some(inv) = apply_test(&test, &mut plan)? {
-        return Ok(inv);
+    // LOC_CPU and REM_CPU read nothing after `--`, as netperf 2.7.
+    if !matches!(plan.name, TestName::LocCpu | TestName::RemCpu) {
+        let (test, warnings) = optparse::parse_lenient(test_opts::OPTIONS, &after)
+            .map_err(|e| CliError(e.to_string()))?;
+        for w in warnings {
+            // netperf 2.7's getopt complains and its test goes on, reading
+            // the bad option as -4.
+            plan.warnings.push(format!(
+                "warning: {w} after --, ignored (netperf 2.7 reads it as -4: an IPv4 data connection)"
+            ));
+        }
+        if let Some(inv) = apply_test(&test, &mut plan)? {
+            return Ok(inv);
+        }
     }
+    finish(&mut plan)?;
     Ok(Invocation::Run(Box::new(plan)))
+}
+
+/// A value with netperf's `convert()`, as a u32 that must not be negative.
+fn size(o: &str, s: &str) -> Result<u32, CliError> {
+    value::u32_size(s).map_err(|e| bad(o, e))
 }
 
 fn apply_global(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliError> {
@@ -297,6 +407,42 @@ fn apply_global(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliEr
         match occ.id {
             "help" => return Ok(Some(Invocation::Help)),
             "version" => return Ok(Some(Invocation::Version)),
+            "local_align" | "remote_align" | "local_offset" | "remote_offset" => {
+                let (a, b) = value::pair(v);
+                let a = a.map(|x| size(o, x)).transpose()?;
+                let b = b.map(|x| size(o, x)).transpose()?;
+                let align = occ.id.ends_with("align");
+                if align && (a == Some(0) || b == Some(0)) {
+                    return Err(CliError(format!(
+                        "{o}: an alignment of 0 is not one (netperf 2.7 crashes on it); give 1 or more"
+                    )));
+                }
+                let side = if occ.id.starts_with("local") {
+                    &mut plan.local
+                } else {
+                    &mut plan.remote
+                };
+                let (send, recv) = if align {
+                    (&mut side.send_align, &mut side.recv_align)
+                } else {
+                    (&mut side.send_offset, &mut side.recv_offset)
+                };
+                if let Some(a) = a {
+                    *send = a;
+                }
+                if let Some(b) = b {
+                    *recv = b;
+                }
+            }
+            "interval_burst" => plan
+                .notices
+                .push("Packet burst size is not compiled in. ".into()),
+            "interval_wait" => plan
+                .notices
+                .push("Packet rate control is not compiled in.".into()),
+            "local_dirty" | "remote_dirty" => {
+                plan.notices.push("I don't know how to get dirty.".into())
+            }
             "brand" => plan.brand = Some(v.to_string()),
             "local_cpu" => plan.local_cpu = true,
             "remote_cpu" => plan.remote_cpu = true,
@@ -314,9 +460,17 @@ fn apply_global(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliEr
             }
             "format" => plan.units = Some(Units::parse(v)?),
             "fill" => {
-                let (local, _remote) = value::pair_explicit(v);
+                let (local, remote) = value::pair_explicit(v);
                 if let Some(f) = local {
                     plan.fill_file = Some(PathBuf::from(f));
+                }
+                if let Some(r) = remote {
+                    if r.len() >= 32 {
+                        return Err(CliError(format!(
+                            "{o}: the remote fill file name must be less than 32 characters, as in netperf 2.7"
+                        )));
+                    }
+                    plan.remote_fill = true;
                 }
             }
             "host" => {
@@ -359,10 +513,13 @@ fn apply_global(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliEr
                     plan.local_host = Some(h.to_string());
                 }
                 if let Some(f) = fam {
-                    value::address_family(f).map_err(|e| bad(o, e))?;
+                    plan.local_family = value::address_family(f).map_err(|e| bad(o, e))?;
                 }
             }
-            "num_cpus" => plan.num_cpus = value::u32_size(v).map_err(|e| bad(o, e))?,
+            "num_cpus" => {
+                plan.num_cpus =
+                    u32::try_from(value::atoi(v).map_err(|e| bad(o, e))?.max(0)).unwrap_or(u32::MAX)
+            }
             "no_control" => {
                 return Err(CliError(
                     "-N: tests without a control connection are not supported".into(),
@@ -385,51 +542,65 @@ fn apply_global(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliEr
             }
             "keepalive" => plan.keepalive = true,
             "test" => {
-                plan.test = TestKind::from_name(v).ok_or_else(|| {
+                plan.name = TestName::from_name(v).ok_or_else(|| {
                     CliError(format!(
                         "-t: unknown test '{v}'; this netperf runs {}",
-                        TestKind::ALL.map(|k| k.name()).join(", ")
+                        TestName::ALL.map(|k| k.name()).join(", ")
                     ))
                 })?;
             }
             "cpu_bind" => {
                 let (l, r) = value::pair(v);
-                plan.local.cpu_bind = l.map(value::u32_size).transpose().map_err(|e| bad(o, e))?;
-                plan.remote.cpu_bind = r.map(value::u32_size).transpose().map_err(|e| bad(o, e))?;
+                plan.local.cpu_bind = l.map(|x| size(o, x)).transpose()?;
+                plan.remote.cpu_bind = r.map(|x| size(o, x)).transpose()?;
             }
             "verbosity" => {
                 let n = value::int(v).map_err(|e| bad(o, e))?;
                 plan.verbosity = n.clamp(0, 9) as u8;
             }
             "width" => {
-                let (s, _r) = value::pair(v);
+                let (s, r) = value::pair(v);
                 if let Some(s) = s {
-                    plan.send_width = Some(value::u32_size(s).map_err(|e| bad(o, e))?.max(1));
+                    plan.local.send_width = Some(size(o, s)?.max(1));
+                }
+                if let Some(r) = r {
+                    plan.local.recv_width = Some(size(o, r)?.max(1));
                 }
             }
             "priority" => {
                 let (l, r) = value::pair(v);
-                plan.local.priority = l.map(value::u32_size).transpose().map_err(|e| bad(o, e))?;
-                plan.remote.priority = r.map(value::u32_size).transpose().map_err(|e| bad(o, e))?;
+                plan.local.priority = l.map(|x| size(o, x)).transpose()?;
+                plan.remote.priority = r.map(|x| size(o, x)).transpose()?;
             }
             "tos" => {
                 let (l, r) = value::pair(v);
-                plan.local.tos = l.map(|s| tos(o, s)).transpose()?;
-                plan.remote.tos = r.map(|s| tos(o, s)).transpose()?;
+                plan.local.tos = l.map(|s| tos(o, s)).transpose()?.flatten();
+                plan.remote.tos = r.map(|s| tos(o, s)).transpose()?.flatten();
             }
             "passphrase" => plan.auth = Some(AuthSource::Passphrase(v.to_string())),
             "ipv4" => plan.family = AddrFamily::V4,
             "ipv6" => plan.family = AddrFamily::V6,
             "json" => plan.json = true,
             "key_file" => plan.auth = Some(AuthSource::File(PathBuf::from(v))),
-            // accepted for compatibility, no effect (see the option table)
-            _ => {}
+            // `-j` (statistics are always kept).
+            "histogram" => {}
+            other => return Err(unhandled(other)),
         }
     }
     if iterations.is_some() || level_width.is_some() {
         plan.confidence = Some(confidence(iterations, level_width, result_only)?);
     }
+    let (protocol, _, _) = plan.name.defaults();
+    plan.socket_type_label = match protocol {
+        Protocol::Tcp => "Stream",
+        Protocol::Udp => "Datagram",
+    };
     Ok(None)
+}
+
+/// An option in a table that no handler takes: a bug, caught by a test.
+fn unhandled(id: &str) -> CliError {
+    CliError(format!("internal error: option '{id}' has no handler"))
 }
 
 /// netperf's `-I`/`-i` rules: `-I` alone means 3 to 10 iterations; `-i`
@@ -468,34 +639,128 @@ fn confidence(
     })
 }
 
-/// IP TOS as netperf's `parse_ipqos` reads it: hex with 0x, else decimal.
-fn tos(opt: &str, s: &str) -> Result<u8, CliError> {
-    let v = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        u8::from_str_radix(h, 16).ok()
-    } else {
-        s.parse::<u8>().ok()
-    };
-    v.ok_or_else(|| {
-        CliError(format!(
-            "{opt}: '{s}' is not a TOS byte (0 to 255, or 0x00 to 0xff)"
-        ))
-    })
+/// IP TOS as netperf's `parse_ipqos` reads it: a DSCP name (`ef`, `af11`
+/// to `af43`, `cs0` to `cs7`) or one of the old TOS names, else a number in
+/// C's notation (decimal, 0x hex, 0 octal), 0 to 255, the whole byte (ECN
+/// bits included). netperf 2.7 sets it only when it is more than 0, so 0
+/// means "leave it", as `None` here.
+fn tos(opt: &str, s: &str) -> Result<Option<u8>, CliError> {
+    const NAMES: &[(&str, u8)] = &[
+        ("af11", 0x28),
+        ("af12", 0x30),
+        ("af13", 0x38),
+        ("af21", 0x48),
+        ("af22", 0x50),
+        ("af23", 0x58),
+        ("af31", 0x68),
+        ("af32", 0x70),
+        ("af33", 0x78),
+        ("af41", 0x88),
+        ("af42", 0x90),
+        ("af43", 0x98),
+        ("cs0", 0x00),
+        ("cs1", 0x20),
+        ("cs2", 0x40),
+        ("cs3", 0x60),
+        ("cs4", 0x80),
+        ("cs5", 0xa0),
+        ("cs6", 0xc0),
+        ("cs7", 0xe0),
+        ("ef", 0xb8),
+        ("lowdelay", 0x10),
+        ("throughput", 0x08),
+        ("reliability", 0x04),
+    ];
+    let t = s.trim();
+    let v = NAMES
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(t))
+        .map(|&(_, v)| u32::from(v))
+        .or_else(|| {
+            if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+                u32::from_str_radix(h, 16).ok()
+            } else if t.len() > 1 && t.starts_with('0') {
+                u32::from_str_radix(&t[1..], 8).ok()
+            } else {
+                t.parse::<u32>().ok()
+            }
+        })
+        .filter(|&v| v <= 255);
+    match v {
+        Some(v) => Ok((v > 0).then_some(v as u8)),
+        None => Err(CliError(format!(
+            "{opt}: '{s}' is not a TOS byte (0 to 255 in decimal, 0x hex or 0 octal, or a name: ef, af11..af43, cs0..cs7, lowdelay, throughput, reliability)"
+        ))),
+    }
+}
+
+/// What `--` options said about the direction and protocol, resolved once
+/// every option is read.
+#[derive(Debug, Default)]
+struct Shape {
+    /// `-d`'s bits (OMNI): they replace what `-m`, `-M`, `-r` implied.
+    explicit: Option<u32>,
+    /// The bits `-m`, `-M`, `-r` imply (OMNI only).
+    implied: u32,
+    protocol: Option<Protocol>,
+    /// `-T` named a protocol netperf 2.7 does not know: it runs TCP.
+    default_protocol: bool,
+    connection: bool,
+    socket_type: Option<String>,
+    /// `-R`.
+    routing: Option<bool>,
 }
 
 fn apply_test(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliError> {
+    let mut shape = Shape::default();
+    let omni = plan.name == TestName::Omni;
+    let omni_options = plan.name.takes_omni_options();
     for occ in &p.options {
         let v = occ.value.as_deref().unwrap_or("");
         let o = occ.spelled.as_str();
-        let size = |s: &str| value::u32_size(s).map_err(|e| bad(o, e));
+        let size = |s: &str| size(o, s);
+        // netperf 2.7's TCP_SENDFILE, TCP_CC and TCP_MSS have the classic
+        // grammar, without OMNI's options.
+        if !omni_options
+            && matches!(
+                occ.id,
+                "direction" | "protocol" | "socket_type" | "keyval" | "csv" | "human" | "uuid"
+            )
+        {
+            plan.warnings.push(format!(
+                "warning: {o} is not an option of {}, ignored (netperf 2.7 reads it as -4)",
+                plan.name
+            ));
+            plan.data_family = AddrFamily::V4;
+            continue;
+        }
         match occ.id {
             "help" => return Ok(Some(Invocation::TestHelp)),
+            optparse::BAD_OPTION | "ipv4" => plan.data_family = AddrFamily::V4,
+            "ipv6" => plan.data_family = AddrFamily::V6,
             // netperf 2.7 takes a negative burst as none at all (its manual
             // still describes a ramp-up that a negative value skipped; we
             // never ramp up).
             "burst" => {
-                let n = value::int(v).map_err(|e| bad(o, e))?;
+                let n = value::atoi(v).map_err(|e| bad(o, e))?;
                 plan.burst = u32::try_from(n.max(0))
                     .map_err(|_| CliError(format!("{o}: '{v}' is more than {}", u32::MAX)))?;
+            }
+            "connection_test" => shape.connection = true,
+            "cork" => plan.local_only.cork = true,
+            "direction" => {
+                if !omni {
+                    // netperf 2.7 reads -d for OMNI only; a named test keeps
+                    // its direction.
+                    continue;
+                }
+                let (bits, unknown) = test_name::parse_direction(v);
+                for u in unknown {
+                    plan.warnings.push(format!(
+                        "warning: {o} '{u}' is not a direction; read as 0, as netperf 2.7 does (send, recv, rr or a number)"
+                    ));
+                }
+                shape.explicit = Some(bits);
             }
             "nodelay" => {
                 plan.local.nodelay = true;
@@ -511,15 +776,29 @@ fn apply_test(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliErro
                 }
                 plan.recv_timeout = Some(std::time::Duration::from_secs_f64(secs));
             }
+            "mtu_discover" => plan.local_only.mtu_discover = true,
+            "fastopen" => plan.local_only.fastopen = true,
+            "so_debug" => plan.local_only.so_debug = true,
+            "mss" => {
+                let n = value::atoi(v).map_err(|e| bad(o, e))?;
+                plan.local_only.mss = u32::try_from(n).ok().filter(|&n| n > 0);
+            }
             "data_host" => {
                 let (host, fam) = value::pair_explicit(v);
                 if let Some(h) = host {
-                    plan.data_host = Some(h.to_string());
+                    plan.data_host = Some(strip_mask(h).to_string());
                 }
                 if let Some(f) = fam {
                     plan.data_family = value::address_family(f).map_err(|e| bad(o, e))?;
                 }
             }
+            "check_interval" => plan.warnings.push(format!(
+                "warning: {o}: netperf 2.7 removed this option; ignored"
+            )),
+            "use_write" => plan.local_only.use_write = true,
+            // netperf 2.7 stores -j and never uses it; -l is a multicast
+            // TTL, -w nothing, -U and -B change nothing on Linux.
+            "parallel" | "multicast_ttl" | "wait" | "dont_give_up" | "pktinfo" => {}
             "keyval" | "csv" | "human" => {
                 let style = match occ.id {
                     "keyval" => SelectorStyle::KeyVal,
@@ -541,14 +820,24 @@ fn apply_test(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliErro
                 plan.local.cong_control = l.map(str::to_string);
                 plan.remote.cong_control = r.map(str::to_string);
             }
-            "local_data" => {}
+            "local_data" => {
+                let (host, fam) = value::pair_explicit(v);
+                if let Some(h) = host {
+                    plan.data_local = Some(strip_mask(h).to_string());
+                }
+                if let Some(f) = fam {
+                    plan.data_family = value::address_family(f).map_err(|e| bad(o, e))?;
+                }
+            }
             "send_size" => {
                 let (l, r) = value::pair_explicit(v);
                 if let Some(l) = l {
                     plan.local.send_size = Some(size(l)?);
+                    shape.implied |= test_name::XMIT;
                 }
                 if let Some(r) = r {
                     plan.remote.send_size = Some(size(r)?);
+                    shape.implied |= test_name::RECV;
                 }
             }
             "recv_size" => {
@@ -556,15 +845,25 @@ fn apply_test(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliErro
                 let (r, l) = value::pair_explicit(v);
                 if let Some(r) = r {
                     plan.remote.recv_size = Some(size(r)?);
+                    shape.implied |= test_name::XMIT;
                 }
                 if let Some(l) = l {
                     plan.local.recv_size = Some(size(l)?);
+                    shape.implied |= test_name::RECV;
                 }
             }
+            "local_connected" => plan.local_only.connected_udp = true,
+            "remote_connected" => plan.remote_connected_udp = true,
             "port_range" => {
                 let (lo, hi) = value::pair(v);
-                let lo = lo.map(value::port).transpose().map_err(|e| bad(o, e))?;
-                let hi = hi.map(value::port).transpose().map_err(|e| bad(o, e))?;
+                let atoi_port = |s: &str| -> Result<u16, CliError> {
+                    let n = value::atoi(s).map_err(|e| bad(o, e))?;
+                    u16::try_from(n).map_err(|_| {
+                        CliError(format!("{o}: '{s}' is not a port number (0 to 65535)"))
+                    })
+                };
+                let lo = lo.map(atoi_port).transpose()?;
+                let hi = hi.map(atoi_port).transpose()?;
                 let (lo, hi) = (lo.unwrap_or(5000), hi.unwrap_or(65535));
                 if lo == 0 || hi < lo {
                     return Err(CliError(format!("{o}: '{v}' is not a port range min,max")));
@@ -576,14 +875,23 @@ fn apply_test(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliErro
                 plan.local_data_port = l.map(value::port).transpose().map_err(|e| bad(o, e))?;
                 plan.remote_data_port = r.map(value::port).transpose().map_err(|e| bad(o, e))?;
             }
+            "pacing" => {
+                let n = value::atoi(v).map_err(|e| bad(o, e))?;
+                plan.local_only.pacing = u64::try_from(n).ok().filter(|&n| n > 0);
+            }
             "rr_size" => {
                 let (q, r) = value::pair(v);
                 if let Some(q) = q {
                     plan.request_size = size(q)?;
+                    plan.request_size_given = true;
                 }
                 if let Some(r) = r {
                     plan.response_size = size(r)?;
                 }
+                shape.implied |= test_name::XMIT | test_name::RECV;
+            }
+            "routing" => {
+                shape.routing = Some(value::atoi(v).map_err(|e| bad(o, e))? != 0);
             }
             "local_bufs" => {
                 let (s, r) = value::pair(v);
@@ -603,17 +911,108 @@ fn apply_test(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliErro
                     plan.remote.recv_buf = Some(size(r)?);
                 }
             }
-            "uuid" => plan.uuid = Some(v.to_string()),
-            "send_width" => plan.send_width = Some(size(v)?.max(1)),
-            "ipv4" => plan.data_family = AddrFamily::V4,
-            "ipv6" => plan.data_family = AddrFamily::V6,
+            "socket_type" => shape.socket_type = Some(v.to_string()),
+            "protocol" => match test_name::parse_protocol(o, v)? {
+                test_name::ProtocolWord::Known(p) => {
+                    shape.protocol = Some(p);
+                    shape.default_protocol = false;
+                }
+                test_name::ProtocolWord::Default => {
+                    plan.warnings.push(format!(
+                        "warning: {o} '{v}' is not a protocol this netperf knows; TCP runs, as in netperf 2.7"
+                    ));
+                    shape.protocol = Some(Protocol::Tcp);
+                    shape.default_protocol = true;
+                }
+            },
+            "uuid" => plan.uuid = Some(v.chars().take(37).collect()),
+            "copy_avoid" => plan.copy_avoidance = true,
+            "defer_accept" => plan.defer_accept = true,
+            "send_width" => plan.local.send_width = Some(size(v)?.max(1)),
             "rate" => plan.rate_bps = Some(value::bits_per_second(v).map_err(|e| bad(o, e))?),
             "spin" => plan.spin = true,
             "no_latency" => plan.latency = false,
-            _ => {}
+            other => return Err(unhandled(other)),
         }
     }
+    resolve_shape(plan, shape)
+}
+
+/// `-H addr/len`: netperf 2.7 randomises the address within the mask;
+/// we take the address.
+fn strip_mask(h: &str) -> &str {
+    h.split_once('/').map_or(h, |(a, _)| a)
+}
+
+/// Turn the name's defaults and what `--` said into the data path.
+fn resolve_shape(plan: &mut Plan, shape: Shape) -> Result<Option<Invocation>, CliError> {
+    let (default_protocol, default_dir, default_conn) = plan.name.defaults();
+    let protocol = if plan.name.takes_omni_options() {
+        shape.protocol.unwrap_or(default_protocol)
+    } else {
+        default_protocol
+    };
+    let mut dir = default_dir;
+    if plan.name == TestName::Omni {
+        dir = shape.explicit.unwrap_or(shape.implied);
+        if dir == 0 && !shape.connection {
+            dir = test_name::XMIT;
+        }
+    }
+    let connection = default_conn || (shape.connection && plan.name.takes_omni_options());
+    if plan.name.is_info() {
+        plan.test = TestKind::TcpStream;
+        return Ok(None);
+    }
+    plan.test = test_name::resolve(plan.name, protocol, dir, connection)?;
+    if let Some(t) = &shape.socket_type {
+        let want = match protocol {
+            Protocol::Tcp => "stream",
+            Protocol::Udp => "dgram",
+        };
+        if !t.contains(want) {
+            return Err(CliError(format!(
+                "-- -t {t}: the socket type must match the protocol ({want} for {}); netperf 2.7 hangs here",
+                match protocol {
+                    Protocol::Tcp => "TCP",
+                    Protocol::Udp => "UDP",
+                }
+            )));
+        }
+    }
+    plan.protocol_label = match (shape.default_protocol, protocol) {
+        (true, _) => "IP Default",
+        (false, Protocol::Tcp) => "TCP",
+        (false, Protocol::Udp) => "UDP",
+    };
+    // netperf 2.7: no routing for UDP tests that do not expect answers,
+    // unless -R says otherwise.
+    let dont_route = match shape.routing {
+        Some(allowed) => !allowed,
+        None => protocol == Protocol::Udp && !plan.test.is_rr(),
+    };
+    plan.local.dont_route = dont_route;
+    plan.remote.dont_route = dont_route;
     Ok(None)
+}
+
+/// Checks of the whole plan, once everything is read.
+fn finish(plan: &mut Plan) -> Result<(), CliError> {
+    // netperf 2.7: a send-only test with -r sends requests of that size.
+    if plan.request_size_given
+        && plan.test.direction() == proto::Direction::Send
+        && plan.local.send_size.is_none()
+    {
+        plan.local.send_size = Some(plan.request_size);
+    }
+    // netperf 2.7 uses our send width for the netserver's send ring too.
+    if plan.remote.send_width.is_none() {
+        plan.remote.send_width = plan.local.send_width;
+    }
+    if plan.remote.recv_width.is_none() {
+        plan.remote.recv_width = plan.local.recv_width;
+    }
+    Ok(())
 }
 
 /// Tests: the plan a command line (without the program name) parses to.

@@ -11,9 +11,8 @@ pub const OPTIONS: &[OptDef] = &[
     OptDef::flag(
         "defer_accept",
         'a',
-        "Use TCP_DEFER_ACCEPT (accepted; no effect)",
-    )
-    .hidden(),
+        "TCP_DEFER_ACCEPT on netserver's data listener",
+    ),
     OptDef::flag("pktinfo", 'B', "Use IP_PKTINFO (accepted; no effect)").hidden(),
     OptDef::value(
         "burst",
@@ -24,17 +23,15 @@ pub const OPTIONS: &[OptDef] = &[
     OptDef::flag(
         "connection_test",
         'c',
-        "Declare a connection test (accepted; implied by TCP_CRR)",
-    )
-    .hidden(),
-    OptDef::flag("cork", 'C', "Set TCP_CORK (accepted; no effect)").hidden(),
+        "A new connection per transaction (OMNI -d rr: TCP_CRR; no direction: TCP_CC)",
+    ),
+    OptDef::flag("cork", 'C', "Set TCP_CORK on our data socket"),
     OptDef::value(
         "direction",
         'd',
-        "direction",
-        "Test direction (omni tests only; accepted, ignored for named tests)",
-    )
-    .hidden(),
+        "dir",
+        "OMNI's direction: send|xmit|stream, recv|maerts, rr, or a number; '|' joins them",
+    ),
     OptDef::flag("nodelay", 'D', "Set TCP_NODELAY on both ends"),
     OptDef::value(
         "recv_timeout",
@@ -45,18 +42,17 @@ pub const OPTIONS: &[OptDef] = &[
     OptDef::flag(
         "mtu_discover",
         'f',
-        "Set IP_MTU_DISCOVER (accepted; no effect)",
-    )
-    .hidden(),
-    OptDef::flag("fastopen", 'F', "Use TCP Fast Open (accepted; no effect)").hidden(),
-    OptDef::flag("so_debug", 'g', "Set SO_DEBUG (accepted; no effect)").hidden(),
-    OptDef::value("mss", 'G', "bytes", "TCP_MAXSEG (accepted; no effect)").hidden(),
+        "Set IP_MTU_DISCOVER to 'do' (don't fragment) on our data socket",
+    ),
+    OptDef::flag("fastopen", 'F', "Use TCP Fast Open on the data connections"),
+    OptDef::flag("so_debug", 'g', "Set SO_DEBUG on our data socket"),
+    OptDef::value("mss", 'G', "bytes", "TCP_MAXSEG of our data socket"),
     OptDef::flag("help", 'h', "Display this text"),
     OptDef::value(
         "data_host",
         'H',
         "name[,fam]",
-        "Host of the data connection (must be the control connection's host)",
+        "Host of the data connection (another address of the netserver's host)",
     ),
     OptDef::value(
         "check_interval",
@@ -68,9 +64,8 @@ pub const OPTIONS: &[OptDef] = &[
     OptDef::flag(
         "use_write",
         'I',
-        "Use write() rather than send() (accepted; no effect)",
-    )
-    .hidden(),
+        "Use write() rather than send() on our data socket",
+    ),
     OptDef::value(
         "parallel",
         'j',
@@ -102,32 +97,26 @@ pub const OPTIONS: &[OptDef] = &[
         "local_data",
         'L',
         "name[,fam]",
-        "Local address of the data connection",
+        "Local address (and family) our data socket binds to",
     ),
     OptDef::value(
         "send_size",
         'm',
         "local[,remote]",
-        "Send size of _STREAM/_MAERTS tests (a lone value sets the local one)",
+        "Send size, ours and netserver's (a lone value sets ours)",
     ),
     OptDef::value(
         "recv_size",
         'M',
         "remote[,local]",
-        "Receive size of _STREAM/_MAERTS tests (a lone value sets the remote one)",
+        "Receive size, netserver's and ours (a lone value sets netserver's)",
     ),
-    OptDef::flag(
-        "local_connected",
-        'n',
-        "Connect the UDP socket locally (accepted; no effect)",
-    )
-    .hidden(),
+    OptDef::flag("local_connected", 'n', "Connect our UDP data socket"),
     OptDef::flag(
         "remote_connected",
         'N',
-        "Connect the UDP socket remotely (accepted; no effect)",
-    )
-    .hidden(),
+        "netserver connects its UDP data socket",
+    ),
     OptDef::flag(
         "csv",
         'o',
@@ -146,28 +135,32 @@ pub const OPTIONS: &[OptDef] = &[
         "port_range",
         'p',
         "min[,max]",
-        "Local port range of TCP_CRR's connections",
+        "Local port range of TCP_CRR's and TCP_CC's connections",
     ),
     OptDef::value(
         "data_port",
         'P',
         "local[,remote]",
-        "Data ports, local and remote",
+        "Data ports, ours and netserver's (a lone value sets both)",
     ),
     OptDef::value(
         "pacing",
         'q',
-        "rate",
-        "SO_MAX_PACING_RATE (accepted; no effect)",
-    )
-    .hidden(),
+        "bytes/s",
+        "SO_MAX_PACING_RATE of our data socket, bytes per second",
+    ),
     OptDef::value(
         "rr_size",
         'r',
         "req[,rsp]",
         "Request and response sizes of _RR tests (default 1,1)",
     ),
-    OptDef::value("routing", 'R', "0|1", "Allow routing (accepted; no effect)").hidden(),
+    OptDef::value(
+        "routing",
+        'R',
+        "0|1",
+        "Allow routing (0: SO_DONTROUTE on both ends; UDP_STREAM's default)",
+    ),
     OptDef::value(
         "local_bufs",
         's',
@@ -184,16 +177,15 @@ pub const OPTIONS: &[OptDef] = &[
         "socket_type",
         't',
         "type",
-        "Socket type (omni tests only; accepted, ignored for named tests)",
+        "Socket type: stream or dgram (follows -T)",
     )
     .hidden(),
     OptDef::value(
         "protocol",
         'T',
-        "protocol",
-        "Protocol (omni tests only; accepted, ignored for named tests)",
-    )
-    .hidden(),
+        "tcp|udp",
+        "Protocol of the data connections",
+    ),
     OptDef::value("uuid", 'u', "uuid", "Test UUID for output selectors"),
     OptDef::flag(
         "dont_give_up",
@@ -201,7 +193,12 @@ pub const OPTIONS: &[OptDef] = &[
         "Keep retrying failed connects (accepted; no effect)",
     )
     .hidden(),
-    OptDef::flag("copy_avoid", 'V', "Copy avoidance (accepted; no effect)").hidden(),
+    OptDef::flag(
+        "copy_avoid",
+        'V',
+        "Copy avoidance (not available on Linux; shown in the banner)",
+    )
+    .hidden(),
     OptDef::value("wait", 'w', "x", "(accepted; no effect)").hidden(),
     OptDef::value(
         "send_width",

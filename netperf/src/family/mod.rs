@@ -6,7 +6,7 @@ pub mod stream;
 pub mod udp_stream;
 
 use std::{
-    net::{IpAddr, SocketAddr},
+    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
     sync::{Arc, atomic::AtomicU32},
     time::Duration,
 };
@@ -26,6 +26,7 @@ use crate::{
     control::Dialect,
     interim,
 };
+use optparse::value::AddrFamily;
 
 /// What one iteration of a test measured, on both sides.
 #[derive(Clone, Debug, Default)]
@@ -46,6 +47,9 @@ pub struct Measurement {
     pub local_recv_size: u32,
     pub remote_send_size: u32,
     pub remote_recv_size: u32,
+    /// Buffers in our send and receive rings (netperf's LOCAL_*_WIDTH).
+    pub local_send_width: u32,
+    pub local_recv_width: u32,
     /// TCP maximum segment size of our data connection.
     pub mss: Option<u32>,
     /// Sends that failed with a transient error (UDP: netperf's "Errors").
@@ -67,8 +71,10 @@ impl Measurement {
             // What the receiver got, as netperf: the sender's count may
             // include what was lost (UDP) and is checked against it.
             TestKind::TcpStream | TestKind::UdpStream => self.remote.bytes_received as f64,
-            TestKind::TcpMaerts => self.local.bytes_received as f64,
-            TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr => self.local.transactions as f64,
+            TestKind::TcpMaerts | TestKind::UdpMaerts => self.local.bytes_received as f64,
+            TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr | TestKind::TcpCc => {
+                self.local.transactions as f64
+            }
         }
     }
 }
@@ -140,18 +146,21 @@ impl Phase {
 }
 
 /// The request that goes on the wire for this plan, with the family of the
-/// control connection.
+/// data connections.
 pub fn spec_for(plan: &Plan, family: Family) -> Result<TestSpec> {
     let mut spec = TestSpec::new(plan.test, family);
-    spec.end = match (plan.length, plan.test) {
+    spec.end = match (plan.length, plan.test.is_rr()) {
         (Length::Seconds(s), _) => TestEnd::Time { millis: s * 1000 },
-        (Length::Count(n), TestKind::TcpStream | TestKind::TcpMaerts) => TestEnd::Bytes(n),
-        (Length::Count(n), TestKind::UdpStream) => TestEnd::Datagrams(n),
-        (Length::Count(n), _) => TestEnd::Transactions(n),
+        // netperf 2.7 counts bytes in every stream test, UDP's too.
+        (Length::Count(n), false) => TestEnd::Bytes(n),
+        (Length::Count(n), true) => TestEnd::Transactions(n),
     };
     spec.server = plan.remote.clone();
-    spec.request_size = plan.request_size;
-    spec.response_size = plan.response_size;
+    (spec.request_size, spec.response_size) = match plan.test {
+        // TCP_CC carries nothing; the sizes netperf prints are for show.
+        TestKind::TcpCc => (0, 0),
+        _ => (plan.request_size, plan.response_size),
+    };
     spec.burst = plan.effective_burst();
     spec.recv_timeout_ms = plan
         .recv_timeout
@@ -162,6 +171,10 @@ pub fn spec_for(plan: &Plan, family: Family) -> Result<TestSpec> {
     spec.num_cpus = plan.num_cpus;
     spec.data_port = plan.remote_data_port.filter(|&p| p != 0);
     spec.keepalive = plan.keepalive;
+    spec.defer_accept = plan.defer_accept;
+    spec.fastopen = plan.local_only.fastopen;
+    spec.connected_udp = plan.remote_connected_udp;
+    spec.remote_fill = plan.remote_fill;
     // Refuse what no netserver would run before asking one (the server
     // checks again against its own limits).
     spec.validate(&Limits {
@@ -188,7 +201,10 @@ pub fn run_once(plan: &Plan, dialect: &mut dyn Dialect, ctx: &Context) -> Result
     match plan.test {
         TestKind::TcpStream | TestKind::TcpMaerts => stream::run_once(plan, dialect, ctx),
         TestKind::UdpStream => udp_stream::run_once(plan, dialect, ctx),
-        TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr => rr::run_once(plan, dialect, ctx),
+        TestKind::UdpMaerts => udp_stream::run_maerts(plan, dialect, ctx),
+        TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr | TestKind::TcpCc => {
+            rr::run_once(plan, dialect, ctx)
+        }
     }
 }
 
@@ -197,8 +213,12 @@ pub fn run_once(plan: &Plan, dialect: &mut dyn Dialect, ctx: &Context) -> Result
 /// asked, so that the buffer sizes we report are the ones the kernel gave
 /// before the connection (netperf does the same).
 pub(crate) struct Prepared {
-    /// The netserver's control address.
-    pub peer: SocketAddr,
+    /// The address data connections go to (the port is the grant's).
+    pub data_ip: IpAddr,
+    /// The address our data sockets bind to, and whether to bind (TCP
+    /// binds only when asked: `-- -L` or `-- -P lport`).
+    pub local: SocketAddr,
+    pub bind: bool,
     pub family: Family,
     pub spec: TestSpec,
     pub sock: Socket,
@@ -207,19 +227,101 @@ pub(crate) struct Prepared {
     pub lsr: u32,
 }
 
-pub(crate) fn prepare(plan: &Plan, d: &dyn Dialect, protocol: Protocol) -> Result<Prepared> {
+impl Prepared {
+    /// Where the netserver's data socket for `grant` is.
+    pub fn data_addr(&self, grant: &Grant) -> SocketAddr {
+        SocketAddr::new(self.data_ip, grant.data_port)
+    }
+}
+
+/// The data connections' addresses: the control connection's, or what
+/// `-- -H`, `-- -L` and `-- -4`/`-6` say. Returns (the netserver's data
+/// address, the address we bind to, whether it must be sent to the
+/// netserver, the family).
+pub(crate) fn data_endpoints(
+    plan: &Plan,
+    d: &dyn Dialect,
+) -> Result<(IpAddr, IpAddr, bool, Family)> {
     let peer = d.peer();
-    let family = sockopt::family_of(&peer);
-    let spec = spec_for(plan, family)?;
-    if let Some(h) = &plan.data_host {
-        stream::check_data_host(h, peer)?;
+    let control_family = sockopt::family_of(&peer);
+    let family = match plan.data_family {
+        AddrFamily::V4 => Family::V4,
+        AddrFamily::V6 => Family::V6,
+        AddrFamily::Unspec => control_family,
+    };
+    let data_ip = match (&plan.data_host, family == control_family) {
+        (None, true) => peer.ip(),
+        (Some(h), _) => resolve_in(h, family).with_context(|| format!("-- -H {h}"))?,
+        (None, false) => {
+            let h = plan.host_name();
+            resolve_in(h, family).with_context(|| {
+                format!(
+                    "-- -{}: {h} has no address of that family",
+                    fam_digit(family)
+                )
+            })?
+        }
+    };
+    let local_ip = match &plan.data_local {
+        Some(l) => resolve_in(l, family).with_context(|| format!("-- -L {l}"))?,
+        None if family == control_family && data_ip == peer.ip() => d.local().ip(),
+        None => match family {
+            Family::V4 => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            Family::V6 => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        },
+    };
+    Ok((data_ip, local_ip, data_ip != peer.ip(), family))
+}
+
+fn fam_digit(f: Family) -> char {
+    match f {
+        Family::V4 => '4',
+        Family::V6 => '6',
+    }
+}
+
+/// The first address of `host` in `family`.
+pub(crate) fn resolve_in(host: &str, family: Family) -> Result<IpAddr> {
+    use std::net::ToSocketAddrs;
+    let want = |a: &SocketAddr| sockopt::family_of(a) == family;
+    (host, 0)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {host}"))?
+        .find(want)
+        .map(|a| a.ip())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{host} has no {} address",
+                match family {
+                    Family::V4 => "IPv4",
+                    Family::V6 => "IPv6",
+                }
+            )
+        })
+}
+
+pub(crate) fn prepare(plan: &Plan, d: &dyn Dialect, protocol: Protocol) -> Result<Prepared> {
+    let (data_ip, local_ip, send_addr, family) = data_endpoints(plan, d)?;
+    let mut spec = spec_for(plan, family)?;
+    if send_addr {
+        spec.data_addr = Some(data_ip);
     }
     let sock = sockopt::new_socket(family, protocol)?;
     sockopt::apply_side(&sock, &plan.local, family, protocol, plan.keepalive)
         .context("local data socket")?;
+    sockopt::apply_local(&sock, &local_opts(plan), family, protocol)
+        .context("local data socket")?;
     let (lss, lsr) = sockopt::buffer_sizes(SockRef::from(&sock));
+    let port = plan.local_data_port.unwrap_or(0);
+    crate::debug::line(1, || {
+        format!(
+            "data socket: {protocol:?} over {family:?}, to {data_ip}, from {local_ip}; socket buffers {lss} send, {lsr} receive"
+        )
+    });
     Ok(Prepared {
-        peer,
+        data_ip,
+        local: SocketAddr::new(local_ip, port),
+        bind: plan.data_local.is_some() || port != 0,
         family,
         spec,
         sock,
@@ -228,21 +330,51 @@ pub(crate) fn prepare(plan: &Plan, d: &dyn Dialect, protocol: Protocol) -> Resul
     })
 }
 
+/// What we set on our own data sockets only.
+pub(crate) fn local_opts(plan: &Plan) -> sockopt::LocalOpts {
+    let l = &plan.local_only;
+    sockopt::LocalOpts {
+        cork: l.cork,
+        mss: l.mss,
+        so_debug: l.so_debug,
+        pacing: l.pacing,
+        mtu_discover: l.mtu_discover,
+        fastopen: l.fastopen,
+    }
+}
+
 /// Ask the netserver to set up its side; then the global `-w` pause.
 pub(crate) fn request(plan: &Plan, d: &mut dyn Dialect, spec: &TestSpec) -> Result<Grant> {
+    crate::debug::line(1, || {
+        format!(
+            "requesting {} ({:?} data, ends {:?}) of the netserver at {}",
+            spec.kind,
+            spec.family,
+            spec.end,
+            d.peer()
+        )
+    });
+    crate::debug::line(2, || format!("request: {spec:?}"));
     let grant = d.setup(spec)?;
+    crate::debug::line(1, || {
+        format!(
+            "granted: data port {}, netserver's socket buffers {} send, {} receive; message sizes {} send, {} receive",
+            grant.data_port, grant.send_buf, grant.recv_buf, grant.send_size, grant.recv_size
+        )
+    });
     if plan.wait_secs > 0 {
         std::thread::sleep(Duration::from_secs(plan.wait_secs));
     }
     Ok(grant)
 }
 
-/// `-- -P local`: bind our data socket to that port on `ip`.
-pub(crate) fn bind_local_port(plan: &Plan, sock: &Socket, ip: IpAddr) -> Result<()> {
-    if let Some(p) = plan.local_data_port.filter(|&p| p != 0) {
-        let _ = sock.set_reuse_address(true);
-        sock.bind(&SocketAddr::new(ip, p).into())
-            .with_context(|| format!("-P: cannot bind the data socket to port {p}"))?;
+/// `-- -L addr` and `-- -P lport`: bind our data socket where asked.
+pub(crate) fn bind_local(p: &Prepared) -> Result<()> {
+    if p.bind {
+        let _ = p.sock.set_reuse_address(true);
+        p.sock
+            .bind(&p.local.into())
+            .with_context(|| format!("-- -L/-P: cannot bind the data socket to {}", p.local))?;
     }
     Ok(())
 }
@@ -262,6 +394,22 @@ pub(crate) fn length_timer(plan: &Plan, stop: &StopFlag) -> Result<Option<Timer>
         Length::Seconds(s) if s > 0 => Some(Timer::start(Duration::from_secs(s), stop.clone())?),
         _ => None,
     })
+}
+
+/// The netserver's counters arrived.
+pub(crate) fn got_results(r: &SideResults) {
+    crate::debug::line(1, || {
+        format!(
+            "netserver's counters: {} bytes sent in {} calls, {} received in {} calls, {} transactions, over {:.3} s",
+            r.bytes_sent,
+            r.send_calls,
+            r.bytes_received,
+            r.recv_calls,
+            r.transactions,
+            r.elapsed_ns as f64 / 1e9
+        )
+    });
+    crate::debug::line(2, || format!("results: {r:?}"));
 }
 
 /// How long to wait for the server's results after our data phase.

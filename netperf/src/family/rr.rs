@@ -1,7 +1,7 @@
 //! TCP_RR, UDP_RR and TCP_CRR: transactions per second and their latency.
 
 use std::{
-    net::{SocketAddr, TcpStream, UdpSocket},
+    net::{SocketAddr, TcpStream},
     time::{Duration, Instant},
 };
 
@@ -17,10 +17,7 @@ use engine::{
 use proto::{ClientDone, Protocol, SideResults, TestKind};
 use socket2::SockRef;
 
-use super::{
-    Context, Measurement, Prepared, bind_local_port, length_timer, pin, prepare, request,
-    results_wait,
-};
+use super::{Context, Measurement, bind_local, length_timer, pin, prepare, request, results_wait};
 use crate::{
     cli::{Length, Plan},
     control::Dialect,
@@ -45,19 +42,13 @@ pub fn default_ports() -> (u16, u16) {
 }
 
 pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
-    let Prepared {
-        peer,
-        spec,
-        sock,
-        lss,
-        lsr,
-        ..
-    } = prepare(plan, d, plan.test.protocol())?;
-    let grant = request(plan, d, &spec)?;
-    let to = SocketAddr::new(peer.ip(), grant.data_port);
+    let p = prepare(plan, d, plan.test.protocol())?;
+    let grant = request(plan, d, &p.spec)?;
+    let to = p.data_addr(&grant);
+    let (lss, lsr) = (p.lss, p.lsr);
     let params = Requester {
-        req: plan.request_size as usize,
-        resp: plan.response_size as usize,
+        req: p.spec.request_size as usize,
+        resp: p.spec.response_size as usize,
         burst: plan.effective_burst(),
         until: match plan.length {
             Length::Count(n) => Until::Transactions(n),
@@ -68,14 +59,15 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
     };
     let stop = StopFlag::new();
     let live = &ctx.live;
-    // TCP_CRR's connections come and go: the control connection's address.
-    let mut local_addr = Some(SocketAddr::new(d.local().ip(), 0));
+    // TCP_CRR's connections come and go: the address they bind to.
+    let mut local_addr = Some(SocketAddr::new(p.local.ip(), 0));
     let (outcome, local_cpu, mss, tcp) = match plan.test {
         TestKind::TcpRr => {
-            bind_local_port(plan, &sock, d.local().ip())?;
-            sock.connect_timeout(&to.into(), Duration::from_secs(10))
+            bind_local(&p)?;
+            p.sock
+                .connect_timeout(&to.into(), Duration::from_secs(10))
                 .with_context(|| format!("data connection to {to}"))?;
-            let conn: TcpStream = sock.into();
+            let conn: TcpStream = p.sock.into();
             local_addr = conn.local_addr().ok();
             handshake::write_preamble(&conn, &grant.token, 0)?;
             pin(plan)?;
@@ -91,25 +83,24 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
             )
         }
         TestKind::UdpRr => {
-            bind_local_port(plan, &sock, d.local().ip())?;
-            sock.connect(&to.into())
-                .with_context(|| format!("UDP data socket to {to}"))?;
-            let s: UdpSocket = sock.into();
+            let (s, _) = super::udp_stream::udp_socket(p)?;
+            let link = super::udp_stream::link(plan, &s, to)?;
             local_addr = s.local_addr().ok();
-            udp::client_hello(&s, &grant.token, Instant::now() + Duration::from_secs(10))?;
+            udp::client_hello(link, &grant.token, Instant::now() + Duration::from_secs(10))?;
             pin(plan)?;
             let _timer = length_timer(plan, &stop)?;
             let _int = interrupt::stop_on_interrupt(&stop);
             let timeout = plan.recv_timeout.unwrap_or(DEFAULT_UDP_TIMEOUT);
             let phase = ctx.begin(plan)?;
-            let o = rr::udp_requester(&s, &params, timeout, &stop, live)?;
+            let o = rr::udp_requester(link, &params, timeout, &stop, live)?;
             (o, phase.end(), None, None)
         }
         _ => {
-            drop(sock);
+            let local_ip = p.local.ip();
+            drop(p);
             let p = CrrRequester {
                 server: to,
-                local_ip: d.local().ip(),
+                local_ip,
                 ports: plan.port_range.unwrap_or_else(default_ports),
                 token: grant.token,
                 req: params.req,
@@ -117,13 +108,15 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
                 until: params.until,
                 timing: params.timing,
                 side: plan.local.clone(),
+                local: super::local_opts(plan),
             };
             pin(plan)?;
             let _timer = length_timer(plan, &stop)?;
             let _int = interrupt::stop_on_interrupt(&stop);
             let phase = ctx.begin(plan)?;
             let o = crr::requester(&p, &stop, live)?;
-            (o, phase.end(), None, None)
+            let mss = o.mss;
+            (o, phase.end(), mss, None)
         }
     };
     let remote = d.finish(
@@ -135,6 +128,8 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
         results_wait(plan),
     )?;
     let mut m = measurement(plan, &outcome, remote, (lss, lsr), &grant, mss, tcp);
+    m.local_send_width = 1;
+    m.local_recv_width = 1;
     m.local_addr = local_addr;
     m.remote_addr = Some(to);
     m.local.cpu = local_cpu;

@@ -1,24 +1,20 @@
 //! TCP_STREAM (we send) and TCP_MAERTS (the netserver sends).
 
 use std::{
-    net::{SocketAddr, TcpStream},
-    time::Duration,
+    fs::File, io::Write as _, net::TcpStream, os::unix::fs::OpenOptionsExt as _, time::Duration,
 };
 
 use anyhow::{Context as _, Result};
 use engine::{
-    buffer::SendRing,
+    buffer::{Buffer, Placement, SendRing},
     handshake, sockopt,
-    stream::{self, Until},
+    stream::{self, Until, tcp::SendCall},
     timer::StopFlag,
 };
 use proto::{ClientDone, Protocol, SideResults, TestKind};
 use socket2::SockRef;
 
-use super::{
-    Context, Measurement, Prepared, bind_local_port, length_timer, pin, prepare, request,
-    results_wait,
-};
+use super::{Context, Measurement, bind_local, length_timer, pin, prepare, request, results_wait};
 use crate::{
     cli::{Length, Plan},
     control::Dialect,
@@ -29,20 +25,15 @@ use crate::{
 const LINGER: Duration = Duration::from_secs(60);
 
 pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
-    let Prepared {
-        peer,
-        spec,
-        sock,
-        lss,
-        lsr,
-        ..
-    } = prepare(plan, d, Protocol::Tcp)?;
-    let grant = request(plan, d, &spec)?;
-    bind_local_port(plan, &sock, d.local().ip())?;
-    let to = SocketAddr::new(peer.ip(), grant.data_port);
-    sock.connect_timeout(&to.into(), Duration::from_secs(10))
+    let p = prepare(plan, d, Protocol::Tcp)?;
+    let grant = request(plan, d, &p.spec)?;
+    bind_local(&p)?;
+    let to = p.data_addr(&grant);
+    let (lss, lsr) = (p.lss, p.lsr);
+    p.sock
+        .connect_timeout(&to.into(), Duration::from_secs(10))
         .with_context(|| format!("data connection to {to}"))?;
-    let conn: TcpStream = sock.into();
+    let conn: TcpStream = p.sock.into();
     handshake::write_preamble(&conn, &grant.token, 0)?;
     pin(plan)?;
 
@@ -65,18 +56,45 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
                 .send_size
                 .unwrap_or(if lss > 0 { lss } else { 4096 });
             let width = plan
+                .local
                 .send_width
                 .map_or_else(|| SendRing::width_for(lss, size), |w| w as usize);
-            let mut ring = SendRing::new(size as usize, width, &ctx.fill);
+            let at = Placement::new(plan.local.send_align, plan.local.send_offset);
+            let mut ring = SendRing::placed(size as usize, width, &ctx.fill, at);
             m.local_send_size = size;
+            m.local_send_width = ring.width() as u32;
             let until = match plan.length {
                 Length::Count(n) => Until::Bytes(n),
                 Length::Seconds(_) => Until::Stopped,
             };
+            let file = if plan.sendfile() {
+                Some(sendfile_source(plan, &ring)?)
+            } else {
+                None
+            };
             let _timer = length_timer(plan, &stop)?;
             let _int = interrupt::stop_on_interrupt(&stop);
             let phase = ctx.begin(plan)?;
-            let o = stream::send(&conn, &mut ring, until, &stop, &ctx.live, LINGER)?;
+            let o = match &file {
+                Some(f) => stream::tcp::send_file(
+                    &conn,
+                    f,
+                    size as usize,
+                    ring.width(),
+                    until,
+                    &stop,
+                    &ctx.live,
+                    LINGER,
+                )?,
+                None => {
+                    let how = if plan.local_only.use_write {
+                        SendCall::Write
+                    } else {
+                        SendCall::Send
+                    };
+                    stream::tcp::send_with(&conn, &mut ring, until, &stop, &ctx.live, LINGER, how)?
+                }
+            };
             (o, phase.end())
         }
         _ => {
@@ -85,14 +103,17 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
                 .recv_size
                 .unwrap_or(if lsr > 0 { lsr } else { 4096 });
             m.local_recv_size = size;
-            let mut buf = vec![0u8; size as usize];
+            m.local_recv_width = 1;
+            let at = Placement::new(plan.local.recv_align, plan.local.recv_offset);
+            let mut buffer = Buffer::new(size as usize, at);
+            let buf = buffer.as_mut_slice();
             let silence = match plan.length {
                 Length::Seconds(s) if s > 0 => Duration::from_secs(s + 30),
                 _ => Duration::from_secs(330),
             };
             conn.set_read_timeout(Some(silence))?;
             let phase = ctx.begin(plan)?;
-            let o = stream::receive(&conn, &mut buf, &ctx.live)?;
+            let o = stream::receive(&conn, buf, &ctx.live)?;
             (o, phase.end())
         }
     };
@@ -124,6 +145,35 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
     Ok(m)
 }
 
+/// TCP_SENDFILE's file: the `-F` fill file, which must hold the whole ring
+/// (as netperf 2.7 requires), or a temporary file of the ring's contents,
+/// unlinked from the start.
+fn sendfile_source(plan: &Plan, ring: &SendRing) -> Result<File> {
+    let need = (ring.size() * ring.width()) as u64;
+    if let Some(path) = &plan.fill_file {
+        let f = File::open(path).with_context(|| format!("-F {}", path.display()))?;
+        let len = f.metadata()?.len();
+        if len < need {
+            anyhow::bail!(
+                "-F {}: TCP_SENDFILE sends from the file itself, which must hold {} messages of {} bytes ({need} bytes); it has {len}",
+                path.display(),
+                ring.width(),
+                ring.size()
+            );
+        }
+        return Ok(f);
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE)
+        .open(std::env::temp_dir())
+        .context("TCP_SENDFILE: cannot make a temporary file")?;
+    f.write_all(&ring.contents())
+        .context("TCP_SENDFILE: cannot fill its temporary file")?;
+    Ok(f)
+}
+
 /// TCP is reliable: what one side sent, the other received, to the byte.
 fn check_counts(kind: TestKind, m: &Measurement) -> Result<()> {
     let (sent, got) = match kind {
@@ -133,23 +183,6 @@ fn check_counts(kind: TestKind, m: &Measurement) -> Result<()> {
     if sent != got {
         anyhow::bail!(
             "byte counts disagree: {sent} sent, {got} received (the data connection was disturbed)"
-        );
-    }
-    Ok(())
-}
-
-/// The netserver binds data sockets to the control connection's address,
-/// so a different data host cannot work; say so rather than hang.
-pub(crate) fn check_data_host(host: &str, peer: SocketAddr) -> Result<()> {
-    use std::net::ToSocketAddrs;
-    let same = (host, 0)
-        .to_socket_addrs()
-        .map(|mut a| a.any(|a| a.ip() == peer.ip()))
-        .unwrap_or(false);
-    if !same {
-        anyhow::bail!(
-            "-- -H {host}: the netserver's data sockets are bound to the control connection's address ({}); connect the control connection there instead (-H)",
-            peer.ip()
         );
     }
     Ok(())

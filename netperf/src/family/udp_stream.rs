@@ -7,24 +7,19 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 use engine::{
-    sockopt,
+    buffer::{Buffer, Placement},
+    netstat, sockopt,
     stream::udp::{self, Until},
     timer::StopFlag,
 };
-use proto::{ClientDone, Family, Protocol, SideResults};
+use proto::{ClientDone, DropSource, Family, Protocol, SideResults, UdpRecvStats};
 
-use super::{
-    Context, Measurement, Prepared, bind_local_port, length_timer, pin, prepare, request,
-    results_wait,
-};
+use super::{Context, Measurement, Prepared, length_timer, pin, prepare, request, results_wait};
 use crate::{
     cli::{Length, Plan},
     control::Dialect,
     interrupt,
 };
-
-/// netperf's cap on a default UDP send size (its UDP_LENGTH_MAX).
-const DEFAULT_MAX: u32 = 65_507;
 
 /// The send size: `-m`, or the send buffer's size capped at 65507, as
 /// netperf; refused if it cannot go out as one datagram.
@@ -32,7 +27,7 @@ pub fn send_size(plan: &Plan, lss: u32, family: Family) -> Result<u32> {
     let size = plan
         .local
         .send_size
-        .unwrap_or(if lss > 0 { lss.min(DEFAULT_MAX) } else { 4096 });
+        .unwrap_or_else(|| udp::default_send_size(lss, family));
     let max = family.max_udp_payload();
     let fam = match family {
         Family::V4 => "IPv4",
@@ -46,34 +41,57 @@ pub fn send_size(plan: &Plan, lss: u32, family: Family) -> Result<u32> {
     Ok(size)
 }
 
-pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
-    let Prepared {
-        peer,
-        family,
-        spec,
-        sock,
-        lss,
-        lsr,
-    } = prepare(plan, d, Protocol::Udp)?;
-    sockopt::set_recv_err(&sock, family)?;
-    let size = send_size(plan, lss, family)?;
+/// Our UDP data socket's link to the netserver: connected with `-- -n`,
+/// else sendto()/recvfrom(), as netperf 2.7.
+pub(super) fn link<'a>(plan: &Plan, sock: &'a UdpSocket, to: SocketAddr) -> Result<udp::Link<'a>> {
+    if plan.local_only.connected_udp {
+        sock.connect(to)
+            .with_context(|| format!("UDP data socket to {to}"))?;
+        Ok(udp::Link::connected(sock))
+    } else {
+        Ok(udp::Link::to(sock, to))
+    }
+}
 
-    let grant = request(plan, d, &spec)?;
-    bind_local_port(plan, &sock, d.local().ip())?;
-    let to = SocketAddr::new(peer.ip(), grant.data_port);
-    sock.connect(&to.into())
-        .with_context(|| format!("UDP data socket to {to}"))?;
-    let sock: UdpSocket = sock.into();
-    udp::client_hello(
-        &sock,
-        &grant.token,
-        Instant::now() + Duration::from_secs(10),
-    )?;
+/// A UDP data socket, bound as `-- -L`/`-P` ask (or to the wildcard, on
+/// an ephemeral port, as the kernel would on the first send).
+pub(super) fn udp_socket(p: Prepared) -> Result<(UdpSocket, SocketAddr)> {
+    let local = if p.bind {
+        p.local
+    } else {
+        SocketAddr::new(unspecified(p.family), 0)
+    };
+    let _ = p.sock.set_reuse_address(p.bind);
+    p.sock
+        .bind(&local.into())
+        .with_context(|| format!("-- -L/-P: cannot bind the UDP data socket to {local}"))?;
+    Ok((p.sock.into(), local))
+}
+
+fn unspecified(f: Family) -> std::net::IpAddr {
+    match f {
+        Family::V4 => std::net::Ipv4Addr::UNSPECIFIED.into(),
+        Family::V6 => std::net::Ipv6Addr::UNSPECIFIED.into(),
+    }
+}
+
+pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
+    let p = prepare(plan, d, Protocol::Udp)?;
+    let family = p.family;
+    sockopt::set_recv_err(&p.sock, family)?;
+    let size = send_size(plan, p.lss, family)?;
+    let (lss, lsr) = (p.lss, p.lsr);
+
+    let grant = request(plan, d, &p.spec)?;
+    let to = p.data_addr(&grant);
+    let (sock, _) = udp_socket(p)?;
+    let link = link(plan, &sock, to)?;
+    udp::client_hello(link, &grant.token, Instant::now() + Duration::from_secs(10))?;
     pin(plan)?;
 
     let stop = StopFlag::new();
     let until = match plan.length {
-        Length::Count(n) => Until::Datagrams(n),
+        Length::Count(n) => Until::Bytes(n),
         Length::Seconds(_) => Until::Stopped,
     };
     let _timer = length_timer(plan, &stop)?;
@@ -81,7 +99,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
         let _int = interrupt::stop_on_interrupt(&stop);
         let phase = ctx.begin(plan)?;
         let o = udp::send(
-            &sock,
+            link,
             size as usize,
             udp::test_id(&grant.token),
             &ctx.fill,
@@ -106,6 +124,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
             elapsed_ns: outcome.elapsed.as_nanos() as u64,
             bytes_sent: outcome.bytes,
             send_calls: outcome.sent,
+            send_errors: outcome.failed,
             cpu: local_cpu,
             ..SideResults::default()
         },
@@ -117,8 +136,104 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
         remote_send_buf: grant.send_buf,
         remote_recv_buf: grant.recv_buf,
         local_send_size: size,
+        local_send_width: 1,
         remote_recv_size: grant.recv_size,
         send_errors: outcome.failed,
+        ..Measurement::default()
+    })
+}
+
+/// When our receiver of netperf 2.7's UDP receive test is done: once our
+/// test time is up (the netserver's sender stops on its own clock) and
+/// nothing has arrived for a moment, or once as many bytes as asked have.
+#[derive(Debug)]
+struct Receiving {
+    stop: StopFlag,
+    expected: Option<u64>,
+}
+
+impl udp::Drain for Receiving {
+    fn expected(&self) -> Option<u64> {
+        match self.expected {
+            Some(n) => Some(n),
+            None => self.stop.is_set().then_some(u64::MAX),
+        }
+    }
+
+    fn aborted(&self) -> bool {
+        false
+    }
+}
+
+/// netperf 2.7's UDP receive test (OMNI `-d recv -T udp`, TCP_MAERTS
+/// `-- -T udp`): the netserver sends, we count exactly what arrives.
+pub fn run_maerts(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
+    let p = prepare(plan, d, Protocol::Udp)?;
+    let (lss, lsr) = (p.lss, p.lsr);
+    let grant = request(plan, d, &p.spec)?;
+    let to = p.data_addr(&grant);
+    let (sock, _) = udp_socket(p)?;
+    let link = link(plan, &sock, to)?;
+    let inode = netstat::socket_inode(&sock);
+    udp::client_hello(link, &grant.token, Instant::now() + Duration::from_secs(10))?;
+    pin(plan)?;
+    let size = plan.local.recv_size.unwrap_or(grant.send_size).max(1);
+    let stop = StopFlag::new();
+    let expected = match plan.length {
+        // what the netserver sends to reach the byte count: whole datagrams
+        Length::Count(n) => Some(n.div_ceil(u64::from(grant.send_size.max(1)))),
+        Length::Seconds(_) => None,
+    };
+    let drain = Receiving {
+        stop: stop.clone(),
+        expected,
+    };
+    let _timer = length_timer(plan, &stop)?;
+    let (out, local_cpu) = {
+        // Ctrl-C ends our part as the timer would.
+        let _int = interrupt::stop_on_interrupt(&stop);
+        let phase = ctx.begin(plan)?;
+        let mut buf = Buffer::new(
+            size as usize,
+            Placement::new(plan.local.recv_align, plan.local.recv_offset),
+        );
+        let o = udp::receive(link, buf.as_mut_slice(), &grant.token, &drain, &ctx.live)?;
+        (o, phase.end())
+    };
+    let rcvbuf_drops = inode.and_then(netstat::udp_socket_drops);
+    let remote = d.finish(ClientDone::default(), results_wait(plan))?;
+    Ok(Measurement {
+        elapsed: out.elapsed.as_secs_f64(),
+        local: SideResults {
+            elapsed_ns: out.elapsed.as_nanos() as u64,
+            bytes_received: out.bytes,
+            recv_calls: out.received,
+            cpu: local_cpu,
+            udp: Some(UdpRecvStats {
+                received: out.received,
+                out_of_order: out.out_of_order,
+                duplicates: out.duplicates,
+                foreign: out.foreign,
+                rcvbuf_drops: rcvbuf_drops.unwrap_or(0),
+                drops_source: if rcvbuf_drops.is_some() {
+                    DropSource::Socket
+                } else {
+                    DropSource::Unavailable
+                },
+                jitter_ns: out.jitter_ns,
+            }),
+            ..SideResults::default()
+        },
+        remote,
+        local_send_buf: lss,
+        local_recv_buf: lsr,
+        local_addr: sock.local_addr().ok(),
+        remote_addr: Some(to),
+        remote_send_buf: grant.send_buf,
+        remote_recv_buf: grant.recv_buf,
+        remote_send_size: grant.send_size,
+        local_recv_size: size,
+        local_recv_width: 1,
         ..Measurement::default()
     })
 }

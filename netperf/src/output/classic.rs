@@ -4,21 +4,36 @@
 
 use std::fmt::Write as _;
 
-use proto::TestKind;
+use proto::{Direction, TestKind};
 
 use super::{Endpoints, Figures};
-use crate::cli::Units;
+use crate::cli::{TestName, Units};
 use crate::{cli::Plan, family::Measurement};
 
-/// The test's title as netperf's omni code names it.
-pub fn title(kind: TestKind) -> &'static str {
-    match kind {
-        TestKind::TcpStream => "MIGRATED TCP STREAM TEST",
-        TestKind::TcpMaerts => "MIGRATED TCP MAERTS TEST",
-        TestKind::UdpStream => "MIGRATED UDP STREAM TEST",
-        TestKind::TcpRr => "MIGRATED TCP REQUEST/RESPONSE TEST",
-        TestKind::UdpRr => "MIGRATED UDP REQUEST/RESPONSE TEST",
-        TestKind::TcpCrr => "MIGRATED TCP Connect/Request/Response TEST",
+/// The test's title as netperf 2.7 names it: by the name `-t` gave (so
+/// `-t TCP_STREAM -- -T udp` is still a "TCP STREAM" test), and OMNI's by
+/// its direction.
+pub fn title(plan: &Plan) -> &'static str {
+    match plan.name {
+        TestName::TcpStream => "MIGRATED TCP STREAM TEST",
+        TestName::TcpMaerts => "MIGRATED TCP MAERTS TEST",
+        TestName::UdpStream => "MIGRATED UDP STREAM TEST",
+        TestName::TcpRr => "MIGRATED TCP REQUEST/RESPONSE TEST",
+        TestName::UdpRr => "MIGRATED UDP REQUEST/RESPONSE TEST",
+        TestName::TcpCrr => "MIGRATED TCP Connect/Request/Response TEST",
+        TestName::TcpSendfile => "TCP SENDFILE TEST",
+        TestName::TcpCc => "TCP Connect/Close TEST",
+        TestName::TcpMss => "TCP MSS TEST",
+        TestName::Omni => match plan.test {
+            TestKind::TcpCc => "OMNI Connection TEST",
+            TestKind::TcpCrr => "OMNI Connect|Send|Recv TEST",
+            k => match k.direction() {
+                Direction::Send => "OMNI Send TEST",
+                Direction::Receive => "OMNI Receive TEST",
+                Direction::RequestResponse => "OMNI Send|Recv TEST",
+            },
+        },
+        TestName::LocCpu | TestName::RemCpu | TestName::Uuid => "",
     }
 }
 
@@ -26,7 +41,7 @@ pub fn title(kind: TestKind) -> &'static str {
 pub fn banner(plan: &Plan, ep: &Endpoints) -> String {
     let mut s = format!(
         "{} from {} ({}) port 0 {} to {} ({}) port 0 {}",
-        title(plan.test),
+        title(plan),
         ep.local_name,
         ep.local_addr,
         ep.family(),
@@ -46,8 +61,11 @@ pub fn banner(plan: &Plan, ep: &Endpoints) -> String {
     if plan.local.nodelay || plan.remote.nodelay {
         s.push_str(" : nodelay");
     }
+    if plan.copy_avoidance {
+        s.push_str(" : copy avoidance");
+    }
     s.push_str(" : demo");
-    if matches!(plan.test, TestKind::TcpRr | TestKind::UdpRr) {
+    if matches!(plan.name, TestName::TcpRr | TestName::UdpRr) {
         let _ = write!(s, " : first burst {}", plan.burst);
     }
     if plan.local.cpu_bind.is_some() || plan.remote.cpu_bind.is_some() {
@@ -132,24 +150,41 @@ fn brand(plan: &Plan) -> &str {
     }
 }
 
-/// The result table of any test.
-pub fn table(plan: &Plan, m: &Measurement, f: &Figures) -> String {
-    match plan.test {
-        TestKind::TcpStream | TestKind::TcpMaerts => stream(plan, m, f),
-        TestKind::UdpStream => udp_stream(plan, m, f),
-        TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr => rr(plan, m, f),
+/// The result table of a test with a classic table. `extras`: our lines
+/// that netperf 2.7 does not print (on a terminal, or at `-v 3`).
+pub fn table(plan: &Plan, m: &Measurement, f: &Figures, extras: bool) -> String {
+    match plan.name {
+        TestName::TcpStream | TestName::TcpMaerts | TestName::TcpSendfile => stream(plan, m, f),
+        TestName::UdpStream => udp_stream(plan, m, f, extras),
+        TestName::TcpRr | TestName::UdpRr | TestName::TcpCrr | TestName::TcpCc => {
+            rr(plan, m, f, extras)
+        }
+        TestName::TcpMss => mss(plan, m),
+        TestName::Omni | TestName::LocCpu | TestName::RemCpu | TestName::Uuid => String::new(),
     }
 }
 
-/// TCP_RR, UDP_RR and TCP_CRR.
-pub fn rr(plan: &Plan, m: &Measurement, f: &Figures) -> String {
+/// TCP_MSS: the data connection's maximum segment size.
+pub fn mss(plan: &Plan, m: &Measurement) -> String {
     let mut s = String::new();
-    // TCP_CRR's rows carry no brand in netperf.
-    let brand = if plan.test == TestKind::TcpCrr {
-        ""
-    } else {
-        brand(plan)
-    };
+    if plan.verbosity > 0 && plan.headers {
+        s.push_str("Maximum\nSegment\nSize (bytes)\n\n");
+    }
+    let _ = writeln!(s, "{} {}", m.mss.map_or(-1, i64::from), brand(plan));
+    s
+}
+
+/// TCP_CRR and TCP_CC print the same table.
+fn is_crr(plan: &Plan) -> bool {
+    matches!(plan.name, TestName::TcpCrr | TestName::TcpCc)
+}
+
+/// TCP_RR, UDP_RR, TCP_CRR and TCP_CC.
+pub fn rr(plan: &Plan, m: &Measurement, f: &Figures, extras: bool) -> String {
+    let mut s = String::new();
+    // TCP_CRR's and TCP_CC's rows carry no brand in netperf.
+    let crr = is_crr(plan);
+    let brand = if crr { "" } else { brand(plan) };
     if plan.verbosity == 0 {
         if with_cpu(plan) {
             let sd = or_minus_one(if plan.local_cpu {
@@ -157,12 +192,12 @@ pub fn rr(plan: &Plan, m: &Measurement, f: &Figures) -> String {
             } else {
                 f.remote_sd
             });
-            if plan.test == TestKind::TcpCrr {
+            if crr {
                 let _ = writeln!(s, "{sd:6.3}");
             } else {
                 let _ = writeln!(s, "{sd:6.3} S {brand}");
             }
-        } else if plan.test == TestKind::TcpCrr {
+        } else if crr {
             let _ = writeln!(s, "{:7.2}", f.result);
         } else {
             let _ = writeln!(s, "{:7.2} {}", f.result, brand);
@@ -174,18 +209,39 @@ pub fn rr(plan: &Plan, m: &Measurement, f: &Figures) -> String {
     } else {
         rr_plain(plan, m, f, brand, &mut s);
     }
-    if plan.test == TestKind::UdpRr && plan.headers {
-        s.push_str(&udp_rr_loss_line(plan, m));
-    }
     if plan.verbosity > 1 {
-        s.push_str(&rr_detail(plan, m));
+        match plan.name {
+            TestName::TcpRr => s.push_str(&rr_detail(plan, m)),
+            TestName::TcpCrr | TestName::TcpCc => s.push_str(&crr_detail(plan)),
+            _ => {}
+        }
+    }
+    if extras {
+        if plan.test == TestKind::UdpRr {
+            s.push_str(&udp_rr_loss_line(plan, m));
+        }
+        s.push_str(&latency_lines(m));
     }
     s
 }
 
+/// TCP_CRR's and TCP_CC's `-v 2` block: where the buffers sat.
+fn crr_detail(plan: &Plan) -> String {
+    format!(
+        "\nAlignment      Offset\n\
+         Local  Remote  Local  Remote\n\
+         Send   Recv    Send   Recv\n\
+         {:5}  {:5}   {:5}  {:5}\n",
+        plan.local.send_align,
+        plan.remote.recv_align,
+        plan.local.send_offset,
+        plan.remote.recv_offset
+    )
+}
+
 /// The RR table with CPU columns.
 fn rr_cpu(plan: &Plan, m: &Measurement, f: &Figures, brand: &str, s: &mut String) {
-    let crr = plan.test == TestKind::TcpCrr;
+    let crr = is_crr(plan);
     if plan.headers {
         let units = plan.units();
         let per_tr = units == Units::Transactions || crr;
@@ -215,7 +271,7 @@ fn rr_cpu(plan: &Plan, m: &Measurement, f: &Figures, brand: &str, s: &mut String
             if per_tr { "us/Tr" } else { "us/KB" },
         );
     }
-    let gap = if plan.test == TestKind::TcpRr {
+    let gap = if plan.name == TestName::TcpRr {
         "  "
     } else {
         "   "
@@ -246,7 +302,7 @@ fn rr_cpu(plan: &Plan, m: &Measurement, f: &Figures, brand: &str, s: &mut String
 fn rr_plain(plan: &Plan, m: &Measurement, f: &Figures, brand: &str, s: &mut String) {
     let units = plan.units();
     if plan.headers {
-        if units == Units::Transactions || plan.test == TestKind::TcpCrr {
+        if units == Units::Transactions || is_crr(plan) {
             s.push_str(
                 "Local /Remote\n\
                  Socket Size   Request  Resp.   Elapsed  Trans.\n\
@@ -297,7 +353,30 @@ pub fn udp_rr_loss_line(plan: &Plan, m: &Measurement) -> String {
     )
 }
 
-/// `-v 2`: netperf's round-trip block, then our latency percentiles.
+/// Our latency percentiles of the _RR tests.
+fn latency_lines(m: &Measurement) -> String {
+    let mut s = String::new();
+    if let Some(l) = &m.latency {
+        let us = |ns: u64| ns as f64 / 1000.0;
+        let _ = write!(
+            s,
+            "\nLatency (usec)       min       mean        p50        p90        p99      p99.9        max     stddev\n\
+             {:14} {:10.3} {:10.3} {:10.3} {:10.3} {:10.3} {:10.3} {:10.3} {:10.3}\n",
+            "",
+            us(l.min),
+            l.mean / 1000.0,
+            us(l.p50),
+            us(l.p90),
+            us(l.p99),
+            us(l.p999),
+            us(l.max),
+            l.stddev / 1000.0
+        );
+    }
+    s
+}
+
+/// TCP_RR's `-v 2` block: the round trip and the throughput both ways.
 fn rr_detail(plan: &Plan, m: &Measurement) -> String {
     let mut s = String::new();
     let rate = if m.elapsed > 0.0 {
@@ -321,32 +400,15 @@ fn rr_detail(plan: &Plan, m: &Measurement) -> String {
          Send   Recv    Send   Recv    usec/Tran  per sec  Outbound   Inbound\n\
          {:5}  {:5}   {:5}  {:5}   {:<6.3}   {:<6.3} {:<6.3}    {:<6.3}\n",
         units.label(),
-        8,
-        0,
-        0,
-        0,
+        plan.local.send_align,
+        plan.remote.recv_align,
+        plan.local.send_offset,
+        plan.remote.recv_offset,
         rtt,
         rate,
         units.rate(rate * f64::from(plan.request_size), 1.0),
         units.rate(rate * f64::from(plan.response_size), 1.0)
     );
-    if let Some(l) = &m.latency {
-        let us = |ns: u64| ns as f64 / 1000.0;
-        let _ = write!(
-            s,
-            "\nLatency (usec)       min       mean        p50        p90        p99      p99.9        max     stddev\n\
-             {:14} {:10.3} {:10.3} {:10.3} {:10.3} {:10.3} {:10.3} {:10.3} {:10.3}\n",
-            "",
-            us(l.min),
-            l.mean / 1000.0,
-            us(l.p50),
-            us(l.p90),
-            us(l.p99),
-            us(l.p999),
-            us(l.max),
-            l.stddev / 1000.0
-        );
-    }
     s
 }
 
@@ -400,8 +462,8 @@ pub fn stream(plan: &Plan, m: &Measurement, f: &Figures) -> String {
             plan.units().label()
         );
     }
-    let (recv_buf, send_buf, msg) = match plan.test {
-        TestKind::TcpMaerts => (m.local_recv_buf, m.remote_send_buf, m.remote_send_size),
+    let (recv_buf, send_buf, msg) = match plan.name {
+        TestName::TcpMaerts => (m.local_recv_buf, m.remote_send_buf, m.remote_send_size),
         _ => (m.remote_recv_buf, m.local_send_buf, m.local_send_size),
     };
     let _ = writeln!(
@@ -415,14 +477,14 @@ pub fn stream(plan: &Plan, m: &Measurement, f: &Figures) -> String {
         brand(plan)
     );
     if plan.verbosity > 1 {
-        s.push_str(&stream_detail(plan.test, m));
+        s.push_str(&stream_detail(plan, m));
     }
     s
 }
 
-/// UDP_STREAM: netperf's two rows (what we sent, what arrived), then, when
-/// headers are on, our line on the loss and where it happened.
-pub fn udp_stream(plan: &Plan, m: &Measurement, f: &Figures) -> String {
+/// UDP_STREAM: netperf's two rows (what we sent, what arrived), then, with
+/// `extras`, our line on the loss and where it happened.
+pub fn udp_stream(plan: &Plan, m: &Measurement, f: &Figures, extras: bool) -> String {
     let mut s = String::new();
     if plan.verbosity == 0 {
         if with_cpu(plan) {
@@ -473,7 +535,7 @@ pub fn udp_stream(plan: &Plan, m: &Measurement, f: &Figures) -> String {
     } else {
         udp_stream_plain(plan, m, f, &mut s);
     }
-    if plan.headers {
+    if extras {
         s.push_str(&udp_loss_line(m));
         if let Some(bps) = plan.rate_bps {
             let u = plan.units();
@@ -555,7 +617,7 @@ pub fn udp_loss_line(m: &Measurement) -> String {
 /// TCP_STREAM and TCP_MAERTS with CPU columns.
 fn stream_cpu(plan: &Plan, m: &Measurement, f: &Figures) -> String {
     let mut s = String::new();
-    let maerts = plan.test == TestKind::TcpMaerts;
+    let maerts = plan.name == TestName::TcpMaerts;
     if plan.headers {
         let _ = write!(
             s,
@@ -593,7 +655,7 @@ fn stream_cpu(plan: &Plan, m: &Measurement, f: &Figures) -> String {
         brand(plan)
     );
     if plan.verbosity > 1 {
-        s.push_str(&stream_detail(plan.test, m));
+        s.push_str(&stream_detail(plan, m));
     }
     s
 }
@@ -606,10 +668,11 @@ fn per(bytes: u64, calls: u64) -> f64 {
     }
 }
 
-/// `-v 2`: bytes per call on each side, and the MSS.
-fn stream_detail(kind: TestKind, m: &Measurement) -> String {
+/// `-v 2`: where the buffers sat, bytes per call on each side, and the MSS.
+fn stream_detail(plan: &Plan, m: &Measurement) -> String {
+    let maerts = plan.name == TestName::TcpMaerts;
     // (our direction, theirs), and what each side moved in how many calls.
-    let ((mine, theirs), local, remote) = if kind == TestKind::TcpMaerts {
+    let ((mine, theirs), local, remote) = if maerts {
         (
             ("Recv", "Send"),
             (m.local.bytes_received, m.local.recv_calls),
@@ -622,18 +685,39 @@ fn stream_detail(kind: TestKind, m: &Measurement) -> String {
             (m.local.bytes_sent, m.remote.recv_calls),
         )
     };
+    let (la, ra, lo, ro) = if maerts {
+        (
+            plan.local.recv_align,
+            plan.remote.send_align,
+            plan.local.recv_offset,
+            plan.remote.send_offset,
+        )
+    } else {
+        (
+            plan.local.send_align,
+            plan.remote.recv_align,
+            plan.local.send_offset,
+            plan.remote.recv_offset,
+        )
+    };
+    // TCP_SENDFILE prints the bytes moved as C's %6.4g.
+    let xfered = if plan.sendfile() {
+        super::units::c_g(local.0 as f64, 6, 4)
+    } else {
+        format!("{:6}", local.0)
+    };
     let mut s = String::new();
     let _ = write!(
         s,
         "\nAlignment      Offset         Bytes    Bytes       {mine}s   Bytes    {theirs}s\n\
          Local  Remote  Local  Remote  Xfered   Per                 Per\n\
          {mine}   {theirs}    {mine}   {theirs}             {mine} (avg)          {theirs} (avg)\n\
-         {:5}   {:5}  {:5}   {:5} {:6}  {:6.2}    {:6}   {:6.2} {:6}\n",
-        8,
-        8,
-        0,
-        0,
-        local.0,
+         {:5}   {:5}  {:5}   {:5} {}  {:6.2}    {:6}   {:6.2} {:6}\n",
+        la,
+        ra,
+        lo,
+        ro,
+        xfered,
         per(local.0, local.1),
         local.1,
         per(remote.0, remote.1),
@@ -756,7 +840,7 @@ bytes  bytes   bytes    secs.    10^6bits/sec  \n\
             ..Figures::default()
         };
         assert_eq!(
-            udp_stream(&p, &m, &f),
+            udp_stream(&p, &m, &f, false),
             "212992   65507   1.00        36086      0    18906.91\n\
              212992           1.00        13183           6907.10\n\n"
         );
@@ -805,7 +889,7 @@ bytes  bytes   bytes    secs.    10^6bits/sec  \n\
             ..Figures::default()
         };
         assert_eq!(
-            rr(&p, &m, &f),
+            rr(&p, &m, &f, false),
             "Local /Remote\n\
              Socket Size   Request  Resp.   Elapsed  Trans.\n\
              Send   Recv   Size     Size    Time     Rate         \n\
@@ -814,9 +898,9 @@ bytes  bytes   bytes    secs.    10^6bits/sec  \n\
              16384  131072\n"
         );
         let p = plan(&["-t", "TCP_RR", "-P", "0", "-v", "0"]);
-        assert_eq!(rr(&p, &m, &f), "36552.37 \n");
+        assert_eq!(rr(&p, &m, &f, false), "36552.37 \n");
         let p = plan(&["-t", "TCP_CRR", "-v", "0"]);
-        assert_eq!(rr(&p, &m, &f), "36552.37\n");
+        assert_eq!(rr(&p, &m, &f, false), "36552.37\n");
     }
 
     #[test]
@@ -844,13 +928,14 @@ bytes  bytes   bytes    secs.    10^6bits/sec  \n\
                 result: 32619.0,
                 ..Figures::default()
             },
+            true,
         );
         assert!(
             text.contains("Local  Remote  Local  Remote  Latency    Rate     10^6bits/s\n"),
             "{text}"
         );
         assert!(
-            text.contains("    8      0       0      0   30.657   32619.000 0.261     0.261 \n"),
+            text.contains("    8      8       0      0   30.657   32619.000 0.261     0.261 \n"),
             "{text}"
         );
         assert!(text.contains("     21.000     30.000     29.000     33.000     45.000     80.000   1200.000      8.000\n"), "{text}");
@@ -892,7 +977,7 @@ bytes  bytes   bytes    secs.    10^6bits/sec  \n\
         let p = plan(&["-C", "-v", "0"]);
         assert_eq!(stream(&p, &m, &cpu_figures()), " 1.107 S \n");
         let p = plan(&["-t", "TCP_CRR", "-c", "-C"]);
-        let text = rr(&p, &m, &cpu_figures());
+        let text = rr(&p, &m, &cpu_figures(), false);
         assert!(
             text.starts_with(
                 "Local /Remote\n\
@@ -903,10 +988,10 @@ bytes  bytes   bytes    secs.    10^6bits/sec  \n\
             "{text}"
         );
         let p = plan(&["-t", "UDP_RR", "-c", "-C", "-P", "0"]);
-        let text = rr(&p, &m, &cpu_figures());
+        let text = rr(&p, &m, &cpu_figures(), false);
         assert!(!text.contains("% U"), "{text}");
         assert_eq!(
-            rr(&p, &m, &cpu_figures()).lines().next().unwrap(),
+            rr(&p, &m, &cpu_figures(), false).lines().next().unwrap(),
             "16384  131072 1       1      1.00    12369.26   83.54  83.54  1.107   1.107  "
         );
     }
@@ -927,13 +1012,13 @@ bytes  bytes   bytes    secs.    10^6bits/sec  \n\
             text.contains(&format!("{units}% U      % S      us/KB")),
             "{text}"
         );
-        let text = rr(&plan(&["-t", "TCP_RR", "-c"]), &m, &f);
+        let text = rr(&plan(&["-t", "TCP_RR", "-c"]), &m, &f, false);
         assert!(text.contains("per sec  % S    % U    us/Tr"), "{text}");
-        let text = udp_stream(&plan(&["-t", "UDP_STREAM", "-C", "-v", "0"]), &m, &f);
+        let text = udp_stream(&plan(&["-t", "UDP_STREAM", "-C", "-v", "0"]), &m, &f, false);
         assert_eq!(text, "  1.11 U\n");
-        let text = udp_stream(&plan(&["-t", "UDP_STREAM", "-c", "-v", "0"]), &m, &f);
+        let text = udp_stream(&plan(&["-t", "UDP_STREAM", "-c", "-v", "0"]), &m, &f, false);
         assert_eq!(text, "  1.11 S\n");
-        let text = udp_stream(&plan(&["-t", "UDP_STREAM", "-C"]), &m, &f);
+        let text = udp_stream(&plan(&["-t", "UDP_STREAM", "-C"]), &m, &f, false);
         assert!(text.contains("/sec % US     us/KB"), "{text}");
     }
 

@@ -11,7 +11,7 @@
 
 use std::fmt::Write as _;
 
-use proto::{Direction, Protocol, TestKind};
+use proto::{Direction, TestKind};
 
 use crate::{
     cli::{Plan, SelectorStyle, Units},
@@ -153,24 +153,26 @@ static SELECTORS: &[Sel] = &[
         Fmt::Quoted,
         |c| c.plan.brand.clone().map_or(Value::None, Value::Str)
     ),
+    // netperf 2.7 names the socket type before -T changes the protocol.
     sel!("SOCKET_TYPE", ["Socket", "Type", "", ""], Fmt::Str, |c| {
-        Value::Str(match c.plan.test.protocol() {
-            Protocol::Tcp => "Stream".into(),
-            Protocol::Udp => "Datagram".into(),
-        })
+        Value::Str(c.plan.socket_type_label.into())
     }),
     sel!("DIRECTION", ["Direction", "", "", ""], Fmt::Str, |c| {
-        Value::Str(match c.plan.test.direction() {
-            Direction::Send => "Send".into(),
-            Direction::Receive => "Receive".into(),
-            Direction::RequestResponse => "Send|Recv".into(),
-        })
+        Value::Str(
+            match c.plan.test {
+                TestKind::TcpCc => "Connection",
+                TestKind::TcpCrr => "Connect|Send|Recv",
+                k => match k.direction() {
+                    Direction::Send => "Send",
+                    Direction::Receive => "Receive",
+                    Direction::RequestResponse => "Send|Recv",
+                },
+            }
+            .into(),
+        )
     }),
     sel!("PROTOCOL", ["Protocol", "", "", ""], Fmt::Str, |c| {
-        Value::Str(match c.plan.test.protocol() {
-            Protocol::Tcp => "TCP".into(),
-            Protocol::Udp => "UDP".into(),
-        })
+        Value::Str(c.plan.protocol_label.into())
     }),
     sel!(
         "ELAPSED_TIME",
@@ -448,40 +450,37 @@ static SELECTORS: &[Sel] = &[
         "LOCAL_SEND_WIDTH",
         ["Local", "Send", "Width", ""],
         Fmt::Int,
-        |c| int(c
-            .plan
-            .send_width
-            .unwrap_or(if c.plan.test.is_rr() { 1 } else { 2 }))
+        |c| int(c.m.local_send_width)
     ),
     sel!(
         "LOCAL_RECV_WIDTH",
         ["Local", "Recv", "Width", ""],
         Fmt::Int,
-        |_| int(1)
+        |c| int(c.m.local_recv_width)
     ),
     sel!(
         "LOCAL_SEND_OFFSET",
         ["Local", "Send", "Offset", ""],
         Fmt::Int,
-        |_| int(0)
+        |c| int(c.plan.local.send_offset)
     ),
     sel!(
         "LOCAL_RECV_OFFSET",
         ["Local", "Recv", "Offset", ""],
         Fmt::Int,
-        |_| int(0)
+        |c| int(c.plan.local.recv_offset)
     ),
     sel!(
         "LOCAL_RECV_ALIGN",
         ["Local", "Recv", "Alignment", ""],
         Fmt::Int,
-        |_| int(8)
+        |c| int(c.plan.local.recv_align)
     ),
     sel!(
         "LOCAL_SEND_ALIGN",
         ["Local", "Send", "Alignment", ""],
         Fmt::Int,
-        |_| int(8)
+        |c| int(c.plan.local.send_align)
     ),
     sel!(
         "LOCAL_CPU_UTIL",
@@ -683,25 +682,25 @@ static SELECTORS: &[Sel] = &[
         "REMOTE_SEND_OFFSET",
         ["Remote", "Send", "Offset", ""],
         Fmt::Int,
-        |_| int(0)
+        |c| int(c.plan.remote.send_offset)
     ),
     sel!(
         "REMOTE_RECV_OFFSET",
         ["Remote", "Recv", "Offset", ""],
         Fmt::Int,
-        |_| int(0)
+        |c| int(c.plan.remote.recv_offset)
     ),
     sel!(
         "REMOTE_RECV_ALIGN",
         ["Remote", "Recv", "Alignment", ""],
         Fmt::Int,
-        |_| int(8)
+        |c| int(c.plan.remote.recv_align)
     ),
     sel!(
         "REMOTE_SEND_ALIGN",
         ["Remote", "Send", "Alignment", ""],
         Fmt::Int,
-        |_| int(8)
+        |c| int(c.plan.remote.send_align)
     ),
     sel!(
         "REMOTE_CPU_UTIL",
@@ -1687,8 +1686,21 @@ mod tests {
 
     #[test]
     fn every_selector_has_a_value_in_every_test() {
-        for kind in proto::TestKind::ALL {
-            let p = plan(&["-t", kind.name(), "-B", "b"]);
+        let mut lines: Vec<Vec<&str>> = crate::cli::TestName::ALL
+            .iter()
+            .filter(|t| !t.is_info())
+            .map(|t| vec!["-t", t.name(), "-B", "b"])
+            .collect();
+        for d in [
+            &["--", "-d", "recv", "-T", "udp"][..],
+            &["--", "-c"],
+            &["--", "-d", "rr", "-c"],
+        ] {
+            lines.push([&["-t", "OMNI", "-B", "b"][..], d].concat());
+        }
+        for words in lines {
+            let p = plan(&words);
+            let kind = p.test;
             let m = Measurement::default();
             let fig = Figures::default();
             let c = Ctx {

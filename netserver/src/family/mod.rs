@@ -26,7 +26,8 @@ use engine::{
 };
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use proto::{
-    ClientDone, ErrorCode, ErrorMsg, Grant, Protocol, SideResults, TestKind, TestSpec, Token,
+    ClientDone, ErrorCode, ErrorMsg, Grant, Protocol, SideResults, SideSpec, TestKind, TestSpec,
+    Token,
 };
 use socket2::Socket;
 
@@ -183,7 +184,8 @@ impl Drop for RunningTest {
 
 /// Set up the data sockets for `spec` and start its worker thread.
 /// `local` is the control connection's local address: data sockets bind to
-/// it, never to the wildcard.
+/// it (or to the address of this host netperf named with `-- -H`), never to
+/// the wildcard.
 pub fn start(
     spec: &TestSpec,
     local: IpAddr,
@@ -191,10 +193,11 @@ pub fn start(
     cfg: &Config,
     on_done: Box<dyn Fn() + Send>,
 ) -> Result<RunningTest, ErrorMsg> {
+    let local = data_address(spec, local)?;
     let (mut grant, job) = match spec.kind {
         TestKind::TcpStream | TestKind::TcpMaerts => stream::prepare(spec, local, cfg)?,
-        TestKind::UdpStream => udp_stream::prepare(spec, local, peer, cfg)?,
-        TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr => {
+        TestKind::UdpStream | TestKind::UdpMaerts => udp_stream::prepare(spec, local, peer, cfg)?,
+        TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr | TestKind::TcpCc => {
             rr::prepare(spec, local, peer, cfg)?
         }
     };
@@ -251,16 +254,24 @@ pub(crate) fn aborted() -> ErrorMsg {
 }
 
 /// UDP tests: wait until netperf's hello with the test's token arrives from
-/// `peer` (the only address the data socket will then talk to).
-pub(crate) fn udp_hello(
-    sock: &UdpSocket,
+/// `peer`; its address is the only one the data socket will then talk to,
+/// through connect() if netperf asked (`-- -N`).
+pub(crate) fn udp_hello<'a>(
+    sock: &'a UdpSocket,
     token: &Token,
     peer: IpAddr,
+    connect: bool,
     deadline: Instant,
     ctl: &TestCtl,
-) -> Result<(), ErrorMsg> {
-    udp::server_hello(sock, token, peer, deadline, &|| ctl.is_aborted())
-        .map(drop)
+) -> Result<udp::Link<'a>, ErrorMsg> {
+    udp::server_hello(sock, token, peer, connect, deadline, &|| ctl.is_aborted())
+        .map(|from| {
+            if connect {
+                udp::Link::connected(sock)
+            } else {
+                udp::Link::to(sock, from)
+            }
+        })
         .map_err(|e| {
             if ctl.is_aborted() {
                 aborted()
@@ -273,6 +284,31 @@ pub(crate) fn udp_hello(
 /// Turn an engine error into what the client is told.
 pub(crate) fn failed(what: &str, e: impl std::fmt::Display) -> ErrorMsg {
     ErrorMsg::new(ErrorCode::TestFailed, format!("{what}: {e}"))
+}
+
+/// Where the data sockets bind: the control connection's address, or the
+/// one netperf named (`-- -H`, or a data family other than the control
+/// connection's, `-- -4`/`-6`). It must be a unicast address of this host
+/// (binding fails otherwise); a data connection must still present the
+/// test's token, and a UDP peer at another address than the control
+/// connection's must prove it receives there (see engine's UDP hello).
+fn data_address(spec: &TestSpec, control: IpAddr) -> Result<IpAddr, ErrorMsg> {
+    let Some(a) = spec.data_addr else {
+        return Ok(control);
+    };
+    let bad = a.is_unspecified()
+        || a.is_multicast()
+        || matches!(a, IpAddr::V4(v4) if v4.is_broadcast())
+        || sockopt::family_of(&SocketAddr::new(a, 0)) != spec.family;
+    if bad {
+        return Err(ErrorMsg::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "-- -H: {a} is not a unicast address of the data family for netserver's data sockets"
+            ),
+        ));
+    }
+    Ok(a)
 }
 
 /// Bind a data socket of `protocol` on `local`, at a port the
@@ -294,17 +330,26 @@ pub(crate) fn bind_data(
             ),
         ));
     }
-    if let Some(cc) = &spec.server.cong_control {
-        allowed_congestion_control(cc)?;
-    }
+    let side = server_side(&spec.server, protocol);
     let ports = candidate_ports(spec.data_port, cfg.data_ports)?;
     let mut last_err = None;
     for port in ports {
         let sock = sockopt::new_socket(family, protocol)
             .map_err(|e| ErrorMsg::new(ErrorCode::Resource, format!("netserver: {e}")))?;
         let _ = sock.set_reuse_address(true);
-        sockopt::apply_side(&sock, &spec.server, family, protocol, spec.keepalive)
+        sockopt::apply_side(&sock, &side, family, protocol, spec.keepalive)
             .map_err(|e| ErrorMsg::new(ErrorCode::InvalidRequest, e.to_string()))?;
+        if protocol == Protocol::Tcp {
+            // netperf 2.7's netserver: 5 seconds, and a queue of 5.
+            if spec.defer_accept {
+                sockopt::set_defer_accept(&sock, 5)
+                    .map_err(|e| ErrorMsg::new(ErrorCode::Resource, format!("netserver: {e}")))?;
+            }
+            if spec.fastopen {
+                sockopt::set_fastopen_listener(&sock, 5)
+                    .map_err(|e| ErrorMsg::new(ErrorCode::Resource, format!("netserver: {e}")))?;
+            }
+        }
         match sock.bind(&SocketAddr::new(local, port).into()) {
             Ok(()) => {
                 if protocol == Protocol::Tcp {
@@ -331,23 +376,27 @@ pub(crate) fn bind_data(
     })
 }
 
-/// A client may only pick a congestion control algorithm the administrator
-/// allows unprivileged users (net.ipv4.tcp_allowed_congestion_control):
-/// running as root, the daemon could otherwise load and select any.
-fn allowed_congestion_control(cc: &str) -> Result<(), ErrorMsg> {
-    let allowed = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
-        .unwrap_or_default();
-    if allowed.split_whitespace().any(|a| a == cc) {
-        Ok(())
-    } else {
-        Err(ErrorMsg::new(
-            ErrorCode::InvalidRequest,
-            format!(
-                "-K: congestion control '{cc}' is not allowed on this host (allowed: {})",
-                allowed.trim()
-            ),
-        ))
+/// What the server applies of the client's request for its side:
+/// - a congestion control algorithm only if the administrator allows it to
+///   unprivileged users (net.ipv4.tcp_allowed_congestion_control): running
+///   as root, the daemon could otherwise load and select any. As netperf
+///   2.7 does with one it cannot set, the test runs with the default, and
+///   the algorithm in use is what REMOTE_CONG_CONTROL reports;
+/// - a TOS byte without its ECN bits: the server marks its own sends with
+///   a DSCP only (the client's side may set ECN bits, for ECN and L4S tests).
+fn server_side(asked: &SideSpec, protocol: Protocol) -> SideSpec {
+    let mut side = asked.clone();
+    if protocol == Protocol::Tcp
+        && let Some(cc) = &side.cong_control
+    {
+        let allowed = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+            .unwrap_or_default();
+        if !allowed.split_whitespace().any(|a| a == cc) {
+            side.cong_control = None;
+        }
     }
+    side.tos = side.tos.map(|t| t & !0x03).filter(|&t| t > 0);
+    side
 }
 
 /// The port a bound socket got.
@@ -359,6 +408,9 @@ pub(crate) fn bound_port(sock: &Socket) -> Result<u16, ErrorMsg> {
         .ok_or_else(|| ErrorMsg::new(ErrorCode::Resource, "data socket has no port"))
 }
 
+/// The lowest data port a client may choose without `--data-ports`.
+pub const MIN_CLIENT_PORT: u16 = 1024;
+
 /// Ports to try, in order.
 fn candidate_ports(
     requested: Option<u16>,
@@ -366,10 +418,13 @@ fn candidate_ports(
 ) -> Result<Vec<u16>, ErrorMsg> {
     match (requested, range) {
         (Some(0) | None, None) => Ok(vec![0]),
+        // A client may choose an unprivileged port (netperf's `-- -P ,port`,
+        // how Kubernetes and firewall users pin data connections).
+        (Some(p), None) if p >= MIN_CLIENT_PORT => Ok(vec![p]),
         (Some(p), None) => Err(ErrorMsg::new(
             ErrorCode::InvalidRequest,
             format!(
-                "data port {p} requested, but this netserver does not let clients choose data ports (its administrator can allow a range with --data-ports MIN-MAX)"
+                "data port {p} requested: ports below {MIN_CLIENT_PORT} are only allowed inside the range this netserver's administrator sets with --data-ports MIN-MAX"
             ),
         )),
         (Some(p), Some((lo, hi))) if p != 0 => {

@@ -1,4 +1,4 @@
-//! The server's side of TCP_RR, UDP_RR and TCP_CRR: it answers.
+//! The server's side of TCP_RR, UDP_RR, TCP_CRR and TCP_CC: it answers.
 
 use std::{
     net::{IpAddr, TcpStream, UdpSocket},
@@ -87,8 +87,8 @@ pub(crate) fn prepare(
         TestKind::UdpRr => Box::new(move |ctl: &TestCtl| {
             let sock: UdpSocket = sock.into();
             ctl.register(&sock);
-            udp_hello(&sock, &token, peer, deadline, ctl)?;
-            let o = rr::udp_responder(&sock, req, resp, spec.spin, &ctl.stop, &Live::new())
+            let link = udp_hello(&sock, &token, peer, spec.connected_udp, deadline, ctl)?;
+            let o = rr::udp_responder(link, req, resp, spec.spin, &ctl.stop, &Live::new())
                 .map_err(|e| failed("UDP data socket", e))?;
             let mut results = SideResults::default();
             add(&mut results, &o);
@@ -97,7 +97,7 @@ pub(crate) fn prepare(
                 sockopt::buffer_sizes(SockRef::from(&sock));
             Ok(results)
         }),
-        TestKind::TcpCrr => Box::new(move |ctl: &TestCtl| {
+        TestKind::TcpCrr | TestKind::TcpCc => Box::new(move |ctl: &TestCtl| {
             ctl.register(&sock);
             let (o, refused) = crr::responder(&sock, &token, req, resp, &ctl.stop, &Live::new())
                 .map_err(|e| {
@@ -110,7 +110,10 @@ pub(crate) fn prepare(
             if refused > 0 {
                 log.warn_limited(
                     "bad-token",
-                    &format!("TCP_CRR: closed {refused} connections that did not present the test's token"),
+                    &format!(
+                        "{}: closed {refused} connections that did not present the test's token",
+                        spec.kind
+                    ),
                 );
             }
             let mut results = SideResults::default();

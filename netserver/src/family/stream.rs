@@ -7,7 +7,7 @@ use std::{
 };
 
 use engine::{
-    buffer::SendRing,
+    buffer::{Buffer, Placement, SendRing},
     handshake,
     live::Live,
     sockopt,
@@ -42,7 +42,7 @@ pub(crate) fn prepare(
     let recv_size = spec.server.recv_size.unwrap_or_else(|| default(recv_buf));
     // The buffers this test will really allocate, against the session's cap.
     let per_flow = if spec.kind == TestKind::TcpMaerts {
-        let width = SendRing::width_for(send_buf, send_size) as u64;
+        let width = send_width(spec, send_buf, send_size) as u64;
         (width * u64::from(send_size)).min(engine::buffer::MAX_RING_BYTES as u64)
     } else {
         u64::from(recv_size)
@@ -80,6 +80,25 @@ pub(crate) fn prepare(
     Ok((grant, job))
 }
 
+/// The send ring's width: what netperf asked (`-W`), or netperf's rule.
+fn send_width(spec: &TestSpec, send_buf: u32, send_size: u32) -> usize {
+    spec.server
+        .send_width
+        .map_or_else(|| SendRing::width_for(send_buf, send_size), |w| w as usize)
+}
+
+/// What the server fills its send buffers with: netperf's pattern, or,
+/// when netperf named a remote fill file (`-F ,file`), random bytes of its
+/// own: a client never makes the server open a file.
+pub(crate) fn server_fill(spec: &TestSpec) -> Vec<u8> {
+    if !spec.remote_fill {
+        return Vec::new();
+    }
+    let mut b = vec![0u8; 4096];
+    let _ = getrandom::fill(&mut b);
+    b
+}
+
 /// What a flow's connection said about itself as it ended.
 struct End {
     tcp: Option<proto::TcpStats>,
@@ -113,19 +132,25 @@ fn run(
         TestEnd::Bytes(n) => Until::Bytes(n),
         _ => Until::Stopped,
     };
+    let fill = &server_fill(spec);
     // Each flow closes its connection as soon as its loop ends (the sender
     // waits for that), after reading the connection's TCP_INFO.
     let per_flow = |conn: TcpStream| -> Result<(Outcome, End), ErrorMsg> {
         let live = Live::new();
         let outcome = if spec.kind == TestKind::TcpMaerts {
-            let width =
-                SendRing::width_for(sockopt::buffer_sizes(SockRef::from(&conn)).0, send_size);
-            let mut ring = SendRing::new(send_size as usize, width, b"");
+            let width = send_width(
+                spec,
+                sockopt::buffer_sizes(SockRef::from(&conn)).0,
+                send_size,
+            );
+            let at = Placement::new(spec.server.send_align, spec.server.send_offset);
+            let mut ring = SendRing::placed(send_size as usize, width, fill, at);
             stream::send(&conn, &mut ring, until, &ctl.stop, &live, LINGER)
         } else {
             let _ = conn.set_read_timeout(Some(SILENCE));
-            let mut buf = vec![0u8; recv_size as usize];
-            stream::receive(&conn, &mut buf, &live)
+            let at = Placement::new(spec.server.recv_align, spec.server.recv_offset);
+            let mut buf = Buffer::new(recv_size as usize, at);
+            stream::receive(&conn, buf.as_mut_slice(), &live)
         };
         let end = End {
             tcp: sockopt::tcp_stats(&conn),

@@ -1,13 +1,16 @@
-//! The server's side of UDP_STREAM: it receives, counts exactly, and finds
-//! out where the loss happened.
+//! The server's side of UDP_STREAM (it receives, counts exactly, and finds
+//! out where the loss happened) and of netperf 2.7's UDP receive test (it
+//! sends, to the one address that presented the test's token).
 
 use std::{
     net::{IpAddr, UdpSocket},
-    time::Instant,
+    time::{Duration, Instant},
 };
 
-use engine::{handshake, live::Live, netstat, sockopt, stream::udp};
-use proto::{DropSource, ErrorMsg, Grant, Protocol, SideResults, TestSpec, UdpRecvStats};
+use engine::{handshake, live::Live, netstat, sockopt, stream::udp, timer::Timer};
+use proto::{
+    DropSource, ErrorMsg, Grant, Protocol, SideResults, TestEnd, TestKind, TestSpec, UdpRecvStats,
+};
 use socket2::SockRef;
 
 use super::{Job, TestCtl, bind_data, bound_port, failed, udp_hello};
@@ -22,6 +25,9 @@ pub(crate) fn prepare(
     let sock = bind_data(spec, local, cfg, Protocol::Udp)?;
     let port = bound_port(&sock)?;
     let (send_buf, recv_buf) = sockopt::buffer_sizes(SockRef::from(&sock));
+    if spec.kind == TestKind::UdpMaerts {
+        return prepare_sender(spec, sock, port, (send_buf, recv_buf), peer, cfg);
+    }
     let recv_size = spec
         .server
         .recv_size
@@ -39,14 +45,15 @@ pub(crate) fn prepare(
     };
     let deadline = Instant::now() + cfg.data_connect_timeout;
     let inode = netstat::socket_inode(&sock);
+    let connected = spec.connected_udp;
     let host_before = netstat::host_udp_counter("RcvbufErrors");
     let job: Job = Box::new(move |ctl: &TestCtl| {
         let sock: UdpSocket = sock.into();
         ctl.register(&sock);
-        udp_hello(&sock, &token, peer, deadline, ctl)?;
+        let link = udp_hello(&sock, &token, peer, connected, deadline, ctl)?;
         let mut buf = vec![0u8; recv_size.max(1) as usize];
         let live = Live::new();
-        let out = udp::receive(&sock, &mut buf, &token, ctl, &live)
+        let out = udp::receive(link, &mut buf, &token, ctl, &live)
             .map_err(|e| failed("UDP data socket", e))?;
         // The socket's own drop counter, read after draining; the host's
         // counter only if that cannot be read.
@@ -73,6 +80,72 @@ pub(crate) fn prepare(
                 drops_source,
                 jitter_ns: out.jitter_ns,
             }),
+            ..SideResults::default()
+        })
+    });
+    Ok((grant, job))
+}
+
+/// netperf 2.7's UDP receive test: we send datagrams to netperf, whose
+/// hello (with the test's token, from the control connection's peer) told
+/// us where.
+fn prepare_sender(
+    spec: &TestSpec,
+    sock: socket2::Socket,
+    port: u16,
+    (send_buf, recv_buf): (u32, u32),
+    peer: IpAddr,
+    cfg: &Config,
+) -> Result<(Grant, Job), ErrorMsg> {
+    let send_size = spec
+        .server
+        .send_size
+        .unwrap_or_else(|| udp::default_send_size(send_buf, spec.family));
+    let token = handshake::new_token().map_err(|e| failed("netserver", e))?;
+    let grant = Grant {
+        data_port: port,
+        token,
+        send_buf,
+        recv_buf,
+        send_size,
+        recv_size: 0,
+        measure_cpu: false,
+        num_cpus: 0,
+    };
+    let deadline = Instant::now() + cfg.data_connect_timeout;
+    let max_ms = cfg.limits.max_duration_ms;
+    let spec = spec.clone();
+    let job: Job = Box::new(move |ctl: &TestCtl| {
+        let sock: UdpSocket = sock.into();
+        ctl.register(&sock);
+        let link = udp_hello(&sock, &token, peer, spec.connected_udp, deadline, ctl)?;
+        let (until, millis) = match spec.end {
+            TestEnd::Bytes(n) => (udp::Until::Bytes(n), max_ms),
+            TestEnd::Time { millis: 0 } => (udp::Until::Stopped, max_ms),
+            TestEnd::Time { millis } => (udp::Until::Stopped, millis.min(max_ms)),
+            TestEnd::Transactions(_) => (udp::Until::Stopped, max_ms),
+        };
+        let _timer = Timer::start(Duration::from_millis(millis), ctl.stop.clone())
+            .map_err(|e| failed("timer", e))?;
+        let out = udp::send(
+            link,
+            send_size as usize,
+            udp::test_id(&token),
+            b"",
+            until,
+            spec.rate_bps,
+            &ctl.stop,
+            &Live::new(),
+        )
+        .map_err(|e| failed("UDP data socket", e))?;
+        let (send_buf_end, recv_buf_end) = sockopt::buffer_sizes(SockRef::from(&sock));
+        Ok(SideResults {
+            elapsed_ns: out.elapsed.as_nanos() as u64,
+            bytes_sent: out.bytes,
+            send_calls: out.sent,
+            send_errors: out.failed,
+            send_buf_end,
+            recv_buf_end,
             ..SideResults::default()
         })
     });

@@ -17,10 +17,11 @@ fn server(h: &Hosts, addr: &str) -> Netserver {
     Netserver::spawn(cmd)
 }
 
-/// netperf in host B, with a command line written as one string.
+/// netperf in host B, with a command line written as one string, at
+/// `-v 3` for our loss lines.
 fn netperf_in_b(h: &Hosts, args: &str) -> harness::Output {
     let mut cmd = h.command(&h.b, &bin("netperf"));
-    cmd.args(args.split_whitespace());
+    cmd.args(["-v", "3"]).args(args.split_whitespace());
     run_with_deadline(cmd, Duration::from_secs(60)).ok()
 }
 

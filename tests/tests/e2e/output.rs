@@ -169,7 +169,8 @@ fn json_document() {
             "-t",
             "UDP_STREAM",
             "-l",
-            "-5000",
+            // netperf 2.7 counts bytes: 5000 datagrams of 512
+            "-2560000",
             "--json",
             "--",
             "-m",

@@ -56,7 +56,11 @@ fn check(stdout: &str, family: &str, msg: &str) -> (u64, u64) {
 fn udp_stream_ipv4() {
     let ns = Netserver::start(&[]);
     let port = ns.port().to_string();
-    let out = netperf_at(&port, &["-t", "UDP_STREAM", "-l", "1", "--", "-m", "1024"]).ok();
+    let out = netperf_at(
+        &port,
+        &["-t", "UDP_STREAM", "-l", "1", "-v", "3", "--", "-m", "1024"],
+    )
+    .ok();
     check(&out.stdout, "AF_INET ", "1024");
 }
 
@@ -64,12 +68,26 @@ fn udp_stream_ipv4() {
 fn udp_stream_ipv6_default_size() {
     let ns = Netserver::start_v6(&[]);
     let port = ns.port().to_string();
-    let out = netperf(&["-H", "::1", "-p", &port, "-t", "UDP_STREAM", "-l", "1"]).ok();
+    let out = netperf(&[
+        "-H",
+        "::1",
+        "-p",
+        &port,
+        "-t",
+        "UDP_STREAM",
+        "-l",
+        "1",
+        "-v",
+        "3",
+    ])
+    .ok();
     check(&out.stdout, "AF_INET6", "65507");
 }
 
+/// netperf 2.7 counts bytes in a UDP stream test's negative -l: whole
+/// datagrams until the count is reached.
 #[test]
-fn datagram_count_is_exact() {
+fn byte_count_sends_whole_datagrams() {
     let ns = Netserver::start(&[]);
     let port = ns.port().to_string();
     let out = netperf_at(
@@ -78,7 +96,9 @@ fn datagram_count_is_exact() {
             "-t",
             "UDP_STREAM",
             "-l",
-            "-100000",
+            "-25600000",
+            "-v",
+            "3",
             "--",
             "-m",
             "256",
@@ -89,6 +109,36 @@ fn datagram_count_is_exact() {
     .ok();
     let (sent, _) = check(&out.stdout, "AF_INET ", "256");
     assert_eq!(sent, 100_000, "{out}");
+    // 1000 bytes in 256-byte datagrams: 4 of them
+    let out = netperf_at(
+        &port,
+        &[
+            "-t",
+            "UDP_STREAM",
+            "-l",
+            "-1000",
+            "-v",
+            "3",
+            "--",
+            "-m",
+            "256",
+        ],
+    )
+    .ok();
+    let (sent, _) = check(&out.stdout, "AF_INET ", "256");
+    assert_eq!(sent, 4, "{out}");
+}
+
+/// Piped, UDP_STREAM prints netperf 2.7's rows and nothing more.
+#[test]
+fn piped_output_has_no_loss_line() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    let out = netperf_at(&port, &["-t", "UDP_STREAM", "-l", "1", "--", "-m", "1024"]).ok();
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 8, "{out}");
+    assert_eq!(lines[7], "", "{out}");
+    assert!(!out.stdout.contains("Lost "), "{out}");
 }
 
 #[test]
