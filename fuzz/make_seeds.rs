@@ -58,6 +58,8 @@ fn main() {
             recv_buf: 131072,
             send_size: 16384,
             recv_size: 131072,
+            send_width: 2,
+            recv_width: 1,
             measure_cpu: true,
             num_cpus: 2,
         }),

@@ -86,20 +86,20 @@ impl Buffer {
 }
 
 #[derive(Debug)]
-pub struct SendRing {
+pub struct Ring {
     bufs: Vec<Buffer>,
     next: usize,
 }
 
-impl SendRing {
+impl Ring {
     /// `width` buffers of `size` bytes, filled from `fill` (repeated), or
     /// with netperf's pattern when `fill` is empty.
-    pub fn new(size: usize, width: usize, fill: &[u8]) -> SendRing {
-        SendRing::placed(size, width, fill, Placement::default())
+    pub fn new(size: usize, width: usize, fill: &[u8]) -> Ring {
+        Ring::placed(size, width, fill, Placement::default())
     }
 
-    /// As [`SendRing::new`], each buffer at `at`.
-    pub fn placed(size: usize, width: usize, fill: &[u8], at: Placement) -> SendRing {
+    /// As [`Ring::new`], each buffer at `at`.
+    pub fn placed(size: usize, width: usize, fill: &[u8], at: Placement) -> Ring {
         let size = size.max(1);
         let width = width.clamp(1, (MAX_RING_BYTES / size).max(1));
         let src = if fill.is_empty() { PATTERN } else { fill };
@@ -114,7 +114,7 @@ impl SendRing {
                 b
             })
             .collect();
-        SendRing { bufs, next: 0 }
+        Ring { bufs, next: 0 }
     }
 
     /// netperf's ring width for a socket buffer and message size.
@@ -164,7 +164,7 @@ mod tests {
 
     #[test]
     fn ring_cycles_and_fills() {
-        let mut r = SendRing::new(10, 3, b"");
+        let mut r = Ring::new(10, 3, b"");
         assert_eq!(r.size(), 10);
         let a = r.next_buf().to_vec();
         assert_eq!(&a[..7], b"netperf");
@@ -176,22 +176,22 @@ mod tests {
 
     #[test]
     fn width_follows_netperf() {
-        assert_eq!(SendRing::width_for(16384, 16384), 2);
-        assert_eq!(SendRing::width_for(131072, 1024), 129);
-        assert_eq!(SendRing::width_for(0, 100), 2);
+        assert_eq!(Ring::width_for(16384, 16384), 2);
+        assert_eq!(Ring::width_for(131072, 1024), 129);
+        assert_eq!(Ring::width_for(0, 100), 2);
     }
 
     #[test]
     fn ring_memory_is_capped() {
-        let r = SendRing::new(1 << 20, 1000, b"x");
+        let r = Ring::new(1 << 20, 1000, b"x");
         assert!(r.width() * r.size() <= MAX_RING_BYTES);
-        assert_eq!(SendRing::capped_width(1 << 20, 1000), r.width());
+        assert_eq!(Ring::capped_width(1 << 20, 1000), r.width());
     }
 
     #[test]
     fn buffers_start_where_alignment_and_offset_say() {
         for (align, offset) in [(8, 0), (4096, 0), (64, 3), (1, 7), (16, 15)] {
-            let mut r = SendRing::placed(100, 3, b"", Placement::new(align, offset));
+            let mut r = Ring::placed(100, 3, b"", Placement::new(align, offset));
             for _ in 0..3 {
                 let p = r.next_buf().as_ptr() as usize;
                 assert_eq!(

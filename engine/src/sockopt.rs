@@ -175,6 +175,15 @@ pub fn set_defer_accept(sock: &Socket, secs: i32) -> Result<(), EngineError> {
         .context(|| "setting TCP_DEFER_ACCEPT".to_string())
 }
 
+/// The TOS byte (traffic class) a socket holds.
+pub fn tos(sock: &impl AsFd, family: Family) -> Option<u32> {
+    let (level, name) = match family {
+        Family::V4 => (libc::IPPROTO_IP, libc::IP_TOS),
+        Family::V6 => (libc::IPPROTO_IPV6, libc::IPV6_TCLASS),
+    };
+    int_option(sock, level, name).and_then(|v| u32::try_from(v).ok())
+}
+
 /// An integer socket option as the kernel holds it (for tests and reports).
 pub fn int_option(sock: &impl AsFd, level: i32, name: i32) -> Option<i32> {
     sys::get_int_option(&sock.as_fd(), level, name).ok()

@@ -29,7 +29,7 @@ use cli::Invocation;
 
 /// The netperf program, given its arguments (without the program name).
 pub fn main_with(args: &[String]) -> ExitCode {
-    let plan = match cli::parse(args) {
+    let mut plan = match cli::parse(args) {
         Ok(Invocation::Help) => {
             print!("{}", cli::usage());
             return ExitCode::SUCCESS;
@@ -42,9 +42,11 @@ pub fn main_with(args: &[String]) -> ExitCode {
             println!("{}", cli::version());
             return ExitCode::SUCCESS;
         }
-        Ok(Invocation::ListSelectors(one_line)) => {
+        Ok(Invocation::ListSelectors { one_line, ours }) => {
             // netperf 2.7 lists them and exits with status 1
-            print!("{}", output::selectors::listing(one_line));
+            use std::io::IsTerminal as _;
+            let ours = ours || std::io::stdout().is_terminal();
+            print!("{}", output::selectors::listing(one_line, ours));
             return ExitCode::from(1);
         }
         Ok(Invocation::Run(plan)) => plan,
@@ -54,6 +56,13 @@ pub fn main_with(args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // COMMAND_LINE names the program as it was run, as netperf 2.7's does.
+    if let Some(argv0) = std::env::args().next() {
+        plan.command_line = std::iter::once(argv0)
+            .chain(args.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(" ");
+    }
     debug::set_level(plan.debug);
     interrupt::install();
     match run::run(&plan) {

@@ -50,7 +50,7 @@ pub fn run(plan: &Plan) -> Result<()> {
     for w in &plan.warnings {
         eprintln!("netperf: {w}");
     }
-    let ctx = Context::new(plan, read_fill(plan)?);
+    let mut ctx = Context::new(plan, read_fill(plan)?);
     let mut conn = control::connect(plan)?;
     let embedded = conn.embedded.is_some();
     let d = conn.dialect.as_mut();
@@ -73,6 +73,11 @@ pub fn run(plan: &Plan) -> Result<()> {
         (None, true) => Some((SelectorStyle::Columns, selectors::default_for(plan))),
         (None, false) => None,
     };
+    // netperf 2.7 times each call of a stream test when a latency selector
+    // is asked for.
+    if let Some((_, sel)) = &selection {
+        ctx.stats |= sel.wants_latency();
+    }
     if plan.verbosity > 1
         && let Some((_, sel)) = &selection
     {

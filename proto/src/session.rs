@@ -547,6 +547,8 @@ mod tests {
             recv_buf: 2,
             send_size: 3,
             recv_size: 4,
+            send_width: 2,
+            recv_width: 1,
             measure_cpu: false,
             num_cpus: 2,
         }

@@ -572,6 +572,10 @@ pub struct Grant {
     /// Message sizes the server will use.
     pub send_size: u32,
     pub recv_size: u32,
+    /// Buffers in the server's send and receive rings (0 for a direction
+    /// it does not use).
+    pub send_width: u32,
+    pub recv_width: u32,
     /// Whether the server measures its CPU utilisation.
     pub measure_cpu: bool,
     /// CPUs the server counts for utilisation.

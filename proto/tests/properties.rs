@@ -221,6 +221,8 @@ fn server_msg() -> impl Strategy<Value = ServerMsg> {
                 recv_buf: s[1],
                 send_size: s[2],
                 recv_size: s[3],
+                send_width: 2,
+                recv_width: 1,
                 measure_cpu: cpu,
                 num_cpus: 4,
             })),

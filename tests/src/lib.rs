@@ -7,6 +7,7 @@
 //! client with a deadline and returns its status and output.
 
 pub mod netns;
+pub mod shape;
 
 use std::{
     io::{BufRead, BufReader, Read},

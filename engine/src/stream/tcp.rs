@@ -15,7 +15,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::{EngineError, buffer::SendRing, live::Live, sys, timer::StopFlag};
+use crate::{EngineError, buffer::Ring, clock, latency::Latency, live::Live, sys, timer::StopFlag};
 
 /// When the sender stops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,27 +48,30 @@ pub struct Outcome {
 /// last byte.
 pub fn send(
     conn: &TcpStream,
-    ring: &mut SendRing,
+    ring: &mut Ring,
     until: Until,
     stop: &StopFlag,
     live: &Live,
     linger: Duration,
 ) -> Result<Outcome, EngineError> {
-    send_with(conn, ring, until, stop, live, linger, SendCall::Send)
+    send_with(conn, ring, until, stop, live, linger, SendCall::Send, None)
 }
 
-/// [`send`], with the system call of `how`.
+/// [`send`], with the system call of `how`, timing each call into `lat`
+/// when given (netperf 2.7's latency selectors on a stream test).
+#[allow(clippy::too_many_arguments)]
 pub fn send_with(
     conn: &TcpStream,
-    ring: &mut SendRing,
+    ring: &mut Ring,
     until: Until,
     stop: &StopFlag,
     live: &Live,
     linger: Duration,
     how: SendCall,
+    lat: Option<&mut Latency>,
 ) -> Result<Outcome, EngineError> {
     let size = ring.size() as u64;
-    pump(conn, size, until, stop, live, linger, "send", |want| {
+    pump(conn, size, until, stop, live, linger, lat, "send", |want| {
         let buf = &ring.next_buf()[..want];
         match how {
             SendCall::Send => (&*conn).write(buf),
@@ -90,18 +93,29 @@ pub fn send_file(
     stop: &StopFlag,
     live: &Live,
     linger: Duration,
+    lat: Option<&mut Latency>,
 ) -> Result<Outcome, EngineError> {
     let size = size.max(1) as u64;
     let mut slot = 0u64;
-    pump(conn, size, until, stop, live, linger, "sendfile", |want| {
-        let mut offset = (slot * size) as i64;
-        slot = if slot + 1 == width as u64 {
-            0
-        } else {
-            slot + 1
-        };
-        sys::sendfile(conn, file, &mut offset, want)
-    })
+    pump(
+        conn,
+        size,
+        until,
+        stop,
+        live,
+        linger,
+        lat,
+        "sendfile",
+        |want| {
+            let mut offset = (slot * size) as i64;
+            slot = if slot + 1 == width as u64 {
+                0
+            } else {
+                slot + 1
+            };
+            sys::sendfile(conn, file, &mut offset, want)
+        },
+    )
 }
 
 /// The sender's loop: `call` sends up to `want` bytes, once per turn, until
@@ -115,6 +129,7 @@ fn pump(
     stop: &StopFlag,
     live: &Live,
     linger: Duration,
+    mut lat: Option<&mut Latency>,
     what: &str,
     mut call: impl FnMut(usize) -> io::Result<usize>,
 ) -> Result<Outcome, EngineError> {
@@ -129,7 +144,12 @@ fn pump(
             Until::Bytes(total) if out.bytes < total => size.min(total - out.bytes),
             Until::Bytes(_) => break,
         };
-        match call(want as usize) {
+        let t0 = if lat.is_some() { clock::now_ns() } else { 0 };
+        let r = call(want as usize);
+        if let Some(l) = lat.as_deref_mut() {
+            l.record(clock::now_ns().wrapping_sub(t0));
+        }
+        match r {
             Ok(n) => {
                 out.bytes += n as u64;
                 out.calls += 1;
@@ -148,12 +168,39 @@ fn pump(
     Ok(out)
 }
 
-/// Receiver role: read until the sender's end-of-file.
+/// Receiver role: read until the sender's end-of-file, into one buffer.
 pub fn receive(conn: &TcpStream, buf: &mut [u8], live: &Live) -> Result<Outcome, EngineError> {
+    receive_with(conn, live, None, |c| (&*c).read(buf))
+}
+
+/// Receiver role, into the next buffer of `ring` each time (as netperf
+/// cycles through its receive ring), timing each call into `lat` when
+/// given.
+pub fn receive_ring(
+    conn: &TcpStream,
+    ring: &mut Ring,
+    live: &Live,
+    lat: Option<&mut Latency>,
+) -> Result<Outcome, EngineError> {
+    receive_with(conn, live, lat, |c| (&*c).read(ring.next_buf()))
+}
+
+#[inline]
+fn receive_with(
+    conn: &TcpStream,
+    live: &Live,
+    mut lat: Option<&mut Latency>,
+    mut read: impl FnMut(&TcpStream) -> io::Result<usize>,
+) -> Result<Outcome, EngineError> {
     let start = Instant::now();
     let mut out = Outcome::default();
     loop {
-        match (&*conn).read(buf) {
+        let t0 = if lat.is_some() { clock::now_ns() } else { 0 };
+        let r = read(conn);
+        if let Some(l) = lat.as_deref_mut() {
+            l.record(clock::now_ns().wrapping_sub(t0));
+        }
+        match r {
             Ok(0) => break,
             Ok(n) => {
                 out.bytes += n as u64;
@@ -220,7 +267,7 @@ mod tests {
             drop(s);
             o
         });
-        let mut ring = SendRing::new(3000, 2, b"");
+        let mut ring = Ring::new(3000, 2, b"");
         let live = Live::new();
         let sent = send(
             &c,
@@ -247,16 +294,20 @@ mod tests {
             .custom_flags(libc::O_TMPFILE)
             .open(std::env::temp_dir())
             .unwrap();
-        let ring = SendRing::new(1000, 3, b"");
+        let ring = Ring::new(1000, 3, b"");
         file.write_all(&ring.contents()).unwrap();
         for how in [None, Some(SendCall::Write)] {
             let (c, s) = pair();
             let rx = thread::spawn(move || {
-                let mut buf = vec![0u8; 4096];
-                let o = receive(&s, &mut buf, &Live::new()).unwrap();
+                let mut ring = Ring::new(4096, 3, b"");
+                let mut lat = Latency::new();
+                let o = receive_ring(&s, &mut ring, &Live::new(), Some(&mut lat)).unwrap();
                 drop(s);
+                // every receive call is timed, the one that saw the end too
+                assert_eq!(lat.count(), o.calls);
                 o
             });
+            let mut lat = Latency::new();
             let sent = match how {
                 None => send_file(
                     &c,
@@ -267,21 +318,24 @@ mod tests {
                     &StopFlag::new(),
                     &Live::new(),
                     Duration::from_secs(10),
+                    Some(&mut lat),
                 ),
                 Some(how) => send_with(
                     &c,
-                    &mut SendRing::new(1000, 3, b""),
+                    &mut Ring::new(1000, 3, b""),
                     Until::Bytes(10_500),
                     &StopFlag::new(),
                     &Live::new(),
                     Duration::from_secs(10),
                     how,
+                    Some(&mut lat),
                 ),
             }
             .unwrap();
             let got = rx.join().unwrap();
             assert_eq!((sent.bytes, got.bytes), (10_500, 10_500));
             assert_eq!(sent.calls, 11);
+            assert_eq!(lat.count(), 11);
         }
     }
 
@@ -296,7 +350,7 @@ mod tests {
         });
         let stop = StopFlag::new();
         let _t = Timer::start(Duration::from_millis(200), stop.clone()).unwrap();
-        let mut ring = SendRing::new(16384, 2, b"");
+        let mut ring = Ring::new(16384, 2, b"");
         let sent = send(
             &c,
             &mut ring,

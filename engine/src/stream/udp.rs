@@ -30,7 +30,9 @@ use std::{
 
 use proto::Token;
 
-use crate::{EngineError, handshake, live::Live, timer::StopFlag};
+use crate::{
+    EngineError, buffer::Ring, clock, handshake, latency::Latency, live::Live, timer::StopFlag,
+};
 
 /// Bytes of header fields, cumulatively.
 pub const ID_END: usize = 4;
@@ -314,24 +316,21 @@ impl Pacer {
 #[allow(clippy::too_many_arguments)]
 pub fn send(
     link: Link<'_>,
-    size: usize,
+    ring: &mut Ring,
     id: u32,
-    fill: &[u8],
     until: Until,
     rate_bps: Option<u64>,
     stop: &StopFlag,
     live: &Live,
+    mut lat: Option<&mut Latency>,
 ) -> Result<SendOutcome, EngineError> {
-    let pattern: &[u8] = if fill.is_empty() { b"netperf" } else { fill };
-    let mut buf: Vec<u8> = (0..size).map(|i| pattern[i % pattern.len()]).collect();
-    if let Some(h) = buf.get_mut(..ID_END) {
-        h.copy_from_slice(&id.to_be_bytes());
-    }
+    let size = ring.size();
     let stamped = size >= STAMP_END;
     let numbered = size >= SEQ_END;
     let start = Instant::now();
     let pacer = rate_bps.map(|r| Pacer::new(start, size, r));
     let mut out = SendOutcome::default();
+    let id = id.to_be_bytes();
     loop {
         if stop.is_set() {
             break;
@@ -344,6 +343,10 @@ pub fn send(
         if let Some(p) = &pacer {
             p.wait(out.sent);
         }
+        let buf = ring.next_buf();
+        if let Some(h) = buf.get_mut(..ID_END) {
+            h.copy_from_slice(&id);
+        }
         if numbered {
             buf[ID_END..SEQ_END].copy_from_slice(&out.sent.to_be_bytes());
         }
@@ -351,7 +354,12 @@ pub fn send(
             let us = start.elapsed().as_micros() as u32;
             buf[SEQ_END..STAMP_END].copy_from_slice(&us.to_be_bytes());
         }
-        match link.send(&buf) {
+        let t0 = if lat.is_some() { clock::now_ns() } else { 0 };
+        let r = link.send(buf);
+        if let Some(l) = lat.as_deref_mut() {
+            l.record(clock::now_ns().wrapping_sub(t0));
+        }
+        match r {
             Ok(n) => {
                 out.sent += 1;
                 out.bytes += n as u64;
@@ -664,14 +672,14 @@ mod tests {
         client_hello(Link::connected(&tx), &token, dl).unwrap();
         let sent = send(
             Link::connected(&tx),
-            100,
+            &mut Ring::new(100, 3, b""),
             test_id(&token),
-            b"",
             // 100-byte datagrams until 500,000 bytes are out
             Until::Bytes(500_000),
             Some(40_000_000),
             &StopFlag::new(),
             &Live::new(),
+            None,
         )
         .unwrap();
         assert_eq!(sent.sent, 5000);
@@ -782,13 +790,13 @@ mod tests {
         client_hello(Link::to(&tx, rx_addr), &token, dl).unwrap();
         let sent = send(
             Link::to(&tx, rx_addr),
-            100,
+            &mut Ring::new(100, 3, b""),
             test_id(&token),
-            b"",
             Until::Bytes(150),
             None,
             &StopFlag::new(),
             &Live::new(),
+            None,
         )
         .unwrap();
         assert_eq!(sent.sent, 2);

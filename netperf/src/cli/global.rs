@@ -88,7 +88,7 @@ pub const OPTIONS: &[OptDef] = &[
     OptDef::flag(
         "histogram",
         'j',
-        "Keep additional timing statistics (always kept here)",
+        "Time each send and receive of stream tests too (the _RR tests are always timed)",
     ),
     OptDef::value(
         "local_dirty",

@@ -32,8 +32,11 @@ pub enum Invocation {
     TestHelp,
     Version,
     /// `-o ?` and `-k ?` (one line), `-O ?` (one per line): list the
-    /// output selectors.
-    ListSelectors(bool),
+    /// output selectors; with ours too at `-v 3` and above.
+    ListSelectors {
+        one_line: bool,
+        ours: bool,
+    },
     Run(Box<Plan>),
 }
 
@@ -178,6 +181,8 @@ pub struct Plan {
     pub confidence: Option<Confidence>,
     /// `-D`: interval in seconds, and whether timing is "precise" (negative).
     pub interim: Option<(f64, bool)>,
+    /// `-j`: keep timing statistics in stream tests too.
+    pub histogram: bool,
     pub fill_file: Option<PathBuf>,
     /// `-F ,rfill`: the netserver fills its buffers with its own data.
     pub remote_fill: bool,
@@ -256,6 +261,7 @@ impl Plan {
             num_cpus: 0,
             confidence: None,
             interim: None,
+            histogram: false,
             fill_file: None,
             remote_fill: false,
             json: false,
@@ -582,8 +588,7 @@ fn apply_global(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliEr
             "ipv6" => plan.family = AddrFamily::V6,
             "json" => plan.json = true,
             "key_file" => plan.auth = Some(AuthSource::File(PathBuf::from(v))),
-            // `-j` (statistics are always kept).
-            "histogram" => {}
+            "histogram" => plan.histogram = true,
             other => return Err(unhandled(other)),
         }
     }
@@ -806,9 +811,10 @@ fn apply_test(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliErro
                     _ => SelectorStyle::Columns,
                 };
                 if occ.value.as_deref() == Some("?") {
-                    return Ok(Some(Invocation::ListSelectors(
-                        style != SelectorStyle::Columns,
-                    )));
+                    return Ok(Some(Invocation::ListSelectors {
+                        one_line: style != SelectorStyle::Columns,
+                        ours: plan.verbosity >= 3,
+                    }));
                 }
                 plan.selection = Some(Selection {
                     style,
@@ -1004,6 +1010,10 @@ fn finish(plan: &mut Plan) -> Result<(), CliError> {
         && plan.local.send_size.is_none()
     {
         plan.local.send_size = Some(plan.request_size);
+    }
+    // TCP_MSS: one connection, whatever -l says.
+    if plan.name == TestName::TcpMss {
+        plan.length = Length::Count(1);
     }
     // netperf 2.7 uses our send width for the netserver's send ring too.
     if plan.remote.send_width.is_none() {

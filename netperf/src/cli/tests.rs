@@ -153,7 +153,13 @@ fn selectors() {
     assert_eq!(p.selection.unwrap().spec, None);
     assert_eq!(p.local.send_size, Some(1024));
     let v: Vec<String> = ["--", "-O", "?"].iter().map(|s| s.to_string()).collect();
-    assert!(matches!(parse(&v), Ok(Invocation::ListSelectors(false))));
+    assert!(matches!(
+        parse(&v),
+        Ok(Invocation::ListSelectors {
+            one_line: false,
+            ours: false
+        })
+    ));
 }
 
 #[test]

@@ -47,11 +47,16 @@ pub struct Measurement {
     pub local_recv_size: u32,
     pub remote_send_size: u32,
     pub remote_recv_size: u32,
-    /// Buffers in our send and receive rings (netperf's LOCAL_*_WIDTH).
+    /// Buffers in our send and receive rings (netperf's LOCAL_*_WIDTH), and
+    /// in the netserver's.
     pub local_send_width: u32,
     pub local_recv_width: u32,
+    pub remote_send_width: u32,
+    pub remote_recv_width: u32,
     /// TCP maximum segment size of our data connection.
     pub mss: Option<u32>,
+    /// The TOS byte our data socket kept (`-Y`), read back.
+    pub local_tos: Option<u32>,
     /// Sends that failed with a transient error (UDP: netperf's "Errors").
     pub send_errors: u64,
     /// Round-trip latency of the transactions (_RR tests).
@@ -90,6 +95,9 @@ pub struct Context {
     pub interim: Option<interim::Spec>,
     /// Numbers interim key=value blocks across iterations.
     pub interim_counter: Arc<AtomicU32>,
+    /// Time each call of a stream test (netperf 2.7 does when a latency
+    /// selector is asked for, or with `-j`).
+    pub stats: bool,
 }
 
 impl Context {
@@ -99,6 +107,7 @@ impl Context {
             live: Arc::new(Live::new()),
             interim: interim::Spec::of(plan),
             interim_counter: Arc::new(AtomicU32::new(0)),
+            stats: plan.histogram,
         }
     }
 
@@ -225,6 +234,8 @@ pub(crate) struct Prepared {
     /// Our socket buffer sizes, send and receive.
     pub lss: u32,
     pub lsr: u32,
+    /// The TOS byte the kernel kept, when `-Y` set one.
+    pub tos: Option<u32>,
 }
 
 impl Prepared {
@@ -312,6 +323,7 @@ pub(crate) fn prepare(plan: &Plan, d: &dyn Dialect, protocol: Protocol) -> Resul
     sockopt::apply_local(&sock, &local_opts(plan), family, protocol)
         .context("local data socket")?;
     let (lss, lsr) = sockopt::buffer_sizes(SockRef::from(&sock));
+    let tos = plan.local.tos.and_then(|_| sockopt::tos(&sock, family));
     let port = plan.local_data_port.unwrap_or(0);
     crate::debug::line(1, || {
         format!(
@@ -327,6 +339,7 @@ pub(crate) fn prepare(plan: &Plan, d: &dyn Dialect, protocol: Protocol) -> Resul
         sock,
         lss,
         lsr,
+        tos,
     })
 }
 

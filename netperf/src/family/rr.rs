@@ -45,7 +45,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
     let p = prepare(plan, d, plan.test.protocol())?;
     let grant = request(plan, d, &p.spec)?;
     let to = p.data_addr(&grant);
-    let (lss, lsr) = (p.lss, p.lsr);
+    let (lss, lsr, tos) = (p.lss, p.lsr, p.tos);
     let params = Requester {
         req: p.spec.request_size as usize,
         resp: p.spec.response_size as usize,
@@ -61,6 +61,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
     let live = &ctx.live;
     // TCP_CRR's connections come and go: the address they bind to.
     let mut local_addr = Some(SocketAddr::new(p.local.ip(), 0));
+    let mut end_bufs = None;
     let (outcome, local_cpu, mss, tcp) = match plan.test {
         TestKind::TcpRr => {
             bind_local(&p)?;
@@ -75,6 +76,9 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
             let _int = interrupt::stop_on_interrupt(&stop);
             let phase = ctx.begin(plan)?;
             let o = rr::tcp_requester(&conn, &params, &stop, live)?;
+            // netperf 2.7 reads the sizes again on a connected TCP socket
+            // whose sizes it did not set (autotuning changes them).
+            end_bufs = Some(sockopt::buffer_sizes(SockRef::from(&conn)));
             (
                 o,
                 phase.end(),
@@ -128,9 +132,12 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
         results_wait(plan),
     )?;
     let mut m = measurement(plan, &outcome, remote, (lss, lsr), &grant, mss, tcp);
-    m.local_send_width = 1;
-    m.local_recv_width = 1;
+    let width = u32::from(plan.test != TestKind::TcpCc);
+    (m.local_send_width, m.local_recv_width) = (width, width);
+    (m.remote_send_width, m.remote_recv_width) = (grant.send_width, grant.recv_width);
+    (m.local.send_buf_end, m.local.recv_buf_end) = end_bufs.unwrap_or((lss, lsr));
     m.local_addr = local_addr;
+    m.local_tos = tos;
     m.remote_addr = Some(to);
     m.local.cpu = local_cpu;
     check_counts(plan.test, &m, &outcome)?;

@@ -6,8 +6,10 @@ use std::{
 
 use anyhow::{Context as _, Result};
 use engine::{
-    buffer::{Buffer, Placement, SendRing},
-    handshake, sockopt,
+    buffer::{Placement, Ring},
+    handshake,
+    latency::Latency,
+    sockopt,
     stream::{self, Until, tcp::SendCall},
     timer::StopFlag,
 };
@@ -25,11 +27,27 @@ use crate::{
 const LINGER: Duration = Duration::from_secs(60);
 
 pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
-    let p = prepare(plan, d, Protocol::Tcp)?;
+    let mut p = prepare(plan, d, Protocol::Tcp)?;
+    let sending = plan.test == TestKind::TcpStream;
+    // Our send ring, sized before the request: netperf 2.7 tells the
+    // netserver its send width.
+    let send_size = plan
+        .local
+        .send_size
+        .unwrap_or(if p.lss > 0 { p.lss } else { 4096 });
+    let send_width = Ring::capped_width(
+        send_size as usize,
+        plan.local
+            .send_width
+            .map_or_else(|| Ring::width_for(p.lss, send_size), |w| w as usize),
+    );
+    if sending && p.spec.server.send_width.is_none() {
+        p.spec.server.send_width = Some(send_width as u32);
+    }
     let grant = request(plan, d, &p.spec)?;
     bind_local(&p)?;
     let to = p.data_addr(&grant);
-    let (lss, lsr) = (p.lss, p.lsr);
+    let (lss, lsr, tos) = (p.lss, p.lsr, p.tos);
     p.sock
         .connect_timeout(&to.into(), Duration::from_secs(10))
         .with_context(|| format!("data connection to {to}"))?;
@@ -47,20 +65,17 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
         remote_recv_buf: grant.recv_buf,
         remote_send_size: grant.send_size,
         remote_recv_size: grant.recv_size,
+        remote_send_width: grant.send_width,
+        remote_recv_width: grant.recv_width,
+        local_tos: tos,
         ..Measurement::default()
     };
+    let mut lat = ctx.stats.then(Latency::new);
     let outcome = match plan.test {
         TestKind::TcpStream => {
-            let size = plan
-                .local
-                .send_size
-                .unwrap_or(if lss > 0 { lss } else { 4096 });
-            let width = plan
-                .local
-                .send_width
-                .map_or_else(|| SendRing::width_for(lss, size), |w| w as usize);
+            let size = send_size;
             let at = Placement::new(plan.local.send_align, plan.local.send_offset);
-            let mut ring = SendRing::placed(size as usize, width, &ctx.fill, at);
+            let mut ring = Ring::placed(size as usize, send_width, &ctx.fill, at);
             m.local_send_size = size;
             m.local_send_width = ring.width() as u32;
             let until = match plan.length {
@@ -85,6 +100,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
                     &stop,
                     &ctx.live,
                     LINGER,
+                    lat.as_mut(),
                 )?,
                 None => {
                     let how = if plan.local_only.use_write {
@@ -92,7 +108,16 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
                     } else {
                         SendCall::Send
                     };
-                    stream::tcp::send_with(&conn, &mut ring, until, &stop, &ctx.live, LINGER, how)?
+                    stream::tcp::send_with(
+                        &conn,
+                        &mut ring,
+                        until,
+                        &stop,
+                        &ctx.live,
+                        LINGER,
+                        how,
+                        lat.as_mut(),
+                    )?
                 }
             };
             (o, phase.end())
@@ -103,24 +128,27 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
                 .recv_size
                 .unwrap_or(if lsr > 0 { lsr } else { 4096 });
             m.local_recv_size = size;
-            m.local_recv_width = 1;
+            let width = plan
+                .local
+                .recv_width
+                .map_or_else(|| Ring::width_for(lsr, size), |w| w as usize);
             let at = Placement::new(plan.local.recv_align, plan.local.recv_offset);
-            let mut buffer = Buffer::new(size as usize, at);
-            let buf = buffer.as_mut_slice();
+            let mut ring = Ring::placed(size as usize, width, b"", at);
+            m.local_recv_width = ring.width() as u32;
             let silence = match plan.length {
                 Length::Seconds(s) if s > 0 => Duration::from_secs(s + 30),
                 _ => Duration::from_secs(330),
             };
             conn.set_read_timeout(Some(silence))?;
             let phase = ctx.begin(plan)?;
-            let o = stream::receive(&conn, buf, &ctx.live)?;
+            let o = stream::tcp::receive_ring(&conn, &mut ring, &ctx.live, lat.as_mut())?;
             (o, phase.end())
         }
     };
     let (outcome, local_cpu) = outcome;
     m.elapsed = outcome.elapsed.as_secs_f64();
+    m.latency = lat.and_then(|l| l.summary());
     m.mss = sockopt::mss(SockRef::from(&conn));
-    let sending = plan.test == TestKind::TcpStream;
     m.local = SideResults {
         elapsed_ns: outcome.elapsed.as_nanos() as u64,
         bytes_sent: if sending { outcome.bytes } else { 0 },
@@ -148,7 +176,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
 /// TCP_SENDFILE's file: the `-F` fill file, which must hold the whole ring
 /// (as netperf 2.7 requires), or a temporary file of the ring's contents,
 /// unlinked from the start.
-fn sendfile_source(plan: &Plan, ring: &SendRing) -> Result<File> {
+fn sendfile_source(plan: &Plan, ring: &Ring) -> Result<File> {
     let need = (ring.size() * ring.width()) as u64;
     if let Some(path) = &plan.fill_file {
         let f = File::open(path).with_context(|| format!("-F {}", path.display()))?;

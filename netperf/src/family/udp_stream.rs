@@ -7,7 +7,8 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 use engine::{
-    buffer::{Buffer, Placement},
+    buffer::{Buffer, Placement, Ring},
+    latency::Latency,
     netstat, sockopt,
     stream::udp::{self, Until},
     timer::StopFlag,
@@ -76,11 +77,25 @@ fn unspecified(f: Family) -> std::net::IpAddr {
 }
 
 pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
-    let p = prepare(plan, d, Protocol::Udp)?;
+    let mut p = prepare(plan, d, Protocol::Udp)?;
     let family = p.family;
     sockopt::set_recv_err(&p.sock, family)?;
     let size = send_size(plan, p.lss, family)?;
-    let (lss, lsr) = (p.lss, p.lsr);
+    let (lss, lsr, tos) = (p.lss, p.lsr, p.tos);
+    // netperf's ring: a socket buffer's worth of messages, plus one; the
+    // netserver is told its width.
+    let width = Ring::capped_width(
+        size as usize,
+        plan.local
+            .send_width
+            .map_or_else(|| Ring::width_for(lss, size), |w| w as usize),
+    );
+    if p.spec.server.send_width.is_none() {
+        p.spec.server.send_width = Some(width as u32);
+    }
+    let at = Placement::new(plan.local.send_align, plan.local.send_offset);
+    let mut ring = Ring::placed(size as usize, width, &ctx.fill, at);
+    let mut lat = ctx.stats.then(Latency::new);
 
     let grant = request(plan, d, &p.spec)?;
     let to = p.data_addr(&grant);
@@ -100,13 +115,13 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
         let phase = ctx.begin(plan)?;
         let o = udp::send(
             link,
-            size as usize,
+            &mut ring,
             udp::test_id(&grant.token),
-            &ctx.fill,
             until,
             plan.rate_bps,
             &stop,
             &ctx.live,
+            lat.as_mut(),
         )?;
         (o, phase.end())
     };
@@ -131,12 +146,16 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
         remote,
         local_send_buf: lss,
         local_recv_buf: lsr,
+        local_tos: tos,
         local_addr: sock.local_addr().ok(),
         remote_addr: Some(to),
         remote_send_buf: grant.send_buf,
         remote_recv_buf: grant.recv_buf,
         local_send_size: size,
-        local_send_width: 1,
+        local_send_width: width as u32,
+        remote_send_width: grant.send_width,
+        remote_recv_width: grant.recv_width,
+        latency: lat.and_then(|l| l.summary()),
         remote_recv_size: grant.recv_size,
         send_errors: outcome.failed,
         ..Measurement::default()
@@ -169,7 +188,7 @@ impl udp::Drain for Receiving {
 /// `-- -T udp`): the netserver sends, we count exactly what arrives.
 pub fn run_maerts(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
     let p = prepare(plan, d, Protocol::Udp)?;
-    let (lss, lsr) = (p.lss, p.lsr);
+    let (lss, lsr, tos) = (p.lss, p.lsr, p.tos);
     let grant = request(plan, d, &p.spec)?;
     let to = p.data_addr(&grant);
     let (sock, _) = udp_socket(p)?;
@@ -227,11 +246,14 @@ pub fn run_maerts(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Mea
         remote,
         local_send_buf: lss,
         local_recv_buf: lsr,
+        local_tos: tos,
         local_addr: sock.local_addr().ok(),
         remote_addr: Some(to),
         remote_send_buf: grant.send_buf,
         remote_recv_buf: grant.recv_buf,
         remote_send_size: grant.send_size,
+        remote_send_width: grant.send_width,
+        remote_recv_width: grant.recv_width,
         local_recv_size: size,
         local_recv_width: 1,
         ..Measurement::default()

@@ -13,6 +13,8 @@ use std::fmt::Write as _;
 
 use proto::{Direction, TestKind};
 
+use optparse::value::AddrFamily;
+
 use crate::{
     cli::{Plan, SelectorStyle, Units},
     confidence::Verdict,
@@ -181,36 +183,43 @@ static SELECTORS: &[Sel] = &[
         |c| f(c.f.elapsed)
     ),
     sel!("SOURCE_PORT", ["Source", "Port", "", ""], Fmt::Str, |c| {
-        Value::Str(c.m.local_addr.map_or(0, |a| a.port()).to_string())
+        Value::Str(c.plan.local_data_port.unwrap_or(0).to_string())
     }),
     sel!(
         "SOURCE_ADDR",
         ["Source", "Address", "", ""],
         Fmt::Str,
-        |c| Value::Str(
-            c.m.local_addr
-                .map_or_else(String::new, |a| a.ip().to_string())
-        )
+        |c| Value::Str(match (&c.plan.data_local, &c.plan.local_host) {
+            (Some(a), _) | (None, Some(a)) => a.clone(),
+            (None, None) if c.plan.family == AddrFamily::V6 => "::0".into(),
+            (None, None) => "0.0.0.0".into(),
+        })
     ),
     sel!(
         "SOURCE_FAMILY",
         ["Source", "Family", "", ""],
         Fmt::Int,
-        |c| int(family_number(c.m.local_addr))
+        |c| int(match c.plan.data_family {
+            AddrFamily::Unspec => 0,
+            AddrFamily::V4 => i64::from(libc_af::INET),
+            AddrFamily::V6 => i64::from(libc_af::INET6),
+        })
     ),
     sel!(
         "DEST_PORT",
         ["Destination", "Port", "", ""],
         Fmt::Str,
-        |c| Value::Str(c.m.remote_addr.map_or(0, |a| a.port()).to_string())
+        |c| Value::Str(c.plan.remote_data_port.unwrap_or(0).to_string())
     ),
     sel!(
         "DEST_ADDR",
         ["Destination", "Address", "", ""],
         Fmt::Str,
         |c| Value::Str(
-            c.m.remote_addr
-                .map_or_else(String::new, |a| a.ip().to_string())
+            c.plan
+                .data_host
+                .clone()
+                .unwrap_or_else(|| c.plan.host_name().to_string())
         )
     ),
     sel!(
@@ -297,7 +306,13 @@ static SELECTORS: &[Sel] = &[
                 return f(-1.0);
             }
             let rate = c.m.local.transactions as f64 / c.m.elapsed;
-            f(1e6 / rate * f64::from(1 + c.plan.effective_burst()))
+            // a connection test's transactions are one at a time
+            let burst = if c.plan.test.is_connection_test() {
+                0
+            } else {
+                c.plan.effective_burst()
+            };
+            f(1e6 / rate * f64::from(1 + burst))
         }
     ),
     sel!(
@@ -305,7 +320,10 @@ static SELECTORS: &[Sel] = &[
         ["Transaction", "Rate", "Tran/s", ""],
         Fmt::F(3),
         |c| {
-            if c.m.elapsed > 0.0 {
+            // netperf 2.7 leaves its initial 1.0 on a stream test
+            if !c.plan.test.is_rr() {
+                f(1.0)
+            } else if c.m.elapsed > 0.0 {
                 f(c.m.local.transactions as f64 / c.m.elapsed)
             } else {
                 f(0.0)
@@ -322,19 +340,28 @@ static SELECTORS: &[Sel] = &[
         "LOCAL_TRANSPORT_RETRANS",
         ["Local", "Transport", "Retransmissions", ""],
         Fmt::Int,
-        |c| opt_int(c.m.local.tcp.as_ref().map(|t| t.retransmits))
+        |c| if c.plan.test.is_connection_test() {
+            // netperf 2.7 reads it on a socket already closed
+            int(-1)
+        } else {
+            opt_int(c.m.local.tcp.as_ref().map(|t| t.retransmits))
+        }
     ),
     sel!(
         "REMOTE_TRANSPORT_RETRANS",
         ["Remote", "Transport", "Retransmissions", ""],
         Fmt::Int,
-        |c| opt_int(c.m.remote.tcp.as_ref().map(|t| t.retransmits))
+        |c| if c.plan.test.is_connection_test() {
+            int(-1)
+        } else {
+            opt_int(c.m.remote.tcp.as_ref().map(|t| t.retransmits))
+        }
     ),
     sel!(
         "REQUEST_SIZE",
         ["Request", "Size", "Bytes", ""],
         Fmt::Int,
-        |c| if c.plan.test.is_rr() {
+        |c| if c.plan.test.is_rr() && c.plan.test != TestKind::TcpCc {
             int(c.plan.request_size)
         } else {
             int(-1)
@@ -344,7 +371,7 @@ static SELECTORS: &[Sel] = &[
         "RESPONSE_SIZE",
         ["Response", "Size", "Bytes", ""],
         Fmt::Int,
-        |c| if c.plan.test.is_rr() {
+        |c| if c.plan.test.is_rr() && c.plan.test != TestKind::TcpCc {
             int(c.plan.response_size)
         } else {
             int(-1)
@@ -372,7 +399,11 @@ static SELECTORS: &[Sel] = &[
         "LSS_SIZE_END",
         ["Local", "Send Socket", "Size", "Final"],
         Fmt::Int,
-        |c| int(end_or(c.m.local.send_buf_end, c.m.local_send_buf))
+        |c| int(if c.plan.local.send_buf.is_some() {
+            c.m.local_send_buf
+        } else {
+            end_or(c.m.local.send_buf_end, c.m.local_send_buf)
+        })
     ),
     sel!(
         "LSR_SIZE_REQ",
@@ -390,19 +421,31 @@ static SELECTORS: &[Sel] = &[
         "LSR_SIZE_END",
         ["Local", "Recv Socket", "Size", "Final"],
         Fmt::Int,
-        |c| int(end_or(c.m.local.recv_buf_end, c.m.local_recv_buf))
+        |c| int(if c.plan.local.recv_buf.is_some() {
+            c.m.local_recv_buf
+        } else {
+            end_or(c.m.local.recv_buf_end, c.m.local_recv_buf)
+        })
     ),
     sel!(
         "LOCAL_SEND_SIZE",
         ["Local", "Send", "Size", ""],
         Fmt::Int,
-        |c| int(c.m.local_send_size)
+        |c| match c.plan.test.direction() {
+            // netperf 2.7's send size of an _RR test stays 0 (requests
+            // have their own)
+            Direction::Send => int(c.m.local_send_size),
+            _ => int(0),
+        }
     ),
     sel!(
         "LOCAL_RECV_SIZE",
         ["Local", "Recv", "Size", ""],
         Fmt::Int,
-        |c| int(c.m.local_recv_size)
+        |c| match c.plan.test.direction() {
+            Direction::Receive => int(c.m.local_recv_size),
+            _ => int(0),
+        }
     ),
     sel!(
         "LOCAL_SEND_CALLS",
@@ -492,31 +535,31 @@ static SELECTORS: &[Sel] = &[
         "LOCAL_CPU_PERCENT_USER",
         ["Local", "CPU", "User", "%"],
         Fmt::F(2),
-        |c| opt_f(c.m.local.cpu.as_ref().map(|u| u.user))
+        |c| f(c.m.local.cpu.as_ref().map_or(0.0, |u| u.user))
     ),
     sel!(
         "LOCAL_CPU_PERCENT_SYSTEM",
         ["Local", "CPU", "System", "%"],
         Fmt::F(2),
-        |c| opt_f(c.m.local.cpu.as_ref().map(|u| u.system))
+        |c| f(c.m.local.cpu.as_ref().map_or(0.0, |u| u.system))
     ),
     sel!(
         "LOCAL_CPU_PERCENT_IOWAIT",
         ["Local", "CPU", "I/O", "%"],
         Fmt::F(2),
-        |c| opt_f(c.m.local.cpu.as_ref().map(|u| u.iowait))
+        |c| f(c.m.local.cpu.as_ref().map_or(0.0, |u| u.iowait))
     ),
     sel!(
         "LOCAL_CPU_PERCENT_IRQ",
         ["Local", "CPU", "IRQ", "%"],
         Fmt::F(2),
-        |c| opt_f(c.m.local.cpu.as_ref().map(|u| u.irq))
+        |c| f(c.m.local.cpu.as_ref().map_or(0.0, |u| u.irq))
     ),
     sel!(
         "LOCAL_CPU_PERCENT_SWINTR",
         ["Local", "CPU", "swintr", "%"],
         Fmt::F(2),
-        |c| opt_f(c.m.local.cpu.as_ref().map(|u| u.softirq))
+        |c| f(c.m.local.cpu.as_ref().map_or(0.0, |u| u.softirq))
     ),
     sel!(
         "LOCAL_CPU_PEAK_UTIL",
@@ -573,8 +616,8 @@ static SELECTORS: &[Sel] = &[
         Fmt::Int,
         |c| int(i64::from(c.plan.local.nodelay))
     ),
-    sel!("LOCAL_CORK", ["Local", "Cork", "", ""], Fmt::Int, |_| int(
-        0
+    sel!("LOCAL_CORK", ["Local", "Cork", "", ""], Fmt::Int, |c| int(
+        i64::from(c.plan.local_only.cork)
     )),
     sel!(
         "RSS_SIZE_REQ",
@@ -616,13 +659,23 @@ static SELECTORS: &[Sel] = &[
         "REMOTE_SEND_SIZE",
         ["Remote", "Send", "Size", ""],
         Fmt::Int,
-        |c| int(c.m.remote_send_size)
+        |c| match c.plan.test.direction() {
+            // netperf 2.7: the netserver echoes -1 for a direction it does
+            // not use
+            Direction::Send => int(-1),
+            _ if c.plan.test == TestKind::TcpCc => int(-1),
+            _ => int(c.m.remote_send_size),
+        }
     ),
     sel!(
         "REMOTE_RECV_SIZE",
         ["Remote", "Recv", "Size", ""],
         Fmt::Int,
-        |c| int(c.m.remote_recv_size)
+        |c| match c.plan.test.direction() {
+            Direction::Receive => int(-1),
+            _ if c.plan.test == TestKind::TcpCc => int(-1),
+            _ => int(c.m.remote_recv_size),
+        }
     ),
     sel!(
         "REMOTE_SEND_CALLS",
@@ -670,13 +723,13 @@ static SELECTORS: &[Sel] = &[
         "REMOTE_SEND_WIDTH",
         ["Remote", "Send", "Width", ""],
         Fmt::Int,
-        |_| int(2)
+        |c| int(c.m.remote_send_width)
     ),
     sel!(
         "REMOTE_RECV_WIDTH",
         ["Remote", "Recv", "Width", ""],
         Fmt::Int,
-        |_| int(1)
+        |c| int(c.m.remote_recv_width)
     ),
     sel!(
         "REMOTE_SEND_OFFSET",
@@ -712,43 +765,43 @@ static SELECTORS: &[Sel] = &[
         "REMOTE_CPU_PERCENT_USER",
         ["Remote", "CPU", "User", "%"],
         Fmt::F(2),
-        |c| opt_f(c.m.remote.cpu.as_ref().map(|u| u.user))
+        |c| f(c.m.remote.cpu.as_ref().map_or(0.0, |u| u.user))
     ),
     sel!(
         "REMOTE_CPU_PERCENT_SYSTEM",
         ["Remote", "CPU", "System", "%"],
         Fmt::F(2),
-        |c| opt_f(c.m.remote.cpu.as_ref().map(|u| u.system))
+        |c| f(c.m.remote.cpu.as_ref().map_or(0.0, |u| u.system))
     ),
     sel!(
         "REMOTE_CPU_PERCENT_IOWAIT",
         ["Remote", "CPU", "I/O", "%"],
         Fmt::F(2),
-        |c| opt_f(c.m.remote.cpu.as_ref().map(|u| u.iowait))
+        |c| f(c.m.remote.cpu.as_ref().map_or(0.0, |u| u.iowait))
     ),
     sel!(
         "REMOTE_CPU_PERCENT_IRQ",
         ["Remote", "CPU", "IRQ", "%"],
         Fmt::F(2),
-        |c| opt_f(c.m.remote.cpu.as_ref().map(|u| u.irq))
+        |c| f(c.m.remote.cpu.as_ref().map_or(0.0, |u| u.irq))
     ),
     sel!(
         "REMOTE_CPU_PERCENT_SWINTR",
         ["Remote", "CPU", "swintr", "%"],
         Fmt::F(2),
-        |c| opt_f(c.m.remote.cpu.as_ref().map(|u| u.softirq))
+        |c| f(c.m.remote.cpu.as_ref().map_or(0.0, |u| u.softirq))
     ),
     sel!(
         "REMOTE_CPU_PEAK_UTIL",
         ["Remote", "Peak", "Per CPU", "Util %"],
         Fmt::F(2),
-        |c| opt_f(c.m.remote.cpu.as_ref().map(|u| u.peak_util))
+        |c| f(c.m.remote.cpu.as_ref().map_or(0.0, |u| u.peak_util))
     ),
     sel!(
         "REMOTE_CPU_PEAK_ID",
         ["Remote", "Peak", "Per CPU", "ID"],
         Fmt::Int,
-        |c| opt_int(c.m.remote.cpu.as_ref().map(|u| u.peak_cpu))
+        |c| int(c.m.remote.cpu.as_ref().map_or(0, |u| u.peak_cpu))
     ),
     sel!(
         "REMOTE_CPU_BIND",
@@ -784,7 +837,7 @@ static SELECTORS: &[Sel] = &[
         "REMOTE_CORK",
         ["Remote", "Cork", "", ""],
         Fmt::Int,
-        |_| int(0)
+        |c| int(i64::from(c.plan.local_only.cork))
     ),
     sel!(
         "MIN_LATENCY",
@@ -844,13 +897,15 @@ static SELECTORS: &[Sel] = &[
         "LOCAL_SOCKET_TOS",
         ["Local", "Socket", "TOS", ""],
         Fmt::Hex2,
-        |c| opt_int(c.plan.local.tos)
+        // what the kernel kept (Linux drops ECN bits on TCP), as netperf 2.7
+        |c| opt_int(c.m.local_tos.or(c.plan.local.tos.map(u32::from)))
     ),
     sel!(
         "REMOTE_SOCKET_TOS",
         ["Remote", "Socket", "TOS", ""],
         Fmt::Hex2,
-        |c| opt_int(c.plan.remote.tos)
+        // the netserver marks its sends with the DSCP alone
+        |c| opt_int(c.plan.remote.tos.map(|t| t & !0x03))
     ),
     sel!(
         "LOCAL_CONG_CONTROL",
@@ -867,12 +922,14 @@ static SELECTORS: &[Sel] = &[
         "REMOTE_CONG_CONTROL",
         ["Remote", "Congestion", "Control", "Algorithm"],
         Fmt::Str,
-        |c| Value::Str(
+        |c| Value::Str(if c.plan.test.is_connection_test() {
+            String::new()
+        } else {
             c.m.remote
                 .tcp
                 .as_ref()
                 .map_or_else(String::new, |t| t.cong_control.clone())
-        )
+        })
     ),
     sel!(
         "LOCAL_FILL_FILE",
@@ -1076,37 +1133,37 @@ static SELECTORS: &[Sel] = &[
         "LOCAL_SEND_DIRTY_COUNT",
         ["Local", "Send", "Dirty", "Count"],
         Fmt::Int,
-        |_| int(0)
+        |_| int(-1)
     ),
     sel!(
         "LOCAL_RECV_DIRTY_COUNT",
         ["Local", "Recv", "Dirty", "Count"],
         Fmt::Int,
-        |_| int(0)
+        |_| int(-1)
     ),
     sel!(
         "LOCAL_RECV_CLEAN_COUNT",
         ["Local", "Recv", "Clean", "Count"],
         Fmt::Int,
-        |_| int(0)
+        |_| int(-1)
     ),
     sel!(
         "REMOTE_SEND_DIRTY_COUNT",
         ["Remote", "Send", "Dirty", "Count"],
         Fmt::Int,
-        |_| int(0)
+        |_| int(-1)
     ),
     sel!(
         "REMOTE_RECV_DIRTY_COUNT",
         ["Remote", "Recv", "Dirty", "Count"],
         Fmt::Int,
-        |_| int(0)
+        |_| int(-1)
     ),
     sel!(
         "REMOTE_RECV_CLEAN_COUNT",
         ["Remote", "Recv", "Clean", "Count"],
         Fmt::Int,
-        |_| int(0)
+        |_| int(-1)
     ),
     sel!(
         "LOCAL_INTERFACE_SUBDEVICE",
@@ -1318,21 +1375,211 @@ mod libc_af {
     pub const INET6: u8 = 10;
 }
 
+/// netperf 2.7's selectors in its own order: what `all` prints, and where
+/// `-o ?` lists them. `all` prints them in four blocks, starting at these
+/// names.
+const NETPERF_ORDER: [&str; 173] = [
+    "SOCKET_TYPE",
+    "PROTOCOL",
+    "DIRECTION",
+    "ELAPSED_TIME",
+    "THROUGHPUT",
+    "THROUGHPUT_UNITS",
+    "LSS_SIZE_REQ",
+    "LSS_SIZE",
+    "LSS_SIZE_END",
+    "LSR_SIZE_REQ",
+    "LSR_SIZE",
+    "LSR_SIZE_END",
+    "RSS_SIZE_REQ",
+    "RSS_SIZE",
+    "RSS_SIZE_END",
+    "RSR_SIZE_REQ",
+    "RSR_SIZE",
+    "RSR_SIZE_END",
+    "LOCAL_SEND_SIZE",
+    "LOCAL_RECV_SIZE",
+    "REMOTE_SEND_SIZE",
+    "REMOTE_RECV_SIZE",
+    "REQUEST_SIZE",
+    "RESPONSE_SIZE",
+    "LOCAL_CPU_UTIL",
+    "LOCAL_CPU_PERCENT_USER",
+    "LOCAL_CPU_PERCENT_SYSTEM",
+    "LOCAL_CPU_PERCENT_IOWAIT",
+    "LOCAL_CPU_PERCENT_IRQ",
+    "LOCAL_CPU_PERCENT_SWINTR",
+    "LOCAL_CPU_METHOD",
+    "LOCAL_SD",
+    "REMOTE_CPU_UTIL",
+    "REMOTE_CPU_PERCENT_USER",
+    "REMOTE_CPU_PERCENT_SYSTEM",
+    "REMOTE_CPU_PERCENT_IOWAIT",
+    "REMOTE_CPU_PERCENT_IRQ",
+    "REMOTE_CPU_PERCENT_SWINTR",
+    "REMOTE_CPU_METHOD",
+    "REMOTE_SD",
+    "SD_UNITS",
+    "CONFIDENCE_LEVEL",
+    "CONFIDENCE_INTERVAL",
+    "CONFIDENCE_ITERATION",
+    "THROUGHPUT_CONFID",
+    "LOCAL_CPU_CONFID",
+    "REMOTE_CPU_CONFID",
+    "TRANSACTION_RATE",
+    "RT_LATENCY",
+    "BURST_SIZE",
+    "LOCAL_TRANSPORT_RETRANS",
+    "REMOTE_TRANSPORT_RETRANS",
+    "TRANSPORT_MSS",
+    "LOCAL_SEND_THROUGHPUT",
+    "LOCAL_RECV_THROUGHPUT",
+    "REMOTE_SEND_THROUGHPUT",
+    "REMOTE_RECV_THROUGHPUT",
+    "LOCAL_CPU_BIND",
+    "LOCAL_CPU_COUNT",
+    "LOCAL_CPU_PEAK_UTIL",
+    "LOCAL_CPU_PEAK_ID",
+    "LOCAL_CPU_MODEL",
+    "LOCAL_CPU_FREQUENCY",
+    "REMOTE_CPU_BIND",
+    "REMOTE_CPU_COUNT",
+    "REMOTE_CPU_PEAK_UTIL",
+    "REMOTE_CPU_PEAK_ID",
+    "REMOTE_CPU_MODEL",
+    "REMOTE_CPU_FREQUENCY",
+    "SOURCE_PORT",
+    "SOURCE_ADDR",
+    "SOURCE_FAMILY",
+    "DEST_PORT",
+    "DEST_ADDR",
+    "DEST_FAMILY",
+    "LOCAL_SEND_CALLS",
+    "LOCAL_RECV_CALLS",
+    "LOCAL_BYTES_PER_RECV",
+    "LOCAL_BYTES_PER_SEND",
+    "LOCAL_BYTES_SENT",
+    "LOCAL_BYTES_RECVD",
+    "LOCAL_BYTES_XFERD",
+    "LOCAL_SEND_OFFSET",
+    "LOCAL_RECV_OFFSET",
+    "LOCAL_SEND_ALIGN",
+    "LOCAL_RECV_ALIGN",
+    "LOCAL_SEND_WIDTH",
+    "LOCAL_RECV_WIDTH",
+    "LOCAL_SEND_DIRTY_COUNT",
+    "LOCAL_RECV_DIRTY_COUNT",
+    "LOCAL_RECV_CLEAN_COUNT",
+    "LOCAL_NODELAY",
+    "LOCAL_CORK",
+    "REMOTE_SEND_CALLS",
+    "REMOTE_RECV_CALLS",
+    "REMOTE_BYTES_PER_RECV",
+    "REMOTE_BYTES_PER_SEND",
+    "REMOTE_BYTES_SENT",
+    "REMOTE_BYTES_RECVD",
+    "REMOTE_BYTES_XFERD",
+    "REMOTE_SEND_OFFSET",
+    "REMOTE_RECV_OFFSET",
+    "REMOTE_SEND_ALIGN",
+    "REMOTE_RECV_ALIGN",
+    "REMOTE_SEND_WIDTH",
+    "REMOTE_RECV_WIDTH",
+    "REMOTE_SEND_DIRTY_COUNT",
+    "REMOTE_RECV_DIRTY_COUNT",
+    "REMOTE_RECV_CLEAN_COUNT",
+    "REMOTE_NODELAY",
+    "REMOTE_CORK",
+    "LOCAL_SYSNAME",
+    "LOCAL_SYSTEM_MODEL",
+    "LOCAL_RELEASE",
+    "LOCAL_VERSION",
+    "LOCAL_MACHINE",
+    "REMOTE_SYSNAME",
+    "REMOTE_SYSTEM_MODEL",
+    "REMOTE_RELEASE",
+    "REMOTE_VERSION",
+    "REMOTE_MACHINE",
+    "LOCAL_INTERFACE_NAME",
+    "LOCAL_INTERFACE_VENDOR",
+    "LOCAL_INTERFACE_DEVICE",
+    "LOCAL_INTERFACE_SUBVENDOR",
+    "LOCAL_INTERFACE_SUBDEVICE",
+    "LOCAL_DRIVER_NAME",
+    "LOCAL_DRIVER_VERSION",
+    "LOCAL_DRIVER_FIRMWARE",
+    "LOCAL_DRIVER_BUS",
+    "LOCAL_INTERFACE_SLOT",
+    "REMOTE_INTERFACE_NAME",
+    "REMOTE_INTERFACE_VENDOR",
+    "REMOTE_INTERFACE_DEVICE",
+    "REMOTE_INTERFACE_SUBVENDOR",
+    "REMOTE_INTERFACE_SUBDEVICE",
+    "REMOTE_DRIVER_NAME",
+    "REMOTE_DRIVER_VERSION",
+    "REMOTE_DRIVER_FIRMWARE",
+    "REMOTE_DRIVER_BUS",
+    "REMOTE_INTERFACE_SLOT",
+    "LOCAL_INTERVAL_USECS",
+    "LOCAL_INTERVAL_BURST",
+    "REMOTE_INTERVAL_USECS",
+    "REMOTE_INTERVAL_BURST",
+    "LOCAL_SECURITY_TYPE_ID",
+    "LOCAL_SECURITY_TYPE",
+    "LOCAL_SECURITY_ENABLED_NUM",
+    "LOCAL_SECURITY_ENABLED",
+    "LOCAL_SECURITY_SPECIFIC",
+    "REMOTE_SECURITY_TYPE_ID",
+    "REMOTE_SECURITY_TYPE",
+    "REMOTE_SECURITY_ENABLED_NUM",
+    "REMOTE_SECURITY_ENABLED",
+    "REMOTE_SECURITY_SPECIFIC",
+    "RESULT_BRAND",
+    "UUID",
+    "MIN_LATENCY",
+    "MAX_LATENCY",
+    "P50_LATENCY",
+    "P90_LATENCY",
+    "P99_LATENCY",
+    "MEAN_LATENCY",
+    "STDDEV_LATENCY",
+    "LOCAL_SOCKET_PRIO",
+    "REMOTE_SOCKET_PRIO",
+    "LOCAL_SOCKET_TOS",
+    "REMOTE_SOCKET_TOS",
+    "LOCAL_CONG_CONTROL",
+    "REMOTE_CONG_CONTROL",
+    "LOCAL_FILL_FILE",
+    "REMOTE_FILL_FILE",
+    "COMMAND_LINE",
+];
+const ALL_BLOCK_STARTS: [&str; 3] = ["LOCAL_CPU_UTIL", "LOCAL_SEND_THROUGHPUT", "LOCAL_SYSNAME"];
+
 fn find(name: &str) -> Option<&'static Sel> {
     SELECTORS.iter().find(|s| s.name.eq_ignore_ascii_case(name))
 }
 
-/// Every selector name, for `-o ?`.
+/// Every selector name: netperf 2.7's in its order, then ours.
 pub fn names() -> impl Iterator<Item = &'static str> {
-    SELECTORS.iter().map(|s| s.name)
+    NETPERF_ORDER.into_iter().chain(
+        SELECTORS
+            .iter()
+            .map(|s| s.name)
+            .filter(|n| !NETPERF_ORDER.contains(n)),
+    )
 }
 
 /// netperf's list of the selectors for `-o ?` and `-k ?` (one line,
 /// comma-separated) or `-O ?` (one per line), between its OUTPUT_NONE and
 /// OUTPUT_END markers.
-pub fn listing(one_line: bool) -> String {
+/// Piped, netperf 2.7's list exactly; with `ours`, our selectors too.
+pub fn listing(one_line: bool, ours: bool) -> String {
     let all: Vec<&str> = std::iter::once("OUTPUT_NONE")
-        .chain(names())
+        .chain(names().take(if ours {
+            usize::MAX
+        } else {
+            NETPERF_ORDER.len()
+        }))
         .chain(std::iter::once("OUTPUT_END"))
         .collect();
     let mut s = all.join(if one_line { "," } else { "\n" });
@@ -1354,6 +1601,14 @@ pub struct Selection {
 }
 
 impl Selection {
+    /// Whether a latency statistic is among the selectors.
+    pub fn wants_latency(&self) -> bool {
+        self.blocks.iter().flatten().any(|e| match e {
+            Entry::Known(n) => n.ends_with("_LATENCY") && *n != "RT_LATENCY",
+            Entry::Unknown(_) => false,
+        })
+    }
+
     /// Names that did not match a selector.
     pub fn unknown(&self) -> impl Iterator<Item = &str> {
         self.blocks.iter().flatten().filter_map(|e| match e {
@@ -1407,9 +1662,18 @@ pub fn resolve(plan: &Plan, spec: Option<&str>) -> Result<Selection, String> {
         return Ok(default_for(plan));
     };
     if spec.eq_ignore_ascii_case("all") {
-        return Ok(Selection {
-            blocks: vec![SELECTORS.iter().map(|s| Entry::Known(s.name)).collect()],
-        });
+        // netperf 2.7's, in its order and its four blocks; ours are named
+        // one by one.
+        let mut blocks: Vec<Vec<Entry>> = vec![Vec::new()];
+        for n in NETPERF_ORDER {
+            if ALL_BLOCK_STARTS.contains(&n) {
+                blocks.push(Vec::new());
+            }
+            if let Some(b) = blocks.last_mut() {
+                b.push(Entry::Known(n));
+            }
+        }
+        return Ok(Selection { blocks });
     }
     if spec.contains([',', ';']) || find(spec).is_some() {
         return Ok(parse_list(spec));

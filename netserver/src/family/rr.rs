@@ -35,6 +35,8 @@ pub(crate) fn prepare(
         recv_buf,
         send_size: spec.response_size,
         recv_size: spec.request_size,
+        send_width: u32::from(!spec.kind.is_connection_test() || spec.response_size > 0),
+        recv_width: u32::from(!spec.kind.is_connection_test() || spec.request_size > 0),
         measure_cpu: false,
         num_cpus: 0,
     };
@@ -53,9 +55,10 @@ pub(crate) fn prepare(
                         s.spawn(move || {
                             let r = rr::tcp_responder(&c, req, resp, spec.spin, &Live::new());
                             let bufs = sockopt::buffer_sizes(SockRef::from(&c));
+                            let tcp = sockopt::tcp_stats(&c);
                             drop::<TcpStream>(c);
                             match r {
-                                Ok(o) => Ok((o, bufs)),
+                                Ok(o) => Ok((o, bufs, tcp)),
                                 Err(_) if ctl.is_aborted() => Err(aborted()),
                                 Err(e) => Err(failed("data connection", e)),
                             }
@@ -75,9 +78,12 @@ pub(crate) fn prepare(
             });
             let mut results = SideResults::default();
             for o in outcomes {
-                let (o, bufs) = o?;
+                let (o, bufs, tcp) = o?;
                 add(&mut results, &o);
                 (results.send_buf_end, results.recv_buf_end) = bufs;
+                if results.tcp.is_none() {
+                    results.tcp = tcp;
+                }
             }
             if results.flows.len() == 1 {
                 results.flows.clear();
@@ -132,8 +138,8 @@ pub(crate) fn prepare(
     Ok((grant, job))
 }
 
-/// A flow's counts and its socket buffer sizes at the end.
-type FlowEnd = (ResponderOutcome, (u32, u32));
+/// A flow's counts, its socket buffer sizes and TCP_INFO at the end.
+type FlowEnd = (ResponderOutcome, (u32, u32), Option<proto::TcpStats>);
 
 fn add(r: &mut SideResults, o: &ResponderOutcome) {
     r.transactions += o.transactions;

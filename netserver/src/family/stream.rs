@@ -7,7 +7,7 @@ use std::{
 };
 
 use engine::{
-    buffer::{Buffer, Placement, SendRing},
+    buffer::{Placement, Ring},
     handshake,
     live::Live,
     sockopt,
@@ -65,6 +65,8 @@ pub(crate) fn prepare(
         recv_buf,
         send_size,
         recv_size,
+        send_width: send_width(spec, send_buf, send_size) as u32,
+        recv_width: recv_width(spec, recv_buf, recv_size) as u32,
         measure_cpu: false,
         num_cpus: 0,
     };
@@ -84,7 +86,14 @@ pub(crate) fn prepare(
 fn send_width(spec: &TestSpec, send_buf: u32, send_size: u32) -> usize {
     spec.server
         .send_width
-        .map_or_else(|| SendRing::width_for(send_buf, send_size), |w| w as usize)
+        .map_or_else(|| Ring::width_for(send_buf, send_size), |w| w as usize)
+}
+
+/// The receive ring's width, by the same rule.
+fn recv_width(spec: &TestSpec, recv_buf: u32, recv_size: u32) -> usize {
+    spec.server
+        .recv_width
+        .map_or_else(|| Ring::width_for(recv_buf, recv_size), |w| w as usize)
 }
 
 /// What the server fills its send buffers with: netperf's pattern, or,
@@ -144,13 +153,18 @@ fn run(
                 send_size,
             );
             let at = Placement::new(spec.server.send_align, spec.server.send_offset);
-            let mut ring = SendRing::placed(send_size as usize, width, fill, at);
+            let mut ring = Ring::placed(send_size as usize, width, fill, at);
             stream::send(&conn, &mut ring, until, &ctl.stop, &live, LINGER)
         } else {
             let _ = conn.set_read_timeout(Some(SILENCE));
+            let width = recv_width(
+                spec,
+                sockopt::buffer_sizes(SockRef::from(&conn)).1,
+                recv_size,
+            );
             let at = Placement::new(spec.server.recv_align, spec.server.recv_offset);
-            let mut buf = Buffer::new(recv_size as usize, at);
-            stream::receive(&conn, buf.as_mut_slice(), &live)
+            let mut ring = Ring::placed(recv_size as usize, width, b"", at);
+            stream::tcp::receive_ring(&conn, &mut ring, &live, None)
         };
         let end = End {
             tcp: sockopt::tcp_stats(&conn),

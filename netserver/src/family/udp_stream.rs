@@ -28,10 +28,12 @@ pub(crate) fn prepare(
     if spec.kind == TestKind::UdpMaerts {
         return prepare_sender(spec, sock, port, (send_buf, recv_buf), peer, cfg);
     }
+    // netperf 2.7's netserver receives with calls of its socket buffer's
+    // size; never less than the largest datagram.
     let recv_size = spec
         .server
         .recv_size
-        .unwrap_or_else(|| spec.family.max_udp_payload());
+        .unwrap_or_else(|| recv_buf.max(spec.family.max_udp_payload()));
     let token = handshake::new_token().map_err(|e| failed("netserver", e))?;
     let grant = Grant {
         data_port: port,
@@ -40,6 +42,9 @@ pub(crate) fn prepare(
         recv_buf,
         send_size: 0,
         recv_size,
+        // netperf 2.7 reports the client's send width for both ends
+        send_width: spec.server.send_width.unwrap_or(0),
+        recv_width: 1,
         measure_cpu: false,
         num_cpus: 0,
     };
@@ -101,6 +106,11 @@ fn prepare_sender(
         .server
         .send_size
         .unwrap_or_else(|| udp::default_send_size(send_buf, spec.family));
+    let width = spec.server.send_width.map_or_else(
+        || engine::buffer::Ring::width_for(send_buf, send_size),
+        |w| w as usize,
+    );
+    let width = engine::buffer::Ring::capped_width(send_size as usize, width);
     let token = handshake::new_token().map_err(|e| failed("netserver", e))?;
     let grant = Grant {
         data_port: port,
@@ -109,6 +119,8 @@ fn prepare_sender(
         recv_buf,
         send_size,
         recv_size: 0,
+        send_width: width as u32,
+        recv_width: 0,
         measure_cpu: false,
         num_cpus: 0,
     };
@@ -127,15 +139,22 @@ fn prepare_sender(
         };
         let _timer = Timer::start(Duration::from_millis(millis), ctl.stop.clone())
             .map_err(|e| failed("timer", e))?;
+        let at = engine::buffer::Placement::new(spec.server.send_align, spec.server.send_offset);
+        let mut ring = engine::buffer::Ring::placed(
+            send_size as usize,
+            width,
+            &super::stream::server_fill(&spec),
+            at,
+        );
         let out = udp::send(
             link,
-            send_size as usize,
+            &mut ring,
             udp::test_id(&token),
-            b"",
             until,
             spec.rate_bps,
             &ctl.stop,
             &Live::new(),
+            None,
         )
         .map_err(|e| failed("UDP data socket", e))?;
         let (send_buf_end, recv_buf_end) = sockopt::buffer_sizes(SockRef::from(&sock));

@@ -5,9 +5,12 @@
 mod accuracy;
 mod confidence;
 mod errors;
+mod omni;
+mod options;
 mod output;
 mod rr;
 mod security;
 mod server;
+mod shape;
 mod stream;
 mod udp;

@@ -1,0 +1,713 @@
+//! Options netperf 2.7 honours, honoured here with its effect, seen where
+//! it happens: the system calls of the right end (strace), the addresses
+//! and ports the data connections use, the counters both ends keep.
+
+use std::{net::TcpListener, process::Command, time::Duration};
+
+use harness::{Netserver, bin, fields, netperf, netperf_at, num, run_with_deadline};
+
+/// strace is in CI (`.ci/run` installs it); elsewhere the test says so.
+fn have_strace() -> bool {
+    if Command::new("strace").arg("-V").output().is_ok() {
+        return true;
+    }
+    assert!(
+        std::env::var("NETPERF_REQUIRE_NETNS").as_deref() != Ok("1"),
+        "strace is not installed"
+    );
+    eprintln!("!!! SKIPPED: strace is not installed");
+    false
+}
+
+fn trace_file(tag: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("rsnetperf-{tag}-{}", std::process::id()))
+}
+
+/// netperf with `args` under strace: its output and the system calls in
+/// `calls`, with raw arguments for those in `raw` (buffer addresses).
+fn traced_netperf(args: &[&str], calls: &str, raw: &str) -> (harness::Output, String) {
+    let file = trace_file(&format!("np-{}", calls.len() + args.len()));
+    let mut cmd = Command::new("strace");
+    cmd.args(["-f", "-qq", "-e"])
+        .arg(format!("trace={calls}"))
+        .args(["-s", "64", "-o"])
+        .arg(&file);
+    if !raw.is_empty() {
+        cmd.args(["-e", &format!("raw={raw}")]);
+    }
+    cmd.arg(bin("netperf")).args(args);
+    let out = run_with_deadline(cmd, Duration::from_secs(60));
+    let trace = std::fs::read_to_string(&file).unwrap_or_default();
+    let _ = std::fs::remove_file(&file);
+    (out, trace)
+}
+
+/// A netserver under strace, and the file its system calls go to.
+struct TracedServer {
+    ns: Netserver,
+    file: std::path::PathBuf,
+}
+
+impl TracedServer {
+    fn start(calls: &str, raw: &str, tag: &str) -> TracedServer {
+        let file = trace_file(&format!("ns-{tag}"));
+        let mut cmd = Command::new("strace");
+        cmd.args(["-f", "-qq", "-e"])
+            .arg(format!("trace={calls}"))
+            .args(["-s", "64", "-o"])
+            .arg(&file);
+        if !raw.is_empty() {
+            cmd.args(["-e", &format!("raw={raw}")]);
+        }
+        cmd.arg(bin("netserver"))
+            .args(["-D", "-p", "0", "-L", "127.0.0.1"]);
+        TracedServer {
+            ns: Netserver::spawn(cmd),
+            file,
+        }
+    }
+
+    fn port(&self) -> String {
+        self.ns.port().to_string()
+    }
+
+    fn trace(&self) -> String {
+        std::fs::read_to_string(&self.file).unwrap_or_default()
+    }
+}
+
+impl Drop for TracedServer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
+fn calls<'a>(trace: &'a str, needle: &str) -> Vec<&'a str> {
+    trace.lines().filter(|l| l.contains(needle)).collect()
+}
+
+/// `-- -C -G -g -q -f -I`: netperf 2.7 sets these on its own data socket.
+#[test]
+fn local_options_reach_our_data_socket() {
+    if !have_strace() {
+        return;
+    }
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    let (out, t) = traced_netperf(
+        &[
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-l",
+            "-1000000",
+            "-P",
+            "0",
+            "--",
+            "-C",
+            "-G",
+            "1000",
+            "-g",
+            "-q",
+            "1000000",
+            "-f",
+            "-I",
+            "-m",
+            "10000",
+        ],
+        "setsockopt,write,sendto",
+        "",
+    );
+    let out = out.ok();
+    for want in [
+        "TCP_CORK, [1]",
+        "TCP_MAXSEG, [1000]",
+        "SO_DEBUG, [1]",
+        "SO_MAX_PACING_RATE, [1000000]",
+    ] {
+        assert!(!calls(&t, want).is_empty(), "no {want}:\n{t}");
+    }
+    // (strace names the value, or prints IP_PMTUDISC_DO's number)
+    assert!(
+        calls(&t, "IP_MTU_DISCOVER, [")
+            .iter()
+            .any(|l| l.contains("[IP_PMTUDISC_DO]") || l.contains("[2]")),
+        "{t}"
+    );
+    // -I: the data goes out with write(2), 100 of them, not with send
+    let writes = calls(&t, "write(")
+        .into_iter()
+        .filter(|l| l.contains("10000) = "))
+        .count();
+    assert!(writes >= 100, "{writes} writes of 10000 bytes:\n{t}");
+    assert!(
+        ns.wait_for_log(
+            "TCP_STREAM 0 bytes sent, 1000000 received",
+            Duration::from_secs(5)
+        ),
+        "{}",
+        ns.log()
+    );
+    let _ = out;
+}
+
+/// netperf 2.7 sends UDP with sendto() to an address unless `-- -n`
+/// connects our socket; `-- -N` has the netserver connect its own. netperf
+/// 2.7 also sets SO_DONTROUTE on UDP stream sockets, both ends, unless
+/// `-- -R 1`.
+#[test]
+fn udp_sockets_as_netperf_connects_and_routes_them() {
+    if !have_strace() {
+        return;
+    }
+    let srv = TracedServer::start("connect,setsockopt", "", "udp");
+    let port = srv.port();
+    let base = [
+        "-H",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-t",
+        "UDP_STREAM",
+        "-l",
+        "-100000",
+        "-P",
+        "0",
+        "--",
+        "-m",
+        "1000",
+    ];
+    let (out, t) = traced_netperf(&base, "sendto,connect,setsockopt", "");
+    out.ok();
+    let data: Vec<&str> = calls(&t, "sendto(")
+        .into_iter()
+        .filter(|l| l.contains(", 1000, "))
+        .collect();
+    assert!(data.len() >= 100, "{t}");
+    assert!(
+        data.iter().all(|l| l.contains("sin_port=")),
+        "sendto with an address:\n{t}"
+    );
+    assert!(!calls(&t, "SO_DONTROUTE, [1]").is_empty(), "{t}");
+    let server = srv.trace();
+    assert!(!calls(&server, "SO_DONTROUTE, [1]").is_empty(), "{server}");
+    assert!(
+        calls(&server, "connect(")
+            .iter()
+            .all(|l| !l.contains("sin_port=")),
+        "the netserver connected its UDP socket without -N:\n{server}"
+    );
+
+    let mut args = base.to_vec();
+    args.extend(["-n", "-N", "-R", "1"]);
+    let (out, t) = traced_netperf(&args, "sendto,connect,setsockopt", "");
+    out.ok();
+    let data: Vec<&str> = calls(&t, "sendto(")
+        .into_iter()
+        .filter(|l| l.contains(", 1000, "))
+        .collect();
+    assert!(
+        data.len() >= 100 && data.iter().all(|l| l.contains("NULL, 0")),
+        "{t}"
+    );
+    assert!(calls(&t, "SO_DONTROUTE, [1]").is_empty(), "-R 1:\n{t}");
+    assert!(
+        srv.ns.wait_for_log(
+            "UDP_STREAM 0 bytes sent, 100000 received",
+            Duration::from_secs(5)
+        ),
+        "{}",
+        srv.ns.log()
+    );
+    let server = srv.trace();
+    assert!(
+        calls(&server, "connect(")
+            .iter()
+            .any(|l| l.contains("sin_port=")),
+        "-N: the netserver connects its UDP socket:\n{server}"
+    );
+}
+
+/// `-- -a` (TCP_DEFER_ACCEPT) and `-- -F` (TCP Fast Open) reach the
+/// netserver's data listener; `-F` ours too.
+#[test]
+fn defer_accept_and_fast_open() {
+    if !have_strace() {
+        return;
+    }
+    let srv = TracedServer::start("setsockopt", "", "tfo");
+    let port = srv.port();
+    let (out, t) = traced_netperf(
+        &[
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-l",
+            "-100000",
+            "-P",
+            "0",
+            "--",
+            "-a",
+            "-F",
+        ],
+        "setsockopt",
+        "",
+    );
+    out.ok();
+    assert!(!calls(&t, "TCP_FASTOPEN_CONNECT, [1]").is_empty(), "{t}");
+    let server = srv.trace();
+    assert!(
+        !calls(&server, "TCP_DEFER_ACCEPT, [5]").is_empty(),
+        "{server}"
+    );
+    assert!(!calls(&server, "TCP_FASTOPEN, [5]").is_empty(), "{server}");
+}
+
+/// Global `-a`/`-o` and `-A`/`-O` place the buffers: every send and every
+/// receive starts at a multiple of the alignment plus the offset.
+#[test]
+fn buffers_sit_where_alignment_and_offset_say() {
+    if !have_strace() {
+        return;
+    }
+    let srv = TracedServer::start("recvfrom", "recvfrom", "align");
+    let port = srv.port();
+    let (out, t) = traced_netperf(
+        &[
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-l",
+            "-200000",
+            "-P",
+            "0",
+            "-a",
+            "4096",
+            "-o",
+            "3",
+            "-A",
+            "64",
+            "-O",
+            ",5",
+            "--",
+            "-m",
+            "10000",
+        ],
+        "sendto",
+        "sendto",
+    );
+    out.ok();
+    // raw: sendto(fd, 0xADDR, len, flags, ...)
+    let addr = |l: &str| -> Option<u64> {
+        let a = l.split(", ").nth(1)?;
+        u64::from_str_radix(a.trim_start_matches("0x"), 16).ok()
+    };
+    let sends: Vec<u64> = calls(&t, "sendto(")
+        .into_iter()
+        .filter(|l| l.contains(", 0x2710,"))
+        .filter_map(addr)
+        .collect();
+    assert!(sends.len() >= 20, "{t}");
+    assert!(sends.iter().all(|a| (a - 3) % 4096 == 0), "{sends:x?}");
+    assert!(
+        srv.ns.wait_for_log(
+            "TCP_STREAM 0 bytes sent, 200000 received",
+            Duration::from_secs(5)
+        ),
+        "{}",
+        srv.ns.log()
+    );
+    // the netserver's data receives (of its socket buffer's size, 128 KiB
+    // on loopback; its control connection reads elsewhere): 64-aligned,
+    // then 5 bytes in
+    let server = srv.trace();
+    let recvs: Vec<u64> = calls(&server, "recvfrom(")
+        .into_iter()
+        .filter(|l| l.contains(", 0x20000,"))
+        .filter_map(addr)
+        .collect();
+    assert!(!recvs.is_empty(), "{server}");
+    assert!(recvs.iter().all(|a| (a - 5) % 64 == 0), "{recvs:x?}");
+}
+
+/// `-Y` takes netperf 2.7's names and the whole TOS byte: ECN bits go on
+/// our UDP socket; the netserver marks its own sends with the DSCP only.
+#[test]
+fn tos_names_and_ecn_bits() {
+    if !have_strace() {
+        return;
+    }
+    let srv = TracedServer::start("setsockopt", "", "tos");
+    let port = srv.port();
+    let (out, t) = traced_netperf(
+        &[
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-t",
+            "UDP_RR",
+            "-l",
+            "-100",
+            "-P",
+            "0",
+            "-Y",
+            "0xb9,ef",
+            "--",
+            "-k",
+            "LOCAL_SOCKET_TOS,REMOTE_SOCKET_TOS",
+        ],
+        "setsockopt",
+        "",
+    );
+    let out = out.ok();
+    assert!(!calls(&t, "IP_TOS, [185]").is_empty(), "{t}");
+    assert!(out.stdout.contains("LOCAL_SOCKET_TOS=0xb9"), "{out}");
+    assert!(out.stdout.contains("REMOTE_SOCKET_TOS=0xb8"), "{out}");
+    assert!(
+        !calls(&srv.trace(), "IP_TOS, [184]").is_empty(),
+        "{}",
+        srv.trace()
+    );
+    let (out, _) = traced_netperf(
+        &[
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-t",
+            "UDP_RR",
+            "-l",
+            "-100",
+            "-P",
+            "0",
+            "-Y",
+            "0x01",
+        ],
+        "setsockopt",
+        "",
+    );
+    out.ok();
+    assert!(
+        calls(&srv.trace(), "IP_TOS, [1]").is_empty(),
+        "the netserver never sets ECN bits on its own sends"
+    );
+}
+
+/// netperf 2.7 tries a congestion control algorithm the host refuses and
+/// goes on with the one in use, which it reports.
+#[test]
+fn refused_congestion_control_runs_with_the_default() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    let default = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+        .unwrap()
+        .trim()
+        .to_string();
+    for test in ["TCP_STREAM", "TCP_RR"] {
+        let out = netperf_at(
+            &port,
+            &[
+                "-t",
+                test,
+                "-l",
+                "-1000",
+                "-P",
+                "0",
+                "--",
+                "-K",
+                "nosuchcc",
+                "-k",
+                "LOCAL_CONG_CONTROL,REMOTE_CONG_CONTROL",
+            ],
+        )
+        .ok();
+        assert!(
+            out.stdout
+                .contains(&format!("LOCAL_CONG_CONTROL={default}\n")),
+            "{test}: {out}"
+        );
+        assert!(
+            out.stdout
+                .contains(&format!("REMOTE_CONG_CONTROL={default}\n")),
+            "{test}: {out}"
+        );
+    }
+}
+
+/// `-Z` against a netserver that asks for no passphrase: netperf 2.7 runs;
+/// so do we, quietly (a note on stderr at `-d`).
+#[test]
+fn passphrase_against_a_netserver_without_one() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    let out = netperf_at(&port, &["-Z", "secret", "-l", "-1000", "-P", "0"]).ok();
+    assert_eq!(out.stdout.lines().count(), 1, "{out}");
+    assert_eq!(out.stderr, "", "{out}");
+    let out = netperf_at(&port, &["-Z", "secret", "-d", "-l", "-1000", "-P", "0"]).ok();
+    assert_eq!(out.stdout.lines().count(), 1, "{out}");
+    assert!(out.stderr.contains("asks for no passphrase"), "{out}");
+}
+
+/// `-d`: debug lines go to stderr, stdout keeps its shape.
+#[test]
+fn debug_lines_go_to_stderr() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    let out = netperf_at(&port, &["-d", "-d", "-l", "-1000", "-P", "0"]).ok();
+    assert_eq!(out.stdout.lines().count(), 1, "{out}");
+    for want in [
+        "debug: control connection from",
+        "debug: requesting TCP_STREAM",
+        "debug: granted: data port",
+        "debug: request: TestSpec",
+        "debug: netserver's counters",
+    ] {
+        assert!(out.stderr.contains(want), "no '{want}':\n{out}");
+    }
+}
+
+/// `-- -P lport,rport`: our data socket binds to lport, the netserver
+/// listens on rport (by default, for ports from 1024); netperf 2.7 reuses
+/// the ports in every iteration of `-i`. A port in use is named.
+#[test]
+fn client_chosen_data_ports() {
+    if !have_strace() {
+        return;
+    }
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    let pick = || {
+        TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let (lport, rport) = (pick(), pick());
+    let ports = format!("{lport},{rport}");
+    let (out, t) = traced_netperf(
+        &[
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-l",
+            "-100000",
+            "-P",
+            "0",
+            "-i",
+            "3,3",
+            "--",
+            "-P",
+            &ports,
+        ],
+        "bind,connect",
+        "",
+    );
+    out.ok();
+    let binds = calls(&t, &format!("sin_port=htons({lport})"))
+        .into_iter()
+        .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()) && l.contains("bind("))
+        .count();
+    let connects = calls(&t, &format!("sin_port=htons({rport})"))
+        .into_iter()
+        .filter(|l| l.contains("connect("))
+        .count();
+    assert_eq!(
+        (binds, connects),
+        (3, 3),
+        "three iterations on the same ports:\n{t}"
+    );
+    // UDP, and a port someone holds
+    let out = netperf_at(
+        &port,
+        &[
+            "-t",
+            "UDP_STREAM",
+            "-l",
+            "-10000",
+            "-P",
+            "0",
+            "--",
+            "-P",
+            &format!(",{}", pick()),
+        ],
+    );
+    out.ok();
+    let held = TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = held.local_addr().unwrap().port();
+    let out = netperf_at(&port, &["-l", "-1000", "--", "-P", &format!(",{busy}")]);
+    assert!(!out.success(), "{out}");
+    assert!(
+        out.stderr
+            .contains(&format!("cannot bind data port {busy}")),
+        "{out}"
+    );
+}
+
+/// `--data-ports` still narrows what a client may pick.
+#[test]
+fn data_ports_narrow_the_choice() {
+    let ns = Netserver::start(&["--data-ports", "40000-40010"]);
+    let port = ns.port().to_string();
+    let out = netperf_at(&port, &["-l", "-1000", "--", "-P", ",50000"]);
+    assert!(!out.success());
+    assert!(
+        out.stderr
+            .contains("outside this netserver's data port range 40000-40010"),
+        "{out}"
+    );
+    netperf_at(&port, &["-l", "-1000", "-P", "0", "--", "-P", ",40005"]).ok();
+}
+
+/// `-- -H` names another address of the netserver's host for the data
+/// connections (a data network beside the control network); `-- -L` binds
+/// ours to another of ours. Over UDP, a peer at an address other than the
+/// control connection's proves it receives there before data flows.
+#[test]
+fn data_connections_on_other_addresses() {
+    if !have_strace() {
+        return;
+    }
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    for (test, log) in [
+        ("TCP_STREAM", "TCP_STREAM 0 bytes sent, 300000 received"),
+        // few enough datagrams that a receiver not yet scheduled drops none
+        ("UDP_STREAM", "UDP_STREAM 0 bytes sent, 30000 received"),
+        ("TCP_RR", "TCP_RR 300 bytes sent, 300 received"),
+    ] {
+        let len = match test {
+            "TCP_RR" => "-300",
+            "UDP_STREAM" => "-30000",
+            _ => "-300000",
+        };
+        let (out, t) = traced_netperf(
+            &[
+                "-H",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-t",
+                test,
+                "-l",
+                len,
+                "-P",
+                "0",
+                "--",
+                "-H",
+                "127.0.0.2",
+                "-L",
+                "127.0.0.3",
+                "-m",
+                "1000",
+            ],
+            "bind,connect,sendto",
+            "",
+        );
+        out.ok();
+        assert!(
+            t.lines().any(|l| l.contains("inet_addr(\"127.0.0.2\")")
+                && (l.contains("connect(") || l.contains("sendto("))),
+            "{test} goes to 127.0.0.2:\n{t}"
+        );
+        assert!(
+            t.lines()
+                .any(|l| l.contains("bind(") && l.contains("inet_addr(\"127.0.0.3\")")),
+            "{test} from 127.0.0.3:\n{t}"
+        );
+        assert!(
+            ns.wait_for_log(log, Duration::from_secs(5)),
+            "{test}: {}",
+            ns.log()
+        );
+    }
+}
+
+/// `-- -4` under a global `-6`: control over IPv6, data over IPv4.
+#[test]
+fn data_family_other_than_control() {
+    let ns = Netserver::start_with(&["-L", "::1"], &[]);
+    let port = ns.port().to_string();
+    let out = netperf(&[
+        "-6",
+        "-H",
+        "::1",
+        "-p",
+        &port,
+        "-l",
+        "-100000",
+        "-P",
+        "0",
+        "--",
+        "-4",
+        "-H",
+        "127.0.0.1",
+        "-k",
+        "DEST_FAMILY,LOCAL_BYTES_SENT",
+    ])
+    .ok();
+    assert!(out.stdout.contains("DEST_FAMILY=2\n"), "{out}");
+    assert!(out.stdout.contains("LOCAL_BYTES_SENT=100000\n"), "{out}");
+}
+
+/// `-F ,file`: the netserver fills its buffers with its own data and never
+/// opens a file a client names.
+#[test]
+fn remote_fill_never_opens_a_client_named_file() {
+    if !have_strace() {
+        return;
+    }
+    let srv = TracedServer::start("openat,open", "", "fill");
+    let port = srv.port();
+    let out = netperf_at(
+        &port,
+        &[
+            "-t",
+            "TCP_MAERTS",
+            "-F",
+            ",/etc/hostname",
+            "-l",
+            "-100000",
+            "-P",
+            "0",
+        ],
+    )
+    .ok();
+    assert!(num(fields(&out.stdout)[4]) > 0.0, "{out}");
+    assert!(!srv.trace().contains("/etc/hostname"), "{}", srv.trace());
+}
+
+/// Numbers as netperf 2.7's convert() reads them: `-r 80000:80000` is a
+/// request and a response of 80000 bytes.
+#[test]
+fn numbers_with_trailing_words() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    let out = netperf_at(
+        &port,
+        &[
+            "-t",
+            "TCP_RR",
+            "-l",
+            "-10",
+            "-P",
+            "0",
+            "--",
+            "-r",
+            "80000:80000",
+            "-k",
+            "REQUEST_SIZE,RESPONSE_SIZE,LOCAL_BYTES_SENT",
+        ],
+    )
+    .ok();
+    assert!(
+        out.stdout
+            .contains("REQUEST_SIZE=80000\nRESPONSE_SIZE=80000\nLOCAL_BYTES_SENT=800000\n"),
+        "{out}"
+    );
+}
