@@ -352,9 +352,11 @@ pub fn usage() -> String {
 }
 
 pub fn test_usage() -> String {
+    let tests: Vec<&str> = TestName::ALL.iter().map(|t| t.name()).collect();
     format!(
-        "Usage: netperf [global options] -- [test options]\n\nTest options:\n{}",
-        optparse::help(test_opts::OPTIONS)
+        "Usage: netperf [global options] -- [test options]\n\nTest options:\n{}\n         Tests: {}.\n         TCP_SENDFILE, TCP_CC and TCP_MSS take no -d, -T, -t, -o, -O, -k, -u (netperf 2.7's\n         classic tests); LOC_CPU and REM_CPU take no test options.\n",
+        optparse::help(test_opts::OPTIONS),
+        tests.join(", ")
     )
 }
 
@@ -528,7 +530,7 @@ fn apply_global(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliEr
             }
             "no_control" => {
                 return Err(CliError(
-                    "-N: tests without a control connection are not supported".into(),
+                    "-N: netperf 2.7's tests without a control connection (against the discard, echo and chargen services) are not supported; run a netserver on the far host".into(),
                 ));
             }
             "port" => {
