@@ -335,6 +335,17 @@ fn main() {
         println!("TCP_CRR      {:>12.0}", r.0);
     }
 
+    println!("\nTCP_SENDFILE (sendfile(2), no copy from user space) beside TCP_STREAM, ours, 10^6bits/s:");
+    let (sf, st, r) = alternate(
+        o.runs,
+        || netperf_tps(&netperf, port, "TCP_SENDFILE", o.secs, &[]),
+        || netperf_tps(&netperf, port, "TCP_STREAM", o.secs, &[]),
+    );
+    println!(
+        "  TCP_SENDFILE {sf:.0}, TCP_STREAM {st:.0}: ratio {:.3} ({:.3} .. {:.3})",
+        r.median, r.min, r.max
+    );
+
     println!("\nCost of timing every transaction (TCP_RR with latency vs --no-latency):");
     let (with, without, r) = alternate(
         o.runs,
