@@ -223,10 +223,11 @@ pub fn connect(plan: &Plan) -> Result<Connection> {
     let addrs: Vec<SocketAddr> = (host.as_str(), plan.port)
         .to_socket_addrs()
         .with_context(|| format!("-H: cannot resolve host '{host}'"))?
-        .filter(|a| match plan.family {
-            AddrFamily::Unspec => true,
-            AddrFamily::V4 => a.is_ipv4(),
-            AddrFamily::V6 => a.is_ipv6(),
+        // `-H host,fam`, `-4`/`-6`, or else `-L host,fam`'s family
+        .filter(|a| match (plan.family, plan.local_family) {
+            (AddrFamily::Unspec, AddrFamily::Unspec) => true,
+            (AddrFamily::V4, _) | (AddrFamily::Unspec, AddrFamily::V4) => a.is_ipv4(),
+            (AddrFamily::V6, _) | (AddrFamily::Unspec, AddrFamily::V6) => a.is_ipv6(),
         })
         .collect();
     if addrs.is_empty() {
