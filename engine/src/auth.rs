@@ -126,6 +126,27 @@ impl Authenticator for Key {
             .verify_slice(proof)
             .is_ok()
     }
+
+    fn sealer(
+        &self,
+        role: Role,
+        server_nonce: &[u8; 32],
+        client_nonce: &[u8; 32],
+    ) -> Box<dyn proto::conn::Sealer> {
+        Box::new(self.channel(role, server_nonce, client_nonce))
+    }
+}
+
+impl proto::conn::Sealer for Channel {
+    fn seal(&mut self, body: &mut Vec<u8>) {
+        Channel::seal(self, body);
+    }
+
+    fn open(&mut self, sealed: &[u8]) -> Result<Vec<u8>, String> {
+        Channel::open(self, sealed)
+            .map(<[u8]>::to_vec)
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// Bytes a sealed frame body carries after the message: sequence, MAC.

@@ -1,5 +1,7 @@
-//! Blocking transport of control frames, for the client side (the daemon
-//! drives its control connections from a mio event loop instead).
+//! The client's blocking driver of a control connection: it moves bytes
+//! between the socket and [`proto::conn::ClientConn`], which owns the
+//! framing, the sealing and the deadlines. (The daemon drives its control
+//! connections from a mio loop instead.)
 
 use std::{
     io::{self, Read, Write},
@@ -7,11 +9,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use proto::{ProtoError, codec, frame};
-use serde::Serialize;
+use proto::{
+    ClientError, ClientEvent, ProtoError,
+    conn::{ClientConn, ClientConnError},
+};
 use thiserror::Error;
-
-use crate::auth::Channel;
 
 #[derive(Debug, Error)]
 pub enum ControlError {
@@ -19,94 +21,106 @@ pub enum ControlError {
     Io(#[source] io::Error),
     #[error("the peer closed the control connection")]
     Closed,
-    #[error("no answer on the control connection within {} s", .0.as_secs_f64())]
-    Timeout(Duration),
+    /// What was awaited, and how long we waited.
+    #[error("no {what} within {secs} s", what = .0, secs = .1.as_secs_f64())]
+    Timeout(&'static str, Duration),
     #[error(transparent)]
     Proto(#[from] ProtoError),
+    /// The server refused or broke the conversation.
     #[error("{0}")]
-    Refused(String),
+    Session(ClientError),
 }
 
-/// A control connection with its read buffer.
+impl From<ClientConnError> for ControlError {
+    fn from(e: ClientConnError) -> Self {
+        match e {
+            ClientConnError::Session(ClientError::Protocol(p)) => ControlError::Proto(p),
+            ClientConnError::Session(s) => ControlError::Session(s),
+            ClientConnError::Timeout(what) => ControlError::Timeout(what, Duration::ZERO),
+        }
+    }
+}
+
+/// A control connection and its protocol core.
 #[derive(Debug)]
 pub struct ControlStream {
     stream: TcpStream,
-    buf: Vec<u8>,
-    channel: Option<Channel>,
+    core: ClientConn,
+    /// When the current wait began (for the timeout's message).
+    since: Instant,
 }
 
 impl ControlStream {
-    pub fn new(stream: TcpStream) -> ControlStream {
+    pub fn new(stream: TcpStream, core: ClientConn) -> ControlStream {
         ControlStream {
             stream,
-            buf: Vec::with_capacity(4096),
-            channel: None,
+            core,
+            since: Instant::now(),
         }
-    }
-
-    /// From now on every frame is sealed and checked with this channel.
-    pub fn secure(&mut self, channel: Channel) {
-        self.channel = Some(channel);
     }
 
     pub fn stream(&self) -> &TcpStream {
         &self.stream
     }
 
-    /// Send one message as a frame.
-    pub fn send<M: Serialize>(&mut self, msg: &M) -> Result<(), ControlError> {
-        let mut body = Vec::new();
-        codec::encode_into(msg, &mut body)?;
-        if let Some(c) = &mut self.channel {
-            c.seal(&mut body);
-        }
-        if body.len() > frame::MAX_FRAME {
-            return Err(ProtoError::FrameTooLarge {
-                len: body.len(),
-                max: frame::MAX_FRAME,
-            }
-            .into());
-        }
-        let mut bytes = (body.len() as u32).to_be_bytes().to_vec();
-        bytes.extend_from_slice(&body);
-        self.stream.write_all(&bytes).map_err(ControlError::Io)
+    /// The protocol core, to queue requests.
+    pub fn core(&mut self) -> &mut ClientConn {
+        self.since = Instant::now();
+        &mut self.core
     }
 
-    /// Receive one message, waiting at most `timeout` in all.
-    pub fn recv<M>(
-        &mut self,
-        decode: impl Fn(&[u8]) -> Result<M, ProtoError>,
-        timeout: Duration,
-    ) -> Result<M, ControlError> {
-        let deadline = Instant::now() + timeout;
+    pub fn session(&self) -> &proto::ClientSession {
+        self.core.session()
+    }
+
+    /// Send what the core queued.
+    pub fn flush(&mut self) -> Result<(), ControlError> {
+        let out = self.core.output();
+        let n = out.len();
+        if n > 0 {
+            self.stream.write_all(out).map_err(ControlError::Io)?;
+            self.core.consumed(n);
+        }
+        Ok(())
+    }
+
+    /// Send what is queued, then read until the core has something to say
+    /// or its deadline passes.
+    pub fn next_event(&mut self) -> Result<ClientEvent, ControlError> {
+        self.flush()?;
+        if let Some(e) = self.core.process()? {
+            return Ok(e);
+        }
         let mut chunk = [0u8; 4096];
         loop {
-            if let Some((body, used)) = frame::split(&self.buf)? {
-                let body = body.to_vec();
-                self.buf.drain(..used);
-                let body = match &mut self.channel {
-                    Some(c) => c
-                        .open(&body)
-                        .map_err(|e| ControlError::Refused(e.to_string()))?
-                        .to_vec(),
-                    None => body,
-                };
-                return Ok(decode(&body)?);
-            }
             let now = Instant::now();
-            if now >= deadline {
-                return Err(ControlError::Timeout(timeout));
+            if let Err(e) = self.core.handle_timeout(now) {
+                return Err(match e {
+                    ClientConnError::Timeout(what) => {
+                        ControlError::Timeout(what, now.duration_since(self.since))
+                    }
+                    e => e.into(),
+                });
             }
+            let wait = self.core.poll_timeout().map(|(d, _)| {
+                d.saturating_duration_since(now)
+                    .max(Duration::from_millis(1))
+            });
             self.stream
-                .set_read_timeout(Some(deadline - now))
+                .set_read_timeout(wait)
                 .map_err(ControlError::Io)?;
             match self.stream.read(&mut chunk) {
                 Ok(0) => return Err(ControlError::Closed),
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if crate::error::timed_out(&e) => {
-                    return Err(ControlError::Timeout(timeout));
+                Ok(n) => {
+                    let got = self.core.handle_bytes(chunk.get(..n).unwrap_or_default())?;
+                    // an answer to a challenge goes out at once
+                    self.flush()?;
+                    if let Some(e) = got {
+                        return Ok(e);
+                    }
                 }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if crate::error::timed_out(&e) => {}
                 Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
                     return Err(ControlError::Closed);
                 }

@@ -9,7 +9,7 @@
 use std::{
     io,
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, ToSocketAddrs},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -19,8 +19,8 @@ use engine::{
 };
 use optparse::value::AddrFamily;
 use proto::{
-    ClientDone, ClientError, ClientEvent, ClientSession, Grant, ProtoError, ServerMsg, SideResults,
-    TestSpec,
+    ClientDone, ClientError, ClientEvent, ClientSession, Grant, ProtoError, SideResults, TestSpec,
+    conn::ClientConn,
 };
 use socket2::{Domain, Socket, Type};
 
@@ -58,23 +58,23 @@ pub trait Dialect {
 #[derive(Debug)]
 pub struct Native {
     ctl: ControlStream,
-    session: ClientSession,
     peer: SocketAddr,
     local: SocketAddr,
 }
 
-fn describe(e: ControlError, peer: SocketAddr, what: &str) -> anyhow::Error {
+fn describe(e: ControlError, peer: SocketAddr) -> anyhow::Error {
     match e {
-        ControlError::Timeout(d) => anyhow!("no {what} from {peer} within {} s", d.as_secs()),
+        ControlError::Timeout(what, d) => {
+            anyhow!("no {what} from {peer} within {} s", d.as_secs_f64().round())
+        }
         ControlError::Closed => anyhow!("netserver at {peer} closed the control connection"),
         ControlError::Io(e) => anyhow!("control connection to {peer}: {e}"),
         ControlError::Proto(e) => anyhow!("control connection to {peer}: {e}"),
-        ControlError::Refused(e) => anyhow!("control connection to {peer}: {e}"),
+        ControlError::Session(ClientError::Server(m)) if m.code == proto::ErrorCode::Busy => {
+            anyhow::Error::new(Busy(m.message))
+        }
+        ControlError::Session(e) => anyhow!("{e}"),
     }
-}
-
-fn server_error(e: ClientError) -> anyhow::Error {
-    anyhow!("{e}")
 }
 
 impl Native {
@@ -83,7 +83,6 @@ impl Native {
         let peer = stream.peer_addr()?;
         let local = stream.local_addr()?;
         let _ = stream.set_nodelay(true);
-        let mut ctl = ControlStream::new(stream);
         let mut nonce = [0u8; 32];
         getrandom::fill(&mut nonce).map_err(|e| anyhow!("no secure random numbers: {e}"))?;
         let auth = key.map(|k| Box::new(k.clone()) as Box<dyn proto::Authenticator>);
@@ -91,54 +90,35 @@ impl Native {
         if optional {
             session = session.auth_optional();
         }
-        ctl.send(&ClientSession::hello(&software()))
-            .map_err(|e| describe(e, peer, "hello"))?;
-        loop {
-            let msg = ctl.recv(ServerMsg::decode, HELLO_TIMEOUT).map_err(|e| match e {
-                ControlError::Timeout(_) | ControlError::Proto(ProtoError::Malformed(_)) => anyhow!(
+        let core = ClientConn::new(session, &software(), Instant::now(), HELLO_TIMEOUT)
+            .map_err(|e| describe(e.into(), peer))?;
+        let mut ctl = ControlStream::new(stream, core);
+        match ctl.next_event() {
+            Ok(ClientEvent::Established) => {}
+            Err(ControlError::Timeout(..) | ControlError::Proto(ProtoError::Malformed(_))) => {
+                bail!(
                     "{peer} does not answer in this suite's control protocol (is it netperf 2.7's netserver, or another service?)"
-                ),
-                e => describe(e, peer, "hello"),
-            })?;
-            match session.handle(msg).map_err(|e| match e {
-                ClientError::Server(m) if m.code == proto::ErrorCode::Busy => {
-                    anyhow::Error::new(Busy(m.message))
-                }
-                e => server_error(e),
-            })? {
-                ClientEvent::Established => {
-                    // The proofs are exchanged: seal every frame from now on.
-                    if let (Some(k), Some((s, c))) = (key, session.auth_nonces()) {
-                        ctl.secure(k.channel(proto::Role::Client, &s, &c));
-                    } else if key.is_some() && debug() {
-                        eprintln!(
-                            "netperf: -Z: the netserver at {peer} asks for no passphrase; running without one, as netperf 2.7 does"
-                        );
-                    }
-                    break;
-                }
-                ClientEvent::Send(m) => ctl
-                    .send(&m)
-                    .map_err(|e| describe(e, peer, "authentication"))?,
-                other => bail!("unexpected {other:?} from {peer} during hello"),
+                )
             }
+            Err(e) => return Err(describe(e, peer)),
+            Ok(other) => bail!("unexpected {other:?} from {peer} during hello"),
         }
-        Ok(Native {
-            ctl,
-            session,
-            peer,
-            local,
-        })
+        if key.is_some() && ctl.session().auth_nonces().is_none() && debug() {
+            eprintln!(
+                "netperf: -Z: the netserver at {peer} asks for no passphrase; running without one, as netperf 2.7 does"
+            );
+        }
+        Ok(Native { ctl, peer, local })
     }
 }
 
 impl Dialect for Native {
     fn server_cpu(&self) -> (u32, u32) {
-        self.session.server_cpu()
+        self.ctl.session().server_cpu()
     }
 
     fn server_software(&self) -> &str {
-        self.session.server_software()
+        self.ctl.session().server_software()
     }
 
     fn peer(&self) -> SocketAddr {
@@ -150,30 +130,22 @@ impl Dialect for Native {
     }
 
     fn setup(&mut self, spec: &TestSpec) -> Result<Grant> {
-        let msg = self.session.setup(spec.clone()).map_err(server_error)?;
         self.ctl
-            .send(&msg)
-            .map_err(|e| describe(e, self.peer, "setup"))?;
-        let reply = self
-            .ctl
-            .recv(ServerMsg::decode, SETUP_TIMEOUT)
-            .map_err(|e| describe(e, self.peer, "answer to the test request"))?;
-        match self.session.handle(reply).map_err(server_error)? {
+            .core()
+            .setup(spec.clone(), Instant::now(), SETUP_TIMEOUT)
+            .map_err(|e| describe(e.into(), self.peer))?;
+        match self.ctl.next_event().map_err(|e| describe(e, self.peer))? {
             ClientEvent::Granted(g) => Ok(g),
             other => bail!("unexpected {other:?} in answer to a test request"),
         }
     }
 
     fn finish(&mut self, done: ClientDone, wait: Duration) -> Result<SideResults> {
-        let msg = self.session.done(done).map_err(server_error)?;
         self.ctl
-            .send(&msg)
-            .map_err(|e| describe(e, self.peer, "end of test"))?;
-        let reply = self
-            .ctl
-            .recv(ServerMsg::decode, wait)
-            .map_err(|e| describe(e, self.peer, "results"))?;
-        match self.session.handle(reply).map_err(server_error)? {
+            .core()
+            .done(done, Instant::now(), wait)
+            .map_err(|e| describe(e.into(), self.peer))?;
+        match self.ctl.next_event().map_err(|e| describe(e, self.peer))? {
             ClientEvent::Results(r) => {
                 crate::family::got_results(&r);
                 Ok(*r)
@@ -183,7 +155,8 @@ impl Dialect for Native {
     }
 
     fn bye(&mut self) {
-        let _ = self.ctl.send(&proto::ClientMsg::Bye);
+        self.ctl.core().bye();
+        let _ = self.ctl.flush();
     }
 }
 

@@ -1,10 +1,9 @@
 //! One control connection: a thread with a small mio loop over the control
 //! socket and a waker that its running test (or a shutdown) pulls.
 //!
-//! Every decision about what a message means is made by
-//! [`proto::ServerSession`]; this module does the I/O and keeps the clocks:
-//! a handshake deadline that dribbling cannot stretch, an idle limit between
-//! tests, and a limit on each test's length.
+//! This module only moves bytes and reads the clock. What the bytes mean,
+//! the framing, the sealing and every deadline are [`proto::conn::ServerConn`]'s;
+//! starting, ending and aborting the test's data path are [`family`]'s.
 
 use std::{
     io::{self, Read, Write},
@@ -13,11 +12,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use engine::auth::Channel;
 use mio::{Events, Interest, Poll, Token, Waker};
 use proto::{
-    Authenticator, ClientMsg, ErrorCode, ErrorMsg, Role, ServerAction, ServerMsg, ServerSession,
-    codec, frame,
+    Authenticator, ErrorCode, ErrorMsg,
+    conn::{ServerConn, ServerEvent, Timeouts},
 };
 
 use crate::{Shared, family, log::escape};
@@ -42,6 +40,19 @@ pub(crate) fn serve(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
     shared.census.leave(peer.ip(), pending);
 }
 
+/// The core's deadlines, from the daemon's configuration.
+pub(crate) fn timeouts(cfg: &crate::Config) -> Timeouts {
+    Timeouts {
+        first_bytes: cfg.first_byte_timeout,
+        handshake: cfg.handshake_timeout,
+        idle: cfg.idle_timeout,
+        test: cfg.data_connect_timeout
+            + Duration::from_millis(cfg.limits.max_duration_ms)
+            + Duration::from_secs(10),
+        close_grace: CLOSE_GRACE,
+    }
+}
+
 struct Session<'a> {
     shared: &'a Shared,
     poll: Poll,
@@ -49,17 +60,9 @@ struct Session<'a> {
     conn: mio::net::TcpStream,
     peer: SocketAddr,
     local: SocketAddr,
-    proto: ServerSession,
-    /// Seals and checks every frame once the client has authenticated.
-    channel: Option<Channel>,
-    inbuf: Vec<u8>,
-    outbuf: Vec<u8>,
+    core: ServerConn,
     writable_interest: bool,
-    closing_since: Option<Instant>,
     test: Option<family::RunningTest>,
-    started: Instant,
-    got_bytes: bool,
-    idle_since: Instant,
 }
 
 impl<'a> Session<'a> {
@@ -76,19 +79,24 @@ impl<'a> Session<'a> {
         let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
         let mut nonce = [0u8; 32];
         getrandom::fill(&mut nonce).map_err(io::Error::other)?;
-        let auth = shared
-            .config
+        let cfg = &shared.config;
+        let auth = cfg
             .key
             .clone()
             .map(|k| Box::new(k) as Box<dyn Authenticator>);
-        let cpus = match shared.config.num_cpus {
+        let cpus = match cfg.num_cpus {
             0 => engine::cpu::count(),
             n => n,
         };
-        let proto =
-            ServerSession::new(crate::software(), shared.config.limits.clone(), auth, nonce)
-                .with_cpu_info(cpus, engine::cpu::meter_rate());
-        let now = Instant::now();
+        let core = ServerConn::new(
+            crate::software(),
+            cfg.limits.clone(),
+            auth,
+            nonce,
+            (cpus, engine::cpu::meter_rate()),
+            timeouts(cfg),
+            Instant::now(),
+        );
         Ok(Session {
             shared,
             poll,
@@ -96,16 +104,9 @@ impl<'a> Session<'a> {
             conn,
             peer,
             local,
-            proto,
-            channel: None,
-            inbuf: Vec::new(),
-            outbuf: Vec::new(),
+            core,
             writable_interest: false,
-            closing_since: None,
             test: None,
-            started: now,
-            got_bytes: false,
-            idle_since: now,
         })
     }
 
@@ -113,34 +114,28 @@ impl<'a> Session<'a> {
         let _sub = self.shared.shutdown.subscribe(self.waker.clone());
         let mut events = Events::with_capacity(8);
         loop {
-            if *pending && self.proto.established() {
+            if *pending && self.core.established() {
                 *pending = false;
                 self.shared.census.established();
             }
             let now = Instant::now();
-            let deadline = self.deadline();
-            if now >= deadline {
-                if self.closing_since.is_some() {
-                    return Ok(());
-                }
-                self.deadline_passed();
-                // Say why at once, then close.
-                self.flush()?;
-                if self.outbuf.is_empty() {
-                    return Ok(());
-                }
-                continue;
+            self.core.handle_timeout(now);
+            self.drain_events();
+            self.flush()?;
+            if self.core.is_closed(Instant::now()) {
+                return Ok(());
             }
-            match self.poll.poll(&mut events, Some(deadline - now)) {
+            let wait = self.core.poll_timeout().saturating_duration_since(now);
+            match self.poll.poll(&mut events, Some(wait)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
-            if self.shared.shutdown.is_triggered() && self.closing_since.is_none() {
-                self.fail(ErrorMsg::new(
-                    ErrorCode::ShuttingDown,
-                    "netserver is shutting down",
-                ));
+            if self.shared.shutdown.is_triggered() {
+                self.core.fail(
+                    ErrorMsg::new(ErrorCode::ShuttingDown, "netserver is shutting down"),
+                    Instant::now(),
+                );
             }
             for ev in events.iter() {
                 if ev.token() == CONTROL {
@@ -153,123 +148,117 @@ impl<'a> Session<'a> {
                 }
             }
             self.check_test();
-            self.flush()?;
-            if self.closing_since.is_some() && self.outbuf.is_empty() {
-                return Ok(());
+        }
+    }
+
+    /// Do what the core asks.
+    fn drain_events(&mut self) {
+        while let Some(ev) = self.core.poll_event() {
+            let log = &self.shared.config.logger;
+            match ev {
+                ServerEvent::Foreign { dialect, bytes } => {
+                    log.warn_limited(
+                        "protocol",
+                        &format!(
+                            "{}: {} ({} bytes): closed",
+                            self.peer,
+                            match dialect {
+                                Some(d) => format!("speaks {d:?}, which this netserver does not serve yet"),
+                                None => "does not speak this netserver's protocol".to_string(),
+                            },
+                            bytes.len()
+                        ),
+                    );
+                }
+                ServerEvent::Established => {}
+                ServerEvent::Prepare(spec) => self.prepare(&spec),
+                ServerEvent::ClientDone(done) => {
+                    if let Some(t) = &self.test {
+                        t.client_done(done);
+                    }
+                }
+                ServerEvent::AbortTest => {
+                    if let Some(t) = self.test.take() {
+                        t.abort();
+                    }
+                }
+                ServerEvent::AuthFailed => self.shared.failures.record(self.peer.ip()),
+                ServerEvent::Log(0, text) => {
+                    log.log(0, &format!("{}: {}", self.peer, escape(&text)));
+                }
+                ServerEvent::Log(1, text) if text.starts_with("refused") => {
+                    log.warn_limited("refused", &format!("{}: {}", self.peer, escape(&text)));
+                }
+                ServerEvent::Log(level, text) => {
+                    log.log(level, &format!("{}: {}", self.peer, escape(&text)));
+                }
+                ServerEvent::ResultsSent(r) => {
+                    if let Some(mut t) = self.test.take() {
+                        t.join();
+                        log.log(
+                            1,
+                            &format!(
+                                "{} {} {} bytes sent, {} received, {} transactions, {:.2} s",
+                                self.peer,
+                                t.spec.kind,
+                                r.bytes_sent,
+                                r.bytes_received,
+                                r.transactions,
+                                r.elapsed_ns as f64 / 1e9
+                            ),
+                        );
+                    }
+                }
             }
         }
     }
 
-    /// The next instant something must happen by.
-    fn deadline(&self) -> Instant {
-        let cfg = &self.shared.config;
-        if let Some(t) = self.closing_since {
-            return t + CLOSE_GRACE;
-        }
-        if !self.proto.established() {
-            let total = self.started + cfg.handshake_timeout;
-            return if self.got_bytes {
-                total
-            } else {
-                total.min(self.started + cfg.first_byte_timeout)
-            };
-        }
-        match &self.test {
-            Some(t) => t.deadline,
-            None => self.idle_since + cfg.idle_timeout,
-        }
-    }
-
-    fn deadline_passed(&mut self) {
-        let cfg = &self.shared.config;
-        let (code, text) = if !self.proto.established() {
-            if self.got_bytes {
-                (
-                    ErrorCode::Timeout,
-                    format!(
-                        "handshake not completed within {} s",
-                        cfg.handshake_timeout.as_secs()
-                    ),
-                )
-            } else {
-                (
-                    ErrorCode::Timeout,
-                    format!(
-                        "nothing received within {} s",
-                        cfg.first_byte_timeout.as_secs()
-                    ),
-                )
+    fn prepare(&mut self, spec: &proto::TestSpec) {
+        let waker = self.waker.clone();
+        let on_done = Box::new(move || {
+            let _ = waker.wake();
+        });
+        match family::start(
+            spec,
+            self.local.ip(),
+            self.peer.ip(),
+            &self.shared.config,
+            on_done,
+        ) {
+            Ok(test) => {
+                self.core.granted(test.grant.clone(), Instant::now());
+                self.test = Some(test);
             }
-        } else if self.test.is_some() {
-            (
-                ErrorCode::Timeout,
-                format!(
-                    "test exceeded this netserver's limit of {} s",
-                    cfg.limits.max_duration_ms / 1000
-                ),
-            )
-        } else {
-            (
-                ErrorCode::Timeout,
-                format!(
-                    "control connection idle for {} s",
-                    cfg.idle_timeout.as_secs()
-                ),
-            )
-        };
-        cfg.logger
-            .log(2, &format!("{}: closing: {text}", self.peer));
-        self.fail(ErrorMsg::new(code, text));
-    }
-
-    /// Abort any test, send `err`, and close.
-    fn fail(&mut self, err: ErrorMsg) {
-        if let Some(t) = self.test.take() {
-            t.abort();
+            Err(e) => {
+                self.shared.config.logger.log(
+                    1,
+                    &format!(
+                        "{}: {} refused: {}",
+                        self.peer,
+                        spec.kind,
+                        escape(&e.message)
+                    ),
+                );
+                self.core.prepare_failed(e);
+            }
         }
-        self.queue(&ServerMsg::Error(err));
-        self.close();
-    }
-
-    fn close(&mut self) {
-        if self.closing_since.is_none() {
-            self.closing_since = Some(Instant::now());
-        }
-    }
-
-    fn queue(&mut self, msg: &ServerMsg) {
-        let mut body = Vec::new();
-        if let Err(e) = codec::encode_into(msg, &mut body) {
-            self.shared
-                .config
-                .logger
-                .log(0, &format!("cannot encode a reply: {e}"));
-            return;
-        }
-        if let Some(c) = &mut self.channel {
-            c.seal(&mut body);
-        }
-        self.outbuf
-            .extend_from_slice(&(body.len() as u32).to_be_bytes());
-        self.outbuf.extend_from_slice(&body);
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        while !self.outbuf.is_empty() {
-            match self.conn.write(&self.outbuf) {
+        while !self.core.output().is_empty() {
+            match self.conn.write(self.core.output()) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => {
-                    self.outbuf.drain(..n);
-                }
+                Ok(n) => self.core.consumed(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    self.abort_test();
+                    self.core.peer_gone(Instant::now());
+                    self.drain_events();
                     return Err(e);
                 }
             }
         }
-        let want = !self.outbuf.is_empty();
+        let want = !self.core.output().is_empty();
         if want != self.writable_interest {
             let interest = if want {
                 Interest::READABLE | Interest::WRITABLE
@@ -284,179 +273,44 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    fn abort_test(&mut self) {
-        if let Some(t) = self.test.take() {
-            t.abort();
-        }
-    }
-
-    /// Read everything available and act on each whole frame.
+    /// Read everything available and hand it to the core.
     fn read_control(&mut self) -> io::Result<()> {
         let mut chunk = [0u8; 4096];
         loop {
             match self.conn.read(&mut chunk) {
                 Ok(0) => {
                     // The client went away: end its test at once.
-                    self.abort_test();
+                    self.core.peer_gone(Instant::now());
+                    self.drain_events();
                     return Err(io::ErrorKind::UnexpectedEof.into());
                 }
                 Ok(n) => {
-                    self.got_bytes = true;
-                    if self.closing_since.is_some() {
-                        continue;
-                    }
-                    self.inbuf
-                        .extend_from_slice(chunk.get(..n).unwrap_or_default());
-                    self.process_frames();
+                    self.core
+                        .handle_bytes(Instant::now(), chunk.get(..n).unwrap_or_default());
+                    self.drain_events();
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    self.abort_test();
+                    self.core.peer_gone(Instant::now());
+                    self.drain_events();
                     return Err(e);
                 }
             }
         }
     }
 
-    fn process_frames(&mut self) {
-        while self.closing_since.is_none() {
-            let channel = &mut self.channel;
-            let next = frame::split(&self.inbuf).and_then(|f| match f {
-                None => Ok(None),
-                Some((body, used)) => {
-                    let body = match channel {
-                        Some(c) => c
-                            .open(body)
-                            .map_err(|e| proto::ProtoError::Auth(e.to_string()))?,
-                        None => body,
-                    };
-                    Ok(Some((ClientMsg::decode(body)?, used)))
-                }
-            });
-            match next {
-                Ok(Some((msg, used))) => {
-                    self.inbuf.drain(..used);
-                    self.idle_since = Instant::now();
-                    let action = self.proto.handle(msg);
-                    self.act(action);
-                }
-                Ok(None) => return,
-                Err(e) => {
-                    self.shared.config.logger.warn_limited(
-                        "protocol",
-                        &format!("{}: {}", self.peer, escape(&e.to_string())),
-                    );
-                    let msg = self.proto.protocol_error(&e);
-                    self.abort_test();
-                    self.queue(&msg);
-                    self.close();
-                    return;
-                }
-            }
-        }
-    }
-
-    fn act(&mut self, action: ServerAction) {
-        match action {
-            ServerAction::Reply(m) => {
-                self.queue(&m);
-                // The proofs are exchanged: seal every frame from now on.
-                if let (ServerMsg::AuthOk { .. }, Some(key), Some((s, c))) =
-                    (&m, &self.shared.config.key, self.proto.auth_nonces())
-                {
-                    self.channel = Some(key.channel(Role::Server, &s, &c));
-                }
-            }
-            ServerAction::ReplyAndClose(m) => {
-                if let ServerMsg::Error(e) = &m
-                    && e.code == ErrorCode::Auth
-                {
-                    self.shared.failures.record(self.peer.ip());
-                }
-                if let ServerMsg::Error(e) = &m {
-                    self.shared
-                        .config
-                        .logger
-                        .warn_limited("refused", &format!("{}: {}", self.peer, escape(&e.message)));
-                }
-                self.abort_test();
-                self.queue(&m);
-                self.close();
-            }
-            ServerAction::Prepare(spec) => {
-                let waker = self.waker.clone();
-                let on_done = Box::new(move || {
-                    let _ = waker.wake();
-                });
-                match family::start(
-                    &spec,
-                    self.local.ip(),
-                    self.peer.ip(),
-                    &self.shared.config,
-                    on_done,
-                ) {
-                    Ok(test) => {
-                        let m = self.proto.granted(test.grant.clone());
-                        self.test = Some(test);
-                        self.queue(&m);
-                    }
-                    Err(e) => {
-                        self.shared.config.logger.log(
-                            1,
-                            &format!(
-                                "{}: {} refused: {}",
-                                self.peer,
-                                spec.kind,
-                                escape(&e.message)
-                            ),
-                        );
-                        let m = self.proto.prepare_failed(e);
-                        self.queue(&m);
-                    }
-                }
-            }
-            ServerAction::ClientDone(done) => {
-                if let Some(t) = &self.test {
-                    t.client_done(done);
-                }
-            }
-            ServerAction::SendResults(m) => {
-                if let (Some(mut t), ServerMsg::Results(r)) = (self.test.take(), &m) {
-                    t.join();
-                    self.shared.config.logger.log(
-                        1,
-                        &format!(
-                            "{} {} {} bytes sent, {} received, {} transactions, {:.2} s",
-                            self.peer,
-                            t.spec.kind,
-                            r.bytes_sent,
-                            r.bytes_received,
-                            r.transactions,
-                            r.elapsed_ns as f64 / 1e9
-                        ),
-                    );
-                }
-                self.idle_since = Instant::now();
-                self.queue(&m);
-            }
-            ServerAction::Close => self.close(),
-        }
-    }
-
-    /// If the test's worker finished, tell the state machine.
+    /// If the test's worker finished, tell the core.
     fn check_test(&mut self) {
         let Some(outcome) = self.test.as_ref().and_then(|t| t.try_result()) else {
             return;
         };
-        if let Err(e) = &outcome {
-            self.shared.config.logger.log(
-                1,
-                &format!("{}: test failed: {}", self.peer, escape(&e.message)),
-            );
+        if outcome.is_err()
+            && let Some(t) = self.test.take()
+        {
+            t.abort();
         }
-        if let Some(action) = self.proto.test_ended(outcome) {
-            self.act(action);
-        }
+        self.core.test_ended(outcome, Instant::now());
+        self.drain_events();
     }
 }

@@ -10,6 +10,9 @@
 //! - [`message`]: [`ClientMsg`] and [`ServerMsg`], the hello and versioning.
 //! - [`test`]: [`TestKind`], [`TestSpec`], [`Grant`], [`SideResults`].
 //! - [`session`]: [`ServerSession`] and [`ClientSession`] state machines.
+//! - [`conn`]: the control core: a session over bytes and time, with its
+//!   framing, sealing and deadlines ([`conn::ServerConn`], [`conn::ClientConn`]).
+//! - [`dialect`]: which protocol a connection speaks, from its first bytes.
 //! - [`error`]: [`ProtoError`], [`SpecError`].
 //!
 //! The wire format is specified in `doc/protocol.md`.
@@ -26,6 +29,8 @@
 )]
 
 pub mod codec;
+pub mod conn;
+pub mod dialect;
 pub mod error;
 pub mod frame;
 pub mod message;

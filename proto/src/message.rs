@@ -27,7 +27,7 @@ use crate::{
     codec,
     error::ProtoError,
     frame,
-    test::{ClientDone, Grant, SideResults, TestSpec},
+    test::{ClientDone, FlowCounters, Grant, SideResults, TestSpec},
 };
 
 /// The version of this control protocol. Peers of different versions refuse
@@ -44,7 +44,14 @@ pub struct Hello {
     pub protocol: u32,
     /// Name and version of the sending program, for error messages and logs.
     pub software: String,
+    /// What this end can do beyond the protocol version's baseline (see
+    /// doc/protocol.md, "Adding an option"): a peer uses a feature only if
+    /// the other end names it here.
+    pub capabilities: Vec<String>,
 }
+
+/// The capabilities this build announces.
+pub const CAPABILITIES: &[&str] = &["flows"];
 
 impl Hello {
     pub fn new(software: impl Into<String>) -> Hello {
@@ -52,7 +59,13 @@ impl Hello {
             magic: MAGIC,
             protocol: PROTOCOL_VERSION,
             software: software.into(),
+            capabilities: CAPABILITIES.iter().map(|c| c.to_string()).collect(),
         }
+    }
+
+    /// Whether the peer that sent this hello can do `capability`.
+    pub fn can(&self, capability: &str) -> bool {
+        self.capabilities.iter().any(|c| c == capability)
     }
 
     /// Check the peer's hello: magic first, then version.
@@ -105,6 +118,12 @@ pub enum ServerMsg {
         proof: [u8; 32],
     },
     Ready(Grant),
+    /// Counters of flows `first..first + counters.len()`, before the
+    /// results of a test with more flows than one frame holds.
+    Flows {
+        first: u32,
+        counters: Vec<FlowCounters>,
+    },
     Results(Box<SideResults>),
     Error(ErrorMsg),
 }
@@ -185,6 +204,7 @@ impl ServerMsg {
             ServerMsg::Hello(_) => "Hello",
             ServerMsg::AuthOk { .. } => "AuthOk",
             ServerMsg::Ready(_) => "Ready",
+            ServerMsg::Flows { .. } => "Flows",
             ServerMsg::Results(_) => "Results",
             ServerMsg::Error(_) => "Error",
         }

@@ -23,6 +23,13 @@ pub enum Role {
 /// this crate, which has no cryptography of its own.
 pub trait Authenticator: Send + Sync {
     fn proof(&self, role: Role, server_nonce: &[u8; 32], client_nonce: &[u8; 32]) -> [u8; 32];
+    /// What seals this end's frames once both proofs are in.
+    fn sealer(
+        &self,
+        role: Role,
+        server_nonce: &[u8; 32],
+        client_nonce: &[u8; 32],
+    ) -> Box<dyn crate::conn::Sealer>;
     fn verify(
         &self,
         role: Role,
@@ -134,6 +141,12 @@ impl ServerSession {
     /// which both ends derive the key that seals every later frame.
     pub fn auth_nonces(&self) -> Option<([u8; 32], [u8; 32])> {
         self.authenticated
+    }
+
+    /// After a successful authentication, what seals our frames.
+    pub fn sealer(&self) -> Option<Box<dyn crate::conn::Sealer>> {
+        let (s, c) = self.authenticated?;
+        Some(self.auth.as_ref()?.sealer(Role::Server, &s, &c))
     }
 
     /// The client's software string from its hello.
@@ -403,6 +416,12 @@ impl ClientSession {
         self.authenticated
     }
 
+    /// After a successful authentication, what seals our frames.
+    pub fn sealer(&self) -> Option<Box<dyn crate::conn::Sealer>> {
+        let (s, c) = self.authenticated?;
+        Some(self.auth.as_ref()?.sealer(Role::Client, &s, &c))
+    }
+
     pub fn hello(software: &str) -> ClientMsg {
         ClientMsg::Hello(Hello::new(software))
     }
@@ -536,6 +555,18 @@ mod tests {
         }
         fn verify(&self, role: Role, s: &[u8; 32], c: &[u8; 32], p: &[u8; 32]) -> bool {
             self.proof(role, s, c) == *p
+        }
+        fn sealer(&self, _: Role, _: &[u8; 32], _: &[u8; 32]) -> Box<dyn crate::conn::Sealer> {
+            Box::new(Plain)
+        }
+    }
+
+    /// Seals nothing (the in-memory tests look at messages, not MACs).
+    struct Plain;
+    impl crate::conn::Sealer for Plain {
+        fn seal(&mut self, _: &mut Vec<u8>) {}
+        fn open(&mut self, sealed: &[u8]) -> Result<Vec<u8>, String> {
+            Ok(sealed.to_vec())
         }
     }
 

@@ -676,7 +676,10 @@ pub struct SideResults {
     pub cpu: Option<CpuStats>,
     pub tcp: Option<TcpStats>,
     pub udp: Option<UdpRecvStats>,
-    /// Per-flow counters when the test had more than one flow.
+    /// How many flows the test had (0 or 1: the totals are the flow's).
+    pub flow_count: u32,
+    /// Per-flow counters when the test had more than one flow (on the
+    /// wire, those beyond one frame's worth go in `Flows` frames first).
     pub flows: Vec<FlowCounters>,
 }
 

@@ -162,6 +162,7 @@ fn results() -> impl Strategy<Value = SideResults> {
             cpu,
             tcp,
             udp,
+            flow_count: flows.len() as u32,
             flows,
         })
 }

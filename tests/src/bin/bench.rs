@@ -335,7 +335,9 @@ fn main() {
         println!("TCP_CRR      {:>12.0}", r.0);
     }
 
-    println!("\nTCP_SENDFILE (sendfile(2), no copy from user space) beside TCP_STREAM, ours, 10^6bits/s:");
+    println!(
+        "\nTCP_SENDFILE (sendfile(2), no copy from user space) beside TCP_STREAM, ours, 10^6bits/s:"
+    );
     let (sf, st, r) = alternate(
         o.runs,
         || netperf_tps(&netperf, port, "TCP_SENDFILE", o.secs, &[]),

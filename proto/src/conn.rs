@@ -1,0 +1,823 @@
+//! One control connection as a state machine over bytes, in the way
+//! quinn-proto separates a connection from its sockets: what arrived goes
+//! in ([`ServerConn::handle_bytes`]), with the time; what to send comes out
+//! ([`ServerConn::output`]); events come out of `poll_event`; and
+//! `poll_timeout` says by when `handle_timeout` must be called. The core
+//! owns the framing, the frame-size cap in both directions, the sealing of
+//! frames once a key is agreed (behind [`Sealer`]), and every deadline of
+//! the protocol. The daemon's session and the client's control stream only
+//! move bytes and read the clock.
+
+use std::{
+    collections::VecDeque,
+    time::{Duration, Instant},
+};
+
+use crate::{
+    codec,
+    dialect::{self, Dialect, Sniff},
+    error::ProtoError,
+    frame,
+    message::{ClientMsg, ErrorCode, ErrorMsg, ServerMsg},
+    session::{
+        Authenticator, ClientError, ClientEvent, ClientSession, ServerAction, ServerSession,
+    },
+    test::{ClientDone, FlowCounters, Grant, Limits, SideResults, TestSpec},
+};
+
+/// Seals frame bodies once both ends proved the key, and checks the
+/// peer's. The implementation (HMAC-SHA256 with sequence numbers) lives
+/// outside this crate.
+pub trait Sealer: Send {
+    /// Append what proves the body's origin and order.
+    fn seal(&mut self, body: &mut Vec<u8>);
+    /// Check a sealed body and return the message within.
+    fn open(&mut self, sealed: &[u8]) -> Result<Vec<u8>, String>;
+}
+
+/// Per-flow counters go in frames of their own after this many flows, so
+/// that no frame carries more than a few tens of KiB however many flows a
+/// test has.
+pub const FLOWS_PER_FRAME: usize = 512;
+
+/// Encode one message as a frame, sealed if `sealer` is given; the body is
+/// checked against the cap before it goes out.
+fn encode_frame<M: serde::Serialize>(
+    msg: &M,
+    sealer: &mut Option<Box<dyn Sealer>>,
+    out: &mut Vec<u8>,
+) -> Result<(), ProtoError> {
+    let mut body = Vec::new();
+    codec::encode_into(msg, &mut body)?;
+    if let Some(s) = sealer {
+        s.seal(&mut body);
+    }
+    if body.len() > frame::MAX_FRAME {
+        return Err(ProtoError::FrameTooLarge {
+            len: body.len(),
+            max: frame::MAX_FRAME,
+        });
+    }
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(&body);
+    Ok(())
+}
+
+/// Take the first whole frame off `inbuf`, opened if sealed. `Ok(None)`:
+/// more bytes are needed.
+fn take_frame(
+    inbuf: &mut Vec<u8>,
+    sealer: &mut Option<Box<dyn Sealer>>,
+) -> Result<Option<Vec<u8>>, ProtoError> {
+    let Some((body, used)) = frame::split(inbuf)? else {
+        return Ok(None);
+    };
+    let body = match sealer {
+        Some(s) => s.open(body).map_err(ProtoError::Auth)?,
+        None => body.to_vec(),
+    };
+    inbuf.drain(..used);
+    Ok(Some(body))
+}
+
+/// The server's deadlines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// For the first bytes of a new connection.
+    pub first_bytes: Duration,
+    /// For hello and authentication, in all.
+    pub handshake: Duration,
+    /// Between tests.
+    pub idle: Duration,
+    /// For a granted test to end (data connections, the longest test, and
+    /// some slack).
+    pub test: Duration,
+    /// Once we close, for our last frame to go out.
+    pub close_grace: Duration,
+}
+
+/// What the daemon must do, after bytes or a deadline.
+#[derive(Debug, PartialEq)]
+pub enum ServerEvent {
+    /// The first bytes are not this suite's protocol: netperf 2.7's, or
+    /// nothing known. The bytes read so far come with it; the core does
+    /// nothing more with the connection.
+    Foreign {
+        dialect: Option<Dialect>,
+        bytes: Vec<u8>,
+    },
+    /// Hello (and authentication) done.
+    Established,
+    /// A valid test request: set up its data sockets, then call
+    /// [`ServerConn::granted`] or [`ServerConn::prepare_failed`].
+    Prepare(Box<TestSpec>),
+    /// netperf's data phase is over.
+    ClientDone(ClientDone),
+    /// End the running test now (an error, the peer gone, a deadline).
+    AbortTest,
+    /// The client failed to authenticate (for the daemon's rate limit).
+    AuthFailed,
+    /// Something to log: 0 errors, 1 tests, 2 sessions.
+    Log(u8, String),
+    /// A test's results went out.
+    ResultsSent(Box<SideResults>),
+}
+
+/// The server end of one control connection.
+pub struct ServerConn {
+    session: ServerSession,
+    timeouts: Timeouts,
+    started: Instant,
+    got_bytes: bool,
+    dialect: Option<Dialect>,
+    idle_since: Instant,
+    test_deadline: Option<Instant>,
+    closing_since: Option<Instant>,
+    inbuf: Vec<u8>,
+    outbuf: Vec<u8>,
+    sealer: Option<Box<dyn Sealer>>,
+    events: VecDeque<ServerEvent>,
+}
+
+impl std::fmt::Debug for ServerConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConn")
+            .field("session", &self.session)
+            .field("closing", &self.closing_since.is_some())
+            .finish()
+    }
+}
+
+impl ServerConn {
+    /// A new connection at `now`. `nonce` is the challenge sent when `auth`
+    /// is set; the caller draws it from a secure random source.
+    pub fn new(
+        software: impl Into<String>,
+        limits: Limits,
+        auth: Option<Box<dyn Authenticator>>,
+        nonce: [u8; 32],
+        cpu: (u32, u32),
+        timeouts: Timeouts,
+        now: Instant,
+    ) -> ServerConn {
+        ServerConn {
+            session: ServerSession::new(software, limits, auth, nonce).with_cpu_info(cpu.0, cpu.1),
+            timeouts,
+            started: now,
+            got_bytes: false,
+            dialect: None,
+            idle_since: now,
+            test_deadline: None,
+            closing_since: None,
+            inbuf: Vec::new(),
+            outbuf: Vec::new(),
+            sealer: None,
+            events: VecDeque::new(),
+        }
+    }
+
+    pub fn established(&self) -> bool {
+        self.session.established()
+    }
+
+    /// Bytes waiting to be sent.
+    pub fn output(&self) -> &[u8] {
+        &self.outbuf
+    }
+
+    /// `n` bytes of [`ServerConn::output`] went out.
+    pub fn consumed(&mut self, n: usize) {
+        self.outbuf.drain(..n.min(self.outbuf.len()));
+    }
+
+    pub fn poll_event(&mut self) -> Option<ServerEvent> {
+        self.events.pop_front()
+    }
+
+    /// Whether the connection is done: closing, and its last frame out (or
+    /// the grace for it over).
+    pub fn is_closed(&self, now: Instant) -> bool {
+        match self.closing_since {
+            Some(t) => self.outbuf.is_empty() || now >= t + self.timeouts.close_grace,
+            None => false,
+        }
+    }
+
+    pub fn is_closing(&self) -> bool {
+        self.closing_since.is_some()
+    }
+
+    /// The next instant [`ServerConn::handle_timeout`] must be called by.
+    pub fn poll_timeout(&self) -> Instant {
+        let t = &self.timeouts;
+        if let Some(c) = self.closing_since {
+            return c + t.close_grace;
+        }
+        if !self.session.established() {
+            let total = self.started + t.handshake;
+            return if self.got_bytes {
+                total
+            } else {
+                total.min(self.started + t.first_bytes)
+            };
+        }
+        match self.test_deadline {
+            Some(d) => d,
+            None => self.idle_since + t.idle,
+        }
+    }
+
+    /// A deadline may have passed.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.closing_since.is_some() || now < self.poll_timeout() {
+            return;
+        }
+        let t = &self.timeouts;
+        let text = if !self.session.established() {
+            if self.got_bytes {
+                format!("handshake not completed within {} s", t.handshake.as_secs())
+            } else {
+                format!("nothing received within {} s", t.first_bytes.as_secs())
+            }
+        } else if self.test_deadline.is_some() {
+            format!(
+                "test exceeded this netserver's limit of {} s",
+                t.test.as_secs()
+            )
+        } else {
+            format!("control connection idle for {} s", t.idle.as_secs())
+        };
+        self.events
+            .push_back(ServerEvent::Log(2, format!("closing: {text}")));
+        self.fail(ErrorMsg::new(ErrorCode::Timeout, text), now);
+    }
+
+    /// Abort any test, send `err`, and close (a shutdown, a deadline).
+    pub fn fail(&mut self, err: ErrorMsg, now: Instant) {
+        if self.closing_since.is_some() {
+            return;
+        }
+        self.abort_test();
+        self.send(&ServerMsg::Error(err));
+        self.close(now);
+    }
+
+    /// The peer closed or the connection broke.
+    pub fn peer_gone(&mut self, now: Instant) {
+        self.abort_test();
+        self.close(now);
+    }
+
+    fn abort_test(&mut self) {
+        if self.test_deadline.take().is_some() {
+            self.events.push_back(ServerEvent::AbortTest);
+        }
+    }
+
+    fn close(&mut self, now: Instant) {
+        if self.closing_since.is_none() {
+            self.closing_since = Some(now);
+        }
+    }
+
+    /// Queue one message, sealed if the session is; a message that would
+    /// not fit a frame is replaced by an error saying so.
+    fn send(&mut self, msg: &ServerMsg) {
+        if let Err(e) = encode_frame(msg, &mut self.sealer, &mut self.outbuf) {
+            self.events
+                .push_back(ServerEvent::Log(0, format!("cannot send a reply: {e}")));
+            let err = ServerMsg::Error(ErrorMsg::new(
+                ErrorCode::TestFailed,
+                format!("netserver cannot send its reply: {e}"),
+            ));
+            let _ = encode_frame(&err, &mut self.sealer, &mut self.outbuf);
+        }
+    }
+
+    /// Results, with per-flow counters in frames of their own first when
+    /// there are more than one frame holds.
+    fn send_results(&mut self, mut r: Box<SideResults>) {
+        if r.flows.len() > FLOWS_PER_FRAME {
+            let flows = std::mem::take(&mut r.flows);
+            for (i, chunk) in flows.chunks(FLOWS_PER_FRAME).enumerate() {
+                self.send(&ServerMsg::Flows {
+                    first: (i * FLOWS_PER_FRAME) as u32,
+                    counters: chunk.to_vec(),
+                });
+            }
+            r.flow_count = flows.len() as u32;
+        } else {
+            r.flow_count = r.flows.len() as u32;
+        }
+        self.send(&ServerMsg::Results(r.clone()));
+        self.events.push_back(ServerEvent::ResultsSent(r));
+    }
+
+    /// Bytes arrived at `now`.
+    pub fn handle_bytes(&mut self, now: Instant, data: &[u8]) {
+        if data.is_empty() || self.closing_since.is_some() {
+            return;
+        }
+        self.got_bytes = true;
+        self.inbuf.extend_from_slice(data);
+        if self.dialect.is_none() {
+            match dialect::sniff(&self.inbuf) {
+                Sniff::NeedMore => return,
+                Sniff::Is(Dialect::Native) => self.dialect = Some(Dialect::Native),
+                Sniff::Is(d) => {
+                    self.foreign(Some(d), now);
+                    return;
+                }
+                Sniff::Unknown => {
+                    self.foreign(None, now);
+                    return;
+                }
+            }
+        }
+        self.process(now);
+    }
+
+    fn foreign(&mut self, dialect: Option<Dialect>, now: Instant) {
+        let bytes = std::mem::take(&mut self.inbuf);
+        self.events
+            .push_back(ServerEvent::Foreign { dialect, bytes });
+        if dialect.is_none() {
+            // Nothing we know: say so in our protocol, and close.
+            let err = self.session.protocol_error(&ProtoError::NotOurProtocol);
+            self.send(&err);
+        }
+        self.closing_since = Some(now);
+    }
+
+    fn process(&mut self, now: Instant) {
+        while self.closing_since.is_none() {
+            let next = take_frame(&mut self.inbuf, &mut self.sealer)
+                .and_then(|b| b.map(|b| ClientMsg::decode(&b)).transpose());
+            match next {
+                Ok(Some(msg)) => {
+                    self.idle_since = now;
+                    let was = self.session.established();
+                    let action = self.session.handle(msg);
+                    self.act(action, now);
+                    if !was && self.session.established() {
+                        self.events.push_back(ServerEvent::Established);
+                    }
+                }
+                Ok(None) => return,
+                Err(e) => {
+                    self.events.push_back(ServerEvent::Log(1, e.to_string()));
+                    let msg = self.session.protocol_error(&e);
+                    self.abort_test();
+                    self.send(&msg);
+                    self.close(now);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn act(&mut self, action: ServerAction, now: Instant) {
+        match action {
+            ServerAction::Reply(m) => {
+                self.send(&m);
+                // The proofs are exchanged: seal every frame from now on.
+                if matches!(m, ServerMsg::AuthOk { .. }) {
+                    self.sealer = self.session.sealer();
+                }
+            }
+            ServerAction::ReplyAndClose(m) => {
+                if let ServerMsg::Error(e) = &m {
+                    if e.code == ErrorCode::Auth {
+                        self.events.push_back(ServerEvent::AuthFailed);
+                    }
+                    self.events
+                        .push_back(ServerEvent::Log(1, format!("refused: {}", e.message)));
+                }
+                self.abort_test();
+                self.send(&m);
+                self.close(now);
+            }
+            ServerAction::Prepare(spec) => self.events.push_back(ServerEvent::Prepare(spec)),
+            ServerAction::ClientDone(done) => self.events.push_back(ServerEvent::ClientDone(done)),
+            ServerAction::SendResults(m) => {
+                self.test_deadline = None;
+                self.idle_since = now;
+                match m {
+                    ServerMsg::Results(r) => self.send_results(r),
+                    m => self.send(&m),
+                }
+            }
+            ServerAction::Close => self.close(now),
+        }
+    }
+
+    /// The test's data sockets are ready: tell the client.
+    pub fn granted(&mut self, grant: Grant, now: Instant) {
+        let m = self.session.granted(grant);
+        self.test_deadline = Some(now + self.timeouts.test);
+        self.send(&m);
+    }
+
+    /// Setting the test up failed: tell the client, and stay open.
+    pub fn prepare_failed(&mut self, err: ErrorMsg) {
+        let m = self.session.prepare_failed(err);
+        self.send(&m);
+    }
+
+    /// The server's side of the test ended.
+    pub fn test_ended(&mut self, outcome: Result<SideResults, ErrorMsg>, now: Instant) {
+        if let Err(e) = &outcome {
+            self.events
+                .push_back(ServerEvent::Log(1, format!("test failed: {}", e.message)));
+        }
+        if let Some(action) = self.session.test_ended(outcome) {
+            if matches!(action, ServerAction::ReplyAndClose(_)) {
+                self.test_deadline = None;
+            }
+            self.act(action, now);
+        }
+    }
+}
+
+/// The client end of one control connection: what to send, what arrived,
+/// and by when an answer is due.
+pub struct ClientConn {
+    session: ClientSession,
+    inbuf: Vec<u8>,
+    outbuf: Vec<u8>,
+    sealer: Option<Box<dyn Sealer>>,
+    deadline: Option<(Instant, &'static str)>,
+    flows: Vec<FlowCounters>,
+}
+
+impl std::fmt::Debug for ClientConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientConn")
+            .field("session", &self.session)
+            .finish()
+    }
+}
+
+/// What went wrong on the client's side of a control connection.
+#[derive(Debug, PartialEq)]
+pub enum ClientConnError {
+    /// The server refused, or broke the protocol.
+    Session(ClientError),
+    /// Nothing came by the deadline: what was awaited, and for how long.
+    Timeout(&'static str),
+}
+
+impl From<ClientError> for ClientConnError {
+    fn from(e: ClientError) -> Self {
+        ClientConnError::Session(e)
+    }
+}
+
+impl From<ProtoError> for ClientConnError {
+    fn from(e: ProtoError) -> Self {
+        ClientConnError::Session(ClientError::Protocol(e))
+    }
+}
+
+impl ClientConn {
+    /// A new conversation: the hello is queued, due back within `wait`.
+    pub fn new(
+        session: ClientSession,
+        software: &str,
+        now: Instant,
+        wait: Duration,
+    ) -> Result<ClientConn, ClientConnError> {
+        let mut c = ClientConn {
+            session,
+            inbuf: Vec::new(),
+            outbuf: Vec::new(),
+            sealer: None,
+            deadline: None,
+            flows: Vec::new(),
+        };
+        c.send(&ClientSession::hello(software))?;
+        c.expect(now, wait, "hello");
+        Ok(c)
+    }
+
+    pub fn session(&self) -> &ClientSession {
+        &self.session
+    }
+
+    pub fn output(&self) -> &[u8] {
+        &self.outbuf
+    }
+
+    pub fn consumed(&mut self, n: usize) {
+        self.outbuf.drain(..n.min(self.outbuf.len()));
+    }
+
+    /// When the awaited answer is due, and what it is.
+    pub fn poll_timeout(&self) -> Option<(Instant, &'static str)> {
+        self.deadline
+    }
+
+    /// The awaited answer did not come by the deadline.
+    pub fn handle_timeout(&mut self, now: Instant) -> Result<(), ClientConnError> {
+        match self.deadline {
+            Some((d, what)) if now >= d => Err(ClientConnError::Timeout(what)),
+            _ => Ok(()),
+        }
+    }
+
+    fn expect(&mut self, now: Instant, wait: Duration, what: &'static str) {
+        self.deadline = Some((now + wait, what));
+    }
+
+    fn send(&mut self, msg: &ClientMsg) -> Result<(), ClientConnError> {
+        Ok(encode_frame(msg, &mut self.sealer, &mut self.outbuf)?)
+    }
+
+    /// Ask for a test; the grant is due within `wait`.
+    pub fn setup(
+        &mut self,
+        spec: TestSpec,
+        now: Instant,
+        wait: Duration,
+    ) -> Result<(), ClientConnError> {
+        let m = self.session.setup(spec)?;
+        self.send(&m)?;
+        self.expect(now, wait, "answer to the test request");
+        Ok(())
+    }
+
+    /// Our data phase is over; the results are due within `wait`.
+    pub fn done(
+        &mut self,
+        done: ClientDone,
+        now: Instant,
+        wait: Duration,
+    ) -> Result<(), ClientConnError> {
+        let m = self.session.done(done)?;
+        self.send(&m)?;
+        self.flows.clear();
+        self.expect(now, wait, "results");
+        Ok(())
+    }
+
+    pub fn bye(&mut self) {
+        let _ = self.send(&ClientMsg::Bye);
+        self.deadline = None;
+    }
+
+    /// Bytes arrived. Returns what they completed, if anything: the
+    /// conversation established, a grant, or results (with every flow's
+    /// counters gathered from the frames before them).
+    pub fn handle_bytes(&mut self, data: &[u8]) -> Result<Option<ClientEvent>, ClientConnError> {
+        self.inbuf.extend_from_slice(data);
+        self.process()
+    }
+
+    /// Whether a whole frame is still waiting in what arrived.
+    pub fn process(&mut self) -> Result<Option<ClientEvent>, ClientConnError> {
+        while let Some(body) = take_frame(&mut self.inbuf, &mut self.sealer)? {
+            let msg = ServerMsg::decode(&body)?;
+            if let ServerMsg::Flows { first, counters } = msg {
+                if first as usize != self.flows.len() {
+                    return Err(ProtoError::Malformed(format!(
+                        "flow counters from flow {first}, expected {}",
+                        self.flows.len()
+                    ))
+                    .into());
+                }
+                self.flows.extend(counters);
+                continue;
+            }
+            match self.session.handle(msg)? {
+                ClientEvent::Send(m) => self.send(&m)?,
+                ClientEvent::Established => {
+                    // The proofs are exchanged: seal every frame from now on.
+                    self.sealer = self.session.sealer();
+                    self.deadline = None;
+                    return Ok(Some(ClientEvent::Established));
+                }
+                ClientEvent::Results(mut r) => {
+                    if !self.flows.is_empty() {
+                        r.flows = std::mem::take(&mut self.flows);
+                    }
+                    if r.flows.len() != r.flow_count as usize
+                        && !(r.flow_count <= 1 && r.flows.is_empty())
+                    {
+                        return Err(ProtoError::Malformed(format!(
+                            "results of {} flows carried counters of {}",
+                            r.flow_count,
+                            r.flows.len()
+                        ))
+                        .into());
+                    }
+                    self.deadline = None;
+                    return Ok(Some(ClientEvent::Results(r)));
+                }
+                e => {
+                    self.deadline = None;
+                    return Ok(Some(e));
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        message::Hello,
+        session::Role,
+        test::{Family, TestKind},
+    };
+
+    fn timeouts() -> Timeouts {
+        Timeouts {
+            first_bytes: Duration::from_secs(5),
+            handshake: Duration::from_secs(10),
+            idle: Duration::from_secs(60),
+            test: Duration::from_secs(30),
+            close_grace: Duration::from_secs(2),
+        }
+    }
+
+    fn server(now: Instant) -> ServerConn {
+        ServerConn::new(
+            "srv",
+            Limits::default(),
+            None,
+            [1; 32],
+            (2, 100),
+            timeouts(),
+            now,
+        )
+    }
+
+    fn grant() -> Grant {
+        Grant {
+            data_port: 5000,
+            token: crate::test::Token([7; 32]),
+            send_buf: 1,
+            recv_buf: 2,
+            send_size: 3,
+            recv_size: 4,
+            send_width: 1,
+            recv_width: 1,
+            measure_cpu: false,
+            num_cpus: 2,
+        }
+    }
+
+    /// Move the bytes each way until neither has anything to send.
+    fn shuttle(s: &mut ServerConn, c: &mut ClientConn, now: Instant) -> Vec<ClientEvent> {
+        let mut got = Vec::new();
+        loop {
+            let to_s = c.output().to_vec();
+            c.consumed(to_s.len());
+            s.handle_bytes(now, &to_s);
+            let to_c = s.output().to_vec();
+            s.consumed(to_c.len());
+            if let Some(e) = c.handle_bytes(&to_c).unwrap() {
+                got.push(e);
+            }
+            if c.output().is_empty() && s.output().is_empty() {
+                return got;
+            }
+        }
+    }
+
+    #[test]
+    fn a_test_in_memory_with_many_flows() {
+        let now = Instant::now();
+        let mut s = server(now);
+        let mut c = ClientConn::new(
+            ClientSession::new(None, [2; 32]),
+            "cli",
+            now,
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert_eq!(shuttle(&mut s, &mut c, now), vec![ClientEvent::Established]);
+        assert_eq!(s.poll_event(), Some(ServerEvent::Established));
+        c.setup(
+            TestSpec::new(TestKind::TcpRr, Family::V4),
+            now,
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        shuttle(&mut s, &mut c, now);
+        assert!(matches!(s.poll_event(), Some(ServerEvent::Prepare(_))));
+        s.granted(grant(), now);
+        let e = shuttle(&mut s, &mut c, now);
+        assert!(matches!(e.as_slice(), [ClientEvent::Granted(_)]));
+        // the test deadline is the test's
+        assert_eq!(s.poll_timeout(), now + Duration::from_secs(30));
+        c.done(ClientDone::default(), now, Duration::from_secs(5))
+            .unwrap();
+        shuttle(&mut s, &mut c, now);
+        assert!(matches!(s.poll_event(), Some(ServerEvent::ClientDone(_))));
+        // 10,000 flows: more than one frame holds
+        let flows: Vec<FlowCounters> = (0..10_000u64)
+            .map(|i| FlowCounters {
+                transactions: i,
+                ..FlowCounters::default()
+            })
+            .collect();
+        s.test_ended(
+            Ok(SideResults {
+                transactions: flows.iter().map(|f| f.transactions).sum(),
+                flows,
+                ..SideResults::default()
+            }),
+            now,
+        );
+        let e = shuttle(&mut s, &mut c, now);
+        let [ClientEvent::Results(r)] = e.as_slice() else {
+            panic!("{e:?}")
+        };
+        assert_eq!(r.flows.len(), 10_000);
+        assert_eq!(r.flows[9_999].transactions, 9_999);
+        assert_eq!(r.flow_count, 10_000);
+        assert_eq!(s.poll_timeout(), now + Duration::from_secs(60));
+    }
+
+    #[test]
+    fn deadlines_close_with_a_reason() {
+        let now = Instant::now();
+        let mut s = server(now);
+        assert_eq!(s.poll_timeout(), now + Duration::from_secs(5));
+        s.handle_timeout(now + Duration::from_secs(4));
+        assert!(!s.is_closing());
+        s.handle_timeout(now + Duration::from_secs(5));
+        assert!(s.is_closing());
+        let (m, _) = frame::decode::<ServerMsg>(s.output()).unwrap().unwrap();
+        let ServerMsg::Error(e) = m else { panic!() };
+        assert_eq!(e.code, ErrorCode::Timeout);
+        assert!(e.message.contains("nothing received within 5 s"));
+        // a dribbling client gets the whole handshake limit, no more
+        let mut s = server(now);
+        s.handle_bytes(now, &[0]);
+        assert_eq!(s.poll_timeout(), now + Duration::from_secs(10));
+    }
+
+    #[test]
+    fn a_client_asks_too_late_for_an_answer() {
+        let now = Instant::now();
+        let mut c = ClientConn::new(
+            ClientSession::new(None, [2; 32]),
+            "cli",
+            now,
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert_eq!(c.handle_timeout(now + Duration::from_secs(9)), Ok(()));
+        assert_eq!(
+            c.handle_timeout(now + Duration::from_secs(10)),
+            Err(ClientConnError::Timeout("hello"))
+        );
+    }
+
+    #[test]
+    fn the_first_bytes_choose_the_dialect() {
+        let now = Instant::now();
+        // netperf 2.7's first frame: a request type, then -1
+        let mut s = server(now);
+        let mut hp = vec![0u8; 656];
+        hp[..8].copy_from_slice(&[0, 0, 0, 97, 0xff, 0xff, 0xff, 0xff]);
+        s.handle_bytes(now, &hp[..20]);
+        let Some(ServerEvent::Foreign { dialect, bytes }) = s.poll_event() else {
+            panic!()
+        };
+        assert_eq!(dialect, Some(Dialect::Netperf2));
+        assert_eq!(bytes.len(), 20);
+        // something else entirely: ours, wrongly framed
+        let mut s = server(now);
+        s.handle_bytes(now, b"GET / HTTP/1.1\r\n\r\n");
+        assert!(
+            matches!(s.poll_event(), Some(ServerEvent::Log(1, m)) if m.contains("exceeds the limit"))
+        );
+        assert!(s.is_closing());
+        // ours, byte by byte
+        let mut s = server(now);
+        let hello = crate::frame::encode(&ClientMsg::Hello(Hello::new("x"))).unwrap();
+        for b in &hello {
+            s.handle_bytes(now, &[*b]);
+        }
+        assert_eq!(s.poll_event(), Some(ServerEvent::Established));
+    }
+
+    #[test]
+    fn frames_too_large_are_not_sent() {
+        let now = Instant::now();
+        let mut s = server(now);
+        s.send(&ServerMsg::Error(ErrorMsg::new(
+            ErrorCode::TestFailed,
+            "x".repeat(70_000),
+        )));
+        let (m, _) = frame::decode::<ServerMsg>(s.output()).unwrap().unwrap();
+        let ServerMsg::Error(e) = m else { panic!() };
+        assert!(e.message.contains("cannot send its reply"), "{}", e.message);
+        let _ = Role::Client;
+    }
+}

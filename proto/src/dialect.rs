@@ -1,0 +1,109 @@
+//! Which protocol a control connection speaks, told from its first bytes
+//! (netperf 2.7 has no version exchange, so the bytes themselves must say).
+//!
+//! - This suite's: a 4-byte frame length, then the hello: variant 0 and the
+//!   8 bytes of [`MAGIC`].
+//! - netperf 2.7's: 656-byte frames whose first word is a request type
+//!   (big-endian; DO_OMNI is 97, PASSPHRASE 6, the classic tests 10 to
+//!   300, DO_SYSINFO 600), and whose second is a CPU number or -1.
+
+use crate::message::MAGIC;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    /// This suite's protocol (doc/protocol.md).
+    Native,
+    /// netperf 2.7's fixed 656-byte frames.
+    Netperf2,
+}
+
+/// What the first bytes say so far.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sniff {
+    NeedMore,
+    Is(Dialect),
+    /// Neither.
+    Unknown,
+}
+
+/// Bytes that decide: our frame header, the hello's variant and magic.
+const OURS: usize = 4 + 1 + MAGIC.len();
+/// The largest request type netperf 2.7 sends (DO_SYSINFO).
+const MAX_REQUEST: u32 = 1000;
+
+/// Tell the dialect from the first bytes of a connection. Anything that is
+/// not netperf 2.7's is taken as ours, so that the framing layer names what
+/// is wrong with it (a frame too large, an empty one, not a hello).
+pub fn sniff(first: &[u8]) -> Sniff {
+    let ours =
+        first.len() >= OURS && first.get(4) == Some(&0) && first.get(5..OURS) == Some(&MAGIC[..]);
+    if ours {
+        return Sniff::Is(Dialect::Native);
+    }
+    let Some(w0) = first.first_chunk::<4>() else {
+        return Sniff::NeedMore;
+    };
+    let request = u32::from_be_bytes(*w0);
+    if !(1..=MAX_REQUEST).contains(&request) {
+        return Sniff::Is(Dialect::Native);
+    }
+    // A request type of netperf 2.7's, or the length of a short frame of
+    // ours: our hello's beginning waits for its magic ...
+    let hello_so_far =
+        first.get(4).is_none_or(|&v| v == 0) && first.get(5..).is_none_or(|m| MAGIC.starts_with(m));
+    if hello_so_far {
+        return Sniff::NeedMore;
+    }
+    // ... netperf 2.7 sends its 656 bytes at once ...
+    if first.len() >= 8 {
+        return Sniff::Is(Dialect::Netperf2);
+    }
+    // ... and a whole short frame of ours is ours (and wrong).
+    if first.len() >= 4 + request as usize {
+        return Sniff::Is(Dialect::Native);
+    }
+    Sniff::NeedMore
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ours_netperf2s_and_neither() {
+        let hello = crate::frame::encode(&crate::message::ClientMsg::Hello(
+            crate::message::Hello::new("x"),
+        ))
+        .unwrap();
+        assert_eq!(sniff(&hello), Sniff::Is(Dialect::Native));
+        for n in 0..OURS {
+            assert_eq!(sniff(&hello[..n]), Sniff::NeedMore, "{n} bytes");
+        }
+        let mut omni = vec![0u8; 656];
+        omni[..8].copy_from_slice(&[0, 0, 0, 97, 0xff, 0xff, 0xff, 0xff]);
+        assert_eq!(sniff(&omni), Sniff::Is(Dialect::Netperf2));
+        assert_eq!(sniff(&omni[..8]), Sniff::Is(Dialect::Netperf2));
+        let mut pass = vec![0u8; 656];
+        pass[..12].copy_from_slice(&[0, 0, 0, 6, 0xff, 0xff, 0xff, 0xff, b's', b'e', b'c', 0]);
+        assert_eq!(sniff(&pass), Sniff::Is(Dialect::Netperf2));
+        // the framing layer says what is wrong with these
+        assert_eq!(sniff(b"GET / HTTP/1.1\r\n"), Sniff::Is(Dialect::Native));
+        assert_eq!(sniff(&[0, 0, 0, 0]), Sniff::Is(Dialect::Native));
+        assert_eq!(
+            sniff(&[0, 0, 0, 3, 0xff, 0xff, 0xff]),
+            Sniff::Is(Dialect::Native)
+        );
+        assert_eq!(sniff(&[0, 0, 0, 9, 0xff]), Sniff::NeedMore);
+        // netperf 2.7 with -T ,0: its second word is 0
+        let mut cpu0 = omni.clone();
+        cpu0[4..8].copy_from_slice(&[0, 0, 0, 0]);
+        assert_eq!(sniff(&cpu0), Sniff::Is(Dialect::Netperf2));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_bytes_sniff_without_panic(b in proptest::collection::vec(proptest::num::u8::ANY, 0..64)) {
+            let _ = sniff(&b);
+        }
+    }
+}
