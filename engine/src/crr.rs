@@ -25,10 +25,12 @@ use proto::{Family, Protocol, SideSpec, Token};
 use socket2::Socket;
 
 use crate::{
-    EngineError, clock, handshake,
+    EngineError, clock,
+    flow::{CrrRequest, Ended, Io},
+    handshake,
     latency::Latency,
     live::Live,
-    rr::{ResponderOutcome, RrOutcome, Until},
+    rr::{RrOutcome, Until},
     sockopt::{self, LocalOpts},
     timer::StopFlag,
 };
@@ -157,53 +159,78 @@ fn read_eof(s: &TcpStream) -> io::Result<()> {
     }
 }
 
-/// Requester role (netperf's side of TCP_CRR).
+/// Requester role (netperf's side of TCP_CRR): drives a [`CrrRequest`].
 pub fn requester(p: &CrrRequester, stop: &StopFlag, live: &Live) -> Result<RrOutcome, EngineError> {
     let request = fill_request(&p.token, p.req);
     let mut resp = vec![0u8; p.resp];
     let mut ports = Ports::new(p.ports);
+    let mut flow = CrrRequest::new(handshake::PREAMBLE_LEN, p.req, p.resp, p.until.limit());
     let mut lat = Latency::new();
-    let mut out = RrOutcome::default();
+    let mut mss = None;
+    let mut conn: Option<TcpStream> = None;
+    let no_conn = || EngineError::Invalid("TCP_CRR: no connection open".into());
     let start = Instant::now();
     let mut last = clock::now_ns();
     loop {
-        if stop.is_set() {
-            break;
-        }
-        if let Until::Transactions(n) = p.until
-            && out.transactions >= n
-        {
-            break;
-        }
-        let conn = connect(p, &mut ports)?;
-        if out.transactions == 0 {
-            out.mss = sockopt::mss(socket2::SockRef::from(&conn));
-        }
-        (&conn)
-            .write_all(&request)
-            .map_err(|e| EngineError::io("sending a request", e))?;
-        out.send_calls += 1;
-        out.bytes_sent += p.req as u64;
-        out.recv_calls +=
-            read_exact(&conn, &mut resp).map_err(|e| EngineError::io("receiving a response", e))?;
-        out.bytes_received += resp.len() as u64;
-        // We close first, as netperf: the TIME_WAIT stays on our side,
-        // where the port range and SO_REUSEADDR deal with it.
-        conn.shutdown(Shutdown::Write)
-            .map_err(|e| EngineError::io("closing a connection", e))?;
-        read_eof(&conn).map_err(|e| EngineError::io("closing a connection", e))?;
-        drop(conn);
-        out.transactions += 1;
-        live.publish(out.bytes_received, out.transactions);
-        if p.timing {
-            let now = clock::now_ns();
-            lat.record(now.wrapping_sub(last));
-            last = now;
+        match flow.next() {
+            Io::Connect => {
+                if stop.is_set() {
+                    flow.stop();
+                    continue;
+                }
+                let c = connect(p, &mut ports)?;
+                if flow.counters.transactions == 0 {
+                    mss = sockopt::mss(socket2::SockRef::from(&c));
+                }
+                conn = Some(c);
+                flow.connected();
+            }
+            Io::Send { offset, len } => {
+                let c = conn.as_ref().ok_or_else(no_conn)?;
+                let buf = request.get(offset..offset + len).ok_or_else(no_conn)?;
+                match (&*c).write(buf) {
+                    Ok(n) => flow.sent(n),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(EngineError::io("sending a request", e)),
+                }
+            }
+            Io::Recv { offset, len } => {
+                let c = conn.as_ref().ok_or_else(no_conn)?;
+                let buf = resp.get_mut(offset..offset + len).ok_or_else(no_conn)?;
+                match (&*c).read(buf) {
+                    Ok(n) => flow.received(n).map_err(|_| {
+                        EngineError::io("receiving a response", io::ErrorKind::UnexpectedEof.into())
+                    })?,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(EngineError::io("receiving a response", e)),
+                }
+            }
+            Io::Close => {
+                let c = conn.take().ok_or_else(no_conn)?;
+                // We close first, as netperf: the TIME_WAIT stays on our
+                // side, where the port range and SO_REUSEADDR deal with it.
+                c.shutdown(Shutdown::Write)
+                    .map_err(|e| EngineError::io("closing a connection", e))?;
+                read_eof(&c).map_err(|e| EngineError::io("closing a connection", e))?;
+                drop(c);
+                flow.closed();
+                live.publish(flow.counters.bytes_received, flow.counters.transactions);
+                if p.timing {
+                    let now = clock::now_ns();
+                    lat.record(now.wrapping_sub(last));
+                    last = now;
+                }
+            }
+            Io::Done => break,
         }
     }
-    out.elapsed = start.elapsed();
-    out.latency = lat.summary();
-    Ok(out)
+    Ok(RrOutcome {
+        counters: flow.counters,
+        elapsed: start.elapsed(),
+        latency: lat.summary(),
+        mss,
+        ..RrOutcome::default()
+    })
 }
 
 /// Responder role (netserver's side of TCP_CRR): accept, check the token,
@@ -215,7 +242,7 @@ pub fn responder(
     resp: usize,
     stop: &StopFlag,
     live: &Live,
-) -> Result<(ResponderOutcome, u64), EngineError> {
+) -> Result<(Ended, u64), EngineError> {
     let listener: TcpListener = listener
         .try_clone()
         .map_err(|e| EngineError::io("data listener", e))?
@@ -225,7 +252,7 @@ pub fn responder(
         .map_err(|e| EngineError::io("data listener", e))?;
     let mut reqbuf = vec![0u8; handshake::PREAMBLE_LEN + req];
     let respbuf = vec![b'R'; resp];
-    let mut out = ResponderOutcome::default();
+    let mut out = Ended::default();
     let mut refused = 0u64;
     let mut first: Option<Instant> = None;
     loop {
@@ -259,18 +286,18 @@ pub fn responder(
             refused += 1;
             continue;
         }
-        out.recv_calls += calls;
-        out.bytes_received += (reqbuf.len() - handshake::PREAMBLE_LEN) as u64;
+        out.counters.recv_calls += calls;
+        out.counters.bytes_received += (reqbuf.len() - handshake::PREAMBLE_LEN) as u64;
         // TCP_CC answers nothing: the connection itself is the transaction.
         if !respbuf.is_empty() {
             if (&conn).write_all(&respbuf).is_err() {
                 continue;
             }
-            out.send_calls += 1;
+            out.counters.send_calls += 1;
         }
-        out.bytes_sent += respbuf.len() as u64;
-        out.transactions += 1;
-        live.publish(out.bytes_received, out.transactions);
+        out.counters.bytes_sent += respbuf.len() as u64;
+        out.counters.transactions += 1;
+        live.publish(out.counters.bytes_received, out.counters.transactions);
         let _ = read_eof(&conn);
     }
     out.elapsed = first.map_or(Duration::ZERO, |f| f.elapsed());
@@ -321,11 +348,11 @@ mod tests {
         let o = requester(&p, &StopFlag::new(), &Live::new()).unwrap();
         stop.set();
         let (r, refused) = srv.join().unwrap();
-        assert_eq!(o.transactions, 300);
-        assert_eq!(r.transactions, 300);
+        assert_eq!(o.counters.transactions, 300);
+        assert_eq!(r.counters.transactions, 300);
         assert_eq!(refused, 1);
-        assert_eq!(o.bytes_received, 300 * 20);
-        assert_eq!(r.bytes_received, 300 * 10);
+        assert_eq!(o.counters.bytes_received, 300 * 20);
+        assert_eq!(r.counters.bytes_received, 300 * 10);
         assert_eq!(o.latency.unwrap().count, 300);
     }
 
@@ -351,11 +378,21 @@ mod tests {
         let o = requester(&p, &StopFlag::new(), &Live::new()).unwrap();
         stop.set();
         let (r, refused) = srv.join().unwrap();
-        assert_eq!((o.transactions, r.transactions, refused), (50, 50, 0));
-        assert_eq!((o.bytes_sent, o.bytes_received), (0, 0));
-        assert_eq!((r.bytes_sent, r.bytes_received, r.send_calls), (0, 0, 0));
+        assert_eq!(
+            (o.counters.transactions, r.counters.transactions, refused),
+            (50, 50, 0)
+        );
+        assert_eq!((o.counters.bytes_sent, o.counters.bytes_received), (0, 0));
+        assert_eq!(
+            (
+                r.counters.bytes_sent,
+                r.counters.bytes_received,
+                r.counters.send_calls
+            ),
+            (0, 0, 0)
+        );
         // the token's write, nothing else
-        assert_eq!(o.send_calls, 50);
+        assert_eq!(o.counters.send_calls, 50);
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub mod control;
 pub mod cpu;
 pub mod crr;
 pub mod error;
+pub mod flow;
 pub mod handshake;
 pub mod latency;
 pub mod live;

@@ -306,7 +306,7 @@ impl ServerConn {
                 });
             }
             r.flow_count = flows.len() as u32;
-        } else {
+        } else if !r.flows.is_empty() {
             r.flow_count = r.flows.len() as u32;
         }
         self.send(&ServerMsg::Results(r.clone()));

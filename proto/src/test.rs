@@ -649,8 +649,9 @@ pub struct UdpRecvStats {
     pub jitter_ns: u64,
 }
 
-/// Counters of one data connection.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+/// Counters of one data connection: what every flow of every test counts,
+/// on either side.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FlowCounters {
     pub bytes_sent: u64,
     pub bytes_received: u64,
@@ -683,9 +684,89 @@ pub struct SideResults {
     pub flows: Vec<FlowCounters>,
 }
 
+impl FlowCounters {
+    /// The sum of two flows' counters.
+    pub fn plus(self, o: FlowCounters) -> FlowCounters {
+        FlowCounters {
+            bytes_sent: self.bytes_sent.saturating_add(o.bytes_sent),
+            bytes_received: self.bytes_received.saturating_add(o.bytes_received),
+            send_calls: self.send_calls.saturating_add(o.send_calls),
+            recv_calls: self.recv_calls.saturating_add(o.recv_calls),
+            transactions: self.transactions.saturating_add(o.transactions),
+        }
+    }
+}
+
+impl SideResults {
+    /// One flow's results: its counters are the totals.
+    pub fn of_flow(c: &FlowCounters, elapsed_ns: u64) -> SideResults {
+        let mut r = SideResults::default();
+        r.set_totals(c);
+        r.elapsed_ns = elapsed_ns;
+        r
+    }
+
+    /// The totals, as one flow's counters.
+    pub fn totals(&self) -> FlowCounters {
+        FlowCounters {
+            bytes_sent: self.bytes_sent,
+            bytes_received: self.bytes_received,
+            send_calls: self.send_calls,
+            recv_calls: self.recv_calls,
+            transactions: self.transactions,
+        }
+    }
+
+    fn set_totals(&mut self, c: &FlowCounters) {
+        self.bytes_sent = c.bytes_sent;
+        self.bytes_received = c.bytes_received;
+        self.send_calls = c.send_calls;
+        self.recv_calls = c.recv_calls;
+        self.transactions = c.transactions;
+    }
+
+    /// Adds a flow: its counters to the totals and to the per-flow list,
+    /// its time to the measured interval (the longest flow's).
+    pub fn add_flow(&mut self, c: &FlowCounters, elapsed_ns: u64) {
+        let t = self.totals().plus(*c);
+        self.set_totals(&t);
+        self.elapsed_ns = self.elapsed_ns.max(elapsed_ns);
+        self.flows.push(*c);
+        self.flow_count = u32::try_from(self.flows.len()).unwrap_or(u32::MAX);
+    }
+
+    /// After the last [`add_flow`](Self::add_flow): a single flow's list
+    /// goes (its counters are the totals).
+    pub fn close_flows(&mut self) {
+        if self.flows.len() <= 1 {
+            self.flows.clear();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flows_add_up_and_a_single_flow_needs_no_list() {
+        let a = FlowCounters {
+            bytes_sent: 10,
+            send_calls: 2,
+            ..FlowCounters::default()
+        };
+        let mut r = SideResults::default();
+        r.add_flow(&a, 5);
+        r.close_flows();
+        assert_eq!((r.bytes_sent, r.flow_count, r.flows.len()), (10, 1, 0));
+        let mut r = SideResults::default();
+        r.add_flow(&a, 5);
+        r.add_flow(&a, 7);
+        r.close_flows();
+        assert_eq!((r.bytes_sent, r.send_calls, r.elapsed_ns), (20, 4, 7));
+        assert_eq!((r.flow_count, r.flows.len()), (2, 2));
+        assert_eq!(SideResults::of_flow(&a, 3).totals(), a);
+    }
 
     #[test]
     fn names_round_trip_case_insensitively() {

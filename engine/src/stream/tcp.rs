@@ -15,7 +15,16 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::{EngineError, buffer::Ring, clock, latency::Latency, live::Live, sys, timer::StopFlag};
+use crate::{
+    EngineError,
+    buffer::Ring,
+    clock,
+    flow::{Ended, StreamRecv, StreamSend},
+    latency::Latency,
+    live::Live,
+    sys,
+    timer::StopFlag,
+};
 
 /// When the sender stops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,13 +45,10 @@ pub enum SendCall {
     Write,
 }
 
-/// What one side of a stream test counted.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Outcome {
-    pub bytes: u64,
-    pub calls: u64,
-    pub elapsed: Duration,
-}
+/// What one side of a stream test counted: a flow's counters, the
+/// sender's in `bytes_sent` and `send_calls`, the receiver's in
+/// `bytes_received` and `recv_calls`.
+pub type Outcome = Ended;
 
 /// Sender role. `linger` bounds the wait for the receiver to close after the
 /// last byte.
@@ -134,26 +140,22 @@ fn pump(
     mut call: impl FnMut(usize) -> io::Result<usize>,
 ) -> Result<Outcome, EngineError> {
     let start = Instant::now();
-    let mut out = Outcome::default();
-    loop {
-        if stop.is_set() {
-            break;
-        }
-        let want = match until {
-            Until::Stopped => size,
-            Until::Bytes(total) if out.bytes < total => size.min(total - out.bytes),
-            Until::Bytes(_) => break,
-        };
+    let total = match until {
+        Until::Stopped => None,
+        Until::Bytes(n) => Some(n),
+    };
+    let mut flow = StreamSend::new(size as usize, total);
+    while !stop.is_set() {
+        let Some(want) = flow.next_len() else { break };
         let t0 = if lat.is_some() { clock::now_ns() } else { 0 };
-        let r = call(want as usize);
+        let r = call(want);
         if let Some(l) = lat.as_deref_mut() {
             l.record(clock::now_ns().wrapping_sub(t0));
         }
         match r {
             Ok(n) => {
-                out.bytes += n as u64;
-                out.calls += 1;
-                live.publish(out.bytes, out.calls);
+                flow.sent(n);
+                live.publish(flow.counters.bytes_sent, flow.counters.send_calls);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
@@ -164,8 +166,10 @@ fn pump(
     conn.shutdown(Shutdown::Write)
         .map_err(|e| EngineError::io("shutting down the data connection", e))?;
     wait_for_close(conn, linger)?;
-    out.elapsed = start.elapsed();
-    Ok(out)
+    Ok(Ended {
+        counters: flow.counters,
+        elapsed: start.elapsed(),
+    })
 }
 
 /// Receiver role: read until the sender's end-of-file, into one buffer.
@@ -193,7 +197,7 @@ fn receive_with(
     mut read: impl FnMut(&TcpStream) -> io::Result<usize>,
 ) -> Result<Outcome, EngineError> {
     let start = Instant::now();
-    let mut out = Outcome::default();
+    let mut flow = StreamRecv::default();
     loop {
         let t0 = if lat.is_some() { clock::now_ns() } else { 0 };
         let r = read(conn);
@@ -201,11 +205,11 @@ fn receive_with(
             l.record(clock::now_ns().wrapping_sub(t0));
         }
         match r {
-            Ok(0) => break,
             Ok(n) => {
-                out.bytes += n as u64;
-                out.calls += 1;
-                live.publish(out.bytes, out.calls);
+                if flow.received(n) {
+                    break;
+                }
+                live.publish(flow.counters.bytes_received, flow.counters.recv_calls);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if crate::error::timed_out(&e) => {
@@ -216,14 +220,15 @@ fn receive_with(
             Err(e) => return Err(EngineError::io("receive on the data connection", e)),
         }
     }
-    // The final receive call, which saw end-of-file, is counted by netperf too.
-    out.calls += 1;
-    out.elapsed = start.elapsed();
+    let elapsed = start.elapsed();
     // Tell the sender we have everything: it is waiting for our end-of-file.
     // (A plain close would not do if another descriptor of the socket is
     // open, as netserver keeps one to abort tests.)
     let _ = conn.shutdown(Shutdown::Write);
-    Ok(out)
+    Ok(Ended {
+        counters: flow.counters,
+        elapsed,
+    })
 }
 
 /// After shutting down our write side, wait for the peer to close its side.
@@ -279,9 +284,9 @@ mod tests {
         )
         .unwrap();
         let got = rx.join().unwrap();
-        assert_eq!(sent.bytes, 1_000_001);
-        assert_eq!(got.bytes, 1_000_001);
-        assert_eq!(sent.calls, 334); // 333 full sends and one of 1001 bytes
+        assert_eq!(sent.counters.bytes_sent, 1_000_001);
+        assert_eq!(got.counters.bytes_received, 1_000_001);
+        assert_eq!(sent.counters.send_calls, 334); // 333 full sends and one of 1001 bytes
         assert_eq!(live.snapshot().bytes, 1_000_001);
     }
 
@@ -304,7 +309,7 @@ mod tests {
                 let o = receive_ring(&s, &mut ring, &Live::new(), Some(&mut lat)).unwrap();
                 drop(s);
                 // every receive call is timed, the one that saw the end too
-                assert_eq!(lat.count(), o.calls);
+                assert_eq!(lat.count(), o.counters.recv_calls);
                 o
             });
             let mut lat = Latency::new();
@@ -333,8 +338,11 @@ mod tests {
             }
             .unwrap();
             let got = rx.join().unwrap();
-            assert_eq!((sent.bytes, got.bytes), (10_500, 10_500));
-            assert_eq!(sent.calls, 11);
+            assert_eq!(
+                (sent.counters.bytes_sent, got.counters.bytes_received),
+                (10_500, 10_500)
+            );
+            assert_eq!(sent.counters.send_calls, 11);
             assert_eq!(lat.count(), 11);
         }
     }
@@ -361,8 +369,8 @@ mod tests {
         )
         .unwrap();
         let got = rx.join().unwrap();
-        assert!(sent.bytes > 0);
-        assert_eq!(sent.bytes, got.bytes);
+        assert!(sent.counters.bytes_sent > 0);
+        assert_eq!(sent.counters.bytes_sent, got.counters.bytes_received);
         assert!(sent.elapsed >= Duration::from_millis(150));
         assert!(sent.elapsed < Duration::from_secs(5));
     }

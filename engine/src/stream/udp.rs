@@ -260,6 +260,19 @@ pub struct SendOutcome {
     pub last_error: Option<io::Error>,
 }
 
+impl SendOutcome {
+    /// The sender's side of the results.
+    pub fn results(&self) -> proto::SideResults {
+        proto::SideResults {
+            elapsed_ns: crate::flow::nanos(self.elapsed),
+            bytes_sent: self.bytes,
+            send_calls: self.sent,
+            send_errors: self.failed,
+            ..proto::SideResults::default()
+        }
+    }
+}
+
 /// Errors a UDP sender counts and goes on after: a full queue (ENOBUFS,
 /// EAGAIN), a firewall (EPERM), an ICMP error reported on the socket
 /// (ECONNREFUSED, host or network unreachable). UDP_RR's ends count them
@@ -410,6 +423,33 @@ pub struct RecvOutcome {
     pub jitter_ns: u64,
     /// First to last datagram.
     pub elapsed: Duration,
+}
+
+impl RecvOutcome {
+    /// The receiver's side of the results, with the socket's drops (read
+    /// by the caller once the socket is drained) and where they came from.
+    pub fn results(
+        &self,
+        rcvbuf_drops: u64,
+        drops_source: proto::DropSource,
+    ) -> proto::SideResults {
+        proto::SideResults {
+            elapsed_ns: crate::flow::nanos(self.elapsed),
+            bytes_received: self.bytes,
+            // netperf 2.7 counts the datagrams of the test, not the calls
+            recv_calls: self.received,
+            udp: Some(proto::UdpRecvStats {
+                received: self.received,
+                out_of_order: self.out_of_order,
+                duplicates: self.duplicates,
+                foreign: self.foreign,
+                rcvbuf_drops,
+                drops_source,
+                jitter_ns: self.jitter_ns,
+            }),
+            ..proto::SideResults::default()
+        }
+    }
 }
 
 /// Which sequence numbers arrived, over a sliding window behind the

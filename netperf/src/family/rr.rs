@@ -125,9 +125,9 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
     };
     let remote = d.finish(
         ClientDone {
-            bytes_sent: outcome.bytes_sent,
+            bytes_sent: outcome.counters.bytes_sent,
             datagrams_sent: 0,
-            transactions: outcome.transactions,
+            transactions: outcome.counters.transactions,
         },
         results_wait(plan),
     )?;
@@ -155,16 +155,7 @@ fn measurement(
 ) -> Measurement {
     Measurement {
         elapsed: o.elapsed.as_secs_f64(),
-        local: SideResults {
-            elapsed_ns: o.elapsed.as_nanos() as u64,
-            bytes_sent: o.bytes_sent,
-            bytes_received: o.bytes_received,
-            send_calls: o.send_calls,
-            recv_calls: o.recv_calls,
-            transactions: o.transactions,
-            tcp,
-            ..SideResults::default()
-        },
+        local: SideResults { tcp, ..o.results() },
         remote,
         local_send_buf: lss,
         local_recv_buf: lsr,

@@ -150,14 +150,9 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
     m.latency = lat.and_then(|l| l.summary());
     m.mss = sockopt::mss(SockRef::from(&conn));
     m.local = SideResults {
-        elapsed_ns: outcome.elapsed.as_nanos() as u64,
-        bytes_sent: if sending { outcome.bytes } else { 0 },
-        bytes_received: if sending { 0 } else { outcome.bytes },
-        send_calls: if sending { outcome.calls } else { 0 },
-        recv_calls: if sending { 0 } else { outcome.calls },
         tcp: sockopt::tcp_stats(&conn),
         cpu: local_cpu,
-        ..SideResults::default()
+        ..outcome.results()
     };
     (m.local.send_buf_end, m.local.recv_buf_end) = sockopt::buffer_sizes(SockRef::from(&conn));
     // Close before asking for results: a sending netserver waits for it.

@@ -13,7 +13,7 @@ use engine::{
     stream::udp::{self, Until},
     timer::StopFlag,
 };
-use proto::{ClientDone, DropSource, Family, Protocol, SideResults, UdpRecvStats};
+use proto::{ClientDone, DropSource, Family, Protocol, SideResults};
 
 use super::{Context, Measurement, Prepared, length_timer, pin, prepare, request, results_wait};
 use crate::{
@@ -136,12 +136,8 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
     Ok(Measurement {
         elapsed: outcome.elapsed.as_secs_f64(),
         local: SideResults {
-            elapsed_ns: outcome.elapsed.as_nanos() as u64,
-            bytes_sent: outcome.bytes,
-            send_calls: outcome.sent,
-            send_errors: outcome.failed,
             cpu: local_cpu,
-            ..SideResults::default()
+            ..outcome.results()
         },
         remote,
         local_send_buf: lss,
@@ -224,24 +220,15 @@ pub fn run_maerts(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Mea
     Ok(Measurement {
         elapsed: out.elapsed.as_secs_f64(),
         local: SideResults {
-            elapsed_ns: out.elapsed.as_nanos() as u64,
-            bytes_received: out.bytes,
-            recv_calls: out.received,
             cpu: local_cpu,
-            udp: Some(UdpRecvStats {
-                received: out.received,
-                out_of_order: out.out_of_order,
-                duplicates: out.duplicates,
-                foreign: out.foreign,
-                rcvbuf_drops: rcvbuf_drops.unwrap_or(0),
-                drops_source: if rcvbuf_drops.is_some() {
+            ..out.results(
+                rcvbuf_drops.unwrap_or(0),
+                if rcvbuf_drops.is_some() {
                     DropSource::Socket
                 } else {
                     DropSource::Unavailable
                 },
-                jitter_ns: out.jitter_ns,
-            }),
-            ..SideResults::default()
+            )
         },
         remote,
         local_send_buf: lss,

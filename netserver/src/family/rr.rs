@@ -7,12 +7,13 @@ use std::{
 };
 
 use engine::{
-    crr, handshake,
+    crr,
+    flow::{Ended, nanos},
+    handshake,
     live::Live,
-    rr::{self, ResponderOutcome},
-    sockopt,
+    rr, sockopt,
 };
-use proto::{ErrorCode, ErrorMsg, FlowCounters, Grant, SideResults, TestKind, TestSpec};
+use proto::{ErrorCode, ErrorMsg, Grant, SideResults, TestKind, TestSpec};
 use socket2::SockRef;
 
 use super::{Job, TestCtl, aborted, accept_flows, bind_data, bound_port, failed, udp_hello};
@@ -85,9 +86,7 @@ pub(crate) fn prepare(
                     results.tcp = tcp;
                 }
             }
-            if results.flows.len() == 1 {
-                results.flows.clear();
-            }
+            results.close_flows();
             Ok(results)
         }),
         TestKind::UdpRr => Box::new(move |ctl: &TestCtl| {
@@ -98,7 +97,7 @@ pub(crate) fn prepare(
                 .map_err(|e| failed("UDP data socket", e))?;
             let mut results = SideResults::default();
             add(&mut results, &o);
-            results.flows.clear();
+            results.close_flows();
             (results.send_buf_end, results.recv_buf_end) =
                 sockopt::buffer_sizes(SockRef::from(&sock));
             Ok(results)
@@ -124,7 +123,7 @@ pub(crate) fn prepare(
             }
             let mut results = SideResults::default();
             add(&mut results, &o);
-            results.flows.clear();
+            results.close_flows();
             (results.send_buf_end, results.recv_buf_end) = (send_buf, recv_buf);
             Ok(results)
         }),
@@ -139,20 +138,8 @@ pub(crate) fn prepare(
 }
 
 /// A flow's counts, its socket buffer sizes and TCP_INFO at the end.
-type FlowEnd = (ResponderOutcome, (u32, u32), Option<proto::TcpStats>);
+type FlowEnd = (Ended, (u32, u32), Option<proto::TcpStats>);
 
-fn add(r: &mut SideResults, o: &ResponderOutcome) {
-    r.transactions += o.transactions;
-    r.bytes_sent += o.bytes_sent;
-    r.bytes_received += o.bytes_received;
-    r.send_calls += o.send_calls;
-    r.recv_calls += o.recv_calls;
-    r.elapsed_ns = r.elapsed_ns.max(o.elapsed.as_nanos() as u64);
-    r.flows.push(FlowCounters {
-        bytes_sent: o.bytes_sent,
-        bytes_received: o.bytes_received,
-        send_calls: o.send_calls,
-        recv_calls: o.recv_calls,
-        transactions: o.transactions,
-    });
+fn add(r: &mut SideResults, o: &Ended) {
+    r.add_flow(&o.counters, nanos(o.elapsed));
 }

@@ -14,9 +14,7 @@ use engine::{
     stream::{self, Outcome, Until},
     timer::Timer,
 };
-use proto::{
-    ErrorCode, ErrorMsg, FlowCounters, Grant, Protocol, SideResults, TestEnd, TestKind, TestSpec,
-};
+use proto::{ErrorCode, ErrorMsg, Grant, Protocol, SideResults, TestEnd, TestKind, TestSpec};
 use socket2::SockRef;
 
 use super::{Job, TestCtl, aborted, accept_flows, bind_data, bound_port, failed};
@@ -195,35 +193,14 @@ fn run(
         all
     });
     let mut results = SideResults::default();
-    let sending = spec.kind == TestKind::TcpMaerts;
     for r in outcomes {
         let (o, end) = r?;
-        let flow = if sending {
-            FlowCounters {
-                bytes_sent: o.bytes,
-                send_calls: o.calls,
-                ..Default::default()
-            }
-        } else {
-            FlowCounters {
-                bytes_received: o.bytes,
-                recv_calls: o.calls,
-                ..Default::default()
-            }
-        };
-        results.bytes_sent += flow.bytes_sent;
-        results.bytes_received += flow.bytes_received;
-        results.send_calls += flow.send_calls;
-        results.recv_calls += flow.recv_calls;
-        results.elapsed_ns = results.elapsed_ns.max(o.elapsed.as_nanos() as u64);
+        results.add_flow(&o.counters, engine::flow::nanos(o.elapsed));
         if results.tcp.is_none() {
             results.tcp = end.tcp;
             (results.send_buf_end, results.recv_buf_end) = end.bufs;
         }
-        results.flows.push(flow);
     }
-    if results.flows.len() == 1 {
-        results.flows.clear();
-    }
+    results.close_flows();
     Ok(results)
 }

@@ -8,9 +8,7 @@ use std::{
 };
 
 use engine::{handshake, live::Live, netstat, sockopt, stream::udp, timer::Timer};
-use proto::{
-    DropSource, ErrorMsg, Grant, Protocol, SideResults, TestEnd, TestKind, TestSpec, UdpRecvStats,
-};
+use proto::{DropSource, ErrorMsg, Grant, Protocol, SideResults, TestEnd, TestKind, TestSpec};
 use socket2::SockRef;
 
 use super::{Job, TestCtl, bind_data, bound_port, failed, udp_hello};
@@ -71,21 +69,9 @@ pub(crate) fn prepare(
         };
         let (send_buf_end, recv_buf_end) = sockopt::buffer_sizes(SockRef::from(&sock));
         Ok(SideResults {
-            elapsed_ns: out.elapsed.as_nanos() as u64,
-            bytes_received: out.bytes,
-            recv_calls: out.received,
             send_buf_end,
             recv_buf_end,
-            udp: Some(UdpRecvStats {
-                received: out.received,
-                out_of_order: out.out_of_order,
-                duplicates: out.duplicates,
-                foreign: out.foreign,
-                rcvbuf_drops,
-                drops_source,
-                jitter_ns: out.jitter_ns,
-            }),
-            ..SideResults::default()
+            ..out.results(rcvbuf_drops, drops_source)
         })
     });
     Ok((grant, job))
@@ -159,13 +145,9 @@ fn prepare_sender(
         .map_err(|e| failed("UDP data socket", e))?;
         let (send_buf_end, recv_buf_end) = sockopt::buffer_sizes(SockRef::from(&sock));
         Ok(SideResults {
-            elapsed_ns: out.elapsed.as_nanos() as u64,
-            bytes_sent: out.bytes,
-            send_calls: out.sent,
-            send_errors: out.failed,
             send_buf_end,
             recv_buf_end,
-            ..SideResults::default()
+            ..out.results()
         })
     });
     Ok((grant, job))

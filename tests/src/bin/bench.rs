@@ -8,6 +8,12 @@
 //!
 //! Runs alternate (ours, peer, ours, peer ...); each pair gives a ratio;
 //! the median and the spread of the ratios are printed.
+//!
+//! `BENCH_BASELINE=dir` (a directory holding an earlier build's `netperf`
+//! and `netserver`) compares this build with that one instead: TCP_STREAM,
+//! TCP_CRR and TCP_RR throughput ratios this/earlier, alternating, and both
+//! builds' system calls and instructions per TCP_RR transaction. That is
+//! how a change to the data path shows it costs nothing.
 
 use std::{
     path::{Path, PathBuf},
@@ -257,8 +263,65 @@ fn spawn(cmd: &mut Command) -> Guard {
     )
 }
 
+/// This build beside an earlier one (`BENCH_BASELINE`).
+fn baseline(o: &Opts, dir: &Path) {
+    let netperf = ours("netperf");
+    let mut cmd = Command::new(ours("netserver"));
+    cmd.args(["-D", "-p", "0", "-L", "127.0.0.1", "-v", "0"]);
+    let ns = Netserver::spawn(cmd);
+    let port = ns.port();
+    let base = dir.join("netperf");
+    let mut cmd = Command::new(dir.join("netserver"));
+    cmd.args(["-D", "-p", "0", "-L", "127.0.0.1", "-v", "0"]);
+    let base_ns = Netserver::spawn(cmd);
+    let base_port = base_ns.port();
+    println!(
+        "this build beside {}: {} alternating runs of {} s each, loopback\n",
+        dir.display(),
+        o.runs,
+        o.secs
+    );
+    println!(
+        "{:<12} {:>12} {:>12}   {:>6}  spread",
+        "test", "this", "baseline", "ratio"
+    );
+    for test in ["TCP_STREAM", "TCP_CRR", "TCP_RR"] {
+        let (a, b, r) = alternate(
+            o.runs,
+            || netperf_tps(&netperf, port, test, o.secs, &[]),
+            || netperf_tps(&base, base_port, test, o.secs, &[]),
+        );
+        println!(
+            "{test:<12} {a:>12.0} {b:>12.0}   {:>6.3}  ({:.3} .. {:.3})",
+            r.median, r.min, r.max
+        );
+    }
+    println!("\nPer TCP_RR transaction on the client:");
+    let show = |what: &str, a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => println!(
+            "  {what:<26} this {a:.4}, baseline {b:.4} ({:+.2}%)",
+            (a / b - 1.0) * 100.0
+        ),
+        _ => println!("  {what:<26} (strace or valgrind not available)"),
+    };
+    show(
+        "system calls (strace -c)",
+        syscalls_per_transaction(&netperf, port),
+        syscalls_per_transaction(&base, base_port),
+    );
+    show(
+        "instructions (callgrind)",
+        instructions_per_transaction(&netperf, port, &[]),
+        instructions_per_transaction(&base, base_port, &[]),
+    );
+}
+
 fn main() {
     let o = opts();
+    if let Some(dir) = std::env::var_os("BENCH_BASELINE") {
+        baseline(&o, Path::new(&dir));
+        return;
+    }
     let netperf = ours("netperf");
     let mut cmd = Command::new(ours("netserver"));
     cmd.args(["-D", "-p", "0", "-L", "127.0.0.1", "-v", "0"]);
