@@ -12,7 +12,7 @@
 //! both; the system calls then see exactly those addresses.
 
 /// Cap of the memory one ring may take.
-pub const MAX_RING_BYTES: usize = 4 * 1024 * 1024;
+pub use proto::test::MAX_RING_BYTES;
 
 /// The pattern netperf fills its buffers with, so captures show what they are.
 const PATTERN: &[u8] = b"netperf";

@@ -26,6 +26,7 @@ use socket2::Socket;
 
 use crate::{
     EngineError, clock,
+    conventions::{Closer, Conventions, Proof},
     flow::{CrrRequest, Ended, Io},
     handshake,
     latency::Latency,
@@ -50,6 +51,8 @@ pub struct CrrRequester {
     pub side: SideSpec,
     /// What we set on our own sockets only.
     pub local: LocalOpts,
+    /// Whether a request carries the preamble, and who closes first.
+    pub conv: Conventions,
 }
 
 /// The next local port, cycling through the range.
@@ -122,9 +125,13 @@ fn connect(p: &CrrRequester, ports: &mut Ports) -> Result<TcpStream, EngineError
     }
 }
 
-fn fill_request(token: &Token, req: usize) -> Vec<u8> {
-    let mut v = handshake::preamble(token, 0).to_vec();
-    v.resize(handshake::PREAMBLE_LEN + req, b'r');
+/// A request: the preamble first if the conventions want one.
+fn fill_request(token: &Token, req: usize, conv: &Conventions) -> Vec<u8> {
+    let mut v = match conv.proof {
+        Proof::Preamble => handshake::preamble(token, 0).to_vec(),
+        Proof::ControlPeer => Vec::new(),
+    };
+    v.resize(conv.crr_preamble() + req, b'r');
     v
 }
 
@@ -161,10 +168,10 @@ fn read_eof(s: &TcpStream) -> io::Result<()> {
 
 /// Requester role (netperf's side of TCP_CRR): drives a [`CrrRequest`].
 pub fn requester(p: &CrrRequester, stop: &StopFlag, live: &Live) -> Result<RrOutcome, EngineError> {
-    let request = fill_request(&p.token, p.req);
+    let request = fill_request(&p.token, p.req, &p.conv);
     let mut resp = vec![0u8; p.resp];
     let mut ports = Ports::new(p.ports);
-    let mut flow = CrrRequest::new(handshake::PREAMBLE_LEN, p.req, p.resp, p.until.limit());
+    let mut flow = CrrRequest::new(p.conv.crr_preamble(), p.req, p.resp, p.until.limit());
     let mut lat = Latency::new();
     let mut mss = None;
     let mut conn: Option<TcpStream> = None;
@@ -207,10 +214,13 @@ pub fn requester(p: &CrrRequester, stop: &StopFlag, live: &Live) -> Result<RrOut
             }
             Io::Close => {
                 let c = conn.take().ok_or_else(no_conn)?;
-                // We close first, as netperf: the TIME_WAIT stays on our
-                // side, where the port range and SO_REUSEADDR deal with it.
-                c.shutdown(Shutdown::Write)
-                    .map_err(|e| EngineError::io("closing a connection", e))?;
+                // Ours: we close first, and the TIME_WAIT stays on our
+                // side, where the port range and SO_REUSEADDR deal with
+                // it. netperf 2.7's responder closes first.
+                if p.conv.crr_closer == Closer::Requester {
+                    c.shutdown(Shutdown::Write)
+                        .map_err(|e| EngineError::io("closing a connection", e))?;
+                }
                 read_eof(&c).map_err(|e| EngineError::io("closing a connection", e))?;
                 drop(c);
                 flow.closed();
@@ -233,11 +243,17 @@ pub fn requester(p: &CrrRequester, stop: &StopFlag, live: &Live) -> Result<RrOut
     })
 }
 
-/// Responder role (netserver's side of TCP_CRR): accept, check the token,
-/// answer, wait for the requester to close, until `stop` is raised.
+/// Responder role (netserver's side of TCP_CRR): accept, check the
+/// connection's proof (the token in its request, or, by netperf 2.7's
+/// conventions, that it comes from `peer`), answer, close as the
+/// conventions say, until `stop` is raised. Returns the count of
+/// connections refused too.
+#[allow(clippy::too_many_arguments)]
 pub fn responder(
     listener: &Socket,
     token: &Token,
+    peer: IpAddr,
+    conv: &Conventions,
     req: usize,
     resp: usize,
     stop: &StopFlag,
@@ -250,13 +266,18 @@ pub fn responder(
     listener
         .set_nonblocking(true)
         .map_err(|e| EngineError::io("data listener", e))?;
-    let mut reqbuf = vec![0u8; handshake::PREAMBLE_LEN + req];
+    let mut reqbuf = vec![0u8; conv.crr_preamble() + req];
     let respbuf = vec![b'R'; resp];
     let mut out = Ended::default();
     let mut refused = 0u64;
     let mut first: Option<Instant> = None;
     loop {
         let conn = match listener.accept() {
+            Ok((c, from)) if conv.proof == Proof::ControlPeer && from.ip() != peer => {
+                drop(c);
+                refused += 1;
+                continue;
+            }
             Ok((c, _)) => c,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 if stop.is_set() {
@@ -280,14 +301,12 @@ pub fn responder(
             refused += 1;
             continue;
         };
-        let mut t = [0u8; 32];
-        t.copy_from_slice(&reqbuf[..32]);
-        if !handshake::token_eq(&Token(t), token) {
+        if conv.proof == Proof::Preamble && handshake::parse_preamble(&reqbuf, token).is_err() {
             refused += 1;
             continue;
         }
         out.counters.recv_calls += calls;
-        out.counters.bytes_received += (reqbuf.len() - handshake::PREAMBLE_LEN) as u64;
+        out.counters.bytes_received += req as u64;
         // TCP_CC answers nothing: the connection itself is the transaction.
         if !respbuf.is_empty() {
             if (&conn).write_all(&respbuf).is_err() {
@@ -298,7 +317,10 @@ pub fn responder(
         out.counters.bytes_sent += respbuf.len() as u64;
         out.counters.transactions += 1;
         live.publish(out.counters.bytes_received, out.counters.transactions);
-        let _ = read_eof(&conn);
+        // netperf 2.7's conventions: we close first, as the loop goes on
+        if conv.crr_closer == Closer::Requester {
+            let _ = read_eof(&conn);
+        }
     }
     out.elapsed = first.map_or(Duration::ZERO, |f| f.elapsed());
     Ok((out, refused))
@@ -314,6 +336,46 @@ mod tests {
     use super::*;
     use std::thread;
 
+    const LOOPBACK: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+    type Served = thread::JoinHandle<(Ended, u64)>;
+
+    /// A responder on loopback with `conv`, until the returned flag.
+    fn serve(conv: Conventions, req: usize, resp: usize) -> (SocketAddr, Token, StopFlag, Served) {
+        let (l, addr) = listener();
+        let token = handshake::new_token().unwrap();
+        let stop = StopFlag::new();
+        let s2 = stop.clone();
+        let srv = thread::spawn(move || {
+            responder(&l, &token, LOOPBACK, &conv, req, resp, &s2, &Live::new()).unwrap()
+        });
+        (addr, token, stop, srv)
+    }
+
+    /// A requester of `n` transactions to `addr`.
+    fn to(
+        addr: SocketAddr,
+        token: Token,
+        conv: Conventions,
+        req: usize,
+        resp: usize,
+        n: u64,
+    ) -> CrrRequester {
+        CrrRequester {
+            server: addr,
+            local_ip: "127.0.0.1".parse().unwrap(),
+            ports: (30000, 60000),
+            token,
+            req,
+            resp,
+            until: Until::Transactions(n),
+            timing: true,
+            side: SideSpec::default(),
+            local: LocalOpts::default(),
+            conv,
+        }
+    }
+
     fn listener() -> (Socket, SocketAddr) {
         let s = sockopt::new_socket(Family::V4, Protocol::Tcp).unwrap();
         s.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
@@ -325,26 +387,11 @@ mod tests {
 
     #[test]
     fn exact_transactions_and_token_check() {
-        let (l, addr) = listener();
-        let token = handshake::new_token().unwrap();
-        let stop = StopFlag::new();
-        let s2 = stop.clone();
-        let srv = thread::spawn(move || responder(&l, &token, 10, 20, &s2, &Live::new()).unwrap());
+        let (addr, token, stop, srv) = serve(Conventions::NATIVE, 10, 20);
         // a stranger without the token is refused, not counted
         let mut stranger = TcpStream::connect(addr).unwrap();
         stranger.write_all(&[0u8; 46]).unwrap();
-        let p = CrrRequester {
-            server: addr,
-            local_ip: "127.0.0.1".parse().unwrap(),
-            ports: (30000, 60000),
-            token,
-            req: 10,
-            resp: 20,
-            until: Until::Transactions(300),
-            timing: true,
-            side: SideSpec::default(),
-            local: LocalOpts::default(),
-        };
+        let p = to(addr, token, Conventions::NATIVE, 10, 20, 300);
         let o = requester(&p, &StopFlag::new(), &Live::new()).unwrap();
         stop.set();
         let (r, refused) = srv.join().unwrap();
@@ -358,23 +405,9 @@ mod tests {
 
     #[test]
     fn connect_close_carries_no_data() {
-        let (l, addr) = listener();
-        let token = handshake::new_token().unwrap();
-        let stop = StopFlag::new();
-        let s2 = stop.clone();
-        let srv = thread::spawn(move || responder(&l, &token, 0, 0, &s2, &Live::new()).unwrap());
-        let p = CrrRequester {
-            server: addr,
-            local_ip: "127.0.0.1".parse().unwrap(),
-            ports: (30000, 60000),
-            token,
-            req: 0,
-            resp: 0,
-            until: Until::Transactions(50),
-            timing: false,
-            side: SideSpec::default(),
-            local: LocalOpts::default(),
-        };
+        let (addr, token, stop, srv) = serve(Conventions::NATIVE, 0, 0);
+        let mut p = to(addr, token, Conventions::NATIVE, 0, 0, 50);
+        p.timing = false;
         let o = requester(&p, &StopFlag::new(), &Live::new()).unwrap();
         stop.set();
         let (r, refused) = srv.join().unwrap();
@@ -393,6 +426,56 @@ mod tests {
         );
         // the token's write, nothing else
         assert_eq!(o.counters.send_calls, 50);
+    }
+
+    /// netperf 2.7's conventions: no token, the responder closes first
+    /// (its side holds the TIME_WAIT), and a connection from another
+    /// address than the control peer's is refused.
+    #[test]
+    fn netperf2_responder_closes_first_and_checks_the_peer_address() {
+        let conv = Conventions::NETPERF2;
+        let (addr, _, stop, srv) = serve(conv, 10, 20);
+        // from 127.0.0.2: not the control peer
+        let other = sockopt::new_socket(Family::V4, Protocol::Tcp).unwrap();
+        other
+            .bind(&"127.0.0.2:0".parse::<SocketAddr>().unwrap().into())
+            .unwrap();
+        other.connect(&addr.into()).unwrap();
+        let other: TcpStream = other.into();
+        (&other).write_all(&[b'r'; 10]).unwrap();
+        other
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut b = [0u8; 32];
+        assert!(matches!((&other).read(&mut b), Ok(0) | Err(_)), "answered");
+        let mut p = to(addr, handshake::new_token().unwrap(), conv, 10, 20, 100);
+        p.timing = false;
+        let o = requester(&p, &StopFlag::new(), &Live::new()).unwrap();
+        stop.set();
+        let (r, refused) = srv.join().unwrap();
+        assert_eq!(
+            (o.counters.transactions, r.counters.transactions),
+            (100, 100)
+        );
+        assert_eq!(refused, 1);
+        assert_eq!(o.counters.bytes_sent, 100 * 10);
+        assert_eq!(r.counters.bytes_received, 100 * 10);
+        // the TIME_WAITs are the responder's: on its port, not ours
+        let ss = std::process::Command::new("ss")
+            .args(["-tan", "state", "time-wait"])
+            .output();
+        if let Ok(ss) = ss {
+            let text = String::from_utf8_lossy(&ss.stdout);
+            let ours = format!("127.0.0.1:{}", addr.port());
+            let lines: Vec<&str> = text.lines().filter(|l| l.contains(&ours)).collect();
+            assert!(!lines.is_empty(), "no TIME_WAIT on the responder's port");
+            assert!(
+                lines
+                    .iter()
+                    .all(|l| l.split_whitespace().nth(2) == Some(ours.as_str())),
+                "{lines:?}"
+            );
+        }
     }
 
     #[test]

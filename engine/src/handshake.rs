@@ -32,11 +32,41 @@ pub fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The one parser of a preamble: the flow number, if the first
+/// [`PREAMBLE_LEN`] bytes of `bytes` are a preamble carrying `expected`
+/// (compared in constant time). Short input or another token is
+/// [`EngineError::BadToken`].
+pub fn parse_preamble(bytes: &[u8], expected: &Token) -> Result<u32, EngineError> {
+    let (Some(token), Some(flow)) = (bytes.get(..32), bytes.get(32..PREAMBLE_LEN)) else {
+        return Err(EngineError::BadToken);
+    };
+    if !bytes_eq(token, &expected.0) {
+        return Err(EngineError::BadToken);
+    }
+    let mut f = [0u8; 4];
+    f.copy_from_slice(flow);
+    Ok(u32::from_be_bytes(f))
+}
+
 pub fn preamble(token: &Token, flow: u32) -> [u8; PREAMBLE_LEN] {
     let mut p = [0u8; PREAMBLE_LEN];
     p[..32].copy_from_slice(&token.0);
     p[32..].copy_from_slice(&flow.to_be_bytes());
     p
+}
+
+/// What a new data connection presents first, by the conventions: our
+/// preamble, or nothing (netperf 2.7's).
+pub fn present(
+    w: impl Write,
+    token: &Token,
+    flow: u32,
+    conv: &crate::conventions::Conventions,
+) -> Result<(), EngineError> {
+    match conv.proof {
+        crate::conventions::Proof::Preamble => write_preamble(w, token, flow),
+        crate::conventions::Proof::ControlPeer => Ok(()),
+    }
 }
 
 pub fn write_preamble(mut w: impl Write, token: &Token, flow: u32) -> Result<(), EngineError> {
@@ -81,14 +111,7 @@ pub fn read_preamble(
         }
         _ => EngineError::io("reading a data connection's token", e),
     })?;
-    let mut t = [0u8; 32];
-    t.copy_from_slice(&p[..32]);
-    if !token_eq(&Token(t), expected) {
-        return Err(EngineError::BadToken);
-    }
-    let mut f = [0u8; 4];
-    f.copy_from_slice(&p[32..]);
-    Ok(u32::from_be_bytes(f))
+    parse_preamble(&p, expected)
 }
 
 #[cfg(test)]

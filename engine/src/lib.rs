@@ -33,6 +33,7 @@ pub mod auth;
 pub mod buffer;
 pub mod clock;
 pub mod control;
+pub mod conventions;
 pub mod cpu;
 pub mod crr;
 pub mod error;

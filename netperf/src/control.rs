@@ -52,6 +52,8 @@ pub trait Dialect {
     fn finish(&mut self, done: ClientDone, wait: Duration) -> Result<SideResults>;
     /// End the conversation politely.
     fn bye(&mut self);
+    /// The data path's conventions of this dialect.
+    fn conventions(&self) -> engine::conventions::Conventions;
 }
 
 /// This suite's own control protocol.
@@ -113,6 +115,10 @@ impl Native {
 }
 
 impl Dialect for Native {
+    fn conventions(&self) -> engine::conventions::Conventions {
+        engine::conventions::Conventions::NATIVE
+    }
+
     fn server_cpu(&self) -> (u32, u32) {
         self.ctl.session().server_cpu()
     }

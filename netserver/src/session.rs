@@ -163,7 +163,8 @@ impl<'a> Session<'a> {
                             "{}: {} ({} bytes): closed",
                             self.peer,
                             match dialect {
-                                Some(d) => format!("speaks {d:?}, which this netserver does not serve yet"),
+                                Some(proto::dialect::Dialect::Netperf2) => "speaks netperf 2.7's protocol, which this netserver does not speak yet (answered: remote error 93, protocol not supported)".to_string(),
+                                Some(d) => format!("speaks {d:?}, which this netserver does not serve here"),
                                 None => "does not speak this netserver's protocol".to_string(),
                             },
                             bytes.len()
@@ -218,10 +219,13 @@ impl<'a> Session<'a> {
         let on_done = Box::new(move || {
             let _ = waker.wake();
         });
+        // Only our own dialect reaches a test so far (see `Foreign`).
+        let conv = engine::conventions::Conventions::from(proto::dialect::Dialect::Native);
         match family::start(
             spec,
             self.local.ip(),
             self.peer.ip(),
+            conv,
             &self.shared.config,
             on_done,
         ) {

@@ -341,10 +341,20 @@ impl ServerConn {
         let bytes = std::mem::take(&mut self.inbuf);
         self.events
             .push_back(ServerEvent::Foreign { dialect, bytes });
-        if dialect.is_none() {
+        match dialect {
             // Nothing we know: say so in our protocol, and close.
-            let err = self.session.protocol_error(&ProtoError::NotOurProtocol);
-            self.send(&err);
+            None => {
+                let err = self.session.protocol_error(&ProtoError::NotOurProtocol);
+                self.send(&err);
+            }
+            // netperf 2.7: say so in its own frame, and close.
+            Some(Dialect::Netperf2) => {
+                if let Some(ServerEvent::Foreign { bytes, .. }) = self.events.back() {
+                    let refusal = dialect::netperf2_refusal(bytes);
+                    self.outbuf.extend_from_slice(&refusal);
+                }
+            }
+            Some(Dialect::Native) => {}
         }
         self.closing_since = Some(now);
     }
@@ -791,6 +801,10 @@ mod tests {
         };
         assert_eq!(dialect, Some(Dialect::Netperf2));
         assert_eq!(bytes.len(), 20);
+        // answered in netperf 2.7's own frame: remote error 93
+        assert_eq!(s.output().len(), 656);
+        assert_eq!(&s.output()[..8], &[0, 0, 0, 98, 0, 0, 0, 93]);
+        assert!(s.is_closing());
         // something else entirely: ours, wrongly framed
         let mut s = server(now);
         s.handle_bytes(now, b"GET / HTTP/1.1\r\n\r\n");

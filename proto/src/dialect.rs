@@ -65,9 +65,51 @@ pub fn sniff(first: &[u8]) -> Sniff {
     Sniff::NeedMore
 }
 
+/// Bytes of every netperf 2.7 control frame.
+pub const NETPERF2_FRAME: usize = 656;
+
+/// What netserver answers a netperf 2.7 client while it does not speak its
+/// protocol: one 656-byte response whose `serv_errno` is
+/// EPROTONOSUPPORT, which netperf 2.7 prints as "netperf: remote error
+/// 93" and the error's text, then exits; the test-specific area says why
+/// in ASCII, for whoever captures it. `first` is the client's first bytes:
+/// the response type answers its first request (after a PASSPHRASE, the
+/// omni response).
+pub fn netperf2_refusal(first: &[u8]) -> [u8; NETPERF2_FRAME] {
+    const PASSPHRASE: u32 = 6;
+    const OMNI_RESPONSE: u32 = 98;
+    const EPROTONOSUPPORT: u32 = 93;
+    let request = first
+        .first_chunk::<4>()
+        .map_or(PASSPHRASE, |w| u32::from_be_bytes(*w));
+    let response = if request == PASSPHRASE || request >= MAX_REQUEST {
+        OMNI_RESPONSE
+    } else {
+        request + 1
+    };
+    let mut f = [0u8; NETPERF2_FRAME];
+    f[..4].copy_from_slice(&response.to_be_bytes());
+    f[4..8].copy_from_slice(&EPROTONOSUPPORT.to_be_bytes());
+    let why = b"this netserver (rsnetperf) does not speak netperf 2.7's protocol yet";
+    if let Some(area) = f.get_mut(8..8 + why.len()) {
+        area.copy_from_slice(why);
+    }
+    f
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn netperf2_is_refused_in_its_own_frame() {
+        let f = netperf2_refusal(&[0, 0, 0, 97, 0xff, 0xff, 0xff, 0xff]);
+        assert_eq!(f.len(), 656);
+        assert_eq!(&f[..8], &[0, 0, 0, 98, 0, 0, 0, 93]);
+        assert!(f[8..].starts_with(b"this netserver"));
+        assert_eq!(&netperf2_refusal(&[0, 0, 0, 10])[..4], &[0, 0, 0, 11]);
+        assert_eq!(&netperf2_refusal(&[0, 0, 0, 6])[..4], &[0, 0, 0, 98]);
+    }
 
     #[test]
     fn ours_netperf2s_and_neither() {

@@ -32,7 +32,7 @@ use crate::{
 
 /// The version of this control protocol. Peers of different versions refuse
 /// each other at hello, with both versions in the error.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// First bytes of every hello: tells our protocol from anything else that
 /// might answer on port 12865 (such as netperf 2.7's netserver).

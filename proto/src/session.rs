@@ -623,8 +623,7 @@ mod tests {
                 ..Default::default()
             };
             let done = ClientDone {
-                bytes_sent: round + 10,
-                ..Default::default()
+                datagrams_sent: round + 10,
             };
             let msg = if round == 0 {
                 assert_eq!(server.test_ended(Ok(res.clone())), None);
@@ -654,14 +653,17 @@ mod tests {
         };
         assert_eq!(e.code, ErrorCode::Version);
         assert!(
-            e.message.contains("version 1") && e.message.contains("version 2"),
+            e.message.contains("version 1")
+                && e.message
+                    .contains(&format!("version {}", crate::PROTOCOL_VERSION)),
             "{}",
             e.message
         );
 
         let mut client = ClientSession::new(None, [0; 32]);
         let mut sh = Hello::new("srv 3");
-        sh.protocol = 3;
+        let other = crate::PROTOCOL_VERSION + 1;
+        sh.protocol = other;
         let err = client
             .handle(ServerMsg::Hello(ServerHello {
                 hello: sh,
@@ -670,7 +672,10 @@ mod tests {
                 cpu_rate: 100,
             }))
             .unwrap_err();
-        assert!(err.to_string().contains("version 3"), "{err}");
+        assert!(
+            err.to_string().contains(&format!("version {other}")),
+            "{err}"
+        );
     }
 
     #[test]

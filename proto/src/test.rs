@@ -504,18 +504,66 @@ impl TestSpec {
     }
 
     /// An upper bound of the buffer memory the server allocates for this
-    /// test, used against the per-session memory cap.
+    /// test, used against the per-session memory cap before the server
+    /// knows its socket buffers: sizes it was not told are guessed at
+    /// 256 KiB, rings at two messages. The server checks again with what
+    /// it resolved ([`TestSpec::buffer_memory`]).
     pub fn server_memory(&self) -> u64 {
-        const DEFAULT_GUESS: u64 = 256 * 1024;
-        let send = self.server.send_size.map_or(DEFAULT_GUESS, u64::from);
-        let recv = self.server.recv_size.map_or(DEFAULT_GUESS, u64::from);
+        const DEFAULT_GUESS: u32 = 256 * 1024;
+        let ring = |size: Option<u32>, width: Option<u32>| Ring {
+            size: size.unwrap_or(DEFAULT_GUESS),
+            width: width.unwrap_or(2),
+        };
+        self.buffer_memory(
+            ring(self.server.send_size, self.server.send_width),
+            ring(self.server.recv_size, self.server.recv_width),
+        )
+    }
+
+    /// The one memory estimate: the buffers the server allocates for this
+    /// test, given its send and receive rings.
+    pub fn buffer_memory(&self, send: Ring, recv: Ring) -> u64 {
         let per_flow = if self.kind.is_rr() {
-            u64::from(self.request_size) + u64::from(self.response_size)
+            // one request and one response buffer (TCP_CRR's request
+            // carries the 36-byte preamble too)
+            u64::from(self.request_size) + u64::from(self.response_size) + 36
         } else {
-            // a ring of two send buffers, one receive buffer
-            2 * send + recv
+            let (sends, receives) = match self.kind {
+                TestKind::TcpMaerts | TestKind::UdpMaerts => (true, false),
+                _ => (false, true),
+            };
+            u64::from(sends) * send.bytes() + u64::from(receives) * recv.bytes()
         };
         per_flow.saturating_mul(u64::from(self.flows))
+    }
+}
+
+/// Most bytes one ring of buffers holds, whatever its width.
+pub const MAX_RING_BYTES: usize = 4 * 1024 * 1024;
+
+/// A ring of `width` buffers of `size` bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ring {
+    pub size: u32,
+    pub width: u32,
+}
+
+impl Ring {
+    /// Bytes it holds: never more than [`MAX_RING_BYTES`], however wide.
+    pub fn bytes(self) -> u64 {
+        (u64::from(self.size) * u64::from(self.width.max(1)))
+            .min((MAX_RING_BYTES as u64).max(u64::from(self.size)))
+    }
+}
+
+/// netperf's default message size for a TCP stream test: the socket
+/// buffer's size, or 4096 when it is unknown (0); at most `cap`. Both ends
+/// use this rule (netperf for its own side, netserver for its side).
+pub fn default_message_size(socket_buf: u32, cap: u32) -> u32 {
+    if socket_buf > 0 {
+        socket_buf.min(cap)
+    } else {
+        4096.min(cap)
     }
 }
 
@@ -587,9 +635,9 @@ pub struct Grant {
 /// from lost ones).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct ClientDone {
-    pub bytes_sent: u64,
+    /// A UDP sender's count of datagrams sent, so that the receiver knows
+    /// when it has all that will arrive (0 for the other tests).
     pub datagrams_sent: u64,
-    pub transactions: u64,
 }
 
 /// CPU utilisation measured by one side over its measured interval.

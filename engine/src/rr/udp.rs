@@ -7,14 +7,15 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{Requester, RrOutcome, Until, tag_len, window::Window};
+use super::{Requester, RrOutcome, Until, window::Window};
 use crate::{
     EngineError, clock,
+    conventions::{Conventions, UdpEnd},
     error::no_datagram,
     flow::Ended,
     latency::Latency,
     live::Live,
-    stream::udp::{Link, transient},
+    stream::udp::{Link, end_datagrams, transient},
     timer::StopFlag,
 };
 
@@ -30,22 +31,40 @@ fn prepare_udp(sock: &UdpSocket, spin: bool, timeout: Duration) -> Result<(), En
     }
 }
 
-/// UDP requester (netperf's side of UDP_RR).
+/// UDP requester (netperf's side of UDP_RR). The conventions say whether
+/// messages carry tags (without, a response answers the oldest request in
+/// flight) and how the responder learns that we are done.
 pub fn udp_requester(
     link: Link<'_>,
     p: &Requester,
+    conv: &Conventions,
     timeout: Duration,
     stop: &StopFlag,
     live: &Live,
 ) -> Result<RrOutcome, EngineError> {
+    let tag = conv.udp_rr_tag_len(p.req, p.resp);
     // The burst loop would do with a window of one, but it reads the clock
     // for every datagram and searches its window: 155 to 185 more
     // instructions per transaction (callgrind) on the default path.
-    if p.burst > 0 {
-        return udp_requester_burst(link, p, timeout, stop, live);
-    }
+    let r = if p.burst > 0 {
+        udp_requester_burst(link, p, tag, timeout, stop, live)
+    } else {
+        udp_requester_one(link, p, tag, timeout, stop, live)
+    };
+    end_datagrams(link, conv);
+    r
+}
+
+/// One request in flight at a time.
+fn udp_requester_one(
+    link: Link<'_>,
+    p: &Requester,
+    tag: usize,
+    timeout: Duration,
+    stop: &StopFlag,
+    live: &Live,
+) -> Result<RrOutcome, EngineError> {
     let sock = link.socket();
-    let tag = tag_len(p.req, p.resp);
     let mut req = vec![b'r'; p.req.max(1)];
     let mut resp = vec![0u8; p.resp.max(1).max(tag)];
     prepare_udp(sock, p.spin, timeout)?;
@@ -135,14 +154,19 @@ pub fn udp_requester(
 fn udp_requester_burst(
     link: Link<'_>,
     p: &Requester,
+    tag: usize,
     timeout: Duration,
     stop: &StopFlag,
     live: &Live,
 ) -> Result<RrOutcome, EngineError> {
-    let tag = tag_len(p.req, p.resp);
     let window = p.burst as usize + 1;
-    // How many sequence numbers the tag tells apart.
-    let distinct = proto::test::udp_rr_distinct_tags(p.req, p.resp);
+    // How many sequence numbers the tag tells apart (without tags, a
+    // response is taken for the oldest request's).
+    let distinct = if tag == 0 {
+        u64::MAX
+    } else {
+        proto::test::udp_rr_distinct_tags(p.req, p.resp)
+    };
     if window as u64 > distinct {
         return Err(EngineError::Invalid(format!(
             "{window} UDP_RR transactions in flight cannot be told apart by a {tag}-byte tag"
@@ -235,16 +259,20 @@ fn udp_requester_burst(
 }
 
 /// UDP responder (netserver's side of UDP_RR): answer every request with a
-/// response carrying its tag, until `stop` is raised (netperf is done).
+/// response carrying its tag (when the conventions tag them), until `stop`
+/// is raised (netperf is done) or, by netperf 2.7's conventions, an empty
+/// datagram arrives.
 pub fn udp_responder(
     link: Link<'_>,
+    conv: &Conventions,
     req: usize,
     resp: usize,
     spin: bool,
     stop: &StopFlag,
     live: &Live,
 ) -> Result<Ended, EngineError> {
-    let tag = tag_len(req, resp);
+    let tag = conv.udp_rr_tag_len(req, resp);
+    let empty_ends = matches!(conv.udp_end, UdpEnd::EmptyDatagrams(_));
     // Room for a request larger than announced: it is still answered.
     let mut reqbuf = vec![0u8; req.max(tag).max(1) + 1];
     let mut respbuf = vec![b'R'; resp.max(1)];
@@ -262,6 +290,7 @@ pub fn udp_responder(
         match link.recv(&mut reqbuf) {
             // from someone else: not answered
             Ok(None) => {}
+            Ok(Some(0)) if empty_ends => break,
             Ok(Some(n)) => {
                 out.counters.recv_calls += 1;
                 out.counters.bytes_received += n as u64;
@@ -297,7 +326,10 @@ pub fn udp_responder(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{rr::params, testing::udp_pair};
+    use crate::{
+        rr::{params, tag_len},
+        testing::udp_pair,
+    };
     use std::{net::UdpSocket, thread};
 
     fn udp_request(
@@ -308,6 +340,7 @@ mod tests {
         udp_requester(
             Link::connected(a),
             p,
+            &Conventions::NATIVE,
             timeout,
             &StopFlag::new(),
             &Live::new(),
@@ -320,7 +353,16 @@ mod tests {
         let stop = StopFlag::new();
         let s2 = stop.clone();
         let srv = thread::spawn(move || {
-            udp_responder(Link::connected(&b), 1, 1, false, &s2, &Live::new()).unwrap()
+            udp_responder(
+                Link::connected(&b),
+                &Conventions::NATIVE,
+                1,
+                1,
+                false,
+                &s2,
+                &Live::new(),
+            )
+            .unwrap()
         });
         let mut p = params(Until::Transactions(3000));
         p.req = 1;
@@ -458,6 +500,66 @@ mod tests {
         assert_eq!(o.counters.transactions, 0);
         assert!(start.elapsed() < Duration::from_secs(2));
         drop(b);
+    }
+
+    /// netperf 2.7's conventions: the request goes as it is (no tag), a
+    /// response answers the oldest request, and the requester's empty
+    /// datagrams end the responder, with no stop flag raised.
+    #[test]
+    fn netperf2_udp_rr_is_untagged_and_ends_with_empty_datagrams() {
+        let conv = Conventions::NETPERF2;
+        for burst in [0, 4] {
+            let (a, b) = udp_pair();
+            let never = StopFlag::new();
+            let srv = thread::spawn(move || {
+                udp_responder(
+                    Link::connected(&b),
+                    &conv,
+                    16,
+                    32,
+                    false,
+                    &never,
+                    &Live::new(),
+                )
+                .unwrap()
+            });
+            // what the responder sees: a peer that records the bytes
+            let mut p = params(Until::Transactions(500));
+            (p.req, p.resp, p.burst) = (16, 32, burst);
+            let o = udp_requester(
+                Link::connected(&a),
+                &p,
+                &conv,
+                Duration::from_secs(1),
+                &StopFlag::new(),
+                &Live::new(),
+            )
+            .unwrap();
+            let r = srv.join().unwrap();
+            assert_eq!(o.counters.transactions + o.lost, 500, "burst {burst}");
+            assert_eq!(r.counters.transactions, 500);
+            assert_eq!(r.counters.bytes_received, 500 * 16);
+            assert_eq!(o.stale, 0);
+        }
+        // the request's bytes are untouched by a tag
+        let (a, b) = udp_pair();
+        b.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut p = params(Until::Transactions(1));
+        (p.req, p.resp) = (8, 8);
+        let t = thread::spawn(move || {
+            udp_requester(
+                Link::connected(&a),
+                &p,
+                &conv,
+                Duration::from_millis(50),
+                &StopFlag::new(),
+                &Live::new(),
+            )
+        });
+        let mut buf = [0u8; 16];
+        let n = b.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"rrrrrrrr");
+        let _ = t.join();
     }
 
     #[test]

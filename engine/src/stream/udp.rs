@@ -31,7 +31,14 @@ use std::{
 use proto::Token;
 
 use crate::{
-    EngineError, buffer::Ring, clock, handshake, latency::Latency, live::Live, timer::StopFlag,
+    EngineError,
+    buffer::Ring,
+    clock,
+    conventions::{Conventions, UdpEnd},
+    handshake,
+    latency::Latency,
+    live::Live,
+    timer::StopFlag,
 };
 
 /// Bytes of header fields, cumulatively.
@@ -112,6 +119,45 @@ pub fn default_send_size(send_buf: u32, family: proto::Family) -> u32 {
     }
 }
 
+/// netperf 2.7's conventions have no hello: wait for the first datagram
+/// from `peer_ip` (any port) and leave it queued, as the test's first;
+/// datagrams from elsewhere are dropped. With `connect`, the socket is
+/// connected to the sender's address.
+pub fn first_from(
+    sock: &UdpSocket,
+    peer_ip: IpAddr,
+    connect: bool,
+    deadline: Instant,
+    aborted: &dyn Fn() -> bool,
+) -> Result<SocketAddr, EngineError> {
+    sock.set_read_timeout(Some(Duration::from_millis(100)))
+        .map_err(|e| EngineError::io("setting a receive timeout", e))?;
+    let mut one = [0u8; 1];
+    let from = loop {
+        if aborted() {
+            return Err(EngineError::Aborted);
+        }
+        if Instant::now() >= deadline {
+            return Err(EngineError::Timeout(format!(
+                "the UDP data socket received nothing from {peer_ip}"
+            )));
+        }
+        match sock.peek_from(&mut one) {
+            Ok((_, from)) if from.ip() == peer_ip => break from,
+            // someone else's: take it off the queue
+            Ok(_) => {
+                let _ = sock.recv_from(&mut one);
+            }
+            Err(_) => {}
+        }
+    };
+    if connect {
+        sock.connect(from)
+            .map_err(|e| EngineError::io("connecting the UDP data socket", e))?;
+    }
+    Ok(from)
+}
+
 /// The identifier this test's datagrams carry.
 pub fn test_id(token: &Token) -> u32 {
     let mut b = [0u8; 4];
@@ -120,10 +166,7 @@ pub fn test_id(token: &Token) -> u32 {
 }
 
 fn is_hello(datagram: &[u8], token: &Token) -> bool {
-    datagram.len() == handshake::PREAMBLE_LEN
-        && datagram
-            .get(..32)
-            .is_some_and(|t| handshake::bytes_eq(t, &token.0))
+    datagram.len() == handshake::PREAMBLE_LEN && handshake::parse_preamble(datagram, token).is_ok()
 }
 
 /// The first bytes of a return-routability challenge (see [`server_hello`]).
@@ -133,8 +176,17 @@ const CHALLENGE_LEN: usize = 8 + 32;
 
 /// netperf's side of the handshake: send the preamble until the netserver
 /// echoes it; answer the netserver's challenge if it sends one (it does
-/// when our data address is not our control connection's).
-pub fn client_hello(link: Link<'_>, token: &Token, deadline: Instant) -> Result<(), EngineError> {
+/// when our data address is not our control connection's). netperf 2.7's
+/// conventions have no hello: nothing to do.
+pub fn client_hello(
+    link: Link<'_>,
+    token: &Token,
+    conv: &Conventions,
+    deadline: Instant,
+) -> Result<(), EngineError> {
+    if conv.proof == crate::conventions::Proof::ControlPeer {
+        return Ok(());
+    }
     let sock = link.socket();
     let hello = handshake::preamble(token, 0);
     let mut buf = [0u8; 64];
@@ -325,12 +377,15 @@ impl Pacer {
     }
 }
 
-/// Sender role.
+/// Sender role. The conventions say whether datagrams carry our header
+/// and how the receiver learns that we are done (after the loop, netperf
+/// 2.7's empty datagrams are sent here).
 #[allow(clippy::too_many_arguments)]
 pub fn send(
     link: Link<'_>,
     ring: &mut Ring,
     id: u32,
+    conv: &Conventions,
     until: Until,
     rate_bps: Option<u64>,
     stop: &StopFlag,
@@ -338,8 +393,9 @@ pub fn send(
     mut lat: Option<&mut Latency>,
 ) -> Result<SendOutcome, EngineError> {
     let size = ring.size();
-    let stamped = size >= STAMP_END;
-    let numbered = size >= SEQ_END;
+    let header = conv.udp_header;
+    let stamped = header && size >= STAMP_END;
+    let numbered = header && size >= SEQ_END;
     let start = Instant::now();
     let pacer = rate_bps.map(|r| Pacer::new(start, size, r));
     let mut out = SendOutcome::default();
@@ -357,7 +413,7 @@ pub fn send(
             p.wait(out.sent);
         }
         let buf = ring.next_buf();
-        if let Some(h) = buf.get_mut(..ID_END) {
+        if header && let Some(h) = buf.get_mut(..ID_END) {
             h.copy_from_slice(&id);
         }
         if numbered {
@@ -387,6 +443,7 @@ pub fn send(
         }
     }
     out.elapsed = start.elapsed();
+    end_datagrams(link, conv);
     if out.sent == 0 && out.failed > 0 {
         let e = out
             .last_error
@@ -398,6 +455,16 @@ pub fn send(
         ));
     }
     Ok(out)
+}
+
+/// netperf 2.7's end of a UDP test: empty datagrams (any of them may be
+/// lost; the receiver's timer is the fallback).
+pub fn end_datagrams(link: Link<'_>, conv: &Conventions) {
+    if let UdpEnd::EmptyDatagrams(n) = conv.udp_end {
+        for _ in 0..n {
+            let _ = link.send(&[]);
+        }
+    }
 }
 
 /// How the receiver learns that the sender is done, and about aborts.
@@ -544,14 +611,19 @@ impl Jitter {
 }
 
 /// Receiver role; `buf` must hold the largest datagram expected. Datagrams
-/// from anyone but the link's peer are counted as foreign.
+/// from anyone but the link's peer are counted as foreign. Without our
+/// header (netperf 2.7's conventions) every datagram from the peer counts,
+/// and an empty one ends the test.
 pub fn receive(
     link: Link<'_>,
     buf: &mut [u8],
     token: &Token,
+    conv: &Conventions,
     drain: &dyn Drain,
     live: &Live,
 ) -> Result<RecvOutcome, EngineError> {
+    let header = conv.udp_header;
+    let empty_ends = matches!(conv.udp_end, UdpEnd::EmptyDatagrams(_));
     let id = test_id(token).to_be_bytes();
     let sock = link.socket();
     sock.set_read_timeout(Some(POLL))
@@ -567,18 +639,19 @@ pub fn receive(
         match link.recv(buf) {
             Ok(None) => out.foreign += 1,
             Ok(Some(0)) if drain.aborted() => return Err(EngineError::Aborted),
+            Ok(Some(0)) if empty_ends => break,
             Ok(Some(n)) => {
                 let now = Instant::now();
                 let d = &buf[..n];
-                if is_hello(d, token) {
+                if header && is_hello(d, token) {
                     continue;
                 }
                 out.calls += 1;
-                if n >= ID_END && d[..ID_END] != id {
+                if header && n >= ID_END && d[..ID_END] != id {
                     out.foreign += 1;
                     continue;
                 }
-                let new = if n >= SEQ_END {
+                let new = if header && n >= SEQ_END {
                     let mut s = [0u8; 8];
                     s.copy_from_slice(&d[ID_END..SEQ_END]);
                     seqs.observe(u64::from_be_bytes(s))
@@ -589,7 +662,7 @@ pub fn receive(
                 if !new {
                     continue;
                 }
-                if n >= STAMP_END {
+                if header && n >= STAMP_END {
                     let mut s = [0u8; 4];
                     s.copy_from_slice(&d[SEQ_END..STAMP_END]);
                     let arrival = now.duration_since(origin).as_nanos() as i64;
@@ -690,6 +763,58 @@ mod tests {
         }
     }
 
+    /// netperf 2.7's conventions: no hello, the datagrams are the fill
+    /// pattern alone, and the empty datagrams after the last one end the
+    /// receiver, which knows no count.
+    #[test]
+    fn netperf2_conventions_carry_no_header_and_end_with_empty_datagrams() {
+        let conv = Conventions::NETPERF2;
+        let token = new_token().unwrap();
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let rx_addr = rx.local_addr().unwrap();
+        let dl = Instant::now() + Duration::from_secs(5);
+        let server = thread::spawn(move || {
+            let from = first_from(&rx, "127.0.0.1".parse().unwrap(), false, dl, &|| false).unwrap();
+            // the first datagram is still queued: it is the test's
+            let mut peek = [0u8; 64];
+            let (n, _) = rx.peek_from(&mut peek).unwrap();
+            let mut buf = vec![0u8; 2048];
+            // a count that never comes: only the empty datagram ends it
+            let never = Expect(AtomicU64::new(u64::MAX));
+            let r = receive(
+                Link::to(&rx, from),
+                &mut buf,
+                &token,
+                &conv,
+                &never,
+                &Live::new(),
+            )
+            .unwrap();
+            (r, peek[..n].to_vec())
+        });
+        client_hello(Link::to(&tx, rx_addr), &token, &conv, dl).unwrap();
+        let fill = b"netperf";
+        let sent = send(
+            Link::to(&tx, rx_addr),
+            &mut Ring::new(64, 2, fill),
+            test_id(&token),
+            &conv,
+            Until::Bytes(64 * 200),
+            Some(20_000_000),
+            &StopFlag::new(),
+            &Live::new(),
+            None,
+        )
+        .unwrap();
+        let (got, first) = server.join().unwrap();
+        assert_eq!(sent.sent, 200);
+        assert_eq!((got.received, got.bytes), (200, 64 * 200));
+        assert_eq!((got.foreign, got.duplicates, got.out_of_order), (0, 0, 0));
+        // the fill pattern from its first byte: no id, sequence or stamp
+        assert_eq!(&first[..fill.len()], fill);
+    }
+
     #[test]
     fn exact_count_over_loopback() {
         let token = new_token().unwrap();
@@ -704,16 +829,25 @@ mod tests {
         let server = thread::spawn(move || {
             server_hello(&rx, &t, "127.0.0.1".parse().unwrap(), true, dl, &|| false).unwrap();
             let mut buf = vec![0u8; 2048];
-            let r = receive(Link::connected(&rx), &mut buf, &t, &*d2, &Live::new()).unwrap();
+            let r = receive(
+                Link::connected(&rx),
+                &mut buf,
+                &t,
+                &Conventions::NATIVE,
+                &*d2,
+                &Live::new(),
+            )
+            .unwrap();
             // read the socket's own drop counter while it still exists
             let drops = crate::netstat::udp_socket_drops(inode).unwrap();
             (r, drops)
         });
-        client_hello(Link::connected(&tx), &token, dl).unwrap();
+        client_hello(Link::connected(&tx), &token, &Conventions::NATIVE, dl).unwrap();
         let sent = send(
             Link::connected(&tx),
             &mut Ring::new(100, 3, b""),
             test_id(&token),
+            &Conventions::NATIVE,
             // 100-byte datagrams until 500,000 bytes are out
             Until::Bytes(500_000),
             Some(40_000_000),
@@ -764,7 +898,7 @@ mod tests {
         });
         // the client that does receive at its address answers and is taken
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        client_hello(Link::to(&tx, rx_addr), &token, dl).unwrap();
+        client_hello(Link::to(&tx, rx_addr), &token, &Conventions::NATIVE, dl).unwrap();
         assert_eq!(server.join().unwrap().unwrap(), tx.local_addr().unwrap());
         // the spoofer got a challenge, never the echo
         let mut b = [0u8; 64];
@@ -825,13 +959,22 @@ mod tests {
             let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
             stranger.send_to(&[0u8; 100], rx_addr).unwrap();
             let mut buf = vec![0u8; 2048];
-            receive(Link::to(&rx, from), &mut buf, &token, &*d2, &Live::new()).unwrap()
+            receive(
+                Link::to(&rx, from),
+                &mut buf,
+                &token,
+                &Conventions::NATIVE,
+                &*d2,
+                &Live::new(),
+            )
+            .unwrap()
         });
-        client_hello(Link::to(&tx, rx_addr), &token, dl).unwrap();
+        client_hello(Link::to(&tx, rx_addr), &token, &Conventions::NATIVE, dl).unwrap();
         let sent = send(
             Link::to(&tx, rx_addr),
             &mut Ring::new(100, 3, b""),
             test_id(&token),
+            &Conventions::NATIVE,
             Until::Bytes(150),
             None,
             &StopFlag::new(),

@@ -2,7 +2,7 @@
 
 use std::{
     net::{SocketAddr, TcpStream},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use anyhow::{Context as _, Result};
@@ -11,7 +11,6 @@ use engine::{
     handshake,
     rr::{self, Requester, RrOutcome, Until},
     sockopt,
-    stream::udp,
     timer::StopFlag,
 };
 use proto::{ClientDone, Protocol, SideResults, TestKind};
@@ -70,7 +69,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
                 .with_context(|| format!("data connection to {to}"))?;
             let conn: TcpStream = p.sock.into();
             local_addr = conn.local_addr().ok();
-            handshake::write_preamble(&conn, &grant.token, 0)?;
+            handshake::present(&conn, &grant.token, 0, &d.conventions())?;
             pin(plan)?;
             let _timer = length_timer(plan, &stop)?;
             let _int = interrupt::stop_on_interrupt(&stop);
@@ -90,13 +89,13 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
             let (s, _) = super::udp_stream::udp_socket(p)?;
             let link = super::udp_stream::link(plan, &s, to)?;
             local_addr = s.local_addr().ok();
-            udp::client_hello(link, &grant.token, Instant::now() + Duration::from_secs(10))?;
+            super::udp_stream::hello(link, &grant, d)?;
             pin(plan)?;
             let _timer = length_timer(plan, &stop)?;
             let _int = interrupt::stop_on_interrupt(&stop);
             let timeout = plan.recv_timeout.unwrap_or(DEFAULT_UDP_TIMEOUT);
             let phase = ctx.begin(plan)?;
-            let o = rr::udp_requester(link, &params, timeout, &stop, live)?;
+            let o = rr::udp_requester(link, &params, &d.conventions(), timeout, &stop, live)?;
             (o, phase.end(), None, None)
         }
         _ => {
@@ -113,6 +112,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
                 timing: params.timing,
                 side: plan.local.clone(),
                 local: super::local_opts(plan),
+                conv: d.conventions(),
             };
             pin(plan)?;
             let _timer = length_timer(plan, &stop)?;
@@ -123,14 +123,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
             (o, phase.end(), mss, None)
         }
     };
-    let remote = d.finish(
-        ClientDone {
-            bytes_sent: outcome.counters.bytes_sent,
-            datagrams_sent: 0,
-            transactions: outcome.counters.transactions,
-        },
-        results_wait(plan),
-    )?;
+    let remote = d.finish(ClientDone::default(), results_wait(plan))?;
     let mut m = measurement(plan, &outcome, remote, (lss, lsr), &grant, mss, tcp);
     let width = u32::from(plan.test != TestKind::TcpCc);
     (m.local_send_width, m.local_recv_width) = (width, width);

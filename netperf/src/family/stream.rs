@@ -34,7 +34,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
     let send_size = plan
         .local
         .send_size
-        .unwrap_or(if p.lss > 0 { p.lss } else { 4096 });
+        .unwrap_or_else(|| proto::test::default_message_size(p.lss, u32::MAX));
     let send_width = Ring::capped_width(
         send_size as usize,
         plan.local
@@ -52,7 +52,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
         .connect_timeout(&to.into(), Duration::from_secs(10))
         .with_context(|| format!("data connection to {to}"))?;
     let conn: TcpStream = p.sock.into();
-    handshake::write_preamble(&conn, &grant.token, 0)?;
+    handshake::present(&conn, &grant.token, 0, &d.conventions())?;
     pin(plan)?;
 
     let stop = StopFlag::new();
@@ -126,7 +126,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
             let size = plan
                 .local
                 .recv_size
-                .unwrap_or(if lsr > 0 { lsr } else { 4096 });
+                .unwrap_or_else(|| proto::test::default_message_size(lsr, u32::MAX));
             m.local_recv_size = size;
             let width = plan
                 .local
@@ -157,13 +157,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
     (m.local.send_buf_end, m.local.recv_buf_end) = sockopt::buffer_sizes(SockRef::from(&conn));
     // Close before asking for results: a sending netserver waits for it.
     drop(conn);
-    m.remote = d.finish(
-        ClientDone {
-            bytes_sent: m.local.bytes_sent,
-            ..ClientDone::default()
-        },
-        results_wait(plan),
-    )?;
+    m.remote = d.finish(ClientDone::default(), results_wait(plan))?;
     check_counts(plan.test, &m)?;
     Ok(m)
 }

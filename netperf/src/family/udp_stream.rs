@@ -101,7 +101,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
     let to = p.data_addr(&grant);
     let (sock, _) = udp_socket(p)?;
     let link = link(plan, &sock, to)?;
-    udp::client_hello(link, &grant.token, Instant::now() + Duration::from_secs(10))?;
+    hello(link, &grant, d)?;
     pin(plan)?;
 
     let stop = StopFlag::new();
@@ -117,6 +117,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
             link,
             &mut ring,
             udp::test_id(&grant.token),
+            &d.conventions(),
             until,
             plan.rate_bps,
             &stop,
@@ -127,9 +128,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
     };
     let remote = d.finish(
         ClientDone {
-            bytes_sent: outcome.bytes,
             datagrams_sent: outcome.sent,
-            transactions: 0,
         },
         results_wait(plan),
     )?;
@@ -156,6 +155,18 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
         send_errors: outcome.failed,
         ..Measurement::default()
     })
+}
+
+/// Our UDP data socket's hello, by the dialect's conventions, answered
+/// within 10 s.
+pub(crate) fn hello(link: udp::Link<'_>, grant: &proto::Grant, d: &dyn Dialect) -> Result<()> {
+    udp::client_hello(
+        link,
+        &grant.token,
+        &d.conventions(),
+        Instant::now() + Duration::from_secs(10),
+    )?;
+    Ok(())
 }
 
 /// When our receiver of netperf 2.7's UDP receive test is done: once our
@@ -190,7 +201,7 @@ pub fn run_maerts(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Mea
     let (sock, _) = udp_socket(p)?;
     let link = link(plan, &sock, to)?;
     let inode = netstat::socket_inode(&sock);
-    udp::client_hello(link, &grant.token, Instant::now() + Duration::from_secs(10))?;
+    hello(link, &grant, d)?;
     pin(plan)?;
     let size = plan.local.recv_size.unwrap_or(grant.send_size).max(1);
     let stop = StopFlag::new();
@@ -212,7 +223,14 @@ pub fn run_maerts(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Mea
             size as usize,
             Placement::new(plan.local.recv_align, plan.local.recv_offset),
         );
-        let o = udp::receive(link, buf.as_mut_slice(), &grant.token, &drain, &ctx.live)?;
+        let o = udp::receive(
+            link,
+            buf.as_mut_slice(),
+            &grant.token,
+            &d.conventions(),
+            &drain,
+            &ctx.live,
+        )?;
         (o, phase.end())
     };
     let rcvbuf_drops = inode.and_then(netstat::udp_socket_drops);

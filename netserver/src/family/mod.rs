@@ -20,6 +20,7 @@ use std::{
 };
 
 use engine::{
+    conventions::{Conventions, Proof},
     handshake, sockopt,
     stream::udp::{self, Drain},
     timer::StopFlag,
@@ -128,6 +129,49 @@ impl TestCtl {
     }
 }
 
+/// What every family's `prepare` works from.
+pub(crate) struct Setup<'a> {
+    pub spec: &'a TestSpec,
+    /// Where the data sockets bind.
+    pub local: IpAddr,
+    /// The control connection's peer.
+    pub peer: IpAddr,
+    /// The data path's conventions, from the session's dialect.
+    pub conv: Conventions,
+    pub cfg: &'a Config,
+}
+
+impl Setup<'_> {
+    /// A grant's fields that the session, not the family, decides.
+    pub fn grant(&self, g: GrantSides) -> Grant {
+        Grant {
+            data_port: g.data_port,
+            token: g.token,
+            send_buf: g.bufs.0,
+            recv_buf: g.bufs.1,
+            send_size: g.sizes.0,
+            recv_size: g.sizes.1,
+            send_width: g.widths.0,
+            recv_width: g.widths.1,
+            measure_cpu: self.spec.measure_cpu,
+            num_cpus: match self.cfg.num_cpus {
+                0 => engine::cpu::count(),
+                n => n,
+            },
+        }
+    }
+}
+
+/// What a family decides of its grant: (send, receive) pairs of the
+/// server's socket buffers, message sizes and ring widths.
+pub(crate) struct GrantSides {
+    pub data_port: u16,
+    pub token: Token,
+    pub bufs: (u32, u32),
+    pub sizes: (u32, u32),
+    pub widths: (u32, u32),
+}
+
 /// The server's side of a test, once its sockets are ready.
 pub type Job = Box<dyn FnOnce(&TestCtl) -> Result<SideResults, ErrorMsg> + Send>;
 
@@ -136,8 +180,6 @@ pub type Job = Box<dyn FnOnce(&TestCtl) -> Result<SideResults, ErrorMsg> + Send>
 pub struct RunningTest {
     pub spec: TestSpec,
     pub grant: Grant,
-    pub started: Instant,
-    pub deadline: Instant,
     ctl: Arc<TestCtl>,
     rx: mpsc::Receiver<Result<SideResults, ErrorMsg>>,
     thread: Option<thread::JoinHandle<()>>,
@@ -186,25 +228,28 @@ impl Drop for RunningTest {
 /// `local` is the control connection's local address: data sockets bind to
 /// it (or to the address of this host netperf named with `-- -H`), never to
 /// the wildcard.
+/// `conv`: the data path's conventions of the session's dialect.
 pub fn start(
     spec: &TestSpec,
     local: IpAddr,
     peer: IpAddr,
+    conv: Conventions,
     cfg: &Config,
     on_done: Box<dyn Fn() + Send>,
 ) -> Result<RunningTest, ErrorMsg> {
-    let local = data_address(spec, local)?;
-    let (mut grant, job) = match spec.kind {
-        TestKind::TcpStream | TestKind::TcpMaerts => stream::prepare(spec, local, cfg)?,
-        TestKind::UdpStream | TestKind::UdpMaerts => udp_stream::prepare(spec, local, peer, cfg)?,
-        TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr | TestKind::TcpCc => {
-            rr::prepare(spec, local, peer, cfg)?
-        }
+    let setup = Setup {
+        spec,
+        local: data_address(spec, local)?,
+        peer,
+        conv,
+        cfg,
     };
-    grant.measure_cpu = spec.measure_cpu;
-    grant.num_cpus = match cfg.num_cpus {
-        0 => engine::cpu::count(),
-        n => n,
+    let (grant, job) = match spec.kind {
+        TestKind::TcpStream | TestKind::TcpMaerts => stream::prepare(&setup)?,
+        TestKind::UdpStream | TestKind::UdpMaerts => udp_stream::prepare(&setup)?,
+        TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr | TestKind::TcpCc => {
+            rr::prepare(&setup)?
+        }
     };
     let ctl = Arc::new(TestCtl::default());
     let (tx, rx) = mpsc::channel();
@@ -235,13 +280,9 @@ pub fn start(
                 format!("netserver cannot start a test thread: {e}"),
             )
         })?;
-    let now = Instant::now();
-    let limit = Duration::from_millis(cfg.limits.max_duration_ms);
     Ok(RunningTest {
         spec: spec.clone(),
         grant,
-        started: now,
-        deadline: now + cfg.data_connect_timeout + limit + Duration::from_secs(10),
         ctl,
         rx,
         thread: Some(thread),
@@ -256,29 +297,43 @@ pub(crate) fn aborted() -> ErrorMsg {
 /// UDP tests: wait until netperf's hello with the test's token arrives from
 /// `peer`; its address is the only one the data socket will then talk to,
 /// through connect() if netperf asked (`-- -N`).
+///
+/// With netperf 2.7's conventions there is no hello: the first datagram
+/// from the control connection's peer names the address (it stays queued,
+/// as the test's first).
 pub(crate) fn udp_hello<'a>(
     sock: &'a UdpSocket,
-    token: &Token,
-    peer: IpAddr,
+    expect: &Expect<'_>,
     connect: bool,
     deadline: Instant,
     ctl: &TestCtl,
 ) -> Result<udp::Link<'a>, ErrorMsg> {
-    udp::server_hello(sock, token, peer, connect, deadline, &|| ctl.is_aborted())
-        .map(|from| {
-            if connect {
-                udp::Link::connected(sock)
-            } else {
-                udp::Link::to(sock, from)
-            }
-        })
-        .map_err(|e| {
-            if ctl.is_aborted() {
-                aborted()
-            } else {
-                ErrorMsg::new(ErrorCode::Timeout, e.to_string())
-            }
-        })
+    let is_aborted = || ctl.is_aborted();
+    let from = match expect.conv.proof {
+        Proof::Preamble => udp::server_hello(
+            sock,
+            expect.token,
+            expect.peer,
+            connect,
+            deadline,
+            &is_aborted,
+        ),
+        Proof::ControlPeer => udp::first_from(sock, expect.peer, connect, deadline, &is_aborted),
+    };
+    from.map(|from| {
+        if connect {
+            udp::Link::connected(sock)
+        } else {
+            udp::Link::to(sock, from)
+        }
+    })
+    .map_err(|e| {
+        if ctl.is_aborted() {
+            aborted()
+        } else {
+            ErrorMsg::new(ErrorCode::Timeout, e.to_string())
+        }
+    })
 }
 
 /// Turn an engine error into what the client is told.
@@ -452,12 +507,24 @@ fn candidate_ports(
 /// Most connections we hold while they present their token.
 const MAX_PENDING: usize = 32;
 
-/// Accept `flows` data connections that present `token`, before `deadline`.
-/// Connections without the token (a third party, a port scanner) are closed
-/// without touching the test. Returns the streams in flow order, blocking.
+/// How the accept path knows a data connection is the test's: by the
+/// conventions' proof, with this test's token or the control peer's address.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Expect<'a> {
+    pub conv: Conventions,
+    pub token: &'a Token,
+    pub peer: IpAddr,
+}
+
+/// Accept `flows` data connections that prove they are the test's, before
+/// `deadline`. With our conventions a connection presents the test's token
+/// and its flow number; with netperf 2.7's it comes from the control
+/// connection's peer, and flows are numbered as they arrive. Others (a
+/// third party, a port scanner) are closed without touching the test.
+/// Returns the streams in flow order, blocking.
 pub(crate) fn accept_flows(
     listener: &Socket,
-    token: &Token,
+    expect: &Expect<'_>,
     flows: u32,
     deadline: Instant,
     ctl: &TestCtl,
@@ -508,6 +575,28 @@ pub(crate) fn accept_flows(
         if readable.first() == Some(&true) {
             loop {
                 match listener.accept() {
+                    Ok((s, peer)) if expect.conv.proof == Proof::ControlPeer => {
+                        if peer.ip() != expect.peer {
+                            log.warn_limited(
+                                "bad-peer",
+                                &format!(
+                                    "closed a data connection from {peer}: not the control connection's peer"
+                                ),
+                            );
+                            continue;
+                        }
+                        let flow = accepted.len() as u32;
+                        let _ = sockopt::set_liveness(
+                            socket2::SockRef::from(&s),
+                            Duration::from_secs(30),
+                        );
+                        if s.set_nonblocking(false).is_ok() {
+                            accepted.push((flow, s));
+                        }
+                        if accepted.len() >= flows as usize {
+                            break;
+                        }
+                    }
                     Ok((s, peer)) => {
                         if pending.len() >= MAX_PENDING || s.set_nonblocking(true).is_err() {
                             continue;
@@ -545,10 +634,7 @@ pub(crate) fn accept_flows(
                 still.push((s, peer, buf, got));
                 continue;
             }
-            let (t, f) = buf.split_at(32);
-            let mut tok = [0u8; 32];
-            tok.copy_from_slice(t);
-            if !handshake::token_eq(&Token(tok), token) {
+            let Ok(flow) = handshake::parse_preamble(&buf, expect.token) else {
                 log.warn_limited(
                     "bad-token",
                     &format!(
@@ -556,10 +642,7 @@ pub(crate) fn accept_flows(
                     ),
                 );
                 continue;
-            }
-            let mut fb = [0u8; 4];
-            fb.copy_from_slice(f);
-            let flow = u32::from_be_bytes(fb);
+            };
             if flow >= flows || accepted.iter().any(|(n, _)| *n == flow) {
                 log.warn_limited(
                     "bad-flow",

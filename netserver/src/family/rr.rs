@@ -1,7 +1,7 @@
 //! The server's side of TCP_RR, UDP_RR, TCP_CRR and TCP_CC: it answers.
 
 use std::{
-    net::{IpAddr, TcpStream, UdpSocket},
+    net::{TcpStream, UdpSocket},
     thread,
     time::Instant,
 };
@@ -13,41 +13,43 @@ use engine::{
     live::Live,
     rr, sockopt,
 };
-use proto::{ErrorCode, ErrorMsg, Grant, SideResults, TestKind, TestSpec};
+use proto::{ErrorCode, ErrorMsg, Grant, SideResults, TestKind};
 use socket2::SockRef;
 
-use super::{Job, TestCtl, aborted, accept_flows, bind_data, bound_port, failed, udp_hello};
-use crate::Config;
+use super::{
+    Expect, GrantSides, Job, Setup, TestCtl, aborted, accept_flows, bind_data, bound_port, failed,
+    udp_hello,
+};
 
-pub(crate) fn prepare(
-    spec: &TestSpec,
-    local: IpAddr,
-    peer: IpAddr,
-    cfg: &Config,
-) -> Result<(Grant, Job), ErrorMsg> {
+pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
+    let (spec, cfg) = (setup.spec, setup.cfg);
     let protocol = spec.kind.protocol();
-    let sock = bind_data(spec, local, cfg, protocol)?;
+    let sock = bind_data(spec, setup.local, cfg, protocol)?;
     let (send_buf, recv_buf) = sockopt::buffer_sizes(SockRef::from(&sock));
     let token = handshake::new_token().map_err(|e| failed("netserver", e))?;
-    let grant = Grant {
+    let grant = setup.grant(GrantSides {
         data_port: bound_port(&sock)?,
         token,
-        send_buf,
-        recv_buf,
-        send_size: spec.response_size,
-        recv_size: spec.request_size,
-        send_width: u32::from(!spec.kind.is_connection_test() || spec.response_size > 0),
-        recv_width: u32::from(!spec.kind.is_connection_test() || spec.request_size > 0),
-        measure_cpu: false,
-        num_cpus: 0,
-    };
+        bufs: (send_buf, recv_buf),
+        sizes: (spec.response_size, spec.request_size),
+        widths: (
+            u32::from(!spec.kind.is_connection_test() || spec.response_size > 0),
+            u32::from(!spec.kind.is_connection_test() || spec.request_size > 0),
+        ),
+    });
     let deadline = Instant::now() + cfg.data_connect_timeout;
     let log = cfg.logger.clone();
     let spec = spec.clone();
+    let (conv, peer) = (setup.conv, setup.peer);
     let (req, resp) = (spec.request_size as usize, spec.response_size as usize);
     let job: Job = match spec.kind {
         TestKind::TcpRr => Box::new(move |ctl: &TestCtl| {
-            let conns = accept_flows(&sock, &token, spec.flows, deadline, ctl, &log)?;
+            let expect = Expect {
+                conv,
+                token: &token,
+                peer,
+            };
+            let conns = accept_flows(&sock, &expect, spec.flows, deadline, ctl, &log)?;
             drop(sock);
             let outcomes: Vec<Result<FlowEnd, ErrorMsg>> = thread::scope(|s| {
                 let hs: Vec<_> = conns
@@ -92,8 +94,13 @@ pub(crate) fn prepare(
         TestKind::UdpRr => Box::new(move |ctl: &TestCtl| {
             let sock: UdpSocket = sock.into();
             ctl.register(&sock);
-            let link = udp_hello(&sock, &token, peer, spec.connected_udp, deadline, ctl)?;
-            let o = rr::udp_responder(link, req, resp, spec.spin, &ctl.stop, &Live::new())
+            let expect = Expect {
+                conv,
+                token: &token,
+                peer,
+            };
+            let link = udp_hello(&sock, &expect, spec.connected_udp, deadline, ctl)?;
+            let o = rr::udp_responder(link, &conv, req, resp, spec.spin, &ctl.stop, &Live::new())
                 .map_err(|e| failed("UDP data socket", e))?;
             let mut results = SideResults::default();
             add(&mut results, &o);
@@ -104,14 +111,23 @@ pub(crate) fn prepare(
         }),
         TestKind::TcpCrr | TestKind::TcpCc => Box::new(move |ctl: &TestCtl| {
             ctl.register(&sock);
-            let (o, refused) = crr::responder(&sock, &token, req, resp, &ctl.stop, &Live::new())
-                .map_err(|e| {
-                    if ctl.is_aborted() {
-                        aborted()
-                    } else {
-                        failed("data listener", e)
-                    }
-                })?;
+            let (o, refused) = crr::responder(
+                &sock,
+                &token,
+                peer,
+                &conv,
+                req,
+                resp,
+                &ctl.stop,
+                &Live::new(),
+            )
+            .map_err(|e| {
+                if ctl.is_aborted() {
+                    aborted()
+                } else {
+                    failed("data listener", e)
+                }
+            })?;
             if refused > 0 {
                 log.warn_limited(
                     "bad-token",

@@ -1,7 +1,7 @@
 //! The server's side of TCP_STREAM (it receives) and TCP_MAERTS (it sends).
 
 use std::{
-    net::{IpAddr, TcpStream},
+    net::TcpStream,
     thread,
     time::{Duration, Instant},
 };
@@ -17,35 +17,44 @@ use engine::{
 use proto::{ErrorCode, ErrorMsg, Grant, Protocol, SideResults, TestEnd, TestKind, TestSpec};
 use socket2::SockRef;
 
-use super::{Job, TestCtl, aborted, accept_flows, bind_data, bound_port, failed};
-use crate::Config;
+use super::{
+    Expect, GrantSides, Job, Setup, TestCtl, aborted, accept_flows, bind_data, bound_port, failed,
+};
 
 /// How long a sender waits for the receiver to close after the last byte.
 const LINGER: Duration = Duration::from_secs(30);
 /// A receiving data connection silent this long is given up.
 const SILENCE: Duration = Duration::from_secs(120);
 
-pub(crate) fn prepare(
-    spec: &TestSpec,
-    local: IpAddr,
-    cfg: &Config,
-) -> Result<(Grant, Job), ErrorMsg> {
-    let listener = bind_data(spec, local, cfg, Protocol::Tcp)?;
+pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
+    let (spec, cfg) = (setup.spec, setup.cfg);
+    let listener = bind_data(spec, setup.local, cfg, Protocol::Tcp)?;
     let port = bound_port(&listener)?;
     let (send_buf, recv_buf) = sockopt::buffer_sizes(SockRef::from(&listener));
     let max = cfg.limits.max_message;
-    // netperf's defaults: a message the size of the socket buffer.
-    let default = |buf: u32| if buf > 0 { buf.min(max) } else { 4096 };
-    let send_size = spec.server.send_size.unwrap_or_else(|| default(send_buf));
-    let recv_size = spec.server.recv_size.unwrap_or_else(|| default(recv_buf));
+    let send_size = spec
+        .server
+        .send_size
+        .unwrap_or_else(|| proto::test::default_message_size(send_buf, max));
+    let recv_size = spec
+        .server
+        .recv_size
+        .unwrap_or_else(|| proto::test::default_message_size(recv_buf, max));
+    let widths = (
+        send_width(spec, send_buf, send_size) as u32,
+        recv_width(spec, recv_buf, recv_size) as u32,
+    );
     // The buffers this test will really allocate, against the session's cap.
-    let per_flow = if spec.kind == TestKind::TcpMaerts {
-        let width = send_width(spec, send_buf, send_size) as u64;
-        (width * u64::from(send_size)).min(engine::buffer::MAX_RING_BYTES as u64)
-    } else {
-        u64::from(recv_size)
-    };
-    let memory = per_flow.saturating_mul(u64::from(spec.flows));
+    let memory = spec.buffer_memory(
+        proto::test::Ring {
+            size: send_size,
+            width: widths.0,
+        },
+        proto::test::Ring {
+            size: recv_size,
+            width: widths.1,
+        },
+    );
     if memory > cfg.limits.memory_per_session {
         return Err(ErrorMsg::new(
             ErrorCode::InvalidRequest,
@@ -56,24 +65,25 @@ pub(crate) fn prepare(
         ));
     }
     let token = handshake::new_token().map_err(|e| failed("netserver", e))?;
-    let grant = Grant {
+    let grant = setup.grant(GrantSides {
         data_port: port,
         token,
-        send_buf,
-        recv_buf,
-        send_size,
-        recv_size,
-        send_width: send_width(spec, send_buf, send_size) as u32,
-        recv_width: recv_width(spec, recv_buf, recv_size) as u32,
-        measure_cpu: false,
-        num_cpus: 0,
-    };
+        bufs: (send_buf, recv_buf),
+        sizes: (send_size, recv_size),
+        widths,
+    });
     let spec = spec.clone();
     let deadline = Instant::now() + cfg.data_connect_timeout;
     let log = cfg.logger.clone();
     let max_ms = cfg.limits.max_duration_ms;
+    let (conv, peer) = (setup.conv, setup.peer);
     let job: Job = Box::new(move |ctl: &TestCtl| {
-        let conns = accept_flows(&listener, &token, spec.flows, deadline, ctl, &log)?;
+        let proof = Expect {
+            conv,
+            token: &token,
+            peer,
+        };
+        let conns = accept_flows(&listener, &proof, spec.flows, deadline, ctl, &log)?;
         drop(listener);
         run(&spec, conns, send_size, recv_size, max_ms, ctl)
     });

@@ -3,28 +3,23 @@
 //! sends, to the one address that presented the test's token).
 
 use std::{
-    net::{IpAddr, UdpSocket},
+    net::UdpSocket,
     time::{Duration, Instant},
 };
 
 use engine::{handshake, live::Live, netstat, sockopt, stream::udp, timer::Timer};
-use proto::{DropSource, ErrorMsg, Grant, Protocol, SideResults, TestEnd, TestKind, TestSpec};
+use proto::{DropSource, ErrorMsg, Grant, Protocol, SideResults, TestEnd, TestKind};
 use socket2::SockRef;
 
-use super::{Job, TestCtl, bind_data, bound_port, failed, udp_hello};
-use crate::Config;
+use super::{Expect, GrantSides, Job, Setup, TestCtl, bind_data, bound_port, failed, udp_hello};
 
-pub(crate) fn prepare(
-    spec: &TestSpec,
-    local: IpAddr,
-    peer: IpAddr,
-    cfg: &Config,
-) -> Result<(Grant, Job), ErrorMsg> {
-    let sock = bind_data(spec, local, cfg, Protocol::Udp)?;
+pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
+    let (spec, cfg, peer, conv) = (setup.spec, setup.cfg, setup.peer, setup.conv);
+    let sock = bind_data(spec, setup.local, cfg, Protocol::Udp)?;
     let port = bound_port(&sock)?;
     let (send_buf, recv_buf) = sockopt::buffer_sizes(SockRef::from(&sock));
     if spec.kind == TestKind::UdpMaerts {
-        return prepare_sender(spec, sock, port, (send_buf, recv_buf), peer, cfg);
+        return prepare_sender(setup, sock, port, (send_buf, recv_buf));
     }
     // netperf 2.7's netserver receives with calls of its socket buffer's
     // size; never less than the largest datagram.
@@ -33,19 +28,14 @@ pub(crate) fn prepare(
         .recv_size
         .unwrap_or_else(|| recv_buf.max(spec.family.max_udp_payload()));
     let token = handshake::new_token().map_err(|e| failed("netserver", e))?;
-    let grant = Grant {
+    let grant = setup.grant(GrantSides {
         data_port: port,
         token,
-        send_buf,
-        recv_buf,
-        send_size: 0,
-        recv_size,
+        bufs: (send_buf, recv_buf),
+        sizes: (0, recv_size),
         // netperf 2.7 reports the client's send width for both ends
-        send_width: spec.server.send_width.unwrap_or(0),
-        recv_width: 1,
-        measure_cpu: false,
-        num_cpus: 0,
-    };
+        widths: (spec.server.send_width.unwrap_or(0), 1),
+    });
     let deadline = Instant::now() + cfg.data_connect_timeout;
     let inode = netstat::socket_inode(&sock);
     let connected = spec.connected_udp;
@@ -53,10 +43,15 @@ pub(crate) fn prepare(
     let job: Job = Box::new(move |ctl: &TestCtl| {
         let sock: UdpSocket = sock.into();
         ctl.register(&sock);
-        let link = udp_hello(&sock, &token, peer, connected, deadline, ctl)?;
+        let expect = Expect {
+            conv,
+            token: &token,
+            peer,
+        };
+        let link = udp_hello(&sock, &expect, connected, deadline, ctl)?;
         let mut buf = vec![0u8; recv_size.max(1) as usize];
         let live = Live::new();
-        let out = udp::receive(link, &mut buf, &token, ctl, &live)
+        let out = udp::receive(link, &mut buf, &token, &conv, ctl, &live)
             .map_err(|e| failed("UDP data socket", e))?;
         // The socket's own drop counter, read after draining; the host's
         // counter only if that cannot be read.
@@ -81,13 +76,12 @@ pub(crate) fn prepare(
 /// hello (with the test's token, from the control connection's peer) told
 /// us where.
 fn prepare_sender(
-    spec: &TestSpec,
+    setup: &Setup<'_>,
     sock: socket2::Socket,
     port: u16,
     (send_buf, recv_buf): (u32, u32),
-    peer: IpAddr,
-    cfg: &Config,
 ) -> Result<(Grant, Job), ErrorMsg> {
+    let (spec, cfg, peer, conv) = (setup.spec, setup.cfg, setup.peer, setup.conv);
     let send_size = spec
         .server
         .send_size
@@ -98,25 +92,25 @@ fn prepare_sender(
     );
     let width = engine::buffer::Ring::capped_width(send_size as usize, width);
     let token = handshake::new_token().map_err(|e| failed("netserver", e))?;
-    let grant = Grant {
+    let grant = setup.grant(GrantSides {
         data_port: port,
         token,
-        send_buf,
-        recv_buf,
-        send_size,
-        recv_size: 0,
-        send_width: width as u32,
-        recv_width: 0,
-        measure_cpu: false,
-        num_cpus: 0,
-    };
+        bufs: (send_buf, recv_buf),
+        sizes: (send_size, 0),
+        widths: (width as u32, 0),
+    });
     let deadline = Instant::now() + cfg.data_connect_timeout;
     let max_ms = cfg.limits.max_duration_ms;
     let spec = spec.clone();
     let job: Job = Box::new(move |ctl: &TestCtl| {
         let sock: UdpSocket = sock.into();
         ctl.register(&sock);
-        let link = udp_hello(&sock, &token, peer, spec.connected_udp, deadline, ctl)?;
+        let expect = Expect {
+            conv,
+            token: &token,
+            peer,
+        };
+        let link = udp_hello(&sock, &expect, spec.connected_udp, deadline, ctl)?;
         let (until, millis) = match spec.end {
             TestEnd::Bytes(n) => (udp::Until::Bytes(n), max_ms),
             TestEnd::Time { millis: 0 } => (udp::Until::Stopped, max_ms),
@@ -136,6 +130,7 @@ fn prepare_sender(
             link,
             &mut ring,
             udp::test_id(&token),
+            &conv,
             until,
             spec.rate_bps,
             &ctl.stop,

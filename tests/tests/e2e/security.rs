@@ -465,10 +465,7 @@ fn complete_session(addr: SocketAddr) {
     d.shutdown(std::net::Shutdown::Write).unwrap();
     let mut b = [0u8; 8];
     let _ = d.read(&mut b);
-    c.send(&ClientMsg::Done(ClientDone {
-        bytes_sent: 1,
-        ..ClientDone::default()
-    }));
+    c.send(&ClientMsg::Done(ClientDone::default()));
     match c.recv(Duration::from_secs(5)) {
         Some(ServerMsg::Results(r)) => assert_eq!(r.bytes_received, 1),
         other => panic!("no results: {other:?}"),

@@ -58,6 +58,32 @@ fn survives_bad_clients() {
     netperf_at(&port.to_string(), &["-l", "1", "-P", "0"]).ok();
 }
 
+/// A netperf 2.7 client (its first 656-byte frame, DO_OMNI) is answered
+/// in its own frame with remote error 93 (EPROTONOSUPPORT), which it
+/// prints, and the log says why; the next client of ours is served.
+#[test]
+fn netperf_2_7_clients_are_told_in_their_own_frame() {
+    use std::io::Read;
+    let ns = Netserver::start(&[]);
+    let port = ns.port();
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut omni = [0u8; 656];
+    omni[..8].copy_from_slice(&[0, 0, 0, 97, 0xff, 0xff, 0xff, 0xff]);
+    s.write_all(&omni).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut reply = Vec::new();
+    s.read_to_end(&mut reply).unwrap();
+    assert_eq!(reply.len(), 656);
+    let word = |i: usize| u32::from_be_bytes(reply[4 * i..4 * i + 4].try_into().unwrap());
+    assert_eq!((word(0), word(1)), (98, 93));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !ns.log().contains("netperf 2.7's protocol") && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert!(ns.log().contains("does not speak yet"), "{}", ns.log());
+    netperf_at(&port.to_string(), &["-l", "1", "-P", "0"]).ok();
+}
+
 /// No -H and nothing listening: an embedded netserver runs the test, and
 /// stderr says so.
 #[test]

@@ -1,0 +1,109 @@
+//! The data path's conventions: what, beside the test's own bytes, the two
+//! ends of a data connection agree on. The control dialect chooses them
+//! (ours, or netperf 2.7's) and passes them to every loop and to the
+//! server's accept path; no loop knows which dialect it serves.
+//!
+//! | | ours ([`Conventions::NATIVE`]) | netperf 2.7 ([`Conventions::NETPERF2`]) |
+//! |---|---|---|
+//! | a data connection belongs to the test | it presents the 36-byte preamble (token, flow number); UDP says it in a hello | it comes from the control connection's peer address |
+//! | UDP_STREAM datagrams | start with a header (test id, sequence number, send time) | fill bytes only |
+//! | UDP_RR messages | start with a tag (the transaction's sequence number) | fill bytes only |
+//! | the UDP sender is done | it says so on the control connection | it sends three zero-length datagrams |
+//! | TCP_CRR's connection | the requester closes first | the responder closes first, after its response |
+//!
+//! The TCP stream and TCP_RR ends are the same in both: the sender (the
+//! requester) half-closes and waits for the peer's end-of-file.
+
+/// How a data connection shows that it belongs to the test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proof {
+    /// The test's token and the flow number, first on every connection
+    /// ([`crate::handshake`]); a UDP socket's hello carries them.
+    Preamble,
+    /// Nothing: a connection from the control connection's peer address is
+    /// the test's (netperf 2.7 sends no token).
+    ControlPeer,
+}
+
+/// How a UDP sender tells the receiver that it is done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UdpEnd {
+    /// On the control connection, with the count of what it sent.
+    Control,
+    /// This many zero-length datagrams on the data socket; the first that
+    /// arrives ends the receiver's loop.
+    EmptyDatagrams(u8),
+}
+
+/// Which end of a connection-per-transaction closes first (and so holds
+/// the TIME_WAIT).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Closer {
+    Requester,
+    Responder,
+}
+
+/// The conventions of one test's data path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conventions {
+    pub proof: Proof,
+    /// UDP_STREAM datagrams carry our header.
+    pub udp_header: bool,
+    /// UDP_RR messages carry their transaction's tag.
+    pub udp_rr_tags: bool,
+    pub udp_end: UdpEnd,
+    pub crr_closer: Closer,
+}
+
+impl Conventions {
+    /// Ours.
+    pub const NATIVE: Conventions = Conventions {
+        proof: Proof::Preamble,
+        udp_header: true,
+        udp_rr_tags: true,
+        udp_end: UdpEnd::Control,
+        crr_closer: Closer::Requester,
+    };
+
+    /// netperf 2.7's.
+    pub const NETPERF2: Conventions = Conventions {
+        proof: Proof::ControlPeer,
+        udp_header: false,
+        udp_rr_tags: false,
+        udp_end: UdpEnd::EmptyDatagrams(3),
+        crr_closer: Closer::Responder,
+    };
+
+    /// Bytes a TCP_CRR request carries before the test's own.
+    pub fn crr_preamble(&self) -> usize {
+        match self.proof {
+            Proof::Preamble => crate::handshake::PREAMBLE_LEN,
+            Proof::ControlPeer => 0,
+        }
+    }
+
+    /// Bytes of a UDP_RR message that carry its tag (0 without tags).
+    pub fn udp_rr_tag_len(&self, req: usize, resp: usize) -> usize {
+        if self.udp_rr_tags {
+            crate::rr::tag_len(req, resp)
+        } else {
+            0
+        }
+    }
+}
+
+impl From<proto::dialect::Dialect> for Conventions {
+    /// The conventions a control dialect's tests use.
+    fn from(d: proto::dialect::Dialect) -> Conventions {
+        match d {
+            proto::dialect::Dialect::Native => Conventions::NATIVE,
+            proto::dialect::Dialect::Netperf2 => Conventions::NETPERF2,
+        }
+    }
+}
+
+impl Default for Conventions {
+    fn default() -> Conventions {
+        Conventions::NATIVE
+    }
+}
