@@ -14,7 +14,7 @@ use crate::{
     control,
     family::{self, Context, Measurement},
     interim::Sink,
-    output::{Endpoints, Figures, classic, json, selectors, units},
+    output::{Endpoints, Figures, asked::Asked, classic, json, selectors, units},
 };
 
 /// stdout was closed under us (`netperf | head`).
@@ -61,16 +61,19 @@ pub fn run(plan: &Plan) -> Result<()> {
         d.bye();
         return Ok(());
     }
-    let endpoints = Endpoints::new(plan, d.peer());
+    // What the output is told of the request, taken once.
+    let asked = Asked::of(plan);
+    let endpoints = Endpoints::new(&asked, d.peer());
     family::preflight(plan, engine::sockopt::family_of(&d.peer()))?;
     // A selection file that cannot be read fails before the test, not after.
     // OMNI without -o/-O/-k prints its default selection in columns.
     let selection = match (&plan.selection, plan.selector_output()) {
         (Some(s), _) => Some((
             s.style,
-            selectors::resolve(plan, s.spec.as_deref()).map_err(|e| anyhow!("-- -o/-O/-k: {e}"))?,
+            selectors::resolve(&asked, s.spec.as_deref())
+                .map_err(|e| anyhow!("-- -o/-O/-k: {e}"))?,
         )),
-        (None, true) => Some((SelectorStyle::Columns, selectors::default_for(plan))),
+        (None, true) => Some((SelectorStyle::Columns, selectors::default_for(&asked))),
         (None, false) => None,
     };
     // netperf 2.7 times each call of a stream test when a latency selector
@@ -89,11 +92,11 @@ pub fn run(plan: &Plan) -> Result<()> {
     // thread while the test runs.
     let extras = extras(plan);
     if plan.headers && !plan.json {
-        emit(&mut out, classic::banner(plan, &endpoints).as_bytes())?;
+        emit(&mut out, classic::banner(&asked, &endpoints).as_bytes())?;
         out.flush().map_err(|_| StdoutClosed)?;
     }
 
-    let (runs, verdict) = iterations(plan, d, &ctx, &mut out, extras)?;
+    let (runs, verdict) = iterations(plan, &asked, d, &ctx, &mut out, extras)?;
     let figures = match runs.as_slice() {
         [(_, f)] => f.clone(),
         _ => Figures::mean(&runs.iter().map(|(_, f)| f.clone()).collect::<Vec<_>>()),
@@ -108,7 +111,7 @@ pub fn run(plan: &Plan) -> Result<()> {
             _ => Vec::new(),
         };
         let report = json::Report {
-            plan,
+            asked: &asked,
             control_local: d.local(),
             control_remote: d.peer(),
             server_software: d.server_software(),
@@ -122,7 +125,7 @@ pub fn run(plan: &Plan) -> Result<()> {
     } else if let Some((style, sel)) = &selection {
         let uuid = plan.uuid.clone().unwrap_or_else(new_uuid);
         let c = selectors::Ctx {
-            plan,
+            asked: &asked,
             m: last,
             f: &figures,
             confidence: verdict.as_ref().map(|v| (v, runs.len())),
@@ -132,7 +135,7 @@ pub fn run(plan: &Plan) -> Result<()> {
         if let (Some(v), true) = (&verdict, extras) {
             emit(
                 &mut out,
-                classic::confidence_line(plan, runs.len(), v).as_bytes(),
+                classic::confidence_line(&asked, runs.len(), v).as_bytes(),
             )?;
         }
     } else {
@@ -143,12 +146,12 @@ pub fn run(plan: &Plan) -> Result<()> {
         }
         emit(
             &mut out,
-            classic::table(plan, last, &figures, extras).as_bytes(),
+            classic::table(&asked, last, &figures, extras).as_bytes(),
         )?;
         if let (Some(v), true) = (&verdict, extras) {
             emit(
                 &mut out,
-                classic::confidence_line(plan, runs.len(), v).as_bytes(),
+                classic::confidence_line(&asked, runs.len(), v).as_bytes(),
             )?;
         }
     }
@@ -164,6 +167,7 @@ type Runs = Vec<(Measurement, Figures)>;
 /// TCP_CC shows `-I` in its banner but always runs once.
 fn iterations(
     plan: &Plan,
+    asked: &Asked,
     d: &mut dyn control::Dialect,
     ctx: &Context,
     out: &mut impl Write,
@@ -175,14 +179,14 @@ fn iterations(
         .filter(|_| plan.name != TestName::TcpCc);
     let Some(c) = confidence else {
         let m = family::run_once(plan, d, ctx)?;
-        let f = Figures::of(plan, &m);
+        let f = Figures::of(asked, &m);
         return Ok((vec![(m, f)], None));
     };
     let (runs, verdict) = confidence::iterate(
         c,
         |_| {
             let m = family::run_once(plan, d, ctx)?;
-            let f = Figures::of(plan, &m);
+            let f = Figures::of(asked, &m);
             let sample = Sample {
                 result: f.result,
                 local_cpu: f.local_cpu,
@@ -197,7 +201,7 @@ fn iterations(
             if plan.json {
                 return;
             }
-            let line = classic::iteration_line(plan, i, f);
+            let line = classic::iteration_line(asked, i, f);
             if extras {
                 let _ = emit(out, line.as_bytes());
                 let _ = out.flush();

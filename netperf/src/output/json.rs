@@ -4,11 +4,13 @@
 
 use serde::Serialize;
 
+use super::json_types::{Side, SideOptions};
 use crate::{
-    cli::{Length, Plan},
+    cli::Length,
     confidence::Verdict,
     family::Measurement,
     interim,
+    output::asked::Asked,
     output::{Figures, sd_per_transaction},
 };
 
@@ -27,13 +29,13 @@ struct Document<'a> {
     /// The result as printed: the mean over iterations with -I/-i.
     result: Result_,
     /// The last iteration's counters, both sides.
-    local: &'a proto::SideResults,
-    remote: &'a proto::SideResults,
+    local: Side,
+    remote: Side,
     sizes: Sizes,
     latency_usec: Option<Latency>,
     udp: Option<Udp>,
     lost_transactions: Option<u64>,
-    iterations: Vec<Iteration<'a>>,
+    iterations: Vec<Iteration>,
     confidence: Option<Confidence>,
     interim: Vec<interim::Sample>,
 }
@@ -47,8 +49,8 @@ struct Options<'a> {
     units: String,
     headers: bool,
     verbosity: u8,
-    local: &'a proto::SideSpec,
-    remote: &'a proto::SideSpec,
+    local: SideOptions,
+    remote: SideOptions,
     request_size: u32,
     response_size: u32,
     burst: u32,
@@ -134,14 +136,14 @@ struct Udp {
 }
 
 #[derive(Serialize)]
-struct Iteration<'a> {
+struct Iteration {
     iteration: usize,
     elapsed_seconds: f64,
     value: f64,
     local_cpu_util: Option<f64>,
     remote_cpu_util: Option<f64>,
-    local: &'a proto::SideResults,
-    remote: &'a proto::SideResults,
+    local: Side,
+    remote: Side,
 }
 
 #[derive(Serialize)]
@@ -160,7 +162,7 @@ struct Confidence {
 /// Everything the document is made of.
 #[derive(Debug)]
 pub struct Report<'a> {
-    pub plan: &'a Plan,
+    pub asked: &'a Asked,
     pub control_local: std::net::SocketAddr,
     pub control_remote: std::net::SocketAddr,
     pub server_software: &'a str,
@@ -213,7 +215,7 @@ fn udp(m: &Measurement) -> Option<Udp> {
 
 /// The document, pretty-printed, with a final newline.
 pub fn render(r: &Report) -> Result<String, serde_json::Error> {
-    let p = r.plan;
+    let p = r.asked;
     let last = r.runs.last().map(|(m, _)| m);
     let empty = Measurement::default();
     let m = last.unwrap_or(&empty);
@@ -238,8 +240,8 @@ pub fn render(r: &Report) -> Result<String, serde_json::Error> {
             units: p.units().label().to_string(),
             headers: p.headers,
             verbosity: p.verbosity,
-            local: &p.local,
-            remote: &p.remote,
+            local: (&p.local).into(),
+            remote: (&p.remote).into(),
             request_size: p.request_size,
             response_size: p.response_size,
             burst: p.burst,
@@ -288,8 +290,8 @@ pub fn render(r: &Report) -> Result<String, serde_json::Error> {
                 "usec/KB"
             },
         },
-        local: &m.local,
-        remote: &m.remote,
+        local: (&m.local).into(),
+        remote: (&m.remote).into(),
         sizes: Sizes {
             local_send_buf: m.local_send_buf,
             local_recv_buf: m.local_recv_buf,
@@ -314,8 +316,8 @@ pub fn render(r: &Report) -> Result<String, serde_json::Error> {
                 value: f.result,
                 local_cpu_util: f.local_cpu,
                 remote_cpu_util: f.remote_cpu,
-                local: &m.local,
-                remote: &m.remote,
+                local: (&m.local).into(),
+                remote: (&m.remote).into(),
             })
             .collect(),
         confidence: match (p.confidence, r.verdict) {

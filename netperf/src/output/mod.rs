@@ -1,8 +1,10 @@
 //! Everything the client prints. Figures are computed once, in
 //! [`Figures`], from both sides' counters; each format only lays them out.
 
+pub mod asked;
 pub mod classic;
 pub mod json;
+pub mod json_types;
 pub mod selectors;
 pub mod units;
 
@@ -10,10 +12,7 @@ use std::net::SocketAddr;
 
 use proto::TestKind;
 
-use crate::{
-    cli::{Plan, Units},
-    family::Measurement,
-};
+use crate::{cli::Units, family::Measurement, output::asked::Asked};
 
 /// The addresses the banner names.
 #[derive(Clone, Debug)]
@@ -27,9 +26,9 @@ pub struct Endpoints {
 }
 
 impl Endpoints {
-    pub fn new(plan: &Plan, peer: SocketAddr) -> Endpoints {
+    pub fn new(asked: &Asked, peer: SocketAddr) -> Endpoints {
         let ipv6 = peer.is_ipv6();
-        let (local_name, local_addr) = match (&plan.local_host, ipv6) {
+        let (local_name, local_addr) = match (&asked.local_host, ipv6) {
             (Some(h), _) => (h.clone(), h.clone()),
             (None, false) => ("0.0.0.0".into(), "0.0.0.0".into()),
             (None, true) => ("::0".into(), "::".into()),
@@ -37,7 +36,7 @@ impl Endpoints {
         Endpoints {
             local_name,
             local_addr,
-            remote_name: plan.host_name().to_string(),
+            remote_name: asked.host_name().to_string(),
             remote_addr: peer.ip().to_string(),
             ipv6,
         }
@@ -48,11 +47,11 @@ impl Endpoints {
     }
 }
 
-/// The figures of one test result, in the plan's units.
+/// The figures of one test result, in the units asked.
 #[derive(Clone, Debug, Default)]
 pub struct Figures {
     pub elapsed: f64,
-    /// Throughput or transaction rate, in the plan's units per second.
+    /// Throughput or transaction rate, in the units asked per second.
     pub result: f64,
     /// What we sent, per second (UDP_STREAM's first row).
     pub send_rate: f64,
@@ -67,17 +66,17 @@ pub struct Figures {
 }
 
 impl Figures {
-    pub fn of(plan: &Plan, m: &Measurement) -> Figures {
-        let u = plan.units();
+    pub fn of(asked: &Asked, m: &Measurement) -> Figures {
+        let u = asked.units();
         Figures {
             elapsed: m.elapsed,
-            result: rate(u, plan.test, m),
+            result: rate(u, asked.test, m),
             send_rate: u.rate(m.local.bytes_sent as f64, m.elapsed),
             recv_rate: u.rate(m.remote.bytes_received as f64, m.elapsed),
             local_cpu: m.local.cpu.as_ref().map(|c| c.util),
             remote_cpu: m.remote.cpu.as_ref().map(|c| c.util),
-            local_sd: service_demand(plan, m, m.local.cpu.as_ref()),
-            remote_sd: service_demand(plan, m, m.remote.cpu.as_ref()),
+            local_sd: service_demand(asked, m, m.local.cpu.as_ref()),
+            remote_sd: service_demand(asked, m, m.remote.cpu.as_ref()),
         }
     }
 
@@ -104,16 +103,16 @@ impl Figures {
 
 /// Whether service demand is per transaction (an _RR test in transaction
 /// units) rather than per KB.
-pub fn sd_per_transaction(plan: &Plan) -> bool {
-    plan.test.is_rr() && plan.units() == Units::Transactions
+pub fn sd_per_transaction(asked: &Asked) -> bool {
+    asked.test.is_rr() && asked.units() == Units::Transactions
 }
 
 /// netperf's service demand of one side: its CPU time per KB moved by us
 /// (both ways), or per transaction. netperf charges both sides against our
 /// byte count, and so do we.
-fn service_demand(plan: &Plan, m: &Measurement, cpu: Option<&proto::CpuStats>) -> Option<f64> {
+fn service_demand(asked: &Asked, m: &Measurement, cpu: Option<&proto::CpuStats>) -> Option<f64> {
     let c = cpu?;
-    let (units, divisor) = if sd_per_transaction(plan) {
+    let (units, divisor) = if sd_per_transaction(asked) {
         (m.local.transactions as f64, 1.0)
     } else {
         ((m.local.bytes_sent + m.local.bytes_received) as f64, 1024.0)

@@ -16,9 +16,10 @@ use proto::{Direction, TestKind};
 use optparse::value::AddrFamily;
 
 use crate::{
-    cli::{Plan, SelectorStyle, Units},
+    cli::{SelectorStyle, Units},
     confidence::Verdict,
     family::Measurement,
+    output::asked::Asked,
     output::{Figures, sd_per_transaction},
 };
 
@@ -55,7 +56,7 @@ enum Value {
 /// Everything a selector may draw on.
 #[derive(Debug)]
 pub struct Ctx<'a> {
-    pub plan: &'a Plan,
+    pub asked: &'a Asked,
     /// The last iteration's measurement (counts, sizes).
     pub m: &'a Measurement,
     /// The figures printed (the means of the iterations).
@@ -109,7 +110,7 @@ fn lat_us(c: &Ctx, g: fn(&engine::latency::LatencySummary) -> u64) -> Value {
 }
 
 fn rate_of(c: &Ctx, bytes: u64) -> Value {
-    let u = match c.plan.units() {
+    let u = match c.asked.units() {
         Units::Transactions => Units::Bits('m'),
         u => u,
     };
@@ -144,7 +145,7 @@ static SELECTORS: &[Sel] = &[
         "COMMAND_LINE",
         ["Command", "Line", "", ""],
         Fmt::Quoted,
-        |c| Value::Str(c.plan.command_line.clone())
+        |c| Value::Str(c.asked.command_line.clone())
     ),
     sel!("UUID", ["Test", "UUID", "", ""], Fmt::Str, |c| Value::Str(
         c.uuid.to_string()
@@ -153,15 +154,15 @@ static SELECTORS: &[Sel] = &[
         "RESULT_BRAND",
         ["Result", "Tag", "", ""],
         Fmt::Quoted,
-        |c| c.plan.brand.clone().map_or(Value::None, Value::Str)
+        |c| c.asked.brand.clone().map_or(Value::None, Value::Str)
     ),
     // netperf 2.7 names the socket type before -T changes the protocol.
     sel!("SOCKET_TYPE", ["Socket", "Type", "", ""], Fmt::Str, |c| {
-        Value::Str(c.plan.socket_type_label.into())
+        Value::Str(c.asked.socket_type_label.into())
     }),
     sel!("DIRECTION", ["Direction", "", "", ""], Fmt::Str, |c| {
         Value::Str(
-            match c.plan.test {
+            match c.asked.test {
                 TestKind::TcpCc => "Connection",
                 TestKind::TcpCrr => "Connect|Send|Recv",
                 k => match k.direction() {
@@ -174,7 +175,7 @@ static SELECTORS: &[Sel] = &[
         )
     }),
     sel!("PROTOCOL", ["Protocol", "", "", ""], Fmt::Str, |c| {
-        Value::Str(c.plan.protocol_label.into())
+        Value::Str(c.asked.protocol_label.into())
     }),
     sel!(
         "ELAPSED_TIME",
@@ -183,15 +184,15 @@ static SELECTORS: &[Sel] = &[
         |c| f(c.f.elapsed)
     ),
     sel!("SOURCE_PORT", ["Source", "Port", "", ""], Fmt::Str, |c| {
-        Value::Str(c.plan.local_data_port.unwrap_or(0).to_string())
+        Value::Str(c.asked.local_data_port.unwrap_or(0).to_string())
     }),
     sel!(
         "SOURCE_ADDR",
         ["Source", "Address", "", ""],
         Fmt::Str,
-        |c| Value::Str(match (&c.plan.data_local, &c.plan.local_host) {
+        |c| Value::Str(match (&c.asked.data_local, &c.asked.local_host) {
             (Some(a), _) | (None, Some(a)) => a.clone(),
-            (None, None) if c.plan.family == AddrFamily::V6 => "::0".into(),
+            (None, None) if c.asked.family == AddrFamily::V6 => "::0".into(),
             (None, None) => "0.0.0.0".into(),
         })
     ),
@@ -199,7 +200,7 @@ static SELECTORS: &[Sel] = &[
         "SOURCE_FAMILY",
         ["Source", "Family", "", ""],
         Fmt::Int,
-        |c| int(match c.plan.data_family {
+        |c| int(match c.asked.data_family {
             AddrFamily::Unspec => 0,
             AddrFamily::V4 => i64::from(libc_af::INET),
             AddrFamily::V6 => i64::from(libc_af::INET6),
@@ -209,17 +210,17 @@ static SELECTORS: &[Sel] = &[
         "DEST_PORT",
         ["Destination", "Port", "", ""],
         Fmt::Str,
-        |c| Value::Str(c.plan.remote_data_port.unwrap_or(0).to_string())
+        |c| Value::Str(c.asked.remote_data_port.unwrap_or(0).to_string())
     ),
     sel!(
         "DEST_ADDR",
         ["Destination", "Address", "", ""],
         Fmt::Str,
         |c| Value::Str(
-            c.plan
+            c.asked
                 .data_host
                 .clone()
-                .unwrap_or_else(|| c.plan.host_name().to_string())
+                .unwrap_or_else(|| c.asked.host_name().to_string())
         )
     ),
     sel!(
@@ -259,19 +260,19 @@ static SELECTORS: &[Sel] = &[
         "THROUGHPUT_UNITS",
         ["Throughput", "Units", "", ""],
         Fmt::PerSec,
-        |c| Value::Str(c.plan.units().label().into())
+        |c| Value::Str(c.asked.units().label().into())
     ),
     sel!(
         "CONFIDENCE_LEVEL",
         ["Confidence", "Level", "Percent", ""],
         Fmt::Int,
-        |c| int(c.plan.confidence.map_or(0, |k| k.level as i64))
+        |c| int(c.asked.confidence.map_or(0, |k| k.level as i64))
     ),
     sel!(
         "CONFIDENCE_INTERVAL",
         ["Confidence", "Width", "Target", ""],
         Fmt::F6,
-        |c| f(c.plan.confidence.map_or(-1.0, |k| k.width * 100.0))
+        |c| f(c.asked.confidence.map_or(-1.0, |k| k.width * 100.0))
     ),
     sel!(
         "CONFIDENCE_ITERATION",
@@ -302,15 +303,15 @@ static SELECTORS: &[Sel] = &[
         ["Round", "Trip", "Latency", "usec/tran"],
         Fmt::F(3),
         |c| {
-            if !c.plan.test.is_rr() || c.m.local.transactions == 0 {
+            if !c.asked.test.is_rr() || c.m.local.transactions == 0 {
                 return f(-1.0);
             }
             let rate = c.m.local.transactions as f64 / c.m.elapsed;
             // a connection test's transactions are one at a time
-            let burst = if c.plan.test.is_connection_test() {
+            let burst = if c.asked.test.is_connection_test() {
                 0
             } else {
-                c.plan.effective_burst()
+                c.asked.effective_burst()
             };
             f(1e6 / rate * f64::from(1 + burst))
         }
@@ -321,7 +322,7 @@ static SELECTORS: &[Sel] = &[
         Fmt::F(3),
         |c| {
             // netperf 2.7 leaves its initial 1.0 on a stream test
-            if !c.plan.test.is_rr() {
+            if !c.asked.test.is_rr() {
                 f(1.0)
             } else if c.m.elapsed > 0.0 {
                 f(c.m.local.transactions as f64 / c.m.elapsed)
@@ -340,7 +341,7 @@ static SELECTORS: &[Sel] = &[
         "LOCAL_TRANSPORT_RETRANS",
         ["Local", "Transport", "Retransmissions", ""],
         Fmt::Int,
-        |c| if c.plan.test.is_connection_test() {
+        |c| if c.asked.test.is_connection_test() {
             // netperf 2.7 reads it on a socket already closed
             int(-1)
         } else {
@@ -351,7 +352,7 @@ static SELECTORS: &[Sel] = &[
         "REMOTE_TRANSPORT_RETRANS",
         ["Remote", "Transport", "Retransmissions", ""],
         Fmt::Int,
-        |c| if c.plan.test.is_connection_test() {
+        |c| if c.asked.test.is_connection_test() {
             int(-1)
         } else {
             opt_int(c.m.remote.tcp.as_ref().map(|t| t.retransmits))
@@ -361,8 +362,8 @@ static SELECTORS: &[Sel] = &[
         "REQUEST_SIZE",
         ["Request", "Size", "Bytes", ""],
         Fmt::Int,
-        |c| if c.plan.test.is_rr() && c.plan.test != TestKind::TcpCc {
-            int(c.plan.request_size)
+        |c| if c.asked.test.is_rr() && c.asked.test != TestKind::TcpCc {
+            int(c.asked.request_size)
         } else {
             int(-1)
         }
@@ -371,8 +372,8 @@ static SELECTORS: &[Sel] = &[
         "RESPONSE_SIZE",
         ["Response", "Size", "Bytes", ""],
         Fmt::Int,
-        |c| if c.plan.test.is_rr() && c.plan.test != TestKind::TcpCc {
-            int(c.plan.response_size)
+        |c| if c.asked.test.is_rr() && c.asked.test != TestKind::TcpCc {
+            int(c.asked.response_size)
         } else {
             int(-1)
         }
@@ -381,13 +382,13 @@ static SELECTORS: &[Sel] = &[
         "BURST_SIZE",
         ["Initial", "Burst", "Requests", ""],
         Fmt::Int,
-        |c| int(c.plan.burst)
+        |c| int(c.asked.burst)
     ),
     sel!(
         "LSS_SIZE_REQ",
         ["Local", "Send Socket", "Size", "Requested"],
         Fmt::Int,
-        |c| opt_int(c.plan.local.send_buf)
+        |c| opt_int(c.asked.local.send_buf)
     ),
     sel!(
         "LSS_SIZE",
@@ -399,7 +400,7 @@ static SELECTORS: &[Sel] = &[
         "LSS_SIZE_END",
         ["Local", "Send Socket", "Size", "Final"],
         Fmt::Int,
-        |c| int(if c.plan.local.send_buf.is_some() {
+        |c| int(if c.asked.local.send_buf.is_some() {
             c.m.local_send_buf
         } else {
             end_or(c.m.local.send_buf_end, c.m.local_send_buf)
@@ -409,7 +410,7 @@ static SELECTORS: &[Sel] = &[
         "LSR_SIZE_REQ",
         ["Local", "Recv Socket", "Size", "Requested"],
         Fmt::Int,
-        |c| opt_int(c.plan.local.recv_buf)
+        |c| opt_int(c.asked.local.recv_buf)
     ),
     sel!(
         "LSR_SIZE",
@@ -421,7 +422,7 @@ static SELECTORS: &[Sel] = &[
         "LSR_SIZE_END",
         ["Local", "Recv Socket", "Size", "Final"],
         Fmt::Int,
-        |c| int(if c.plan.local.recv_buf.is_some() {
+        |c| int(if c.asked.local.recv_buf.is_some() {
             c.m.local_recv_buf
         } else {
             end_or(c.m.local.recv_buf_end, c.m.local_recv_buf)
@@ -431,7 +432,7 @@ static SELECTORS: &[Sel] = &[
         "LOCAL_SEND_SIZE",
         ["Local", "Send", "Size", ""],
         Fmt::Int,
-        |c| match c.plan.test.direction() {
+        |c| match c.asked.test.direction() {
             // netperf 2.7's send size of an _RR test stays 0 (requests
             // have their own)
             Direction::Send => int(c.m.local_send_size),
@@ -442,7 +443,7 @@ static SELECTORS: &[Sel] = &[
         "LOCAL_RECV_SIZE",
         ["Local", "Recv", "Size", ""],
         Fmt::Int,
-        |c| match c.plan.test.direction() {
+        |c| match c.asked.test.direction() {
             Direction::Receive => int(c.m.local_recv_size),
             _ => int(0),
         }
@@ -505,25 +506,25 @@ static SELECTORS: &[Sel] = &[
         "LOCAL_SEND_OFFSET",
         ["Local", "Send", "Offset", ""],
         Fmt::Int,
-        |c| int(c.plan.local.send_offset)
+        |c| int(c.asked.local.send_offset)
     ),
     sel!(
         "LOCAL_RECV_OFFSET",
         ["Local", "Recv", "Offset", ""],
         Fmt::Int,
-        |c| int(c.plan.local.recv_offset)
+        |c| int(c.asked.local.recv_offset)
     ),
     sel!(
         "LOCAL_RECV_ALIGN",
         ["Local", "Recv", "Alignment", ""],
         Fmt::Int,
-        |c| int(c.plan.local.recv_align)
+        |c| int(c.asked.local.recv_align)
     ),
     sel!(
         "LOCAL_SEND_ALIGN",
         ["Local", "Send", "Alignment", ""],
         Fmt::Int,
-        |c| int(c.plan.local.send_align)
+        |c| int(c.asked.local.send_align)
     ),
     sel!(
         "LOCAL_CPU_UTIL",
@@ -577,7 +578,7 @@ static SELECTORS: &[Sel] = &[
         "LOCAL_CPU_BIND",
         ["Local", "CPU", "Bind", ""],
         Fmt::Int,
-        |c| opt_int(c.plan.local.cpu_bind)
+        |c| opt_int(c.asked.local.cpu_bind)
     ),
     sel!(
         "LOCAL_SD",
@@ -590,7 +591,7 @@ static SELECTORS: &[Sel] = &[
         ["Service", "Demand", "Units", ""],
         Fmt::Str,
         |c| Value::Str(
-            if sd_per_transaction(c.plan) {
+            if sd_per_transaction(c.asked) {
                 "usec/Tran"
             } else {
                 "usec/KB"
@@ -614,16 +615,16 @@ static SELECTORS: &[Sel] = &[
         "LOCAL_NODELAY",
         ["Local", "NODELAY", "", ""],
         Fmt::Int,
-        |c| int(i64::from(c.plan.local.nodelay))
+        |c| int(i64::from(c.asked.local.nodelay))
     ),
     sel!("LOCAL_CORK", ["Local", "Cork", "", ""], Fmt::Int, |c| int(
-        i64::from(c.plan.local_only.cork)
+        i64::from(c.asked.local_only.cork)
     )),
     sel!(
         "RSS_SIZE_REQ",
         ["Remote", "Send Socket", "Size", "Requested"],
         Fmt::Int,
-        |c| opt_int(c.plan.remote.send_buf)
+        |c| opt_int(c.asked.remote.send_buf)
     ),
     sel!(
         "RSS_SIZE",
@@ -641,7 +642,7 @@ static SELECTORS: &[Sel] = &[
         "RSR_SIZE_REQ",
         ["Remote", "Recv Socket", "Size", "Requested"],
         Fmt::Int,
-        |c| opt_int(c.plan.remote.recv_buf)
+        |c| opt_int(c.asked.remote.recv_buf)
     ),
     sel!(
         "RSR_SIZE",
@@ -659,11 +660,11 @@ static SELECTORS: &[Sel] = &[
         "REMOTE_SEND_SIZE",
         ["Remote", "Send", "Size", ""],
         Fmt::Int,
-        |c| match c.plan.test.direction() {
+        |c| match c.asked.test.direction() {
             // netperf 2.7: the netserver echoes -1 for a direction it does
             // not use
             Direction::Send => int(-1),
-            _ if c.plan.test == TestKind::TcpCc => int(-1),
+            _ if c.asked.test == TestKind::TcpCc => int(-1),
             _ => int(c.m.remote_send_size),
         }
     ),
@@ -671,9 +672,9 @@ static SELECTORS: &[Sel] = &[
         "REMOTE_RECV_SIZE",
         ["Remote", "Recv", "Size", ""],
         Fmt::Int,
-        |c| match c.plan.test.direction() {
+        |c| match c.asked.test.direction() {
             Direction::Receive => int(-1),
-            _ if c.plan.test == TestKind::TcpCc => int(-1),
+            _ if c.asked.test == TestKind::TcpCc => int(-1),
             _ => int(c.m.remote_recv_size),
         }
     ),
@@ -735,25 +736,25 @@ static SELECTORS: &[Sel] = &[
         "REMOTE_SEND_OFFSET",
         ["Remote", "Send", "Offset", ""],
         Fmt::Int,
-        |c| int(c.plan.remote.send_offset)
+        |c| int(c.asked.remote.send_offset)
     ),
     sel!(
         "REMOTE_RECV_OFFSET",
         ["Remote", "Recv", "Offset", ""],
         Fmt::Int,
-        |c| int(c.plan.remote.recv_offset)
+        |c| int(c.asked.remote.recv_offset)
     ),
     sel!(
         "REMOTE_RECV_ALIGN",
         ["Remote", "Recv", "Alignment", ""],
         Fmt::Int,
-        |c| int(c.plan.remote.recv_align)
+        |c| int(c.asked.remote.recv_align)
     ),
     sel!(
         "REMOTE_SEND_ALIGN",
         ["Remote", "Send", "Alignment", ""],
         Fmt::Int,
-        |c| int(c.plan.remote.send_align)
+        |c| int(c.asked.remote.send_align)
     ),
     sel!(
         "REMOTE_CPU_UTIL",
@@ -807,7 +808,7 @@ static SELECTORS: &[Sel] = &[
         "REMOTE_CPU_BIND",
         ["Remote", "CPU", "Bind", ""],
         Fmt::Int,
-        |c| opt_int(c.plan.remote.cpu_bind)
+        |c| opt_int(c.asked.remote.cpu_bind)
     ),
     sel!(
         "REMOTE_SD",
@@ -831,13 +832,13 @@ static SELECTORS: &[Sel] = &[
         "REMOTE_NODELAY",
         ["Remote", "NODELAY", "", ""],
         Fmt::Int,
-        |c| int(i64::from(c.plan.remote.nodelay))
+        |c| int(i64::from(c.asked.remote.nodelay))
     ),
     sel!(
         "REMOTE_CORK",
         ["Remote", "Cork", "", ""],
         Fmt::Int,
-        |c| int(i64::from(c.plan.local_only.cork))
+        |c| int(i64::from(c.asked.local_only.cork))
     ),
     sel!(
         "MIN_LATENCY",
@@ -885,27 +886,27 @@ static SELECTORS: &[Sel] = &[
         "LOCAL_SOCKET_PRIO",
         ["Local", "Socket", "Priority", ""],
         Fmt::Int,
-        |c| opt_int(c.plan.local.priority)
+        |c| opt_int(c.asked.local.priority)
     ),
     sel!(
         "REMOTE_SOCKET_PRIO",
         ["Remote", "Socket", "Priority", ""],
         Fmt::Int,
-        |c| opt_int(c.plan.remote.priority)
+        |c| opt_int(c.asked.remote.priority)
     ),
     sel!(
         "LOCAL_SOCKET_TOS",
         ["Local", "Socket", "TOS", ""],
         Fmt::Hex2,
         // what the kernel kept (Linux drops ECN bits on TCP), as netperf 2.7
-        |c| opt_int(c.m.local_tos.or(c.plan.local.tos.map(u32::from)))
+        |c| opt_int(c.m.local_tos.or(c.asked.local.tos.map(u32::from)))
     ),
     sel!(
         "REMOTE_SOCKET_TOS",
         ["Remote", "Socket", "TOS", ""],
         Fmt::Hex2,
         // the netserver marks its sends with the DSCP alone
-        |c| opt_int(c.plan.remote.tos.map(|t| t & !0x03))
+        |c| opt_int(c.asked.remote.tos.map(|t| t & !0x03))
     ),
     sel!(
         "LOCAL_CONG_CONTROL",
@@ -922,7 +923,7 @@ static SELECTORS: &[Sel] = &[
         "REMOTE_CONG_CONTROL",
         ["Remote", "Congestion", "Control", "Algorithm"],
         Fmt::Str,
-        |c| Value::Str(if c.plan.test.is_connection_test() {
+        |c| Value::Str(if c.asked.test.is_connection_test() {
             String::new()
         } else {
             c.m.remote
@@ -936,7 +937,7 @@ static SELECTORS: &[Sel] = &[
         ["Local", "Fill", "File", ""],
         Fmt::Str,
         |c| Value::Str(
-            c.plan
+            c.asked
                 .fill_file
                 .as_ref()
                 .map_or_else(String::new, |p| p.display().to_string())
@@ -1323,7 +1324,7 @@ static SELECTORS: &[Sel] = &[
         "RR_LOST_TRANSACTIONS",
         ["Lost", "Transactions", "", ""],
         Fmt::Int,
-        |c| if c.plan.test == TestKind::UdpRr {
+        |c| if c.asked.test == TestKind::UdpRr {
             int(c.m.lost)
         } else {
             int(-1)
@@ -1638,10 +1639,10 @@ fn parse_list(list: &str) -> Selection {
 }
 
 /// netperf's default selection for a test (and with `-c`/`-C`).
-pub fn default_for(plan: &Plan) -> Selection {
+pub fn default_for(asked: &Asked) -> Selection {
     let tput = "ELAPSED_TIME,THROUGHPUT,THROUGHPUT_UNITS";
     let cpu = "LOCAL_CPU_UTIL,LOCAL_CPU_PERCENT_USER,LOCAL_CPU_PERCENT_SYSTEM,LOCAL_CPU_PERCENT_IOWAIT,LOCAL_CPU_PERCENT_IRQ,LOCAL_CPU_PERCENT_SWINTR,LOCAL_CPU_METHOD,REMOTE_CPU_UTIL,REMOTE_CPU_PERCENT_USER,REMOTE_CPU_PERCENT_SYSTEM,REMOTE_CPU_PERCENT_IOWAIT,REMOTE_CPU_PERCENT_IRQ,REMOTE_CPU_PERCENT_SWINTR,REMOTE_CPU_METHOD,LOCAL_SD,REMOTE_SD,SD_UNITS";
-    let head = match plan.test.direction() {
+    let head = match asked.test.direction() {
         Direction::Send => "LSS_SIZE_END,RSR_SIZE_END,LOCAL_SEND_SIZE",
         Direction::Receive => "RSS_SIZE_END,LSR_SIZE_END,REMOTE_SEND_SIZE",
         Direction::RequestResponse => {
@@ -1649,7 +1650,7 @@ pub fn default_for(plan: &Plan) -> Selection {
         }
     };
     let mut list = format!("{head},{tput}");
-    if plan.local_cpu || plan.remote_cpu {
+    if asked.local_cpu || asked.remote_cpu {
         list = format!("{list},{cpu}");
     }
     parse_list(&list)
@@ -1657,9 +1658,9 @@ pub fn default_for(plan: &Plan) -> Selection {
 
 /// Resolve what `-o`/`-O`/`-k` named: nothing (the default list), "all",
 /// a list of names, or a file of them.
-pub fn resolve(plan: &Plan, spec: Option<&str>) -> Result<Selection, String> {
+pub fn resolve(asked: &Asked, spec: Option<&str>) -> Result<Selection, String> {
     let Some(spec) = spec else {
-        return Ok(default_for(plan));
+        return Ok(default_for(asked));
     };
     if spec.eq_ignore_ascii_case("all") {
         // netperf 2.7's, in its order and its four blocks; ours are named
@@ -1763,7 +1764,7 @@ fn csv(sel: &Selection, c: &Ctx) -> String {
     if sel.blocks.iter().all(Vec::is_empty) {
         return out;
     }
-    if c.plan.headers {
+    if c.asked.headers {
         out.push_str(&header);
         out.push('\n');
     }
@@ -1796,7 +1797,7 @@ fn columns(sel: &Selection, c: &Ctx) -> String {
         if i > 0 {
             out.push('\n');
         }
-        if c.plan.headers {
+        if c.asked.headers {
             for l in &lines {
                 out.push_str(l);
                 out.push('\n');
@@ -1811,9 +1812,13 @@ fn columns(sel: &Selection, c: &Ctx) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::test_plan as plan;
 
-    fn ctx_out(p: &Plan, style: SelectorStyle, spec: &str) -> String {
+    /// What the output would be told for these words of a command line.
+    fn asked(words: &[&str]) -> Asked {
+        Asked::of(&crate::cli::test_plan(words))
+    }
+
+    fn ctx_out(p: &Asked, style: SelectorStyle, spec: &str) -> String {
         let m = Measurement {
             elapsed: 1.0,
             local_send_buf: 16384,
@@ -1835,7 +1840,7 @@ mod tests {
             ..Figures::default()
         };
         let c = Ctx {
-            plan: p,
+            asked: p,
             m: &m,
             f: &f,
             confidence: None,
@@ -1846,7 +1851,7 @@ mod tests {
 
     #[test]
     fn keyval_skips_unknown_names() {
-        let p = plan(&[]);
+        let p = asked(&[]);
         assert_eq!(
             ctx_out(
                 &p,
@@ -1859,7 +1864,7 @@ mod tests {
 
     #[test]
     fn csv_leaves_netperfs_empty_field_for_unknown_names() {
-        let p = plan(&[]);
+        let p = asked(&[]);
         assert_eq!(
             ctx_out(
                 &p,
@@ -1868,7 +1873,7 @@ mod tests {
             ),
             "Throughput,Local Congestion Control Algorithm\n8513.48,, bbr,,\n"
         );
-        let p = plan(&["-P", "0"]);
+        let p = asked(&["-P", "0"]);
         assert_eq!(
             ctx_out(
                 &p,
@@ -1881,7 +1886,7 @@ mod tests {
 
     #[test]
     fn columns_match_netperf() {
-        let p = plan(&[]);
+        let p = asked(&[]);
         assert_eq!(
             ctx_out(
                 &p,
@@ -1894,7 +1899,7 @@ mod tests {
 
     #[test]
     fn default_lists() {
-        let p = plan(&[]);
+        let p = asked(&[]);
         assert_eq!(
             ctx_out(
                 &p,
@@ -1903,7 +1908,7 @@ mod tests {
             ),
             "Local Send Socket Size Final,Remote Recv Socket Size Final,Local Send Size,Elapsed Time (sec),Throughput,Throughput Units\n16384,131072,16384,1.00,8513.48,10^6bits/s\n"
         );
-        let names: Vec<_> = default_for(&plan(&["-t", "TCP_RR", "-c"])).blocks[0]
+        let names: Vec<_> = default_for(&asked(&["-t", "TCP_RR", "-c"])).blocks[0]
             .iter()
             .map(|e| match e {
                 Entry::Known(n) => *n,
@@ -1926,7 +1931,7 @@ mod tests {
 
     #[test]
     fn formats_of_unset_values() {
-        let p = plan(&["-t", "TCP_RR"]);
+        let p = asked(&["-t", "TCP_RR"]);
         let out = ctx_out(
             &p,
             SelectorStyle::KeyVal,
@@ -1936,7 +1941,7 @@ mod tests {
             out,
             "LOCAL_SOCKET_TOS=0xffffffff\nLOCAL_SD=-1.000\nLOCAL_CPU_UTIL=-1.00\nCONFIDENCE_LEVEL=0\nCONFIDENCE_INTERVAL=-1.000000\nCONFIDENCE_ITERATION=1\nTHROUGHPUT_CONFID=-1.000\nSD_UNITS=usec/Tran\nDIRECTION=Send|Recv\nMIN_LATENCY=-1\n"
         );
-        let p = plan(&["-Y", "0x10", "-B", "tag"]);
+        let p = asked(&["-Y", "0x10", "-B", "tag"]);
         let out = ctx_out(
             &p,
             SelectorStyle::KeyVal,
@@ -1963,12 +1968,12 @@ mod tests {
             lines.push([&["-t", "OMNI", "-B", "b"][..], d].concat());
         }
         for words in lines {
-            let p = plan(&words);
+            let p = asked(&words);
             let kind = p.test;
             let m = Measurement::default();
             let fig = Figures::default();
             let c = Ctx {
-                plan: &p,
+                asked: &p,
                 m: &m,
                 f: &fig,
                 confidence: None,
@@ -1994,11 +1999,11 @@ mod tests {
     fn selection_from_a_file() {
         let dir = std::env::temp_dir().join(format!("sel-{}", std::process::id()));
         std::fs::write(&dir, "THROUGHPUT,ELAPSED_TIME\nPROTOCOL\n").unwrap();
-        let s = resolve(&plan(&[]), dir.to_str()).unwrap();
+        let s = resolve(&asked(&[]), dir.to_str()).unwrap();
         std::fs::remove_file(&dir).unwrap();
         assert_eq!(s.blocks.len(), 2);
         assert!(
-            resolve(&plan(&[]), Some("/no/such/file"))
+            resolve(&asked(&[]), Some("/no/such/file"))
                 .unwrap_err()
                 .contains("/no/such/file")
         );

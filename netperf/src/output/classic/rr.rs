@@ -1,0 +1,245 @@
+//! The request/response tables: TCP_RR, UDP_RR, TCP_CRR, TCP_CC.
+
+use std::fmt::Write as _;
+
+use proto::TestKind;
+
+use super::*;
+
+/// TCP_CRR and TCP_CC print the same table.
+fn is_crr(asked: &Asked) -> bool {
+    matches!(asked.name, TestName::TcpCrr | TestName::TcpCc)
+}
+
+/// TCP_RR, UDP_RR, TCP_CRR and TCP_CC.
+pub fn rr(asked: &Asked, m: &Measurement, f: &Figures, extras: bool) -> String {
+    let mut s = String::new();
+    // TCP_CRR's and TCP_CC's rows carry no brand in netperf.
+    let crr = is_crr(asked);
+    let brand = if crr { "" } else { brand(asked) };
+    if asked.verbosity == 0 {
+        if with_cpu(asked) {
+            let sd = or_minus_one(if asked.local_cpu {
+                f.local_sd
+            } else {
+                f.remote_sd
+            });
+            if crr {
+                let _ = writeln!(s, "{sd:6.3}");
+            } else {
+                let _ = writeln!(s, "{sd:6.3} S {brand}");
+            }
+        } else if crr {
+            let _ = writeln!(s, "{:7.2}", f.result);
+        } else {
+            let _ = writeln!(s, "{:7.2} {}", f.result, brand);
+        }
+        return s;
+    }
+    if with_cpu(asked) {
+        rr_cpu(asked, m, f, brand, &mut s);
+    } else {
+        rr_plain(asked, m, f, brand, &mut s);
+    }
+    if asked.verbosity > 1 {
+        match asked.name {
+            TestName::TcpRr => s.push_str(&rr_detail(asked, m)),
+            TestName::TcpCrr | TestName::TcpCc => s.push_str(&crr_detail(asked)),
+            _ => {}
+        }
+    }
+    if extras {
+        if asked.test == TestKind::UdpRr {
+            s.push_str(&udp_rr_loss_line(asked, m));
+        }
+        s.push_str(&latency_lines(m));
+    }
+    s
+}
+
+/// TCP_CRR's and TCP_CC's `-v 2` block: where the buffers sat.
+fn crr_detail(asked: &Asked) -> String {
+    format!(
+        "\nAlignment      Offset\n\
+         Local  Remote  Local  Remote\n\
+         Send   Recv    Send   Recv\n\
+         {:5}  {:5}   {:5}  {:5}\n",
+        asked.local.send_align,
+        asked.remote.recv_align,
+        asked.local.send_offset,
+        asked.remote.recv_offset
+    )
+}
+
+/// The RR table with CPU columns.
+fn rr_cpu(asked: &Asked, m: &Measurement, f: &Figures, brand: &str, s: &mut String) {
+    let crr = is_crr(asked);
+    if asked.headers {
+        let units = asked.units();
+        let per_tr = units == Units::Transactions || crr;
+        let _ = write!(
+            s,
+            "Local /Remote\n\
+             Socket Size   Request Resp.  Elapsed {}CPU    CPU    S.dem   S.dem\n\
+             Send   Recv   Size    Size   Time    {} local  remote local   remote\n\
+             bytes  bytes  bytes   bytes  secs.   per sec  {}    {}    {}   {}\n\n",
+            if per_tr { "Trans.   " } else { "Tput     " },
+            if per_tr {
+                "Rate    ".to_string()
+            } else {
+                format!("{:<8.8}", units.label())
+            },
+            if crr {
+                "%  ".to_string()
+            } else {
+                format!("% {}", method(asked.local_cpu))
+            },
+            if crr {
+                "%  ".to_string()
+            } else {
+                format!("% {}", method(asked.remote_cpu))
+            },
+            if per_tr { "us/Tr" } else { "us/KB" },
+            if per_tr { "us/Tr" } else { "us/KB" },
+        );
+    }
+    let gap = if asked.name == TestName::TcpRr {
+        "  "
+    } else {
+        "   "
+    };
+    let _ = write!(
+        s,
+        "{:<6} {:<6} {:<6}  {:<6} {:<6.2}  {:<6.2}{gap}{:<6.2} {:<6.2} {:<6.3}  {:<6.3}",
+        m.local_send_buf,
+        m.local_recv_buf,
+        asked.request_size,
+        asked.response_size,
+        f.elapsed,
+        f.result,
+        or_minus_one(f.local_cpu),
+        or_minus_one(f.remote_cpu),
+        or_minus_one(f.local_sd),
+        or_minus_one(f.remote_sd),
+    );
+    if crr {
+        s.push('\n');
+    } else {
+        let _ = writeln!(s, " {brand}");
+    }
+    let _ = writeln!(s, "{:<6} {:<6}", m.remote_send_buf, m.remote_recv_buf);
+}
+
+/// The RR table without CPU columns.
+fn rr_plain(asked: &Asked, m: &Measurement, f: &Figures, brand: &str, s: &mut String) {
+    let units = asked.units();
+    if asked.headers {
+        if units == Units::Transactions || is_crr(asked) {
+            s.push_str(
+                "Local /Remote\n\
+                 Socket Size   Request  Resp.   Elapsed  Trans.\n\
+                 Send   Recv   Size     Size    Time     Rate         \n\
+                 bytes  Bytes  bytes    bytes   secs.    per sec   \n\n",
+            );
+        } else {
+            let _ = write!(
+                s,
+                "Local /Remote\n\
+                 Socket Size   Request  Resp.   Elapsed  \n\
+                 Send   Recv   Size     Size    Time     Throughput \n\
+                 bytes  Bytes  bytes    bytes   secs.    {}/sec   \n\n",
+                units.label()
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "{:<6} {:<6} {:<6}   {:<6}  {:<6.2}   {:7.2}   {}",
+        m.local_send_buf,
+        m.local_recv_buf,
+        asked.request_size,
+        asked.response_size,
+        f.elapsed,
+        f.result,
+        brand
+    );
+    let _ = writeln!(s, "{:<6} {:<6}", m.remote_send_buf, m.remote_recv_buf);
+}
+
+/// UDP_RR: transactions that got no response in time.
+pub fn udp_rr_loss_line(asked: &Asked, m: &Measurement) -> String {
+    let done = m.local.transactions;
+    let tried = done + m.lost;
+    let pct = if tried == 0 {
+        0.0
+    } else {
+        m.lost as f64 * 100.0 / tried as f64
+    };
+    let timeout = asked
+        .recv_timeout
+        .unwrap_or(crate::family::rr::DEFAULT_UDP_TIMEOUT)
+        .as_secs_f64();
+    format!(
+        "Lost {} of {tried} transactions ({pct:.3}%): no response within {timeout:.3} s\n",
+        m.lost
+    )
+}
+
+/// Our latency percentiles of the _RR tests.
+fn latency_lines(m: &Measurement) -> String {
+    let mut s = String::new();
+    if let Some(l) = &m.latency {
+        let us = |ns: u64| ns as f64 / 1000.0;
+        let _ = write!(
+            s,
+            "\nLatency (usec)       min       mean        p50        p90        p99      p99.9        max     stddev\n\
+             {:14} {:10.3} {:10.3} {:10.3} {:10.3} {:10.3} {:10.3} {:10.3} {:10.3}\n",
+            "",
+            us(l.min),
+            l.mean / 1000.0,
+            us(l.p50),
+            us(l.p90),
+            us(l.p99),
+            us(l.p999),
+            us(l.max),
+            l.stddev / 1000.0
+        );
+    }
+    s
+}
+
+/// TCP_RR's `-v 2` block: the round trip and the throughput both ways.
+fn rr_detail(asked: &Asked, m: &Measurement) -> String {
+    let mut s = String::new();
+    let rate = if m.elapsed > 0.0 {
+        m.local.transactions as f64 / m.elapsed
+    } else {
+        0.0
+    };
+    let units = match asked.units() {
+        Units::Transactions => Units::Bits('m'),
+        u => u,
+    };
+    let rtt = if rate > 0.0 {
+        1e6 / rate * f64::from(1 + asked.effective_burst())
+    } else {
+        0.0
+    };
+    let _ = write!(
+        s,
+        "Alignment      Offset         RoundTrip  Trans    Throughput\n\
+         Local  Remote  Local  Remote  Latency    Rate     {:<8.8}/s\n\
+         Send   Recv    Send   Recv    usec/Tran  per sec  Outbound   Inbound\n\
+         {:5}  {:5}   {:5}  {:5}   {:<6.3}   {:<6.3} {:<6.3}    {:<6.3}\n",
+        units.label(),
+        asked.local.send_align,
+        asked.remote.recv_align,
+        asked.local.send_offset,
+        asked.remote.recv_offset,
+        rtt,
+        rate,
+        units.rate(rate * f64::from(asked.request_size), 1.0),
+        units.rate(rate * f64::from(asked.response_size), 1.0)
+    );
+    s
+}

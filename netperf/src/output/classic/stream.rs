@@ -1,0 +1,165 @@
+//! The TCP stream tables: TCP_STREAM, TCP_MAERTS, TCP_SENDFILE.
+
+use std::fmt::Write as _;
+
+use super::*;
+
+/// TCP_STREAM and TCP_MAERTS.
+pub fn stream(asked: &Asked, m: &Measurement, f: &Figures) -> String {
+    let mut s = String::new();
+    if asked.verbosity == 0 {
+        if with_cpu(asked) {
+            return terse_sd(asked, f);
+        }
+        let _ = writeln!(s, "{:7.2} {}", f.result, brand(asked));
+        return s;
+    }
+    if with_cpu(asked) {
+        return stream_cpu(asked, m, f);
+    }
+    if asked.headers {
+        let _ = write!(
+            s,
+            "Recv   Send    Send                          \n\
+             Socket Socket  Message  Elapsed              \n\
+             Size   Size    Size     Time     Throughput  \n\
+             bytes  bytes   bytes    secs.    {}/sec  \n\n",
+            asked.units().label()
+        );
+    }
+    let (recv_buf, send_buf, msg) = match asked.name {
+        TestName::TcpMaerts => (m.local_recv_buf, m.remote_send_buf, m.remote_send_size),
+        _ => (m.remote_recv_buf, m.local_send_buf, m.local_send_size),
+    };
+    let _ = writeln!(
+        s,
+        "{:6} {:6} {:6}    {:<6.2}   {:7.2}   {}",
+        recv_buf,
+        send_buf,
+        msg,
+        f.elapsed,
+        f.result,
+        brand(asked)
+    );
+    if asked.verbosity > 1 {
+        s.push_str(&stream_detail(asked, m));
+    }
+    s
+}
+
+/// TCP_STREAM and TCP_MAERTS with CPU columns.
+fn stream_cpu(asked: &Asked, m: &Measurement, f: &Figures) -> String {
+    let mut s = String::new();
+    let maerts = asked.name == TestName::TcpMaerts;
+    if asked.headers {
+        let _ = write!(
+            s,
+            "Recv   Send    Send                          Utilization       Service Demand\n\
+             Socket Socket  Message  Elapsed              {}\n\
+             Size   Size    Size     Time     Throughput  local    remote   local   remote\n\
+             bytes  bytes   bytes    secs.    {:<8.8}/s  % {}      % {}      us/KB   us/KB\n\n",
+            if maerts {
+                "Recv     Send     Recv    Send"
+            } else {
+                "Send     Recv     Send    Recv"
+            },
+            asked.units().label(),
+            method(asked.local_cpu),
+            method(asked.remote_cpu)
+        );
+    }
+    let (recv_buf, send_buf, msg) = if maerts {
+        (m.local_recv_buf, m.remote_send_buf, m.remote_send_size)
+    } else {
+        (m.remote_recv_buf, m.local_send_buf, m.local_send_size)
+    };
+    let _ = writeln!(
+        s,
+        "{:6} {:6} {:6}    {:<6.2}     {:7.2}   {:<6.2}   {:<6.2}   {:<6.3}  {:<6.3} {}",
+        recv_buf,
+        send_buf,
+        msg,
+        f.elapsed,
+        f.result,
+        or_minus_one(f.local_cpu),
+        or_minus_one(f.remote_cpu),
+        or_minus_one(f.local_sd),
+        or_minus_one(f.remote_sd),
+        brand(asked)
+    );
+    if asked.verbosity > 1 {
+        s.push_str(&stream_detail(asked, m));
+    }
+    s
+}
+
+fn per(bytes: u64, calls: u64) -> f64 {
+    if calls == 0 {
+        0.0
+    } else {
+        bytes as f64 / calls as f64
+    }
+}
+
+/// `-v 2`: where the buffers sat, bytes per call on each side, and the MSS.
+fn stream_detail(asked: &Asked, m: &Measurement) -> String {
+    let maerts = asked.name == TestName::TcpMaerts;
+    // (our direction, theirs), and what each side moved in how many calls.
+    let ((mine, theirs), local, remote) = if maerts {
+        (
+            ("Recv", "Send"),
+            (m.local.bytes_received, m.local.recv_calls),
+            (m.remote.bytes_sent, m.remote.send_calls),
+        )
+    } else {
+        (
+            ("Send", "Recv"),
+            (m.local.bytes_sent, m.local.send_calls),
+            (m.local.bytes_sent, m.remote.recv_calls),
+        )
+    };
+    let (la, ra, lo, ro) = if maerts {
+        (
+            asked.local.recv_align,
+            asked.remote.send_align,
+            asked.local.recv_offset,
+            asked.remote.send_offset,
+        )
+    } else {
+        (
+            asked.local.send_align,
+            asked.remote.recv_align,
+            asked.local.send_offset,
+            asked.remote.recv_offset,
+        )
+    };
+    // TCP_SENDFILE prints the bytes moved as C's %6.4g.
+    let xfered = if asked.sendfile() {
+        crate::output::units::c_g(local.0 as f64, 6, 4)
+    } else {
+        format!("{:6}", local.0)
+    };
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "\nAlignment      Offset         Bytes    Bytes       {mine}s   Bytes    {theirs}s\n\
+         Local  Remote  Local  Remote  Xfered   Per                 Per\n\
+         {mine}   {theirs}    {mine}   {theirs}             {mine} (avg)          {theirs} (avg)\n\
+         {:5}   {:5}  {:5}   {:5} {}  {:6.2}    {:6}   {:6.2} {:6}\n",
+        la,
+        ra,
+        lo,
+        ro,
+        xfered,
+        per(local.0, local.1),
+        local.1,
+        per(remote.0, remote.1),
+        remote.1
+    );
+    let _ = write!(
+        s,
+        "\nMaximum\nSegment\nSize (bytes)\n{:6}\n",
+        m.mss.map_or(-1, i64::from)
+    );
+    s
+}
