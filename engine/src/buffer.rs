@@ -107,8 +107,9 @@ impl Ring {
         let bufs = (0..width)
             .map(|_| {
                 let mut b = Buffer::new(size, at);
-                for (i, byte) in b.as_mut_slice().iter_mut().enumerate() {
-                    *byte = src[(offset + i) % src.len()];
+                let pattern = src.iter().cycle().skip(offset);
+                for (byte, &p) in b.as_mut_slice().iter_mut().zip(pattern) {
+                    *byte = p;
                 }
                 offset = (offset + size) % src.len();
                 b

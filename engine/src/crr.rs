@@ -138,8 +138,8 @@ fn fill_request(token: &Token, req: usize, conv: &Conventions) -> Vec<u8> {
 fn read_exact(s: &TcpStream, buf: &mut [u8]) -> io::Result<u64> {
     let mut off = 0;
     let mut calls = 0;
-    while off < buf.len() {
-        match (&*s).read(&mut buf[off..]) {
+    while let Some(rest) = buf.get_mut(off..).filter(|r| !r.is_empty()) {
+        match (&*s).read(rest) {
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => {
                 off += n;

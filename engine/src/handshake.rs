@@ -84,7 +84,7 @@ pub fn read_exact_by(stream: &TcpStream, buf: &mut [u8], deadline: Instant) -> i
             return Err(io::ErrorKind::TimedOut.into());
         }
         stream.set_read_timeout(Some(deadline - now))?;
-        match (&*stream).read(&mut buf[got..]) {
+        match (&*stream).read(buf.get_mut(got..).unwrap_or_default()) {
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -44,8 +44,11 @@ impl Latency {
         Latency {
             // 1 ns to 1 hour at 3 significant digits: a few hundred KiB,
             // allocated once.
-            hist: Histogram::new_with_bounds(1, MAX_NS, 3)
-                .expect("constant bounds and precision are valid"),
+            hist: {
+                // constant bounds and precision, which hdrhistogram accepts
+                #[allow(clippy::expect_used)]
+                Histogram::new_with_bounds(1, MAX_NS, 3).expect("valid constant bounds")
+            },
             count: 0,
             min: u64::MAX,
             max: 0,

@@ -28,6 +28,15 @@
 //! - [`sys`]: the only unsafe code: thin system-call wrappers.
 
 #![deny(unsafe_code)]
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
+)]
 
 pub mod auth;
 pub mod buffer;

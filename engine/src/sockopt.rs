@@ -207,7 +207,7 @@ pub fn set_liveness(sock: SockRef<'_>, user_timeout: Duration) -> Result<(), Eng
 pub fn congestion_control(sock: SockRef<'_>) -> Option<String> {
     let v = sock.tcp_congestion().ok()?;
     let end = v.iter().position(|&b| b == 0).unwrap_or(v.len());
-    Some(String::from_utf8_lossy(&v[..end]).into_owned())
+    Some(String::from_utf8_lossy(v.get(..end)?).into_owned())
 }
 
 /// TCP_INFO figures of a connection.

@@ -88,15 +88,15 @@ pub fn tcp_requester(
         // path that must cost no more than netperf's.
         while flow.may_request() && !stop.is_set() {
             let (mut off, mut sends) = (0, 0);
-            while off < req.len() {
-                if let Some(n) = send_once(conn, &req[off..], p.spin)? {
+            while let Some(rest) = req.get(off..).filter(|r| !r.is_empty()) {
+                if let Some(n) = send_once(conn, rest, p.spin)? {
                     off += n;
                     sends += 1;
                 }
             }
             let (mut off, mut recvs) = (0, 0);
-            while off < resp.len() {
-                match recv_once(conn, &mut resp[off..], p.spin)? {
+            while let Some(rest) = resp.get_mut(off..).filter(|r| !r.is_empty()) {
+                match recv_once(conn, rest, p.spin)? {
                     Some(0) => return Err(closed_early()),
                     Some(n) => {
                         off += n;

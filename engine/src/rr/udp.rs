@@ -83,7 +83,10 @@ fn udp_requester_one(
             break;
         }
         let mark = seq.to_le_bytes();
-        req[..tag].copy_from_slice(&mark[..tag]);
+        let mark = mark.get(..tag).unwrap_or_default();
+        if let Some(t) = req.get_mut(..tag) {
+            t.copy_from_slice(mark);
+        }
         seq += 1;
         let sent_at = last;
         loop {
@@ -110,7 +113,7 @@ fn udp_requester_one(
                 Ok(None) => out.counters.recv_calls += 1,
                 Ok(Some(n)) => {
                     out.counters.recv_calls += 1;
-                    if n >= tag && resp[..tag] == mark[..tag] {
+                    if n >= tag && resp.get(..tag) == Some(mark) {
                         out.counters.bytes_received += n as u64;
                         break;
                     }
@@ -197,7 +200,9 @@ fn udp_requester_burst(
     loop {
         // No two requests in flight may carry the same tag.
         while seq < limit && in_flight.may_send(seq, distinct) && !stop.is_set() {
-            req[..tag].copy_from_slice(&seq.to_le_bytes()[..tag]);
+            if let (Some(t), Some(s)) = (req.get_mut(..tag), seq.to_le_bytes().get(..tag)) {
+                t.copy_from_slice(s);
+            }
             seq += 1;
             loop {
                 match link.send(&req) {
@@ -295,7 +300,9 @@ pub fn udp_responder(
                 out.counters.recv_calls += 1;
                 out.counters.bytes_received += n as u64;
                 let t = tag.min(n);
-                respbuf[..t].copy_from_slice(&reqbuf[..t]);
+                if let (Some(to), Some(from)) = (respbuf.get_mut(..t), reqbuf.get(..t)) {
+                    to.copy_from_slice(from);
+                }
                 match link.send(&respbuf) {
                     Ok(m) => {
                         out.counters.send_calls += 1;

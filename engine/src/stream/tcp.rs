@@ -78,7 +78,8 @@ pub fn send_with(
 ) -> Result<Outcome, EngineError> {
     let size = ring.size() as u64;
     pump(conn, size, until, stop, live, linger, lat, "send", |want| {
-        let buf = &ring.next_buf()[..want];
+        let next = ring.next_buf();
+        let buf = next.get(..want).unwrap_or(next);
         match how {
             SendCall::Send => (&*conn).write(buf),
             SendCall::Write => sys::write(conn, buf),

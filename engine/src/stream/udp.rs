@@ -201,9 +201,9 @@ pub fn client_hello(
         // Errors here (an ICMP error from an earlier try) are retried.
         let _ = link.send(&hello);
         match link.recv(&mut buf) {
-            Ok(Some(n)) if n == hello.len() && buf[..n] == hello => break,
+            Ok(Some(n)) if buf.get(..n) == Some(&hello[..]) => break,
             Ok(Some(CHALLENGE_LEN)) if buf.starts_with(CHALLENGE_TAG) => {
-                let _ = link.send(&buf[..CHALLENGE_LEN]);
+                let _ = link.send(buf.get(..CHALLENGE_LEN).unwrap_or_default());
             }
             _ => {}
         }
@@ -249,7 +249,7 @@ pub fn server_hello(
         let Ok((n, from)) = sock.recv_from(&mut buf) else {
             continue;
         };
-        let d = &buf[..n];
+        let d = buf.get(..n).unwrap_or_default();
         if is_hello(d, token) {
             if from.ip() == peer_ip {
                 break from;
@@ -416,12 +416,12 @@ pub fn send(
         if header && let Some(h) = buf.get_mut(..ID_END) {
             h.copy_from_slice(&id);
         }
-        if numbered {
-            buf[ID_END..SEQ_END].copy_from_slice(&out.sent.to_be_bytes());
+        if numbered && let Some(s) = buf.get_mut(ID_END..SEQ_END) {
+            s.copy_from_slice(&out.sent.to_be_bytes());
         }
-        if stamped {
+        if stamped && let Some(s) = buf.get_mut(SEQ_END..STAMP_END) {
             let us = start.elapsed().as_micros() as u32;
-            buf[SEQ_END..STAMP_END].copy_from_slice(&us.to_be_bytes());
+            s.copy_from_slice(&us.to_be_bytes());
         }
         let t0 = if lat.is_some() { clock::now_ns() } else { 0 };
         let r = link.send(buf);
@@ -550,6 +550,22 @@ impl SeqTracker {
         ((i / 64) as usize, 1u64 << (i % 64))
     }
 
+    fn seen(&self, seq: u64) -> bool {
+        let (w, b) = Self::slot(seq);
+        self.bits.get(w).is_some_and(|x| x & b != 0)
+    }
+
+    fn mark(&mut self, seq: u64, on: bool) {
+        let (w, b) = Self::slot(seq);
+        if let Some(x) = self.bits.get_mut(w) {
+            if on {
+                *x |= b;
+            } else {
+                *x &= !b;
+            }
+        }
+    }
+
     /// Record a datagram; true if it is new (not a duplicate).
     pub fn observe(&mut self, seq: u64) -> bool {
         match self.max {
@@ -560,13 +576,12 @@ impl SeqTracker {
                     self.received += 1;
                     return true;
                 }
-                let (w, b) = Self::slot(seq);
-                if self.bits[w] & b != 0 {
+                if self.seen(seq) {
                     self.out_of_order -= u64::from(seq < max);
                     self.duplicates += 1;
                     return false;
                 }
-                self.bits[w] |= b;
+                self.mark(seq, true);
                 self.received += 1;
                 true
             }
@@ -578,12 +593,10 @@ impl SeqTracker {
                     self.bits.iter_mut().for_each(|w| *w = 0);
                 } else {
                     for s in from..=seq {
-                        let (w, b) = Self::slot(s);
-                        self.bits[w] &= !b;
+                        self.mark(s, false);
                     }
                 }
-                let (w, b) = Self::slot(seq);
-                self.bits[w] |= b;
+                self.mark(seq, true);
                 self.max = Some(seq);
                 self.received += 1;
                 true
@@ -642,18 +655,20 @@ pub fn receive(
             Ok(Some(0)) if empty_ends => break,
             Ok(Some(n)) => {
                 let now = Instant::now();
-                let d = &buf[..n];
+                let d = buf.get(..n).unwrap_or_default();
                 if header && is_hello(d, token) {
                     continue;
                 }
                 out.calls += 1;
-                if header && n >= ID_END && d[..ID_END] != id {
+                if header && n >= ID_END && d.get(..ID_END) != Some(&id[..]) {
                     out.foreign += 1;
                     continue;
                 }
-                let new = if header && n >= SEQ_END {
-                    let mut s = [0u8; 8];
-                    s.copy_from_slice(&d[ID_END..SEQ_END]);
+                let seq = d
+                    .get(ID_END..SEQ_END)
+                    .and_then(|s| <[u8; 8]>::try_from(s).ok())
+                    .filter(|_| header);
+                let new = if let Some(s) = seq {
                     seqs.observe(u64::from_be_bytes(s))
                 } else {
                     seqs.received += 1;
@@ -662,9 +677,11 @@ pub fn receive(
                 if !new {
                     continue;
                 }
-                if header && n >= STAMP_END {
-                    let mut s = [0u8; 4];
-                    s.copy_from_slice(&d[SEQ_END..STAMP_END]);
+                let stamp = d
+                    .get(SEQ_END..STAMP_END)
+                    .and_then(|s| <[u8; 4]>::try_from(s).ok())
+                    .filter(|_| header);
+                if let Some(s) = stamp {
                     let arrival = now.duration_since(origin).as_nanos() as i64;
                     jitter.observe(arrival, u32::from_be_bytes(s));
                 }
