@@ -9,7 +9,9 @@ use proto::{
 };
 
 fn frames(msgs: &[ClientMsg]) -> Vec<u8> {
-    msgs.iter().flat_map(|m| m.encode().expect("encode")).collect()
+    msgs.iter()
+        .flat_map(|m| m.encode().expect("encode"))
+        .collect()
 }
 
 fn main() {
@@ -67,9 +69,17 @@ fn main() {
         ServerMsg::Error(ErrorMsg::new(ErrorCode::Busy, "busy")),
     ];
     for (i, m) in server.iter().enumerate() {
-        write("frame_decode", &format!("server-{i}"), &m.encode().expect("encode"));
+        write(
+            "frame_decode",
+            &format!("server-{i}"),
+            &m.encode().expect("encode"),
+        );
     }
-    write("frame_decode", "oversized", &[0xff, 0xff, 0xff, 0xff, 1, 2, 3]);
+    write(
+        "frame_decode",
+        "oversized",
+        &[0xff, 0xff, 0xff, 0xff, 1, 2, 3],
+    );
     write("frame_decode", "empty-frame", &[0, 0, 0, 0]);
     write(
         "server_session",

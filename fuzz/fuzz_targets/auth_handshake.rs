@@ -193,6 +193,8 @@ fn client_side(data: &[u8]) {
     let hello = ServerMsg::Hello(ServerHello {
         hello: Hello::new("s"),
         challenge: (flags & 1 == 0).then_some(challenge),
+        num_cpus: 1,
+        cpu_rate: 0,
     });
     let sent = c.handle(hello);
     if flags & 1 == 1 {

@@ -44,6 +44,8 @@ fuzz_target!(|data: &[u8]| {
                         recv_buf: 0,
                         send_size: 0,
                         recv_size: 0,
+                        send_width: 1,
+                        recv_width: 1,
                         measure_cpu: false,
                         num_cpus: 1,
                     });

@@ -730,6 +730,19 @@ pub struct SideResults {
     /// Per-flow counters when the test had more than one flow (on the
     /// wire, those beyond one frame's worth go in `Flows` frames first).
     pub flows: Vec<FlowCounters>,
+    /// The least and the most any one flow moved, when there were several:
+    /// in the results message itself, however many flows there were.
+    pub spread: Option<FlowSpread>,
+}
+
+/// The least and the most of the flows of a test.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowSpread {
+    /// Bytes each way added, of the flow that moved the fewest, the most.
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    pub min_transactions: u64,
+    pub max_transactions: u64,
 }
 
 impl FlowCounters {
@@ -784,11 +797,22 @@ impl SideResults {
     }
 
     /// After the last [`add_flow`](Self::add_flow): a single flow's list
-    /// goes (its counters are the totals).
+    /// goes (its counters are the totals); several flows get their spread.
     pub fn close_flows(&mut self) {
         if self.flows.len() <= 1 {
             self.flows.clear();
+            self.spread = None;
+            return;
         }
+        let bytes = |f: &FlowCounters| f.bytes_sent.saturating_add(f.bytes_received);
+        let b = self.flows.iter().map(bytes);
+        let t = self.flows.iter().map(|f| f.transactions);
+        self.spread = Some(FlowSpread {
+            min_bytes: b.clone().min().unwrap_or(0),
+            max_bytes: b.max().unwrap_or(0),
+            min_transactions: t.clone().min().unwrap_or(0),
+            max_transactions: t.max().unwrap_or(0),
+        });
     }
 }
 
@@ -813,6 +837,20 @@ mod tests {
         r.close_flows();
         assert_eq!((r.bytes_sent, r.send_calls, r.elapsed_ns), (20, 4, 7));
         assert_eq!((r.flow_count, r.flows.len()), (2, 2));
+        let mut r = SideResults::default();
+        r.add_flow(&a, 1);
+        r.add_flow(
+            &FlowCounters {
+                bytes_received: 3,
+                transactions: 2,
+                ..a
+            },
+            1,
+        );
+        r.close_flows();
+        let s = r.spread.unwrap();
+        assert_eq!((s.min_bytes, s.max_bytes), (10, 13));
+        assert_eq!((s.min_transactions, s.max_transactions), (0, 2));
         assert_eq!(SideResults::of_flow(&a, 3).totals(), a);
     }
 

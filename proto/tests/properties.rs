@@ -163,6 +163,12 @@ fn results() -> impl Strategy<Value = SideResults> {
             tcp,
             udp,
             flow_count: flows.len() as u32,
+            spread: (flows.len() > 1).then(|| proto::test::FlowSpread {
+                min_bytes: c[1],
+                max_bytes: c[2],
+                min_transactions: c[3],
+                max_transactions: c[4],
+            }),
             flows,
         })
 }

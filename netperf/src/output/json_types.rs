@@ -115,6 +115,16 @@ pub struct Side {
     pub udp: Option<UdpReceived>,
     pub flow_count: u32,
     pub flows: Vec<Flow>,
+    pub spread: Option<Spread>,
+}
+
+/// The least and the most one flow moved.
+#[derive(Serialize, Debug)]
+pub struct Spread {
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    pub min_transactions: u64,
+    pub max_transactions: u64,
 }
 
 impl From<&proto::SideResults> for Side {
@@ -174,6 +184,12 @@ impl From<&proto::SideResults> for Side {
                     transactions: f.transactions,
                 })
                 .collect(),
+            spread: r.spread.map(|s| Spread {
+                min_bytes: s.min_bytes,
+                max_bytes: s.max_bytes,
+                min_transactions: s.min_transactions,
+                max_transactions: s.max_transactions,
+            }),
         }
     }
 }
@@ -205,7 +221,7 @@ mod tests {
         assert_eq!(ours["udp"]["drops_source"], "Host");
         assert_eq!(ours["udp"]["jitter_ns"], 9);
         let keys: Vec<&String> = ours.as_object().unwrap().keys().collect();
-        assert_eq!(keys.len(), 14, "{keys:?}");
+        assert_eq!(keys.len(), 15, "{keys:?}");
         let o = serde_json::to_value(SideOptions::from(&proto::SideSpec::default())).unwrap();
         assert_eq!(o.as_object().unwrap().len(), 16);
     }
