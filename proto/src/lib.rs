@@ -34,6 +34,7 @@ pub mod dialect;
 pub mod error;
 pub mod frame;
 pub mod message;
+pub mod netperf2;
 pub mod session;
 pub mod test;
 

@@ -241,6 +241,10 @@ pub struct TestSpec {
     /// The client asked for a fill file on the server (`-F ,rfill`): the
     /// server fills its buffers with data of its own, never a named file.
     pub remote_fill: bool,
+    /// The port of netperf's own data socket, where it has bound one
+    /// before asking (UDP): netperf 2.7's netserver sends a UDP receive
+    /// test's datagrams there, to the control connection's peer address.
+    pub peer_data_port: Option<u16>,
 }
 
 /// The largest buffer alignment or offset a server takes (`-A`, `-O`).
@@ -293,6 +297,7 @@ impl TestSpec {
             fastopen: false,
             connected_udp: false,
             remote_fill: false,
+            peer_data_port: None,
         }
     }
 

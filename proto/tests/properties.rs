@@ -102,6 +102,7 @@ fn spec() -> impl Strategy<Value = TestSpec> {
                     fastopen: spin,
                     connected_udp: cpu,
                     remote_fill: v6,
+                    peer_data_port: port,
                 }
             },
         )
