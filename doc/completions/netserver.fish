@@ -13,7 +13,7 @@ complete -c netserver -l handshake-timeout -d 'Hello and authentication must be 
 complete -c netserver -l idle-timeout -d 'Longest silence of a control connection between tests (default 60)' -r
 complete -c netserver -l data-timeout -d 'Data connections must arrive within this of the setup reply (default 10)' -r
 complete -c netserver -l key-file -d 'Require clients to prove they know the key in this file (mode 600)' -r
-complete -c netserver -s Z -d 'Require clients to prove they know this passphrase (never sent)' -r
+complete -c netserver -s Z -d 'Require clients to prove they know this passphrase (never sent by ours; netperf 2.7 clients send it in the clear)' -r
 complete -c netserver -s h -d 'Display this text'
 complete -c netserver -s D -d 'Do not daemonize: stay in the foreground, log to stderr'
 complete -c netserver -s d -d 'Increase debugging output (raises the verbosity)'
@@ -22,3 +22,5 @@ complete -c netserver -s N -d 'Accepted for netperf compatibility'
 complete -c netserver -s 4 -d 'IPv4 only'
 complete -c netserver -s 6 -d 'IPv6 only'
 complete -c netserver -s V -d 'Display the version and the control protocol version, and exit'
+complete -c netserver -l allow-netperf2 -d 'With --key-file, serve netperf 2.7 clients too, which cannot prove the key'
+complete -c netserver -l no-netperf2 -d 'Do not serve netperf 2.7 clients (they are told so)'

@@ -140,7 +140,21 @@ pub const OPTIONS: &[OptDef] = &[
         "passphrase",
         'Z',
         "passphrase",
-        "Require clients to prove they know this passphrase (never sent)",
+        "Require clients to prove they know this passphrase (never sent by ours; netperf 2.7 clients send it in the clear)",
+    ),
+    OptDef::long_only(
+        "allow_netperf2",
+        "allow-netperf2",
+        Arity::None,
+        "",
+        "With --key-file, serve netperf 2.7 clients too, which cannot prove the key",
+    ),
+    OptDef::long_only(
+        "no_netperf2",
+        "no-netperf2",
+        Arity::None,
+        "",
+        "Do not serve netperf 2.7 clients (they are told so)",
     ),
 ];
 
@@ -198,6 +212,7 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
         config: Config::default(),
     };
     let bad = |opt: &str, e: value::ValueError| CliError(format!("{opt}: {e}"));
+    let (mut key_file, mut allow_netperf2, mut no_netperf2) = (false, false, false);
     for occ in &parsed.options {
         let v = occ.value.as_deref().unwrap_or("");
         let spelled = occ.spelled.as_str();
@@ -264,6 +279,7 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
                 o.config.data_connect_timeout = Duration::from_secs(count(spelled, v)? as u64);
             }
             "key_file" => {
+                key_file = true;
                 o.config.key = Some(
                     engine::auth::Key::from_file(std::path::Path::new(v))
                         .map_err(|e| CliError(e.to_string()))?,
@@ -273,7 +289,10 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
                 o.config.key = Some(
                     engine::auth::Key::from_passphrase(v).map_err(|e| CliError(e.to_string()))?,
                 );
+                o.config.netperf2_passphrase = Some(v.to_string());
             }
+            "allow_netperf2" => allow_netperf2 = true,
+            "no_netperf2" => no_netperf2 = true,
             // an option in the table that no arm takes: a bug, caught by
             // the test below
             other => {
@@ -284,6 +303,9 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
         }
     }
     o.config.idle_timeout = o.config.idle_timeout.max(Duration::from_secs(1));
+    // netperf 2.7's protocol can carry a passphrase (in the clear), never
+    // a proof of a key file's key
+    o.config.netperf2 = !no_netperf2 && (!key_file || allow_netperf2);
     Ok(Invocation::Run(Box::new(o)))
 }
 

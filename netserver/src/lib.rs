@@ -69,6 +69,13 @@ pub struct Config {
     pub num_cpus: u32,
     /// The pre-shared key clients must prove they know (`--key-file`, `-Z`).
     pub key: Option<engine::auth::Key>,
+    /// Serve netperf 2.7 clients in their own protocol (else they are
+    /// told that we do not). Off with `--key-file` unless
+    /// `--allow-netperf2`: their protocol cannot prove a key.
+    pub netperf2: bool,
+    /// `-Z`'s text, which a netperf 2.7 client must send first (in the
+    /// clear, as netperf 2.7 does).
+    pub netperf2_passphrase: Option<String>,
     pub logger: Logger,
 }
 
@@ -86,6 +93,8 @@ impl Default for Config {
             data_connect_timeout: Duration::from_secs(10),
             num_cpus: 0,
             key: None,
+            netperf2: true,
+            netperf2_passphrase: None,
             logger: Logger::stderr(1),
         }
     }

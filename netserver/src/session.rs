@@ -96,7 +96,16 @@ impl<'a> Session<'a> {
             (cpus, engine::cpu::meter_rate()),
             timeouts(cfg),
             Instant::now(),
-        );
+        )
+        .with_netperf2(proto::conn::Netperf2Policy {
+            serve: cfg.netperf2,
+            passphrase: cfg.netperf2_passphrase.clone(),
+            control_family: match local.ip() {
+                std::net::IpAddr::V4(_) => proto::Family::V4,
+                std::net::IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some() => proto::Family::V4,
+                std::net::IpAddr::V6(_) => proto::Family::V6,
+            },
+        });
         Ok(Session {
             shared,
             poll,
@@ -178,6 +187,11 @@ impl<'a> Session<'a> {
                         t.client_done(done);
                     }
                 }
+                ServerEvent::EndTest => {
+                    if let Some(t) = &self.test {
+                        t.end_now();
+                    }
+                }
                 ServerEvent::AbortTest => {
                     if let Some(t) = self.test.take() {
                         t.abort();
@@ -219,8 +233,11 @@ impl<'a> Session<'a> {
         let on_done = Box::new(move || {
             let _ = waker.wake();
         });
-        // Only our own dialect reaches a test so far (see `Foreign`).
-        let conv = engine::conventions::Conventions::from(proto::dialect::Dialect::Native);
+        let conv = engine::conventions::Conventions::from(
+            self.core
+                .dialect()
+                .unwrap_or(proto::dialect::Dialect::Native),
+        );
         match family::start(
             spec,
             self.local.ip(),

@@ -19,11 +19,47 @@ use crate::{
     error::ProtoError,
     frame,
     message::{ClientMsg, ErrorCode, ErrorMsg, ServerMsg},
+    netperf2::{self, Frame, Request, Served},
     session::{
         Authenticator, ClientError, ClientEvent, ClientSession, ServerAction, ServerSession,
     },
-    test::{ClientDone, FlowCounters, Grant, Limits, SideResults, TestSpec},
+    test::{ClientDone, Family, FlowCounters, Grant, Limits, SideResults, TestSpec},
 };
+
+/// Whether, and how, this server serves netperf 2.7 clients.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Netperf2Policy {
+    /// Serve them (else they are told, in their own frame, that we do not).
+    pub serve: bool,
+    /// netperf 2.7's `-Z`: the text its first frame must carry (plaintext).
+    pub passphrase: Option<String>,
+    /// The family of the control connection, for requests that leave it
+    /// unspecified.
+    pub control_family: Family,
+}
+
+impl Default for Netperf2Policy {
+    fn default() -> Netperf2Policy {
+        Netperf2Policy {
+            serve: false,
+            passphrase: None,
+            control_family: Family::V4,
+        }
+    }
+}
+
+/// A netperf 2.7 conversation's state.
+#[derive(Debug)]
+struct Hp {
+    /// The passphrase frame came (or none is needed).
+    passed: bool,
+    /// The test being served.
+    served: Option<Served>,
+    /// When the server ends the test itself (netserver 2.7's padded timer).
+    pad_deadline: Option<Instant>,
+    /// The padded timer ended the running test.
+    padded: bool,
+}
 
 /// Seals frame bodies once both ends proved the key, and checks the
 /// peer's. The implementation (HMAC-SHA256 with sequence numbers) lives
@@ -121,6 +157,9 @@ pub enum ServerEvent {
     Log(u8, String),
     /// A test's results went out.
     ResultsSent(Box<SideResults>),
+    /// End the running test now, as its natural end would (netserver
+    /// 2.7's padded timer, for a netperf 2.7 client: the results follow).
+    EndTest,
 }
 
 /// The server end of one control connection.
@@ -137,6 +176,9 @@ pub struct ServerConn {
     outbuf: Vec<u8>,
     sealer: Option<Box<dyn Sealer>>,
     events: VecDeque<ServerEvent>,
+    netperf2: Netperf2Policy,
+    hp: Option<Hp>,
+    cpu: (u32, u32),
 }
 
 impl std::fmt::Debug for ServerConn {
@@ -173,11 +215,28 @@ impl ServerConn {
             outbuf: Vec::new(),
             sealer: None,
             events: VecDeque::new(),
+            netperf2: Netperf2Policy::default(),
+            hp: None,
+            cpu,
         }
     }
 
+    /// Serve netperf 2.7 clients by `policy`.
+    pub fn with_netperf2(mut self, policy: Netperf2Policy) -> ServerConn {
+        self.netperf2 = policy;
+        self
+    }
+
     pub fn established(&self) -> bool {
-        self.session.established()
+        match &self.hp {
+            Some(hp) => hp.passed,
+            None => self.session.established(),
+        }
+    }
+
+    /// The dialect the connection speaks, once its first bytes said.
+    pub fn dialect(&self) -> Option<Dialect> {
+        self.dialect
     }
 
     /// Bytes waiting to be sent.
@@ -213,7 +272,10 @@ impl ServerConn {
         if let Some(c) = self.closing_since {
             return c + t.close_grace;
         }
-        if !self.session.established() {
+        if let Some(p) = self.hp.as_ref().and_then(|h| h.pad_deadline) {
+            return p;
+        }
+        if !self.established() {
             let total = self.started + t.handshake;
             return if self.got_bytes {
                 total
@@ -232,8 +294,16 @@ impl ServerConn {
         if self.closing_since.is_some() || now < self.poll_timeout() {
             return;
         }
+        if let Some(hp) = &mut self.hp
+            && hp.pad_deadline.is_some_and(|p| now >= p)
+        {
+            hp.pad_deadline = None;
+            hp.padded = true;
+            self.events.push_back(ServerEvent::EndTest);
+            return;
+        }
         let t = &self.timeouts;
-        let text = if !self.session.established() {
+        let text = if !self.established() {
             if self.got_bytes {
                 format!("handshake not completed within {} s", t.handshake.as_secs())
             } else {
@@ -258,7 +328,18 @@ impl ServerConn {
             return;
         }
         self.abort_test();
-        self.send(&ServerMsg::Error(err));
+        if self.hp.is_some() {
+            // netperf 2.7 reads a response or results frame: an errno
+            let errno = hp_errno(err.code);
+            self.events.push_back(ServerEvent::Log(
+                1,
+                format!("netperf 2.7 client: {}", err.message),
+            ));
+            self.outbuf
+                .extend_from_slice(netperf2::error_frame(0, errno).as_bytes());
+        } else {
+            self.send(&ServerMsg::Error(err));
+        }
         self.close(now);
     }
 
@@ -324,6 +405,21 @@ impl ServerConn {
             match dialect::sniff(&self.inbuf) {
                 Sniff::NeedMore => return,
                 Sniff::Is(Dialect::Native) => self.dialect = Some(Dialect::Native),
+                Sniff::Is(Dialect::Netperf2) if self.netperf2.serve => {
+                    self.dialect = Some(Dialect::Netperf2);
+                    let passed = self.netperf2.passphrase.is_none();
+                    self.hp = Some(Hp {
+                        passed,
+                        served: None,
+                        pad_deadline: None,
+                        padded: false,
+                    });
+                    self.events
+                        .push_back(ServerEvent::Log(2, "netperf 2.7 client".into()));
+                    if passed {
+                        self.events.push_back(ServerEvent::Established);
+                    }
+                }
                 Sniff::Is(d) => {
                     self.foreign(Some(d), now);
                     return;
@@ -334,7 +430,122 @@ impl ServerConn {
                 }
             }
         }
-        self.process(now);
+        if self.hp.is_some() {
+            self.process_hp(now);
+        } else {
+            self.process(now);
+        }
+    }
+
+    /// Whole 656-byte frames of a netperf 2.7 client.
+    fn process_hp(&mut self, now: Instant) {
+        while self.closing_since.is_none() {
+            let Some(f) = Frame::from_bytes(&self.inbuf) else {
+                return;
+            };
+            self.inbuf.drain(..netperf2::FRAME_LEN);
+            self.idle_since = now;
+            let req = Request::decode(&f);
+            let Some(hp) = self.hp.as_mut() else { return };
+            if let Request::Passphrase(text) = &req {
+                if !hp.passed {
+                    let right = self.netperf2.passphrase.as_ref().is_some_and(|p| {
+                        crate::session::constant_time_eq(p.as_bytes(), text.as_bytes())
+                    });
+                    if right {
+                        hp.passed = true;
+                        self.events.push_back(ServerEvent::Established);
+                    } else {
+                        // as netserver 2.7: closed without a word
+                        self.events.push_back(ServerEvent::AuthFailed);
+                        self.events.push_back(ServerEvent::Log(
+                            1,
+                            "refused: a netperf 2.7 client with the wrong passphrase".into(),
+                        ));
+                        self.close(now);
+                    }
+                }
+                // later, or unneeded, passphrases are ignored, as netserver 2.7
+                continue;
+            }
+            if !hp.passed {
+                self.events.push_back(ServerEvent::AuthFailed);
+                self.events.push_back(ServerEvent::Log(
+                    1,
+                    "refused: a netperf 2.7 client without the passphrase (-Z)".into(),
+                ));
+                self.close(now);
+                return;
+            }
+            let fam = self.netperf2.control_family;
+            let served = match &req {
+                Request::Omni(r) => netperf2::serve_omni(r, fam),
+                Request::Classic(r) => netperf2::serve_classic(r, fam),
+                Request::CpuCalibrate => {
+                    let (cpus, rate) = self.cpu;
+                    let reply = netperf2::cpu_calibrate_reply(rate as f32, cpus);
+                    self.outbuf.extend_from_slice(reply.as_bytes());
+                    continue;
+                }
+                Request::Debug => {
+                    let reply = Frame::new(netperf2::DEBUG_OK, 0);
+                    self.outbuf.extend_from_slice(reply.as_bytes());
+                    continue;
+                }
+                Request::SysInfo => {
+                    self.outbuf
+                        .extend_from_slice(netperf2::sysinfo_reply().as_bytes());
+                    continue;
+                }
+                Request::Unknown(code) => {
+                    self.events.push_back(ServerEvent::Log(
+                        1,
+                        format!("netperf 2.7 client: unknown request {code}"),
+                    ));
+                    let reply = netperf2::error_frame(0, netperf2::UNKNOWN_REQUEST);
+                    self.outbuf.extend_from_slice(reply.as_bytes());
+                    continue;
+                }
+                Request::Passphrase(_) => continue,
+            };
+            let reply_type = match &req {
+                Request::Classic(r) => r.code + 1,
+                _ => netperf2::OMNI_RESPONSE,
+            };
+            if hp.served.is_some() {
+                // netperf 2.7 sends nothing during a test
+                self.events.push_back(ServerEvent::Log(
+                    1,
+                    "netperf 2.7 client: a request during a test".into(),
+                ));
+                self.abort_test();
+                self.close(now);
+                return;
+            }
+            let served = served.and_then(|s| match s.spec.validate(self.session.limits()) {
+                Ok(()) => Ok(s),
+                Err(e) => Err(netperf2::Refusal {
+                    errno: netperf2::EINVAL,
+                    why: e.to_string(),
+                }),
+            });
+            match served {
+                Ok(s) => {
+                    let spec = Box::new(s.spec.clone());
+                    hp.served = Some(s);
+                    hp.padded = false;
+                    self.events.push_back(ServerEvent::Prepare(spec));
+                }
+                Err(r) => {
+                    self.events.push_back(ServerEvent::Log(
+                        1,
+                        format!("refused: netperf 2.7 request: {}", r.why),
+                    ));
+                    let reply = netperf2::error_frame(reply_type, r.errno);
+                    self.outbuf.extend_from_slice(reply.as_bytes());
+                }
+            }
+        }
     }
 
     fn foreign(&mut self, dialect: Option<Dialect>, now: Instant) {
@@ -423,6 +634,15 @@ impl ServerConn {
 
     /// The test's data sockets are ready: tell the client.
     pub fn granted(&mut self, grant: Grant, now: Instant) {
+        if let Some(hp) = &mut self.hp {
+            if let Some(s) = &hp.served {
+                self.outbuf
+                    .extend_from_slice(netperf2::response(s, &grant).as_bytes());
+                hp.pad_deadline = s.pad_timer.map(|d| now + d);
+                self.test_deadline = Some(now + self.timeouts.test);
+            }
+            return;
+        }
         let m = self.session.granted(grant);
         self.test_deadline = Some(now + self.timeouts.test);
         self.send(&m);
@@ -430,6 +650,19 @@ impl ServerConn {
 
     /// Setting the test up failed: tell the client, and stay open.
     pub fn prepare_failed(&mut self, err: ErrorMsg) {
+        if let Some(hp) = &mut self.hp {
+            let kind = match hp.served.take() {
+                Some(s) if s.code != netperf2::DO_OMNI => s.code + 1,
+                _ => netperf2::OMNI_RESPONSE,
+            };
+            self.events.push_back(ServerEvent::Log(
+                1,
+                format!("refused: netperf 2.7 request: {}", err.message),
+            ));
+            self.outbuf
+                .extend_from_slice(netperf2::error_frame(kind, hp_errno(err.code)).as_bytes());
+            return;
+        }
         let m = self.session.prepare_failed(err);
         self.send(&m);
     }
@@ -440,12 +673,46 @@ impl ServerConn {
             self.events
                 .push_back(ServerEvent::Log(1, format!("test failed: {}", e.message)));
         }
+        if let Some(hp) = &mut self.hp {
+            let Some(s) = hp.served.take() else { return };
+            hp.pad_deadline = None;
+            self.test_deadline = None;
+            self.idle_since = now;
+            match outcome {
+                Ok(r) => {
+                    let f = netperf2::results(&s, &r, hp.padded);
+                    self.outbuf.extend_from_slice(f.as_bytes());
+                    self.events.push_back(ServerEvent::ResultsSent(Box::new(r)));
+                }
+                Err(e) => {
+                    // netserver 2.7 sends the errno and ends the connection
+                    let f = netperf2::error_frame(netperf2::OMNI_RESULTS, hp_errno(e.code));
+                    self.outbuf.extend_from_slice(f.as_bytes());
+                    self.close(now);
+                }
+            }
+            return;
+        }
         if let Some(action) = self.session.test_ended(outcome) {
             if matches!(action, ServerAction::ReplyAndClose(_)) {
                 self.test_deadline = None;
             }
             self.act(action, now);
         }
+    }
+}
+
+/// The errno a netperf 2.7 client is told for one of our error codes.
+fn hp_errno(code: ErrorCode) -> i32 {
+    match code {
+        ErrorCode::InvalidRequest | ErrorCode::Protocol => netperf2::EINVAL,
+        ErrorCode::Busy => 16,
+        ErrorCode::Resource => 12,
+        ErrorCode::Timeout => 110,
+        ErrorCode::Auth => netperf2::EACCES,
+        ErrorCode::Unsupported | ErrorCode::Version => netperf2::EPROTONOSUPPORT,
+        ErrorCode::ShuttingDown => 108,
+        ErrorCode::TestFailed => 5,
     }
 }
 

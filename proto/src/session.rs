@@ -130,6 +130,11 @@ impl ServerSession {
         }
     }
 
+    /// What this server allows.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
     /// What the hello tells clients of this host's CPUs: how many, and the
     /// rate of the meter (netperf's REM_CPU).
     pub fn with_cpu_info(mut self, num_cpus: u32, rate: u32) -> ServerSession {
@@ -536,6 +541,11 @@ impl ClientSession {
             .into()),
         }
     }
+}
+
+/// Compare two secrets in constant time (their lengths are not secret).
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]

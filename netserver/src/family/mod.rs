@@ -41,6 +41,8 @@ pub struct TestCtl {
     pub stop: StopFlag,
     aborted: AtomicBool,
     sockets: Mutex<Vec<Socket>>,
+    /// The TCP data connections among them (not listeners, not UDP).
+    streams: Mutex<Vec<Socket>>,
     done: Mutex<Option<ClientDone>>,
     done_changed: Condvar,
     /// Datagrams netperf sent, once it has said (u64::MAX until then).
@@ -53,6 +55,7 @@ impl Default for TestCtl {
             stop: StopFlag::default(),
             aborted: AtomicBool::new(false),
             sockets: Mutex::new(Vec::new()),
+            streams: Mutex::new(Vec::new()),
             done: Mutex::new(None),
             done_changed: Condvar::new(),
             expected_datagrams: AtomicU64::new(u64::MAX),
@@ -86,6 +89,29 @@ impl TestCtl {
         }
         if let Ok(mut v) = self.sockets.lock() {
             v.push(s);
+        }
+    }
+
+    /// Remember a TCP data connection (see [`TestCtl::end_now`]).
+    pub fn register_stream(&self, sock: &impl AsFd) {
+        self.register(sock);
+        if let Ok(owned) = sock.as_fd().try_clone_to_owned()
+            && let Ok(mut v) = self.streams.lock()
+        {
+            v.push(Socket::from(owned));
+        }
+    }
+
+    /// End the test as its natural end would, by the server's clock: the
+    /// loops stop, a UDP receiver takes what has arrived, and a TCP
+    /// connection's receive side ends as if the peer had closed (netserver
+    /// 2.7's padded timer, for a netperf 2.7 client).
+    pub fn end_now(&self) {
+        self.set_client_done(ClientDone { datagrams_sent: 0 });
+        if let Ok(v) = self.streams.lock() {
+            for s in v.iter() {
+                let _ = s.shutdown(std::net::Shutdown::Read);
+            }
         }
     }
 
@@ -188,6 +214,11 @@ pub struct RunningTest {
 impl RunningTest {
     pub fn client_done(&self, done: ClientDone) {
         self.ctl.set_client_done(done);
+    }
+
+    /// End the test now, as its natural end would (see [`TestCtl::end_now`]).
+    pub fn end_now(&self) {
+        self.ctl.end_now();
     }
 
     /// The worker's outcome, if it has finished.
@@ -662,7 +693,7 @@ pub(crate) fn accept_flows(
     accepted.sort_by_key(|(n, _)| *n);
     let streams: Vec<TcpStream> = accepted.into_iter().map(|(_, s)| s).collect();
     for s in &streams {
-        ctl.register(s);
+        ctl.register_stream(s);
     }
     // A late abort may have missed these sockets; check again.
     if ctl.is_aborted() {

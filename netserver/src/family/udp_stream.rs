@@ -110,7 +110,14 @@ fn prepare_sender(
             token: &token,
             peer,
         };
-        let link = udp_hello(&sock, &expect, spec.connected_udp, deadline, ctl)?;
+        // netperf 2.7 sends nothing first: its request named its data
+        // port, at the control connection's peer address
+        let link = match (conv.proof, spec.peer_data_port) {
+            (engine::conventions::Proof::ControlPeer, Some(port)) => {
+                udp::Link::to(&sock, std::net::SocketAddr::new(peer, port))
+            }
+            _ => udp_hello(&sock, &expect, spec.connected_udp, deadline, ctl)?,
+        };
         let (until, millis) = match spec.end {
             TestEnd::Bytes(n) => (udp::Until::Bytes(n), max_ms),
             TestEnd::Time { millis: 0 } => (udp::Until::Stopped, max_ms),

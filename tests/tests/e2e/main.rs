@@ -5,6 +5,7 @@
 mod accuracy;
 mod confidence;
 mod errors;
+mod netperf2;
 mod omni;
 mod options;
 mod output;
