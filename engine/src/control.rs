@@ -29,6 +29,10 @@ pub enum ControlError {
     /// The server refused or broke the conversation.
     #[error("{0}")]
     Session(ClientError),
+    /// The server is netperf 2.7's netserver: it answered our hello in its
+    /// own protocol.
+    #[error("the netserver speaks netperf 2.7's protocol")]
+    Netperf2,
 }
 
 impl From<ClientConnError> for ControlError {
@@ -37,6 +41,7 @@ impl From<ClientConnError> for ControlError {
             ClientConnError::Session(ClientError::Protocol(p)) => ControlError::Proto(p),
             ClientConnError::Session(s) => ControlError::Session(s),
             ClientConnError::Timeout(what) => ControlError::Timeout(what, Duration::ZERO),
+            ClientConnError::Netperf2 => ControlError::Netperf2,
         }
     }
 }
@@ -61,6 +66,12 @@ impl ControlStream {
 
     pub fn stream(&self) -> &TcpStream {
         &self.stream
+    }
+
+    /// The socket, and what arrived and was not consumed.
+    pub fn into_parts(mut self) -> (TcpStream, Vec<u8>) {
+        let rest = self.core.take_input();
+        (self.stream, rest)
     }
 
     /// The protocol core, to queue requests.

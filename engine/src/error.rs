@@ -56,7 +56,7 @@ impl<T> IoContext<T> for io::Result<T> {
 
 /// A receive timeout (SO_RCVTIMEO) expired, or a non-blocking call would
 /// block: Linux reports either as EAGAIN, std as one of these two kinds.
-pub(crate) fn timed_out(e: &io::Error) -> bool {
+pub fn timed_out(e: &io::Error) -> bool {
     matches!(
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut

@@ -24,7 +24,10 @@ use proto::{
 };
 use socket2::{Domain, Socket, Type};
 
-use crate::cli::Plan;
+use crate::{
+    cli::{DialectChoice, Plan},
+    netperf2::Netperf2,
+};
 
 /// How long we wait for the netserver's hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -52,6 +55,15 @@ pub trait Dialect {
     fn finish(&mut self, done: ClientDone, wait: Duration) -> Result<SideResults>;
     /// End the conversation politely.
     fn bye(&mut self);
+    /// Whether this is netperf 2.7's netserver (which reports less).
+    fn is_netperf2(&self) -> bool {
+        false
+    }
+    /// Learn the netserver's CPU count and meter rate if the hello did not
+    /// say them (netperf 2.7's CPU_CALIBRATE, for REM_CPU).
+    fn calibrate(&mut self) -> Result<()> {
+        Ok(())
+    }
     /// The data path's conventions of this dialect.
     fn conventions(&self) -> engine::conventions::Conventions;
 }
@@ -76,12 +88,34 @@ fn describe(e: ControlError, peer: SocketAddr) -> anyhow::Error {
             anyhow::Error::new(Busy(m.message))
         }
         ControlError::Session(e) => anyhow!("{e}"),
+        ControlError::Netperf2 => anyhow!("the netserver at {peer} speaks netperf 2.7's protocol"),
     }
+}
+
+/// The outcome of our hello: our protocol, or netperf 2.7's (the stream
+/// and what of its answer arrived), or a close without a word.
+enum Hello {
+    Native(Box<Native>),
+    Netperf2(TcpStream, Vec<u8>),
+    Closed,
 }
 
 impl Native {
     /// Say hello over a connected control stream.
     pub fn handshake(stream: TcpStream, key: Option<&Key>, optional: bool) -> Result<Native> {
+        match Native::hello(stream, key, optional)? {
+            Hello::Native(n) => Ok(*n),
+            Hello::Netperf2(s, _) => bail!(
+                "{} answered in netperf 2.7's protocol: it is netperf 2.7's netserver",
+                s.peer_addr()
+                    .map_or_else(|_| "the netserver".into(), |a| a.to_string())
+            ),
+            Hello::Closed => bail!("the netserver closed the control connection at our hello"),
+        }
+    }
+
+    /// Say hello, and learn which protocol the netserver speaks.
+    fn hello(stream: TcpStream, key: Option<&Key>, optional: bool) -> Result<Hello> {
         let peer = stream.peer_addr()?;
         let local = stream.local_addr()?;
         let _ = stream.set_nodelay(true);
@@ -97,6 +131,11 @@ impl Native {
         let mut ctl = ControlStream::new(stream, core);
         match ctl.next_event() {
             Ok(ClientEvent::Established) => {}
+            Err(ControlError::Netperf2) => {
+                let (s, rest) = ctl.into_parts();
+                return Ok(Hello::Netperf2(s, rest));
+            }
+            Err(ControlError::Closed) => return Ok(Hello::Closed),
             Err(ControlError::Timeout(..) | ControlError::Proto(ProtoError::Malformed(_))) => {
                 bail!(
                     "{peer} does not answer in this suite's control protocol (is it netperf 2.7's netserver, or another service?)"
@@ -110,7 +149,7 @@ impl Native {
                 "netperf: -Z: the netserver at {peer} asks for no passphrase; running without one, as netperf 2.7 does"
             );
         }
-        Ok(Native { ctl, peer, local })
+        Ok(Hello::Native(Box::new(Native { ctl, peer, local })))
     }
 }
 
@@ -226,7 +265,7 @@ pub fn connect(plan: &Plan) -> Result<Connection> {
                     )
                 });
                 return Ok(Connection {
-                    dialect: Box::new(handshake_retrying(stream, *addr, plan, key.as_ref())?),
+                    dialect: open(stream, *addr, plan, key.as_ref())?,
                     embedded: None,
                 });
             }
@@ -334,23 +373,59 @@ fn optional_auth(plan: &Plan) -> bool {
     matches!(plan.auth, Some(crate::cli::AuthSource::Passphrase(_)))
 }
 
-/// Say hello; while the netserver says it is busy, try again for a while.
-fn handshake_retrying(
+/// Say hello in the protocol the netserver speaks (`--dialect`, or found
+/// out from its answer); while it says it is busy, try again for a while.
+fn open(
     stream: TcpStream,
     addr: SocketAddr,
     plan: &Plan,
     key: Option<&Key>,
-) -> Result<Native> {
+) -> Result<Box<dyn Dialect>> {
+    let passphrase = match &plan.auth {
+        Some(crate::cli::AuthSource::Passphrase(p)) => Some(p.as_str()),
+        _ => None,
+    };
+    if plan.dialect == DialectChoice::Netperf2 {
+        return Ok(Box::new(Netperf2::new(stream, &[], passphrase)?));
+    }
     let give_up = std::time::Instant::now() + BUSY_RETRY;
     let mut stream = stream;
+    let reconnect = || {
+        connect_one(addr, plan).with_context(|| format!("cannot connect to netserver at {addr}"))
+    };
     loop {
-        match Native::handshake(stream, key, optional_auth(plan)) {
+        match Native::hello(stream, key, optional_auth(plan)) {
+            Ok(Hello::Native(n)) => return Ok(n),
+            Ok(Hello::Netperf2(s, rest)) => {
+                if plan.dialect == DialectChoice::Native {
+                    bail!(
+                        "--dialect native: the netserver at {addr} is netperf 2.7's (it answered in its own protocol)"
+                    );
+                }
+                crate::debug::line(1, || {
+                    format!("{addr} is netperf 2.7's netserver: speaking its protocol")
+                });
+                // a netserver 2.7 without -Z ignores passphrases: none needed
+                return Ok(Box::new(Netperf2::new(s, &rest, None)?));
+            }
+            Ok(Hello::Closed) => {
+                // netserver 2.7 started with -Z closes without a word on
+                // any first frame but its passphrase
+                if let (Some(p), DialectChoice::Auto) = (passphrase, plan.dialect) {
+                    crate::debug::line(1, || {
+                        format!("{addr} closed at our hello: trying netperf 2.7's protocol with -Z")
+                    });
+                    return Ok(Box::new(Netperf2::new(reconnect()?, &[], Some(p))?));
+                }
+                bail!(
+                    "netserver at {addr} closed the control connection without a word (netperf 2.7's netserver does so when it was started with -Z: give netperf -Z with its passphrase)"
+                );
+            }
             Err(e) if e.is::<Busy>() && std::time::Instant::now() < give_up => {
                 std::thread::sleep(Duration::from_millis(100));
-                stream = connect_one(addr, plan)
-                    .with_context(|| format!("cannot connect to netserver at {addr}"))?;
+                stream = reconnect()?;
             }
-            r => return r,
+            Err(e) => return Err(e),
         }
     }
 }

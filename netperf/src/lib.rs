@@ -20,6 +20,7 @@ pub mod debug;
 pub mod family;
 pub mod interim;
 pub mod interrupt;
+pub mod netperf2;
 pub mod output;
 pub mod run;
 

@@ -55,7 +55,7 @@ pub fn run(plan: &Plan) -> Result<()> {
     let embedded = conn.embedded.is_some();
     let d = conn.dialect.as_mut();
     if plan.name.is_info() {
-        let text = info(plan, d);
+        let text = info(plan, d)?;
         emit(&mut out, text.as_bytes())?;
         out.flush().map_err(|_| StdoutClosed)?;
         d.bye();
@@ -91,6 +91,11 @@ pub fn run(plan: &Plan) -> Result<()> {
     // stdout is not held locked: interim results print from their own
     // thread while the test runs.
     let extras = extras(plan);
+    if d.is_netperf2() {
+        for note in netperf2_notes(plan, extras) {
+            eprintln!("netperf: {note}");
+        }
+    }
     if plan.headers && !plan.json {
         emit(&mut out, classic::banner(&asked, &endpoints).as_bytes())?;
         out.flush().map_err(|_| StdoutClosed)?;
@@ -214,14 +219,15 @@ fn iterations(
 }
 
 /// LOC_CPU, REM_CPU and UUID: one figure, with no newline, as netperf 2.7.
-fn info(plan: &Plan, d: &dyn control::Dialect) -> String {
+fn info(plan: &Plan, d: &mut dyn control::Dialect) -> Result<String> {
     let (cpus, rate, side) = match plan.name {
         TestName::LocCpu => (engine::cpu::count(), engine::cpu::meter_rate(), "local"),
         TestName::RemCpu => {
+            d.calibrate()?;
             let (n, r) = d.server_cpu();
             (n, r, "remote")
         }
-        _ => return plan.uuid.clone().unwrap_or_else(new_uuid),
+        _ => return Ok(plan.uuid.clone().unwrap_or_else(new_uuid)),
     };
     let mut s = units::c_g(f64::from(rate), 0, 6);
     if plan.verbosity > 1 {
@@ -231,7 +237,25 @@ fn info(plan: &Plan, d: &dyn control::Dialect) -> String {
             s.push_str(&format!("\nThere are {cpus} {side} cpus\n"));
         }
     }
-    s
+    Ok(s)
+}
+
+/// What netperf 2.7's netserver cannot tell us, for what this run would
+/// show: one line each, so that nothing reads as a figure it is not.
+fn netperf2_notes(plan: &Plan, extras: bool) -> Vec<&'static str> {
+    let mut notes = Vec::new();
+    let udp_receiver = matches!(plan.test, proto::TestKind::UdpStream);
+    if udp_receiver && (extras || plan.json) {
+        notes.push(
+            "netperf 2.7's netserver does not say where UDP datagrams were lost (socket drops, reordering, duplicates): that line is left out",
+        );
+    }
+    if plan.json {
+        notes.push(
+            "netperf 2.7's netserver reports counters, buffer sizes, CPU and retransmissions only: the JSON's remote TCP_INFO and UDP receive details are empty",
+        );
+    }
+    notes
 }
 
 /// A random (version 4) UUID for the UUID selector.

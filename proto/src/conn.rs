@@ -725,6 +725,8 @@ pub struct ClientConn {
     sealer: Option<Box<dyn Sealer>>,
     deadline: Option<(Instant, &'static str)>,
     flows: Vec<FlowCounters>,
+    /// No frame has come yet (the first may be netperf 2.7's).
+    awaiting_first: bool,
 }
 
 impl std::fmt::Debug for ClientConn {
@@ -742,6 +744,10 @@ pub enum ClientConnError {
     Session(ClientError),
     /// Nothing came by the deadline: what was awaited, and for how long.
     Timeout(&'static str),
+    /// The server answered our hello in netperf 2.7's protocol: it is
+    /// netperf 2.7's netserver (its reply, a 656-byte frame, is left in
+    /// [`ClientConn::take_input`]).
+    Netperf2,
 }
 
 impl From<ClientError> for ClientConnError {
@@ -771,10 +777,33 @@ impl ClientConn {
             sealer: None,
             deadline: None,
             flows: Vec::new(),
+            awaiting_first: true,
         };
         c.send(&ClientSession::hello(software))?;
+        c.pad_hello();
         c.expect(now, wait, "hello");
         Ok(c)
+    }
+
+    /// Our hello goes as a frame of exactly netperf 2.7's 656 bytes: our
+    /// netserver reads the hello and ignores what follows it; netperf
+    /// 2.7's netserver reads one whole request of an unknown type and
+    /// answers it at once (serv_errno 998), which tells us what it is
+    /// without waiting for a timeout.
+    fn pad_hello(&mut self) {
+        let total = crate::netperf2::FRAME_LEN;
+        if self.outbuf.len() < total
+            && let Some(len) = self.outbuf.get_mut(..4)
+        {
+            len.copy_from_slice(&((total - 4) as u32).to_be_bytes());
+            self.outbuf.resize(total, 0);
+        }
+    }
+
+    /// What arrived and was not consumed (after [`ClientConnError::Netperf2`]:
+    /// the beginning of netperf 2.7's reply).
+    pub fn take_input(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.inbuf)
     }
 
     pub fn session(&self) -> &ClientSession {
@@ -847,12 +876,17 @@ impl ClientConn {
     /// counters gathered from the frames before them).
     pub fn handle_bytes(&mut self, data: &[u8]) -> Result<Option<ClientEvent>, ClientConnError> {
         self.inbuf.extend_from_slice(data);
+        if self.awaiting_first && dialect::sniff_reply(&self.inbuf) == Sniff::Is(Dialect::Netperf2)
+        {
+            return Err(ClientConnError::Netperf2);
+        }
         self.process()
     }
 
     /// Whether a whole frame is still waiting in what arrived.
     pub fn process(&mut self) -> Result<Option<ClientEvent>, ClientConnError> {
         while let Some(body) = take_frame(&mut self.inbuf, &mut self.sealer)? {
+            self.awaiting_first = false;
             let msg = ServerMsg::decode(&body)?;
             if let ServerMsg::Flows { first, counters } = msg {
                 if first as usize != self.flows.len() {

@@ -65,6 +65,23 @@ pub fn sniff(first: &[u8]) -> Sniff {
     Sniff::NeedMore
 }
 
+/// What the first bytes of a server's answer to our (656-byte) hello say:
+/// ours begins with our frame and hello; netperf 2.7's netserver answers
+/// an unknown request with serv_errno 998 in its second word.
+pub fn sniff_reply(first: &[u8]) -> Sniff {
+    let ours =
+        first.len() >= OURS && first.get(4) == Some(&0) && first.get(5..OURS) == Some(&MAGIC[..]);
+    if ours {
+        return Sniff::Is(Dialect::Native);
+    }
+    match first.get(4..8).and_then(|w| <[u8; 4]>::try_from(w).ok()) {
+        None => Sniff::NeedMore,
+        Some(w1) if u32::from_be_bytes(w1) == 998 => Sniff::Is(Dialect::Netperf2),
+        // anything else: the framing says what is wrong with it
+        Some(_) => Sniff::Is(Dialect::Native),
+    }
+}
+
 /// Bytes of every netperf 2.7 control frame.
 pub const NETPERF2_FRAME: usize = 656;
 

@@ -961,6 +961,7 @@ mod tests {
         let dl = Instant::now() + Duration::from_secs(5);
         let drain = std::sync::Arc::new(Expect(AtomicU64::new(u64::MAX)));
         let d2 = drain.clone();
+        let (stranger_sent, wait_stranger) = std::sync::mpsc::channel();
         let server = thread::spawn(move || {
             let from = server_hello(
                 &rx,
@@ -972,9 +973,11 @@ mod tests {
             )
             .unwrap();
             assert_eq!(from, tx_addr);
-            // a stranger, after the hello
+            // a stranger, after the hello (and before the data: the
+            // receiver may stop at the last datagram it expects)
             let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
             stranger.send_to(&[0u8; 100], rx_addr).unwrap();
+            stranger_sent.send(()).unwrap();
             let mut buf = vec![0u8; 2048];
             receive(
                 Link::to(&rx, from),
@@ -987,6 +990,7 @@ mod tests {
             .unwrap()
         });
         client_hello(Link::to(&tx, rx_addr), &token, &Conventions::NATIVE, dl).unwrap();
+        wait_stranger.recv().unwrap();
         let sent = send(
             Link::to(&tx, rx_addr),
             &mut Ring::new(100, 3, b""),

@@ -220,6 +220,13 @@ pub const OPTIONS: &[OptDef] = &[
         "Print one JSON document with every option, result, interim sample and iteration",
     ),
     OptDef::long_only(
+        "dialect",
+        "dialect",
+        Arity::Required,
+        "auto|native|netperf2",
+        "Control protocol: this suite's, netperf 2.7's (for its netserver), or found out (default)",
+    ),
+    OptDef::long_only(
         "key_file",
         "key-file",
         Arity::Required,

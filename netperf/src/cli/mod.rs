@@ -89,6 +89,16 @@ pub enum SelectorStyle {
     KeyVal,
 }
 
+/// Which control protocol to speak (`--dialect`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DialectChoice {
+    /// Ours, or netperf 2.7's when the netserver answers in it.
+    #[default]
+    Auto,
+    Native,
+    Netperf2,
+}
+
 /// Where the key comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AuthSource {
@@ -187,6 +197,8 @@ pub struct Plan {
     /// `-F ,rfill`: the netserver fills its buffers with its own data.
     pub remote_fill: bool,
     pub json: bool,
+    /// `--dialect`.
+    pub dialect: DialectChoice,
     /// `--key-file` or `-Z`: how we authenticate to netserver.
     pub auth: Option<AuthSource>,
     /// Our side's socket settings.
@@ -265,6 +277,7 @@ impl Plan {
             fill_file: None,
             remote_fill: false,
             json: false,
+            dialect: DialectChoice::Auto,
             auth: None,
             local: align.clone(),
             remote: align,
@@ -589,6 +602,18 @@ fn apply_global(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliEr
             "ipv4" => plan.family = AddrFamily::V4,
             "ipv6" => plan.family = AddrFamily::V6,
             "json" => plan.json = true,
+            "dialect" => {
+                plan.dialect = match v.to_ascii_lowercase().as_str() {
+                    "auto" => DialectChoice::Auto,
+                    "native" => DialectChoice::Native,
+                    "netperf2" | "netperf" | "2.7" => DialectChoice::Netperf2,
+                    _ => {
+                        return Err(CliError(format!(
+                            "{o}: '{v}' is not a dialect: auto, native or netperf2"
+                        )));
+                    }
+                }
+            }
             "key_file" => plan.auth = Some(AuthSource::File(PathBuf::from(v))),
             "histogram" => plan.histogram = true,
             other => return Err(unhandled(other)),

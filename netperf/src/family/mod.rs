@@ -330,7 +330,7 @@ pub(crate) fn prepare(plan: &Plan, d: &dyn Dialect, protocol: Protocol) -> Resul
             "data socket: {protocol:?} over {family:?}, to {data_ip}, from {local_ip}; socket buffers {lss} send, {lsr} receive"
         )
     });
-    Ok(Prepared {
+    let mut p = Prepared {
         data_ip,
         local: SocketAddr::new(local_ip, port),
         bind: plan.data_local.is_some() || port != 0,
@@ -340,7 +340,11 @@ pub(crate) fn prepare(plan: &Plan, d: &dyn Dialect, protocol: Protocol) -> Resul
         lss,
         lsr,
         tos,
-    })
+    };
+    if protocol == Protocol::Udp {
+        udp_stream::bind_udp(&mut p)?;
+    }
+    Ok(p)
 }
 
 /// What we set on our own data sockets only.

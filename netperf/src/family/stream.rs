@@ -158,7 +158,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
     // Close before asking for results: a sending netserver waits for it.
     drop(conn);
     m.remote = d.finish(ClientDone::default(), results_wait(plan))?;
-    check_counts(plan.test, &m)?;
+    check_counts(plan.test, &m, d.is_netperf2())?;
     Ok(m)
 }
 
@@ -192,12 +192,19 @@ fn sendfile_source(plan: &Plan, ring: &Ring) -> Result<File> {
 }
 
 /// TCP is reliable: what one side sent, the other received, to the byte.
-fn check_counts(kind: TestKind, m: &Measurement) -> Result<()> {
+/// netserver 2.7, as a sender, does not count the send its timer cut
+/// short: what we received may exceed its count by less than one message
+/// (the figure is ours, as netperf 2.7's).
+fn check_counts(kind: TestKind, m: &Measurement, netperf2: bool) -> Result<()> {
     let (sent, got) = match kind {
         TestKind::TcpStream => (m.local.bytes_sent, m.remote.bytes_received),
         _ => (m.remote.bytes_sent, m.local.bytes_received),
     };
-    if sent != got {
+    let cut_short = netperf2
+        && kind == TestKind::TcpMaerts
+        && got >= sent
+        && got - sent < u64::from(m.remote_send_size.max(1));
+    if sent != got && !cut_short {
         anyhow::bail!(
             "byte counts disagree: {sent} sent, {got} received (the data connection was disturbed)"
         );

@@ -54,9 +54,11 @@ pub(super) fn link<'a>(plan: &Plan, sock: &'a UdpSocket, to: SocketAddr) -> Resu
     }
 }
 
-/// A UDP data socket, bound as `-- -L`/`-P` ask (or to the wildcard, on
-/// an ephemeral port, as the kernel would on the first send).
-pub(super) fn udp_socket(p: Prepared) -> Result<(UdpSocket, SocketAddr)> {
+/// Bind the UDP data socket before the test is asked for, as netperf 2.7
+/// does: as `-- -L`/`-P` ask, or to the wildcard on an ephemeral port. The
+/// request names the port (netperf 2.7's netserver sends a UDP receive
+/// test's datagrams there).
+pub(super) fn bind_udp(p: &mut Prepared) -> Result<()> {
     let local = if p.bind {
         p.local
     } else {
@@ -66,6 +68,23 @@ pub(super) fn udp_socket(p: Prepared) -> Result<(UdpSocket, SocketAddr)> {
     p.sock
         .bind(&local.into())
         .with_context(|| format!("-- -L/-P: cannot bind the UDP data socket to {local}"))?;
+    p.spec.peer_data_port = p
+        .sock
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
+        .map(|a| a.port());
+    Ok(())
+}
+
+/// The UDP data socket (bound by [`bind_udp`]) and its local address.
+pub(super) fn udp_socket(p: Prepared) -> Result<(UdpSocket, SocketAddr)> {
+    let local = p
+        .sock
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
+        .unwrap_or(p.local);
     Ok((p.sock.into(), local))
 }
 

@@ -6,6 +6,7 @@ mod accuracy;
 mod confidence;
 mod errors;
 mod netperf2;
+mod netperf2_real;
 mod omni;
 mod options;
 mod output;

@@ -214,3 +214,167 @@ fn hostile_frames_are_refused_and_the_daemon_goes_on() {
     c.write_all(&stream("TCP_RR.c2s")[..FRAME_LEN]).unwrap();
     assert_eq!(read_frame(&mut c).int(1), 0);
 }
+
+/// A stand-in for netserver 2.7, from the wire reference: it answers our
+/// hello as an unknown request (serv_errno 998, its type word stale 0),
+/// then serves one TCP_STREAM the way netserver 2.7 does (no token, the
+/// data connection read to EOF, then closed, then the results).
+fn fake_netserver_2_7() -> (u16, std::thread::JoinHandle<(OmniRequestSeen, u64)>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let h = std::thread::spawn(move || {
+        let (mut c, _) = l.accept().unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        // our hello: one whole 656-byte frame of an unknown type
+        let probe = read_frame(&mut c);
+        assert_ne!(probe.word(0), netperf2::DO_OMNI);
+        c.write_all(netperf2::error_frame(0, 998).as_bytes())
+            .unwrap();
+        let req = read_frame(&mut c);
+        assert_eq!(req.word(0), netperf2::DO_OMNI);
+        let r = netperf2::omni::OmniRequest::decode(&req);
+        let data = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let resp = netperf2::omni::OmniResponse {
+            recv_buf_size: 131072,
+            receive_size: 131072,
+            recv_width: 2,
+            send_buf_size: 16384,
+            send_size: -1,
+            send_width: r.send_width as i32,
+            data_port: u32::from(data.local_addr().unwrap().port()),
+            socket_prio: -1,
+            socket_tos: -1,
+            ..Default::default()
+        };
+        c.write_all(resp.encode().as_bytes()).unwrap();
+        let t0 = Instant::now();
+        let (mut d, _) = data.accept().unwrap();
+        let mut buf = vec![0u8; 65536];
+        let (mut bytes, mut calls) = (0u64, 0u32);
+        loop {
+            let n = d.read(&mut buf).unwrap();
+            calls += 1;
+            if n == 0 {
+                break;
+            }
+            bytes += n as u64;
+        }
+        drop(d);
+        let results = OmniResults {
+            bytes_received: bytes,
+            recv_calls: calls,
+            recv_buf_size: 131072,
+            send_buf_size: 16384,
+            elapsed_time: t0.elapsed().as_secs_f32(),
+            transport_retrans: 0,
+            cong_control: "cubic".into(),
+            ..Default::default()
+        };
+        let mut f = results.encode();
+        f.set_word(0, 0x6200_0000); // the stale, twice-swapped type (T1)
+        c.write_all(f.as_bytes()).unwrap();
+        // the end: netperf half-closes
+        let mut rest = Vec::new();
+        let _ = c.read_to_end(&mut rest);
+        (
+            OmniRequestSeen {
+                direction: r.direction,
+                socket_type: r.socket_type,
+                test_length: r.test_length,
+            },
+            bytes,
+        )
+    });
+    (port, h)
+}
+
+#[derive(Debug)]
+struct OmniRequestSeen {
+    direction: u32,
+    socket_type: i32,
+    test_length: i32,
+}
+
+/// Our netperf finds out in one round trip that the netserver is netperf
+/// 2.7's, and runs the test in its protocol: the figure it prints is the
+/// bytes netserver 2.7 counted over our elapsed time.
+#[test]
+fn our_netperf_speaks_netperf_2_7_to_its_netserver() {
+    let (port, fake) = fake_netserver_2_7();
+    let t0 = Instant::now();
+    let out = harness::netperf_at(
+        &port.to_string(),
+        &["-t", "TCP_STREAM", "-l", "1", "-P", "0", "-v", "0"],
+    );
+    assert!(out.success(), "{out}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "no detection timeout"
+    );
+    let (seen, bytes) = fake.join().unwrap();
+    assert_eq!(
+        (seen.direction, seen.socket_type, seen.test_length),
+        (4, 1, 1)
+    );
+    let mbps = harness::num(out.stdout.trim());
+    let expect = bytes as f64 * 8.0 / 1e6;
+    // over an elapsed time of a second or a little more
+    assert!(
+        mbps <= expect * 1.01 && mbps >= expect / 1.5,
+        "{mbps} vs {expect}"
+    );
+}
+
+/// Both of ours in netperf 2.7's protocol (`--dialect netperf2`): every
+/// test runs, its figures agree with the server's counts as in ours.
+#[test]
+fn every_test_runs_in_netperf_2_7s_protocol_between_ours() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    for test in [
+        "TCP_STREAM",
+        "TCP_MAERTS",
+        "TCP_RR",
+        "TCP_CRR",
+        "UDP_STREAM",
+        "UDP_RR",
+        "TCP_CC",
+        "OMNI",
+    ] {
+        let out = harness::netperf_at(
+            &port,
+            &[
+                "--dialect",
+                "netperf2",
+                "-t",
+                test,
+                "-l",
+                "1",
+                "-P",
+                "0",
+                "-v",
+                "0",
+            ],
+        );
+        assert!(out.success(), "{test}: {out}");
+        let v = harness::num(out.stdout.split_whitespace().next().unwrap_or("x"));
+        assert!(v > 0.0, "{test}: {out}");
+    }
+    let out = harness::netperf_at(
+        &port,
+        &[
+            "--dialect",
+            "netperf2",
+            "-t",
+            "TCP_RR",
+            "-l",
+            "-500",
+            "-P",
+            "0",
+            "-v",
+            "0",
+        ],
+    );
+    assert!(out.success(), "{out}");
+    assert!(ns.log().contains("500 transactions"), "{}", ns.log());
+}
