@@ -965,6 +965,79 @@ mod tests {
         )
     }
 
+    fn hp_server(now: Instant) -> ServerConn {
+        server(now).with_netperf2(Netperf2Policy {
+            serve: true,
+            ..Netperf2Policy::default()
+        })
+    }
+
+    /// A netperf 2.7 request of every type up to past the largest one it
+    /// sends: each is answered by whole 656-byte frames (or, for a test,
+    /// a Prepare that passed validation), and nothing panics.
+    #[test]
+    fn netperf2_requests_of_every_type() {
+        let now = Instant::now();
+        for t in 0..=1100u32 {
+            let mut s = hp_server(now);
+            let mut f = Frame::new(t, -1);
+            // alignments of 8, and a stock test length, as netperf 2.7 sends
+            for w in [4, 10] {
+                f.set_word(w, 8);
+            }
+            s.handle_bytes(now, f.as_bytes());
+            while let Some(ev) = s.poll_event() {
+                if let ServerEvent::Prepare(spec) = ev {
+                    assert!(spec.validate(&Limits::default()).is_ok(), "type {t}");
+                    s.granted(grant(), now);
+                    s.test_ended(Ok(SideResults::default()), now);
+                }
+            }
+            if (1..=1000).contains(&t) {
+                assert_eq!(s.output().len() % netperf2::FRAME_LEN, 0, "type {t}");
+            } else {
+                // not a request type of netperf 2.7's: our framing refuses
+                // it, or waits for the rest of a frame that long
+                assert_ne!(s.dialect(), Some(Dialect::Netperf2), "type {t}");
+            }
+        }
+    }
+
+    /// The padded timer: a netperf 2.7 UDP_STREAM that never sends its
+    /// empty datagrams is ended by the server 4 s after its length, and
+    /// the results leave the pad out.
+    #[test]
+    fn netperf2_padded_timer_ends_the_test() {
+        let now = Instant::now();
+        let mut s = hp_server(now);
+        let r = netperf2::omni::OmniRequest {
+            socket_type: netperf2::omni::NST_DGRAM,
+            protocol: netperf2::omni::IPPROTO_UDP,
+            test_length: 1,
+            ..Default::default()
+        };
+        s.handle_bytes(now, r.encode().as_bytes());
+        assert!(matches!(s.poll_event(), Some(ServerEvent::Log(..))));
+        assert!(matches!(s.poll_event(), Some(ServerEvent::Established)));
+        assert!(matches!(s.poll_event(), Some(ServerEvent::Prepare(_))));
+        s.granted(grant(), now);
+        assert_eq!(s.poll_timeout(), now + Duration::from_secs(5));
+        s.handle_timeout(now + Duration::from_secs(5));
+        assert_eq!(s.poll_event(), Some(ServerEvent::EndTest));
+        s.test_ended(
+            Ok(SideResults {
+                elapsed_ns: 5_000_000_000,
+                ..SideResults::default()
+            }),
+            now + Duration::from_secs(5),
+        );
+        let out = s.output();
+        assert_eq!(out.len(), 2 * netperf2::FRAME_LEN);
+        let results = Frame::from_bytes(&out[netperf2::FRAME_LEN..]).unwrap();
+        let elapsed = netperf2::omni::OmniResults::decode(&results).elapsed_time;
+        assert!((elapsed - 1.0).abs() < 1e-6, "{elapsed}");
+    }
+
     fn grant() -> Grant {
         Grant {
             data_port: 5000,
