@@ -23,7 +23,7 @@ _netserver() {
 
     case "${cmd}" in
         netserver)
-            opts="-h -D -d -f -L -N -p -4 -6 -v -V -n -Z --data-ports --max-sessions --max-per-client --max-pending --max-test-length --memory-cap --log-file --handshake-timeout --idle-timeout --data-timeout --key-file --allow-netperf2 --no-netperf2"
+            opts="-h -D -d -f -L -N -p -4 -6 -v -V -n -Z --data-ports --max-sessions --max-per-client --max-pending --max-test-length --max-flows --memory-cap --log-file --handshake-timeout --idle-timeout --data-timeout --key-file --allow-netperf2 --no-netperf2"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -62,6 +62,10 @@ _netserver() {
                     return 0
                     ;;
                 --max-test-length)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-flows)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -7,6 +7,7 @@ complete -c netserver -l max-sessions -d 'Most control sessions at once (default
 complete -c netserver -l max-per-client -d 'Most sessions from one client address (default 4)' -r
 complete -c netserver -l max-pending -d 'Most connections in their handshake at once (default 64)' -r
 complete -c netserver -l max-test-length -d 'Longest test a client may run (default 300)' -r
+complete -c netserver -l max-flows -d 'Most flows (data connections) in one test (default 16384)' -r
 complete -c netserver -l memory-cap -d 'Most buffer memory one session may use (default 64M)' -r
 complete -c netserver -l log-file -d 'Append log lines to this file (default: stderr, or nothing when detached)' -r
 complete -c netserver -l handshake-timeout -d 'Hello and authentication must be done within this (default 10; first bytes within half of it)' -r

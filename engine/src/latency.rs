@@ -72,6 +72,17 @@ impl Latency {
         self.count
     }
 
+    /// Add another's samples: the result is exactly the histogram and
+    /// moments of both sets together.
+    pub fn merge(&mut self, o: &Latency) {
+        let _ = self.hist.add(&o.hist);
+        self.count += o.count;
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+        self.sum += o.sum;
+        self.sum_sq += o.sum_sq;
+    }
+
     pub fn summary(&self) -> Option<LatencySummary> {
         if self.count == 0 {
             return None;

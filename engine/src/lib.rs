@@ -46,6 +46,7 @@ pub mod conventions;
 pub mod cpu;
 pub mod crr;
 pub mod error;
+pub mod evloop;
 pub mod flow;
 pub mod handshake;
 pub mod latency;

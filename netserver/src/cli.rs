@@ -95,6 +95,13 @@ pub const OPTIONS: &[OptDef] = &[
         "Longest test a client may run (default 300)",
     ),
     OptDef::long_only(
+        "max_flows",
+        "max-flows",
+        Arity::Required,
+        "N",
+        "Most flows (data connections) in one test (default 16384)",
+    ),
+    OptDef::long_only(
         "memory_cap",
         "memory-cap",
         Arity::Required,
@@ -253,6 +260,9 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
                 o.config.data_ports = Some((lo, hi));
             }
             "max_sessions" => o.config.max_sessions = count(spelled, v)?,
+            "max_flows" => {
+                o.config.limits.max_flows = u32::try_from(count(spelled, v)?).unwrap_or(u32::MAX)
+            }
             "max_per_client" => o.config.max_per_client = count(spelled, v)?,
             "max_pending" => o.config.max_pending = count(spelled, v)?,
             "max_test_length" => {

@@ -17,6 +17,17 @@ use nix::sys::signal::{SigSet, Signal};
 use optparse::value::AddrFamily;
 use socket2::{Domain, Socket, Type};
 
+/// Descriptors for many flows and sessions: the soft limit raised to the
+/// hard one.
+fn raise_open_files() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
+        && soft < hard
+    {
+        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let opts = match cli::parse(&args) {
@@ -35,6 +46,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    raise_open_files();
     match serve(opts) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -347,8 +347,11 @@ impl TestSpec {
         }
         if self.flows == 0 || self.flows > limits.max_flows {
             return Err(SpecError::new(
-                "flows",
-                format!("{} is not between 1 and {}", self.flows, limits.max_flows),
+                "--flows",
+                format!(
+                    "{} is not between 1 and this netserver's limit of {} (netserver --max-flows raises it)",
+                    self.flows, limits.max_flows
+                ),
             ));
         }
         if self.burst > limits.max_burst {
@@ -539,9 +542,24 @@ impl TestSpec {
             };
             u64::from(sends) * send.bytes() + u64::from(receives) * recv.bytes()
         };
-        per_flow.saturating_mul(u64::from(self.flows))
+        if self.flows <= 1 {
+            return per_flow;
+        }
+        // Many flows run on event loops whose buffers are their thread's,
+        // shared by its flows: a thread per CPU at most (64 counted), and a
+        // flow's own state besides.
+        let threads = u64::from(self.flows.min(MAX_FLOW_THREADS));
+        per_flow
+            .saturating_mul(threads)
+            .saturating_add(u64::from(self.flows).saturating_mul(FLOW_STATE_BYTES))
     }
 }
+
+/// The most flow threads the memory estimate counts buffers for.
+pub const MAX_FLOW_THREADS: u32 = 64;
+/// What a flow on an event loop holds besides its thread's buffers (its
+/// state machine and its slot), rounded up.
+pub const FLOW_STATE_BYTES: u64 = 512;
 
 /// Most bytes one ring of buffers holds, whatever its width.
 pub const MAX_RING_BYTES: usize = 4 * 1024 * 1024;
@@ -594,7 +612,7 @@ impl Default for Limits {
         Limits {
             max_message: 16 * 1024 * 1024,
             max_socket_buffer: 256 * 1024 * 1024,
-            max_flows: 1024,
+            max_flows: 16_384,
             max_burst: 4096,
             max_duration_ms: 300_000,
             memory_per_session: 64 * 1024 * 1024,

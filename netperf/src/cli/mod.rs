@@ -232,6 +232,12 @@ pub struct Plan {
     pub latency: bool,
     pub rate_bps: Option<u64>,
     pub spin: bool,
+    /// `--flows`: data connections in one test.
+    pub flows: u32,
+    /// `--threads`: threads driving them at each end.
+    pub threads: Option<u32>,
+    /// `--cpus`: CPUs the flow threads are pinned to, in turn.
+    pub cpus: Vec<u32>,
     pub selection: Option<Selection>,
     pub uuid: Option<String>,
     /// Lines netperf 2.7 prints on stdout while it parses its options
@@ -299,6 +305,9 @@ impl Plan {
             latency: true,
             rate_bps: None,
             spin: false,
+            flows: 1,
+            threads: None,
+            cpus: Vec::new(),
             selection: None,
             uuid: None,
             notices: Vec::new(),
@@ -965,10 +974,61 @@ fn apply_test(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliErro
             "rate" => plan.rate_bps = Some(value::bits_per_second(v).map_err(|e| bad(o, e))?),
             "spin" => plan.spin = true,
             "no_latency" => plan.latency = false,
+            "flows" => {
+                let n = value::int(v).map_err(|e| bad(o, e))?;
+                if !(1..=MAX_FLOWS as i64).contains(&n) {
+                    return Err(CliError(format!(
+                        "{o}: '{v}': flows go from 1 to {MAX_FLOWS}"
+                    )));
+                }
+                plan.flows = n as u32;
+            }
+            "threads" => {
+                let n = value::int(v).map_err(|e| bad(o, e))?;
+                if n < 1 {
+                    return Err(CliError(format!("{o}: '{v}': at least one thread")));
+                }
+                plan.threads = Some(n.min(i64::from(MAX_FLOWS)) as u32);
+            }
+            "cpus" => plan.cpus = cpu_list(o, v)?,
             other => return Err(unhandled(other)),
         }
     }
     resolve_shape(plan, shape)
+}
+
+/// Most flows one test may ask for (a netserver may allow fewer).
+pub const MAX_FLOWS: u32 = 100_000;
+
+/// `--cpus 0,2,4-7`: CPU numbers, each one that exists on this host.
+fn cpu_list(o: &str, v: &str) -> Result<Vec<u32>, CliError> {
+    let have = engine::cpu::count();
+    let mut out = Vec::new();
+    for part in v.split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let parse = |s: &str| {
+            s.trim()
+                .parse::<u32>()
+                .map_err(|_| CliError(format!("{o}: '{part}' is not a CPU number or range")))
+        };
+        let (a, b) = (parse(a)?, parse(b)?);
+        if a > b {
+            return Err(CliError(format!("{o}: '{part}' is not a range")));
+        }
+        for c in a..=b {
+            if c >= have {
+                return Err(CliError(format!(
+                    "{o}: CPU {c} does not exist (this host has CPUs 0 to {})",
+                    have.saturating_sub(1)
+                )));
+            }
+            out.push(c);
+        }
+    }
+    if out.is_empty() {
+        return Err(CliError(format!("{o}: '{v}' names no CPU")));
+    }
+    Ok(out)
 }
 
 /// `-H addr/len`: netperf 2.7 randomises the address within the mask;

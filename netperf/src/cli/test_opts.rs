@@ -216,6 +216,27 @@ pub const OPTIONS: &[OptDef] = &[
         "Pace UDP_STREAM sends at RATE bits/s (k, m, g suffixes)",
     ),
     OptDef::long_only(
+        "flows",
+        "flows",
+        Arity::Required,
+        "N",
+        "Run N data connections at once, started together (TCP_STREAM, TCP_MAERTS, TCP_RR)",
+    ),
+    OptDef::long_only(
+        "threads",
+        "threads",
+        Arity::Required,
+        "T",
+        "Threads at each end that drive the flows (default: the CPUs, at most one per flow)",
+    ),
+    OptDef::long_only(
+        "cpus",
+        "cpus",
+        Arity::Required,
+        "LIST",
+        "Pin the flow threads to these CPUs in turn (0,2,4 or 0-3)",
+    ),
+    OptDef::long_only(
         "spin",
         "spin",
         Arity::None,

@@ -1,6 +1,7 @@
 //! The client's side of each test family: its data phase and what it
 //! measured. One file per family.
 
+pub mod flows;
 pub mod rr;
 pub mod stream;
 pub mod udp_stream;
@@ -66,6 +67,9 @@ pub struct Measurement {
     /// The data connection's ends (ours, the netserver's).
     pub local_addr: Option<std::net::SocketAddr>,
     pub remote_addr: Option<std::net::SocketAddr>,
+    /// `--flows`: each flow's local port and retransmissions, in flow
+    /// order (their counters are in `local.flows` and `remote.flows`).
+    pub flows: Vec<flows::FlowEnd>,
 }
 
 impl Measurement {
@@ -207,6 +211,9 @@ pub fn preflight(plan: &Plan, family: Family) -> Result<()> {
 
 /// Run one iteration of the plan's test.
 pub fn run_once(plan: &Plan, dialect: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
+    if plan.flows > 1 {
+        return flows::run_once(plan, dialect, ctx);
+    }
     match plan.test {
         TestKind::TcpStream | TestKind::TcpMaerts => stream::run_once(plan, dialect, ctx),
         TestKind::UdpStream => udp_stream::run_once(plan, dialect, ctx),

@@ -320,6 +320,39 @@ pub fn start(
     })
 }
 
+/// A test of many flows: every connection on event loops (a thread per
+/// CPU, at most one per flow), each flow's counters in the results.
+pub(crate) fn run_flows_on_loops(
+    conns: Vec<TcpStream>,
+    role: engine::evloop::Role,
+    ctl: &TestCtl,
+) -> Result<SideResults, ErrorMsg> {
+    let threads = (engine::cpu::count().max(1) as usize).min(conns.len());
+    let plan = engine::evloop::Plan {
+        role,
+        threads,
+        cpus: Vec::new(),
+        linger: Duration::from_secs(60),
+        silence: Duration::from_secs(120),
+    };
+    let live = engine::live::Live::new();
+    let report = engine::evloop::run(conns, &plan, &ctl.stop, &live).map_err(|e| {
+        if ctl.is_aborted() {
+            aborted()
+        } else {
+            failed("data connections", e)
+        }
+    })?;
+    let mut r = SideResults::default();
+    for f in &report.flows {
+        r.add_flow(&f.counters, engine::flow::nanos(f.elapsed));
+    }
+    r.close_flows();
+    r.tcp = report.tcp.first().cloned().flatten();
+    (r.send_buf_end, r.recv_buf_end) = report.bufs_end;
+    Ok(r)
+}
+
 /// What the client is told when the session aborted its test.
 pub(crate) fn aborted() -> ErrorMsg {
     ErrorMsg::new(ErrorCode::TestFailed, "test aborted")
@@ -629,7 +662,10 @@ pub(crate) fn accept_flows(
                         }
                     }
                     Ok((s, peer)) => {
-                        if pending.len() >= MAX_PENDING || s.set_nonblocking(true).is_err() {
+                        // room for every flow's connection still to come,
+                        // and a few strangers
+                        let room = MAX_PENDING + (flows as usize).saturating_sub(accepted.len());
+                        if pending.len() >= room || s.set_nonblocking(true).is_err() {
                             continue;
                         }
                         pending.push((s, peer, [0; handshake::PREAMBLE_LEN], 0));

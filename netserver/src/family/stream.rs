@@ -116,6 +116,31 @@ pub(crate) fn server_fill(spec: &TestSpec) -> Vec<u8> {
     b
 }
 
+/// Many flows: all on event loops, a thread per CPU at most.
+fn run_flows(
+    spec: &TestSpec,
+    conns: Vec<TcpStream>,
+    send_size: u32,
+    recv_size: u32,
+    until: &Until,
+    ctl: &TestCtl,
+) -> Result<SideResults, ErrorMsg> {
+    let role = if spec.kind == TestKind::TcpMaerts {
+        engine::evloop::Role::Send {
+            size: send_size as usize,
+            total: match until {
+                Until::Bytes(n) => Some(n.div_ceil(u64::from(spec.flows.max(1)))),
+                Until::Stopped => None,
+            },
+        }
+    } else {
+        engine::evloop::Role::Recv {
+            size: recv_size as usize,
+        }
+    };
+    super::run_flows_on_loops(conns, role, ctl)
+}
+
 /// What a flow's connection said about itself as it ended.
 struct End {
     tcp: Option<proto::TcpStats>,
@@ -149,6 +174,9 @@ fn run(
         TestEnd::Bytes(n) => Until::Bytes(n),
         _ => Until::Stopped,
     };
+    if conns.len() > 1 {
+        return run_flows(spec, conns, send_size, recv_size, &until, ctl);
+    }
     let fill = &server_fill(spec);
     // Each flow closes its connection as soon as its loop ends (the sender
     // waits for that), after reading the connection's TCP_INFO.

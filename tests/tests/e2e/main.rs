@@ -5,6 +5,7 @@
 mod accuracy;
 mod confidence;
 mod errors;
+mod flows;
 mod netperf2;
 mod netperf2_real;
 mod omni;

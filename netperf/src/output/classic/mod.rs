@@ -14,6 +14,7 @@ use super::{Endpoints, Figures};
 use crate::cli::{TestName, Units};
 use crate::{family::Measurement, output::asked::Asked};
 
+pub mod flows;
 mod rr;
 mod stream;
 mod udp;
@@ -166,10 +167,12 @@ fn brand(asked: &Asked) -> &str {
 /// that netperf 2.7 does not print (on a terminal, or at `-v 3`).
 pub fn table(asked: &Asked, m: &Measurement, f: &Figures, extras: bool) -> String {
     match asked.name {
-        TestName::TcpStream | TestName::TcpMaerts | TestName::TcpSendfile => stream(asked, m, f),
+        TestName::TcpStream | TestName::TcpMaerts | TestName::TcpSendfile => {
+            stream(asked, m, f) + &flows::block(asked, m)
+        }
         TestName::UdpStream => udp_stream(asked, m, f, extras),
         TestName::TcpRr | TestName::UdpRr | TestName::TcpCrr | TestName::TcpCc => {
-            rr(asked, m, f, extras)
+            rr(asked, m, f, extras) + &flows::block(asked, m)
         }
         TestName::TcpMss => mss(asked, m),
         TestName::Omni | TestName::LocCpu | TestName::RemCpu | TestName::Uuid => String::new(),

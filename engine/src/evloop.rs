@@ -1,0 +1,607 @@
+//! Many flows per thread: the flow state machines of [`crate::flow`] driven
+//! on mio event loops over non-blocking sockets, a few threads per end.
+//! Used for tests of more than one flow; one flow keeps the blocking loops
+//! (their fast path).
+//!
+//! Every flow of a run starts at once (the sockets are connected before),
+//! and is counted exactly, as one flow is: a sender stops at the stop flag
+//! or its byte count, half-closes and waits for the receiver's end; a
+//! receiver reads to end-of-file and half-closes; a requester finishes the
+//! transactions in flight, half-closes and waits; a responder answers
+//! until end-of-file. Buffers are the thread's, shared by its flows (the
+//! bytes carry nothing a flow needs), so that a flow costs its socket and
+//! a few dozen bytes of state.
+
+use std::{
+    io::{self, Read, Write},
+    net::{Shutdown, TcpStream},
+    time::{Duration, Instant},
+};
+
+use mio::{Events, Interest, Poll, Token};
+
+use crate::{
+    EngineError, clock,
+    flow::{Ended, Io, RrRequest, RrRespond, StreamRecv, StreamSend},
+    latency::Latency,
+    live::Live,
+    rr::window::Window,
+    timer::StopFlag,
+};
+
+/// What every flow of a run does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Send messages of `size` bytes (until stopped, or `total` bytes per
+    /// flow).
+    Send { size: usize, total: Option<u64> },
+    /// Receive into calls of `size` bytes until end-of-file.
+    Recv { size: usize },
+    /// Requests of `req` bytes answered by `resp`, `burst` more in flight,
+    /// until stopped or `limit` transactions per flow; `timing`: record each
+    /// transaction's latency.
+    Request {
+        req: usize,
+        resp: usize,
+        burst: u32,
+        limit: Option<u64>,
+        timing: bool,
+    },
+    /// Answer requests of `req` bytes with `resp` until end-of-file.
+    Respond { req: usize, resp: usize },
+}
+
+/// How to run them.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub role: Role,
+    /// Threads (at least one, at most one per flow).
+    pub threads: usize,
+    /// CPUs to pin the threads to, in turn (empty: not pinned).
+    pub cpus: Vec<u32>,
+    /// After the stop flag, how long the ends may take to close.
+    pub linger: Duration,
+    /// A receiving flow silent this long (no data, no end) is given up.
+    pub silence: Duration,
+}
+
+/// What a run counted: each flow's, in the order of the connections given,
+/// and the latency of every transaction of every flow.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub flows: Vec<Ended>,
+    /// Each flow's TCP_INFO as it ended.
+    pub tcp: Vec<Option<proto::TcpStats>>,
+    /// The first flow's socket buffer sizes at its end (send, receive).
+    pub bufs_end: (u32, u32),
+    pub latency: Option<Latency>,
+}
+
+enum Machine {
+    Send(StreamSend),
+    Recv(StreamRecv),
+    Req(RrRequest, Window),
+    Resp(RrRespond),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Running,
+    /// Our write side is shut; reading to the peer's end-of-file.
+    Closing,
+    Done,
+}
+
+struct Slot {
+    index: usize,
+    sock: mio::net::TcpStream,
+    machine: Machine,
+    phase: Phase,
+    ended: Option<Instant>,
+    tcp: Option<proto::TcpStats>,
+    bufs_end: (u32, u32),
+    last_progress: Instant,
+    /// What was last added to the run's live counters.
+    published: (u64, u64),
+}
+
+/// The thread's buffers, shared by its flows.
+struct Buffers {
+    out: Vec<u8>,
+    inb: Vec<u8>,
+}
+
+/// Run `conns` (connected, blocking or not) by `plan` until they are all
+/// done. `stop`: the end of a timed test (senders and requesters stop).
+pub fn run(
+    conns: Vec<TcpStream>,
+    plan: &Plan,
+    stop: &StopFlag,
+    live: &Live,
+) -> Result<Report, EngineError> {
+    let n = conns.len();
+    let threads = plan.threads.clamp(1, n.max(1));
+    let mut shares: Vec<Vec<(usize, TcpStream)>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, c) in conns.into_iter().enumerate() {
+        if let Some(s) = shares.get_mut(i % threads) {
+            s.push((i, c));
+        }
+    }
+    let start = Instant::now();
+    let results: Vec<Result<(Vec<Done>, Latency), EngineError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = shares
+            .into_iter()
+            .enumerate()
+            .map(|(t, share)| {
+                let cpu = (!plan.cpus.is_empty())
+                    .then(|| plan.cpus.get(t % plan.cpus.len()).copied())
+                    .flatten();
+                s.spawn(move || {
+                    if let Some(c) = cpu {
+                        crate::sockopt::pin_current_thread(c)?;
+                    }
+                    run_share(share, plan, stop, live, start)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(EngineError::Invalid("a flow thread panicked".into())))
+            })
+            .collect()
+    });
+    let mut flows = vec![Ended::default(); n];
+    let mut tcp = vec![None; n];
+    let mut bufs_end = (0, 0);
+    let mut latency: Option<Latency> = None;
+    for r in results {
+        let (ended, lat) = r?;
+        for d in ended {
+            if let Some(slot) = flows.get_mut(d.index) {
+                *slot = d.ended;
+            }
+            if let Some(slot) = tcp.get_mut(d.index) {
+                *slot = d.tcp;
+            }
+            if d.index == 0 {
+                bufs_end = d.bufs_end;
+            }
+        }
+        if lat.count() > 0 {
+            match &mut latency {
+                Some(l) => l.merge(&lat),
+                None => latency = Some(lat),
+            }
+        }
+    }
+    Ok(Report {
+        flows,
+        tcp,
+        bufs_end,
+        latency,
+    })
+}
+
+/// A flow at its end.
+struct Done {
+    index: usize,
+    ended: Ended,
+    tcp: Option<proto::TcpStats>,
+    bufs_end: (u32, u32),
+}
+
+fn machine(role: Role) -> Machine {
+    match role {
+        Role::Send { size, total } => Machine::Send(StreamSend::new(size, total)),
+        Role::Recv { .. } => Machine::Recv(StreamRecv::default()),
+        Role::Request {
+            req,
+            resp,
+            burst,
+            limit,
+            ..
+        } => Machine::Req(
+            RrRequest::new(req.max(1), resp.max(1), burst, limit),
+            Window::new(burst as usize + 1),
+        ),
+        Role::Respond { req, resp } => Machine::Resp(RrRespond::new(req.max(1), resp.max(1))),
+    }
+}
+
+fn buffers(role: Role) -> Buffers {
+    let (out, inb) = match role {
+        Role::Send { size, .. } => (size.max(1), 512),
+        Role::Recv { size } => (1, size.max(1)),
+        Role::Request { req, resp, .. } => (req.max(1), resp.max(1)),
+        Role::Respond { req, resp } => (resp.max(1), req.max(1)),
+    };
+    let mut o = vec![0u8; out];
+    for (i, b) in o.iter_mut().enumerate() {
+        *b = b'a' + (i % 26) as u8;
+    }
+    Buffers {
+        out: o,
+        inb: vec![0u8; inb.max(512)],
+    }
+}
+
+fn run_share(
+    share: Vec<(usize, TcpStream)>,
+    plan: &Plan,
+    stop: &StopFlag,
+    live: &Live,
+    start: Instant,
+) -> Result<(Vec<Done>, Latency), EngineError> {
+    let mut poll = Poll::new().map_err(|e| EngineError::io("creating an event loop", e))?;
+    let mut slots = Vec::with_capacity(share.len());
+    for (k, (index, c)) in share.into_iter().enumerate() {
+        c.set_nonblocking(true)
+            .map_err(|e| EngineError::io("making a data connection non-blocking", e))?;
+        let mut sock = mio::net::TcpStream::from_std(c);
+        poll.registry()
+            .register(&mut sock, Token(k), Interest::READABLE | Interest::WRITABLE)
+            .map_err(|e| EngineError::io("registering a data connection", e))?;
+        slots.push(Slot {
+            index,
+            sock,
+            machine: machine(plan.role),
+            phase: Phase::Running,
+            ended: None,
+            tcp: None,
+            bufs_end: (0, 0),
+            last_progress: start,
+            published: (0, 0),
+        });
+    }
+    let mut bufs = buffers(plan.role);
+    let timing = matches!(plan.role, Role::Request { timing: true, .. });
+    let mut lat = Latency::new();
+    let mut events = Events::with_capacity(1024);
+    let mut open = slots.len();
+    let mut stopping_since: Option<Instant> = None;
+    let mut now_ns = clock::now_ns();
+    // every flow once, before waiting for events
+    for s in slots.iter_mut() {
+        drive(s, &mut bufs, false, timing, &mut lat, &mut now_ns)?;
+        publish(s, live);
+    }
+    open -= slots.iter().filter(|s| s.phase == Phase::Done).count();
+    while open > 0 {
+        poll.poll(&mut events, Some(Duration::from_millis(20)))
+            .or_else(|e| {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            })
+            .map_err(|e| EngineError::io("waiting for data connections", e))?;
+        let stopping = stop.is_set();
+        let now = Instant::now();
+        if stopping && stopping_since.is_none() {
+            stopping_since = Some(now);
+            // every sender and requester learns it at once
+            for s in slots.iter_mut().filter(|s| s.phase != Phase::Done) {
+                drive(s, &mut bufs, true, timing, &mut lat, &mut now_ns)?;
+                publish(s, live);
+                if s.phase == Phase::Done {
+                    open -= 1;
+                }
+            }
+        }
+        for ev in events.iter() {
+            let Some(s) = slots.get_mut(ev.token().0) else {
+                continue;
+            };
+            if s.phase == Phase::Done {
+                continue;
+            }
+            drive(s, &mut bufs, stopping, timing, &mut lat, &mut now_ns)?;
+            publish(s, live);
+            if s.phase == Phase::Done {
+                open -= 1;
+            }
+        }
+        if let Some(since) = stopping_since
+            && now.duration_since(since) > plan.linger
+        {
+            return Err(EngineError::Timeout(format!(
+                "{open} data connections did not close within {} s of the end of the test",
+                plan.linger.as_secs()
+            )));
+        }
+        if let Some(s) = slots
+            .iter()
+            .find(|s| s.phase != Phase::Done && now.duration_since(s.last_progress) > plan.silence)
+        {
+            return Err(EngineError::Timeout(format!(
+                "data connection {} went silent (no data, no end of test)",
+                s.index
+            )));
+        }
+    }
+    let ended = slots
+        .into_iter()
+        .map(|s| {
+            let counters = match &s.machine {
+                Machine::Send(f) => f.counters,
+                Machine::Recv(f) => f.counters,
+                Machine::Req(f, _) => f.counters,
+                Machine::Resp(f) => f.counters,
+            };
+            let elapsed = s.ended.unwrap_or(start).duration_since(start);
+            Done {
+                index: s.index,
+                ended: Ended { counters, elapsed },
+                tcp: s.tcp,
+                bufs_end: s.bufs_end,
+            }
+        })
+        .collect();
+    Ok((ended, lat))
+}
+
+/// Add what a flow did since it last added to the run's live counters.
+fn publish(s: &mut Slot, live: &Live) {
+    let (bytes, tx) = match &s.machine {
+        Machine::Send(f) => (f.counters.bytes_sent, 0),
+        Machine::Recv(f) => (f.counters.bytes_received, 0),
+        Machine::Req(f, _) => (f.counters.bytes_received, f.counters.transactions),
+        Machine::Resp(f) => (f.counters.bytes_received, f.counters.transactions),
+    };
+    let (b0, t0) = s.published;
+    if bytes != b0 || tx != t0 {
+        live.add(bytes - b0, 0, tx - t0);
+        s.published = (bytes, tx);
+    }
+}
+
+/// What a call on a non-blocking socket says.
+enum Step {
+    Did(usize),
+    Wait,
+}
+
+fn step(r: io::Result<usize>, what: &str) -> Result<Step, EngineError> {
+    match r {
+        Ok(n) => Ok(Step::Did(n)),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Step::Wait),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(Step::Did(usize::MAX)),
+        Err(e) => Err(EngineError::io(format!("{what} on a data connection"), e)),
+    }
+}
+
+/// Drive one flow until its socket would block, or it is done.
+fn drive(
+    s: &mut Slot,
+    bufs: &mut Buffers,
+    stopping: bool,
+    timing: bool,
+    lat: &mut Latency,
+    now_ns: &mut u64,
+) -> Result<(), EngineError> {
+    loop {
+        if s.phase == Phase::Done {
+            return Ok(());
+        }
+        if s.phase == Phase::Closing {
+            match step((&s.sock).read(&mut bufs.inb), "receive")? {
+                Step::Did(0) => finish(s),
+                Step::Did(usize::MAX) | Step::Did(_) => {}
+                Step::Wait => return Ok(()),
+            }
+            continue;
+        }
+        match &mut s.machine {
+            Machine::Send(f) => {
+                let want = if stopping { None } else { f.next_len() };
+                let Some(want) = want else {
+                    half_close(s)?;
+                    continue;
+                };
+                let buf = bufs.out.get(..want).unwrap_or(&bufs.out);
+                match step((&s.sock).write(buf), "send")? {
+                    Step::Did(usize::MAX) => {}
+                    Step::Did(n) => f.sent(n),
+                    Step::Wait => return Ok(()),
+                }
+            }
+            Machine::Recv(f) => match step((&s.sock).read(&mut bufs.inb), "receive")? {
+                Step::Did(usize::MAX) => {}
+                Step::Did(n) => {
+                    s.last_progress = Instant::now();
+                    if f.received(n) {
+                        let _ = s.sock.shutdown(Shutdown::Write);
+                        finish(s);
+                    }
+                }
+                Step::Wait => return Ok(()),
+            },
+            Machine::Req(f, sent_at) => {
+                if stopping {
+                    f.stop();
+                }
+                match f.next() {
+                    Io::Send { offset, len } => {
+                        let buf = bufs.out.get(offset..offset + len).unwrap_or_default();
+                        match step((&s.sock).write(buf), "send")? {
+                            Step::Did(usize::MAX) => {}
+                            Step::Did(n) => {
+                                if offset == 0 && timing {
+                                    sent_at.push(0, *now_ns);
+                                }
+                                f.sent(n);
+                            }
+                            Step::Wait => return Ok(()),
+                        }
+                    }
+                    Io::Recv { offset, len } => {
+                        let buf = bufs.inb.get_mut(offset..offset + len).unwrap_or_default();
+                        match step((&s.sock).read(buf), "receive")? {
+                            Step::Did(usize::MAX) => {}
+                            Step::Did(0) => {
+                                return Err(EngineError::Invalid(format!(
+                                    "data connection {}: the peer closed it during the test",
+                                    s.index
+                                )));
+                            }
+                            Step::Did(n) => {
+                                s.last_progress = Instant::now();
+                                if f.received(n) && timing {
+                                    *now_ns = clock::now_ns();
+                                    let t0 = sent_at.pop_oldest().unwrap_or(*now_ns);
+                                    lat.record(now_ns.wrapping_sub(t0));
+                                }
+                            }
+                            Step::Wait => return Ok(()),
+                        }
+                    }
+                    Io::Done | Io::Connect | Io::Close => half_close(s)?,
+                }
+            }
+            Machine::Resp(f) => match f.next() {
+                Io::Recv { offset, len } => {
+                    let buf = bufs.inb.get_mut(offset..offset + len).unwrap_or_default();
+                    match step((&s.sock).read(buf), "receive")? {
+                        Step::Did(usize::MAX) => {}
+                        Step::Did(n) => {
+                            s.last_progress = Instant::now();
+                            f.received(n).map_err(|_| {
+                                EngineError::Invalid(format!(
+                                    "data connection {}: the peer closed it in the middle of a request",
+                                    s.index
+                                ))
+                            })?;
+                        }
+                        Step::Wait => return Ok(()),
+                    }
+                }
+                Io::Send { offset, len } => {
+                    let buf = bufs.out.get(offset..offset + len).unwrap_or_default();
+                    match step((&s.sock).write(buf), "send")? {
+                        Step::Did(usize::MAX) => {}
+                        Step::Did(n) => {
+                            f.sent(n);
+                        }
+                        Step::Wait => return Ok(()),
+                    }
+                }
+                Io::Done | Io::Connect | Io::Close => {
+                    let _ = s.sock.shutdown(Shutdown::Write);
+                    finish(s);
+                }
+            },
+        }
+    }
+}
+
+/// Our side is done sending: shut it, and wait for the peer's end.
+fn half_close(s: &mut Slot) -> Result<(), EngineError> {
+    s.sock
+        .shutdown(Shutdown::Write)
+        .or_else(|e| {
+            if e.kind() == io::ErrorKind::NotConnected {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        })
+        .map_err(|e| EngineError::io("shutting down a data connection", e))?;
+    s.phase = Phase::Closing;
+    s.last_progress = Instant::now();
+    Ok(())
+}
+
+fn finish(s: &mut Slot) {
+    s.phase = Phase::Done;
+    s.ended = Some(Instant::now());
+    s.tcp = crate::sockopt::tcp_stats(&s.sock);
+    s.bufs_end = crate::sockopt::buffer_sizes(socket2::SockRef::from(&s.sock));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::tcp_pair;
+
+    fn pairs(n: usize) -> (Vec<TcpStream>, Vec<TcpStream>) {
+        (0..n).map(|_| tcp_pair()).unzip()
+    }
+
+    fn plan(role: Role, threads: usize) -> Plan {
+        Plan {
+            role,
+            threads,
+            cpus: Vec::new(),
+            linger: Duration::from_secs(10),
+            silence: Duration::from_secs(10),
+        }
+    }
+
+    #[test]
+    fn streams_count_to_the_byte_at_both_ends() {
+        let (c, s) = pairs(16);
+        let rx = std::thread::spawn(move || {
+            run(
+                s,
+                &plan(Role::Recv { size: 8192 }, 2),
+                &StopFlag::new(),
+                &Live::new(),
+            )
+            .unwrap()
+        });
+        let live = Live::new();
+        let send = Role::Send {
+            size: 3000,
+            total: Some(100_001),
+        };
+        let tx = run(c, &plan(send, 3), &StopFlag::new(), &live).unwrap();
+        let rx = rx.join().unwrap();
+        for (a, b) in tx.flows.iter().zip(&rx.flows) {
+            assert_eq!(a.counters.bytes_sent, 100_001);
+            assert_eq!(b.counters.bytes_received, 100_001);
+            assert_eq!(a.counters.send_calls, 34);
+        }
+        assert_eq!(live.snapshot().bytes, 16 * 100_001);
+    }
+
+    #[test]
+    fn many_rr_flows_with_a_stop_flag() {
+        let (c, s) = pairs(200);
+        let srv = std::thread::spawn(move || {
+            run(
+                s,
+                &plan(Role::Respond { req: 8, resp: 64 }, 2),
+                &StopFlag::new(),
+                &Live::new(),
+            )
+            .unwrap()
+        });
+        let stop = StopFlag::new();
+        let s2 = stop.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            s2.set();
+        });
+        let req = Role::Request {
+            req: 8,
+            resp: 64,
+            burst: 1,
+            limit: None,
+            timing: true,
+        };
+        let ours = run(c, &plan(req, 2), &stop, &Live::new()).unwrap();
+        t.join().unwrap();
+        let theirs = srv.join().unwrap();
+        let mut total = 0;
+        for (a, b) in ours.flows.iter().zip(&theirs.flows) {
+            assert!(a.counters.transactions > 0, "every flow made progress");
+            assert_eq!(a.counters.transactions, b.counters.transactions);
+            assert_eq!(a.counters.bytes_sent, b.counters.bytes_received);
+            total += a.counters.transactions;
+        }
+        assert_eq!(ours.latency.unwrap().count(), total);
+    }
+}

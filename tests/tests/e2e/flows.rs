@@ -1,0 +1,157 @@
+//! `--flows N`: many data connections in one test, on event loops at both
+//! ends; the aggregate, the per-flow spread and fairness; exact counts.
+
+use harness::{Netserver, fields, netperf_at, num};
+
+fn json(port: &str, args: &[&str]) -> serde_json::Value {
+    let mut a = vec!["--json"];
+    a.extend_from_slice(args);
+    let out = netperf_at(port, &a);
+    assert!(out.success(), "{out}");
+    serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+fn flows(side: &serde_json::Value, key: &str) -> Vec<u64> {
+    side["flows"]
+        .as_array()
+        .expect("flows")
+        .iter()
+        .map(|f| f[key].as_u64().unwrap())
+        .collect()
+}
+
+/// Eight TCP_STREAM flows: every flow's bytes agree at both ends, and the
+/// aggregate is their sum over the common interval.
+#[test]
+fn eight_stream_flows_add_up_to_the_byte() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    let d = json(
+        &port,
+        &["-t", "TCP_STREAM", "-l", "2", "--", "--flows", "8"],
+    );
+    let sent = flows(&d["local"], "bytes_sent");
+    let got = flows(&d["remote"], "bytes_received");
+    assert_eq!(sent.len(), 8);
+    assert_eq!(sent, got, "each flow, both ends");
+    assert!(sent.iter().all(|&b| b > 0), "{sent:?}");
+    let total: u64 = got.iter().sum();
+    assert_eq!(d["remote"]["bytes_received"].as_u64().unwrap(), total);
+    let secs = d["result"]["elapsed_seconds"].as_f64().unwrap();
+    let value = d["result"]["value"].as_f64().unwrap();
+    let want = total as f64 * 8.0 / 1e6 / secs;
+    assert!((value - want).abs() < want * 1e-9, "{value} vs {want}");
+    assert_eq!(d["local"]["flow_count"], 8);
+}
+
+/// A hundred TCP_RR flows: every flow makes progress, totals match at both
+/// ends; the output has the aggregate row, then the spread and fairness.
+#[test]
+fn a_hundred_rr_flows_all_make_progress() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    let d = json(&port, &["-t", "TCP_RR", "-l", "2", "--", "--flows", "100"]);
+    let ours = flows(&d["local"], "transactions");
+    let theirs = flows(&d["remote"], "transactions");
+    assert_eq!(ours.len(), 100);
+    assert!(ours.iter().all(|&t| t > 0), "{ours:?}");
+    assert_eq!(ours, theirs);
+    assert_eq!(
+        d["latency_usec"]["count"].as_u64().unwrap(),
+        ours.iter().sum::<u64>(),
+        "latency merged over every flow's transactions"
+    );
+    let out = netperf_at(&port, &["-t", "TCP_RR", "-l", "1", "--", "--flows", "20"]);
+    assert!(out.success(), "{out}");
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("20 flows:"))
+        .unwrap_or_else(|| panic!("no spread line: {out}"));
+    let jain = num(fields(line).last().unwrap());
+    assert!(jain > 0.0 && jain <= 1.0, "{line}");
+}
+
+/// `-P 0` prints the aggregate row alone; `-v 2` a row per flow.
+#[test]
+fn terse_and_verbose_output() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    let out = netperf_at(
+        &port,
+        &[
+            "-t",
+            "TCP_STREAM",
+            "-l",
+            "1",
+            "-P",
+            "0",
+            "--",
+            "--flows",
+            "3",
+        ],
+    );
+    assert!(out.success(), "{out}");
+    assert_eq!(out.stdout.trim().lines().count(), 1, "{out}");
+    assert_eq!(fields(&out.stdout).len(), 5);
+    let out = netperf_at(
+        &port,
+        &[
+            "-t",
+            "TCP_MAERTS",
+            "-l",
+            "1",
+            "-v",
+            "2",
+            "--",
+            "--flows",
+            "3",
+        ],
+    );
+    assert!(out.success(), "{out}");
+    let rows: Vec<&str> = out
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("Flow "))
+        .skip(1)
+        .collect();
+    assert_eq!(rows.len(), 3, "{out}");
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(fields(r)[0], i.to_string());
+        assert!(num(fields(r)[3]) > 0.0, "{r}");
+    }
+}
+
+/// A count shared out among the flows, exactly.
+#[test]
+fn a_byte_count_is_shared_out_exactly() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    let d = json(
+        &port,
+        &["-t", "TCP_STREAM", "-l", "-1000003", "--", "--flows", "4"],
+    );
+    let got = flows(&d["remote"], "bytes_received");
+    assert_eq!(got.iter().sum::<u64>(), 1_000_003);
+    assert_eq!(got, [250_001, 250_001, 250_001, 250_000]);
+}
+
+#[test]
+fn bad_flow_options_name_the_option() {
+    let ns = Netserver::start(&["--max-flows", "10"]);
+    let port = ns.port().to_string();
+    for (args, want) in [
+        (&["--flows", "0"][..], "--flows"),
+        (&["--threads", "0"][..], "--threads"),
+        (&["--cpus", "9999"][..], "--cpus"),
+        (&["--flows", "11"][..], "--max-flows"),
+    ] {
+        let mut a = vec!["-t", "TCP_RR", "-l", "1", "--"];
+        a.extend_from_slice(args);
+        let out = netperf_at(&port, &a);
+        assert!(!out.success(), "{args:?}: {out}");
+        assert!(out.stderr.contains(want), "{args:?}: {out}");
+    }
+    let out = netperf_at(&port, &["-t", "UDP_RR", "-l", "1", "--", "--flows", "2"]);
+    assert!(!out.success() && out.stderr.contains("--flows"), "{out}");
+}
