@@ -39,6 +39,59 @@ pub fn write(sock: &impl AsRawFd, buf: &[u8]) -> io::Result<usize> {
     }
 }
 
+/// `recvfrom(2)` (with `MSG_PEEK` when `peek`): the datagram's length and
+/// its sender, or `None` for the sender when the kernel gives no address, as
+/// it does on a UDP socket that `shutdown` woke. std's `recv_from` panics
+/// there (it asserts on the address length), so the data path uses this.
+pub fn recv_from(
+    sock: &impl AsRawFd,
+    buf: &mut [u8],
+    peek: bool,
+) -> io::Result<(usize, Option<std::net::SocketAddr>)> {
+    // SAFETY: sockaddr_storage is plain old data; all-zero is a valid value.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    let flags = if peek { libc::MSG_PEEK } else { 0 };
+    // SAFETY: the buffer pointer and length describe `buf`, the address
+    // pointer and length describe `storage`; both outlive the call and the
+    // kernel writes within the lengths given.
+    let n = unsafe {
+        libc::recvfrom(
+            sock.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            flags,
+            (&raw mut storage).cast(),
+            &mut len,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let len = len as usize;
+    let from = match i32::from(storage.ss_family) {
+        libc::AF_INET if len >= std::mem::size_of::<libc::sockaddr_in>() => {
+            // SAFETY: the family says the storage holds a sockaddr_in, and
+            // the kernel wrote all of it.
+            let a: libc::sockaddr_in = unsafe { *(&raw const storage).cast() };
+            let ip = std::net::Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr));
+            Some(std::net::SocketAddr::from((ip, u16::from_be(a.sin_port))))
+        }
+        libc::AF_INET6 if len >= std::mem::size_of::<libc::sockaddr_in6>() => {
+            // SAFETY: as above, for sockaddr_in6.
+            let a: libc::sockaddr_in6 = unsafe { *(&raw const storage).cast() };
+            Some(std::net::SocketAddr::V6(std::net::SocketAddrV6::new(
+                std::net::Ipv6Addr::from(a.sin6_addr.s6_addr),
+                u16::from_be(a.sin6_port),
+                a.sin6_flowinfo,
+                a.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    };
+    Ok((n as usize, from))
+}
+
 /// `sendfile(2)`: `count` bytes of `file` from `offset` to `sock`; the
 /// kernel moves `offset` past what it sent.
 pub fn sendfile(
@@ -104,4 +157,26 @@ pub fn get_int_option(sock: &impl AsRawFd, level: i32, name: i32) -> io::Result<
 pub fn clock_ticks() -> i64 {
     // SAFETY: sysconf only reads a configuration value.
     i64::from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as i32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+
+    #[test]
+    fn recv_from_names_the_sender_and_survives_a_shutdown() {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        b.send_to(b"abc", a.local_addr().unwrap()).unwrap();
+        let mut buf = [0u8; 8];
+        let (n, from) = recv_from(&a, &mut buf, true).unwrap();
+        assert_eq!((n, from), (3, Some(b.local_addr().unwrap())));
+        let (n, from) = recv_from(&a, &mut buf, false).unwrap();
+        assert_eq!((n, from), (3, Some(b.local_addr().unwrap())));
+        // What an abort does to wake a blocked receiver: the kernel then
+        // returns 0 with no address, where std's recv_from panics.
+        let _ = socket2::SockRef::from(&a).shutdown(std::net::Shutdown::Both);
+        assert_eq!(recv_from(&a, &mut buf, false).unwrap(), (0, None));
+    }
 }

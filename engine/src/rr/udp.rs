@@ -108,9 +108,20 @@ fn udp_requester_one(
             }
         }
         let deadline = p.spin.then(|| Instant::now() + timeout);
+        // Others' datagrams must not keep restarting the receive timeout:
+        // from the first of them, the transaction has `timeout` left.
+        let mut give_up: Option<Instant> = None;
         loop {
             match link.recv(&mut resp) {
-                Ok(None) => out.counters.recv_calls += 1,
+                Ok(None) => {
+                    out.counters.recv_calls += 1;
+                    let now = Instant::now();
+                    if now >= *give_up.get_or_insert(now + timeout) {
+                        out.lost += 1;
+                        last = clock::now_ns();
+                        continue 'transactions;
+                    }
+                }
                 Ok(Some(n)) => {
                     out.counters.recv_calls += 1;
                     if n >= tag && resp.get(..tag) == Some(mark) {
@@ -293,8 +304,13 @@ pub fn udp_responder(
     let start = Instant::now();
     loop {
         match link.recv(&mut reqbuf) {
-            // from someone else: not answered
-            Ok(None) => {}
+            // from someone else: not answered, but a flood of them must
+            // not keep the test from ending
+            Ok(None) => {
+                if stop.is_set() {
+                    break;
+                }
+            }
             Ok(Some(0)) if empty_ends => break,
             Ok(Some(n)) => {
                 out.counters.recv_calls += 1;

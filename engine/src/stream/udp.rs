@@ -97,10 +97,11 @@ impl<'a> Link<'a> {
     pub fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
         match self.peer {
             None => self.sock.recv(buf).map(Some),
-            Some(p) => {
-                let (n, from) = self.sock.recv_from(buf)?;
-                Ok((from == p).then_some(n))
-            }
+            Some(p) => match crate::sys::recv_from(self.sock, buf, false)? {
+                (n, Some(from)) => Ok((from == p).then_some(n)),
+                // No sender: the socket was shut down to wake us.
+                (_, None) => Err(io::ErrorKind::WouldBlock.into()),
+            },
         }
     }
 }
@@ -142,13 +143,13 @@ pub fn first_from(
                 "the UDP data socket received nothing from {peer_ip}"
             )));
         }
-        match sock.peek_from(&mut one) {
-            Ok((_, from)) if from.ip() == peer_ip => break from,
+        match crate::sys::recv_from(sock, &mut one, true) {
+            Ok((_, Some(from))) if from.ip() == peer_ip => break from,
             // someone else's: take it off the queue
-            Ok(_) => {
-                let _ = sock.recv_from(&mut one);
+            Ok((_, Some(_))) => {
+                let _ = crate::sys::recv_from(sock, &mut one, false);
             }
-            Err(_) => {}
+            Ok((_, None)) | Err(_) => {}
         }
     };
     if connect {
@@ -246,7 +247,7 @@ pub fn server_hello(
                 "the UDP data socket received no hello with the test's token".into(),
             ));
         }
-        let Ok((n, from)) = sock.recv_from(&mut buf) else {
+        let Ok((n, Some(from))) = crate::sys::recv_from(sock, &mut buf, false) else {
             continue;
         };
         let d = buf.get(..n).unwrap_or_default();
@@ -649,8 +650,14 @@ pub fn receive(
     let mut last = origin;
     let mut done_at: Option<Instant> = None;
     loop {
-        match link.recv(buf) {
-            Ok(None) => out.foreign += 1,
+        // Quiet (nothing from the peer): time to look at how the test ends.
+        // Someone else's datagrams count as quiet, or a flood of them would
+        // keep the test from ending.
+        let quiet = match link.recv(buf) {
+            Ok(None) => {
+                out.foreign += 1;
+                true
+            }
             Ok(Some(0)) if drain.aborted() => return Err(EngineError::Aborted),
             Ok(Some(0)) if empty_ends => break,
             Ok(Some(n)) => {
@@ -692,24 +699,26 @@ pub fn receive(
                 if drain.expected().is_some_and(|e| seqs.received >= e) {
                     break;
                 }
+                false
             }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if crate::error::no_datagram(&e) => {
-                if drain.aborted() {
-                    return Err(EngineError::Aborted);
-                }
-                if let Some(expected) = drain.expected() {
-                    let now = Instant::now();
-                    let done = *done_at.get_or_insert(now);
-                    if seqs.received >= expected
-                        || now.duration_since(last.max(done)) >= GRACE
-                        || now.duration_since(done) >= MAX_DRAIN
-                    {
-                        break;
-                    }
-                }
-            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => false,
+            Err(e) if crate::error::no_datagram(&e) => true,
             Err(e) => return Err(EngineError::io("UDP receive", e)),
+        };
+        if quiet {
+            if drain.aborted() {
+                return Err(EngineError::Aborted);
+            }
+            if let Some(expected) = drain.expected() {
+                let now = Instant::now();
+                let done = *done_at.get_or_insert(now);
+                if seqs.received >= expected
+                    || now.duration_since(last.max(done)) >= GRACE
+                    || now.duration_since(done) >= MAX_DRAIN
+                {
+                    break;
+                }
+            }
         }
     }
     out.received = seqs.received;

@@ -65,10 +65,12 @@ fn udp_loss_is_exact(addr: &str, test: &str) {
     let v6 = addr.contains(':');
     let in_errors = h.udp_counter(&h.a, "InErrors", v6);
     // A small receive buffer on the server makes its socket drop too.
+    // `-l -N` is a byte count, as in netperf 2.7: 200,000 datagrams.
     let port = ns.port().to_string();
+    let bytes = 200_000 * 1024;
     let out = netperf_in_b(
         &h,
-        &format!("-H {addr} -p {port} -t UDP_STREAM -l -200000 -- -m 1024 -S ,16K --rate 400m"),
+        &format!("-H {addr} -p {port} -t UDP_STREAM -l -{bytes} -- -m 1024 -S ,16K --rate 400m"),
     );
     let in_errors = h.udp_counter(&h.a, "InErrors", v6) - in_errors;
     let dropped = h.nft_counter(&h.a, "nptest", "dropped");
