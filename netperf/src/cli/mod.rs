@@ -486,6 +486,12 @@ fn apply_global(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliEr
                 if secs == 0.0 {
                     return Err(CliError(format!("{o}: the interval must not be 0")));
                 }
+                if secs.abs() > 86_400.0 {
+                    return Err(CliError(format!(
+                        "{o}: '{}' s is longer than a day; interim results come at most a day apart",
+                        secs.abs()
+                    )));
+                }
                 plan.interim = Some((secs.abs(), secs < 0.0));
             }
             "format" => plan.units = Some(Units::parse(v)?),

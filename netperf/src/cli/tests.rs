@@ -232,6 +232,8 @@ fn errors_name_the_option() {
         Some(AuthSource::Passphrase("s3cret".into()))
     );
     assert!(err(&["-H", "h,ipx"]).starts_with("-H"));
+    assert!(err(&["-D", "1e300"]).starts_with("-D: "));
+    assert!(err(&["-D", "0"]).starts_with("-D: "));
 }
 
 #[test]

@@ -562,11 +562,9 @@ pub fn grant_of(f: &Frame) -> Grant {
 /// CPU figures only if its response announced them (`measured`).
 pub fn side_results_of(f: &Frame, measured: bool) -> SideResults {
     let r = OmniResults::decode(f);
-    let elapsed = if r.elapsed_time.is_finite() && r.elapsed_time > 0.0 {
-        Duration::from_secs_f32(r.elapsed_time)
-    } else {
-        Duration::ZERO
-    };
+    // A float from the network: NaN, infinite, negative or beyond what a
+    // Duration holds (f32 reaches 3e38 s) all read as "not measured".
+    let elapsed = Duration::try_from_secs_f32(r.elapsed_time).unwrap_or(Duration::ZERO);
     let pct = |v: f32| if v.is_finite() { f64::from(v) } else { 0.0 };
     SideResults {
         elapsed_ns: u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX),

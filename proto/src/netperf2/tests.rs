@@ -346,3 +346,26 @@ fn captured_responses_encode_back_in_the_words_we_model() {
         }
     }
 }
+
+/// Found by the fuzzer: a results frame whose elapsed time is a float no
+/// Duration holds. Any float reads as a time or as "not measured".
+#[test]
+fn any_elapsed_time_float_is_read_without_a_panic() {
+    for v in [
+        f32::MAX,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -1.0,
+        1e30,
+        f32::MIN_POSITIVE,
+    ] {
+        let mut f = Frame([0u8; FRAME_LEN]);
+        f.set_float(frame::ts(40), v);
+        let r = side_results_of(&f, false);
+        assert_eq!(r.elapsed_ns, 0, "{v} is no elapsed time");
+    }
+    let mut f = Frame([0u8; FRAME_LEN]);
+    f.set_float(frame::ts(40), 2.5);
+    assert_eq!(side_results_of(&f, false).elapsed_ns, 2_500_000_000);
+}
