@@ -3,12 +3,13 @@ complete -c netserver -s p -d 'Listen for control connections on this port (defa
 complete -c netserver -s v -d 'Log verbosity: 0 errors, 1 one line per test (default), 2 more' -r
 complete -c netserver -s n -d 'Number of CPUs to assume for CPU utilisation' -r
 complete -c netserver -l data-ports -d 'Data sockets use ports in this range; clients may ask for one of them' -r
-complete -c netserver -l max-sessions -d 'Most control sessions at once (default 16)' -r
-complete -c netserver -l max-per-client -d 'Most sessions from one client address (default 4)' -r
-complete -c netserver -l max-pending -d 'Most connections in their handshake at once (default 64)' -r
-complete -c netserver -l max-test-length -d 'Longest test a client may run (default 300)' -r
+complete -c netserver -l max-sessions -d 'Most control sessions at once (default 256)' -r
+complete -c netserver -l max-per-client -d 'Most sessions from one client address (default 128)' -r
+complete -c netserver -l max-pending -d 'Most connections waiting for their first bytes (default 4096; when full, the oldest of the address holding the most is closed)' -r
+complete -c netserver -l max-test-length -d 'Longest test a client may run (default 86400, a day)' -r
 complete -c netserver -l max-flows -d 'Most flows (data connections) in one test (default 16384)' -r
 complete -c netserver -l memory-cap -d 'Most buffer memory one session may use (default 64M)' -r
+complete -c netserver -l memory-budget -d 'Most buffer memory all running tests together may use (default a quarter of the host\'s memory, at most 64G)' -r
 complete -c netserver -l log-file -d 'Append log lines to this file (default: stderr, or nothing when detached)' -r
 complete -c netserver -l handshake-timeout -d 'Hello and authentication must be done within this (default 10; first bytes within half of it)' -r
 complete -c netserver -l idle-timeout -d 'Longest silence of a control connection between tests (default 60)' -r

@@ -92,6 +92,23 @@ pub fn recv_from(
     Ok((n as usize, from))
 }
 
+/// A descriptor this process inherited open (systemd's socket activation
+/// passes listeners from fd 3), owned from now on. Call once per
+/// descriptor, at start, before anything else could own it.
+pub fn inherited_fd(fd: std::os::fd::RawFd) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    if fd < 0 {
+        return Err(io::Error::from_raw_os_error(libc::EBADF));
+    }
+    // SAFETY: F_GETFD only reads the descriptor's flags.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor is open (checked above) and, by the caller's
+    // contract, owned by nothing else in this process.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
 /// `sendfile(2)`: `count` bytes of `file` from `offset` to `sock`; the
 /// kernel moves `offset` past what it sent.
 pub fn sendfile(

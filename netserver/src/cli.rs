@@ -71,28 +71,28 @@ pub const OPTIONS: &[OptDef] = &[
         "max-sessions",
         Arity::Required,
         "N",
-        "Most control sessions at once (default 16)",
+        "Most control sessions at once (default 256)",
     ),
     OptDef::long_only(
         "max_per_client",
         "max-per-client",
         Arity::Required,
         "N",
-        "Most sessions from one client address (default 4)",
+        "Most sessions from one client address (default 128)",
     ),
     OptDef::long_only(
         "max_pending",
         "max-pending",
         Arity::Required,
         "N",
-        "Most connections in their handshake at once (default 64)",
+        "Most connections waiting for their first bytes (default 4096; when full, the oldest of the address holding the most is closed)",
     ),
     OptDef::long_only(
         "max_test_length",
         "max-test-length",
         Arity::Required,
         "secs",
-        "Longest test a client may run (default 300)",
+        "Longest test a client may run (default 86400, a day)",
     ),
     OptDef::long_only(
         "max_flows",
@@ -107,6 +107,13 @@ pub const OPTIONS: &[OptDef] = &[
         Arity::Required,
         "bytes",
         "Most buffer memory one session may use (default 64M)",
+    ),
+    OptDef::long_only(
+        "memory_budget",
+        "memory-budget",
+        Arity::Required,
+        "bytes",
+        "Most buffer memory all running tests together may use (default a quarter of the host's memory, at most 64G)",
     ),
     OptDef::long_only(
         "log_file",
@@ -276,6 +283,13 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
                 }
                 o.config.limits.memory_per_session = n as u64;
             }
+            "memory_budget" => {
+                let n = value::byte_size(v).map_err(|e| bad(spelled, e))?;
+                if n < 1 << 20 {
+                    return Err(CliError(format!("{spelled}: '{v}' is less than 1M")));
+                }
+                o.config.memory_budget = std::sync::Arc::new(crate::MemoryBudget::new(n as u64));
+            }
             "log_file" => o.log_file = Some(PathBuf::from(v)),
             "handshake_timeout" => {
                 let secs = count(spelled, v)? as u64;
@@ -396,6 +410,12 @@ mod tests {
         assert_eq!(o.config.data_ports, Some((50000, 50100)));
         assert_eq!(o.config.max_sessions, 3);
         assert_eq!(o.config.limits.max_duration_ms, 60_000);
+        let o = run(&["--memory-budget", "2G"]);
+        assert_eq!(o.config.memory_budget.limit(), 2 << 30);
+        // a lab's defaults
+        let d = run(&[]).config;
+        assert_eq!((d.max_sessions, d.max_per_client), (256, 128));
+        assert_eq!(d.limits.max_duration_ms, 86_400_000);
     }
 
     #[test]
@@ -405,5 +425,6 @@ mod tests {
         assert!(err(&["--data-ports", "9-1"]).starts_with("--data-ports"));
         assert!(err(&["-x"]).contains("-x"));
         assert!(err(&["-L", "::1,ipx"]).starts_with("-L"));
+        assert!(err(&["--memory-budget", "1K"]).starts_with("--memory-budget"));
     }
 }

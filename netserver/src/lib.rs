@@ -28,7 +28,7 @@ pub mod session;
 use std::{
     collections::HashMap,
     io,
-    net::{IpAddr, SocketAddr, TcpListener},
+    net::{IpAddr, SocketAddr, TcpListener, TcpStream},
     sync::{
         Arc, Condvar, Mutex,
         atomic::{AtomicBool, AtomicU64, Ordering},
@@ -53,7 +53,8 @@ pub struct Config {
     pub max_sessions: usize,
     /// Most sessions from one client address at once.
     pub max_per_client: usize,
-    /// Most sessions still in their handshake at once.
+    /// Most connections waiting for their first bytes at once (then the
+    /// oldest of the address holding the most is closed for a new one).
     pub max_pending: usize,
     /// Range of data ports clients may ask for, and which the server uses.
     pub data_ports: Option<(u16, u16)>,
@@ -77,15 +78,95 @@ pub struct Config {
     /// clear, as netperf 2.7 does).
     pub netperf2_passphrase: Option<String>,
     pub logger: Logger,
+    /// Buffer memory of all running tests together (`--memory-budget`).
+    pub memory_budget: Arc<MemoryBudget>,
+}
+
+/// The buffer memory all running tests share: each test reserves its
+/// estimate ([`proto::TestSpec::server_memory`]) before it allocates, and
+/// gives it back when it ends.
+#[derive(Debug)]
+pub struct MemoryBudget {
+    limit: u64,
+    used: AtomicU64,
+}
+
+impl MemoryBudget {
+    pub fn new(limit: u64) -> MemoryBudget {
+        MemoryBudget {
+            limit,
+            used: AtomicU64::new(0),
+        }
+    }
+
+    /// A quarter of the host's memory, between 256 MiB and 64 GiB.
+    pub fn for_this_host() -> MemoryBudget {
+        let total = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| {
+                m.lines()
+                    .find(|l| l.starts_with("MemTotal:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|kib| kib.parse::<u64>().ok())
+            })
+            .map_or(4 << 30, |kib| kib * 1024);
+        MemoryBudget::new((total / 4).clamp(256 << 20, 64 << 30))
+    }
+
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    pub fn in_use(&self) -> u64 {
+        self.used.load(Ordering::SeqCst)
+    }
+
+    /// Reserve `bytes`, or say how much is free.
+    pub fn reserve(self: &Arc<Self>, bytes: u64) -> Result<Reservation, u64> {
+        let mut used = self.used.load(Ordering::SeqCst);
+        loop {
+            let free = self.limit.saturating_sub(used);
+            if bytes > free {
+                return Err(free);
+            }
+            match self.used.compare_exchange_weak(
+                used,
+                used + bytes,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => {
+                    return Ok(Reservation {
+                        budget: self.clone(),
+                        bytes,
+                    });
+                }
+                Err(now) => used = now,
+            }
+        }
+    }
+}
+
+/// Memory reserved from a [`MemoryBudget`], given back when dropped.
+#[derive(Debug)]
+pub struct Reservation {
+    budget: Arc<MemoryBudget>,
+    bytes: u64,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.budget.used.fetch_sub(self.bytes, Ordering::SeqCst);
+    }
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
             limits: Limits::default(),
-            max_sessions: 16,
-            max_per_client: 4,
-            max_pending: 64,
+            max_sessions: 256,
+            max_per_client: 128,
+            max_pending: 4096,
             data_ports: None,
             first_byte_timeout: Duration::from_secs(5),
             handshake_timeout: Duration::from_secs(10),
@@ -96,6 +177,7 @@ impl Default for Config {
             netperf2: true,
             netperf2_passphrase: None,
             logger: Logger::stderr(1),
+            memory_budget: Arc::new(MemoryBudget::for_this_host()),
         }
     }
 }
@@ -179,19 +261,29 @@ struct CensusState {
 pub(crate) enum Refusal {
     Sessions(usize),
     PerClient(usize),
-    Pending(usize),
 }
 
 impl Census {
+    /// Whether [`Census::admit`] would admit `ip` now (nothing reserved).
+    pub(crate) fn would_admit(&self, ip: IpAddr, cfg: &Config) -> Result<(), Refusal> {
+        let Ok(s) = self.state.lock() else {
+            return Err(Refusal::Sessions(cfg.max_sessions));
+        };
+        if s.active >= cfg.max_sessions {
+            return Err(Refusal::Sessions(cfg.max_sessions));
+        }
+        if s.per_client.get(&ip).copied().unwrap_or(0) >= cfg.max_per_client {
+            return Err(Refusal::PerClient(cfg.max_per_client));
+        }
+        Ok(())
+    }
+
     pub(crate) fn admit(&self, ip: IpAddr, cfg: &Config) -> Result<(), Refusal> {
         let Ok(mut s) = self.state.lock() else {
             return Err(Refusal::Sessions(cfg.max_sessions));
         };
         if s.active >= cfg.max_sessions {
             return Err(Refusal::Sessions(cfg.max_sessions));
-        }
-        if s.pending >= cfg.max_pending {
-            return Err(Refusal::Pending(cfg.max_pending));
         }
         let n = s.per_client.get(&ip).copied().unwrap_or(0);
         if n >= cfg.max_per_client {
@@ -290,6 +382,23 @@ pub(crate) struct Shared {
 
 /// Serve control connections on `listeners` until `shutdown` is triggered.
 /// Returns once every session has ended (or after 5 s of waiting for them).
+/// inetd's way: serve the one control connection we were started with,
+/// then return.
+pub fn serve_one(stream: TcpStream, config: Config) -> io::Result<()> {
+    let peer = stream.peer_addr()?;
+    let shared = Arc::new(Shared {
+        config,
+        shutdown: Shutdown::new(),
+        census: Census::default(),
+        failures: Failures::default(),
+    });
+    if let Err(why) = shared.census.admit(peer.ip(), &shared.config) {
+        return Err(io::Error::other(format!("{why:?}")));
+    }
+    session::serve(stream, peer, shared);
+    Ok(())
+}
+
 pub fn run(listeners: Vec<TcpListener>, config: Config, shutdown: Shutdown) -> io::Result<()> {
     let shared = Arc::new(Shared {
         config,
@@ -347,4 +456,24 @@ pub fn spawn_embedded(ip: IpAddr, key: Option<engine::auth::Key>) -> io::Result<
         shutdown,
         thread: Some(thread),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_memory_budget_is_shared_and_given_back() {
+        let b = Arc::new(MemoryBudget::new(100));
+        let r1 = b.reserve(60).unwrap();
+        assert_eq!(b.reserve(50).unwrap_err(), 40, "40 bytes free");
+        let r2 = b.reserve(40).unwrap();
+        assert_eq!(b.in_use(), 100);
+        drop(r1);
+        assert_eq!(b.in_use(), 40);
+        drop(r2);
+        assert_eq!(b.in_use(), 0);
+        let host = MemoryBudget::for_this_host().limit();
+        assert!((256 << 20..=64 << 30).contains(&host), "{host}");
+    }
 }

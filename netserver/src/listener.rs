@@ -1,13 +1,21 @@
-//! The accept loop: one mio event loop over the control listeners.
+//! The accept loop: one mio event loop over the control listeners and the
+//! connections that have not yet sent anything.
 //!
-//! It never blocks on a client: each accepted connection is either handed to
-//! a session thread at once or, over a cap, told "busy" with one small
-//! non-blocking write and closed. Running out of file descriptors, memory or
-//! threads is logged (rate-limited) and waited out; it never ends the daemon.
+//! It never blocks on a client. A new connection waits in the loop's
+//! waiting room, costing its socket and a few dozen bytes, not a thread,
+//! until its first bytes arrive; then it is handed to a session thread or,
+//! over a cap, told "busy" with one small non-blocking write and closed. A
+//! connection silent for the first-bytes deadline is closed. When the room
+//! is full, or descriptors run out, the oldest waiting connection of the
+//! address that holds the most is closed to make room: silent connections
+//! cannot lock out a real client, and one address cannot hold every place.
+//! Running out of file descriptors, memory or threads is logged
+//! (rate-limited) and waited out; it never ends the daemon.
 
 use std::{
+    collections::{HashMap, VecDeque},
     io::{self, Write},
-    net::{SocketAddr, TcpListener, TcpStream},
+    net::{IpAddr, SocketAddr, TcpListener, TcpStream},
     sync::Arc,
     thread,
     time::{Duration, Instant},
@@ -21,8 +29,110 @@ use proto::{ErrorCode, ErrorMsg, ServerMsg};
 use crate::{Refusal, Shared, session};
 
 const WAKE: Token = Token(usize::MAX);
+/// Tokens of waiting connections start here (listeners are below).
+const FIRST_WAITING: usize = 1 << 20;
 /// How long to wait before accepting again after running out of resources.
 const BACKOFF: Duration = Duration::from_millis(100);
+
+/// Connections that have sent nothing yet, in arrival order.
+struct WaitingRoom {
+    conns: HashMap<usize, (TcpStream, SocketAddr)>,
+    /// (arrival, token), oldest first; tokens already gone are skipped.
+    order: VecDeque<(Instant, usize)>,
+    per_address: HashMap<IpAddr, usize>,
+    next: usize,
+}
+
+impl WaitingRoom {
+    fn new() -> WaitingRoom {
+        WaitingRoom {
+            conns: HashMap::new(),
+            order: VecDeque::new(),
+            per_address: HashMap::new(),
+            next: FIRST_WAITING,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.conns.len()
+    }
+
+    fn enter(&mut self, poll: &Poll, stream: TcpStream, peer: SocketAddr) -> io::Result<()> {
+        let token = self.next;
+        self.next = if self.next == usize::MAX - 1 {
+            FIRST_WAITING
+        } else {
+            self.next + 1
+        };
+        poll.registry().register(
+            &mut SourceFd(&stream.as_raw_fd()),
+            Token(token),
+            Interest::READABLE,
+        )?;
+        self.conns.insert(token, (stream, peer));
+        self.order.push_back((Instant::now(), token));
+        *self.per_address.entry(peer.ip()).or_insert(0) += 1;
+        Ok(())
+    }
+
+    /// Take a connection out of the room (to serve it or to close it).
+    fn leave(&mut self, poll: &Poll, token: usize) -> Option<(TcpStream, SocketAddr)> {
+        let (stream, peer) = self.conns.remove(&token)?;
+        let _ = poll
+            .registry()
+            .deregister(&mut SourceFd(&stream.as_raw_fd()));
+        if let Some(n) = self.per_address.get_mut(&peer.ip()) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_address.remove(&peer.ip());
+            }
+        }
+        Some((stream, peer))
+    }
+
+    /// Close the connections silent since before `cutoff`, telling each
+    /// why as the handshake's own deadline would.
+    fn expire(&mut self, poll: &Poll, cutoff: Instant, why: &str) -> usize {
+        let mut closed = 0;
+        while let Some(&(since, token)) = self.order.front() {
+            if !self.conns.contains_key(&token) {
+                self.order.pop_front();
+                continue;
+            }
+            if since > cutoff {
+                break;
+            }
+            self.order.pop_front();
+            if let Some((stream, _)) = self.leave(poll, token) {
+                refuse(&stream, ErrorCode::Timeout, why);
+                closed += 1;
+            }
+        }
+        closed
+    }
+
+    /// When the next connection's deadline falls.
+    fn next_deadline(&mut self, limit: Duration) -> Option<Instant> {
+        while let Some(&(since, token)) = self.order.front() {
+            if self.conns.contains_key(&token) {
+                return Some(since + limit);
+            }
+            self.order.pop_front();
+        }
+        None
+    }
+
+    /// Close the oldest connection of the address that holds the most.
+    fn evict(&mut self, poll: &Poll) -> Option<SocketAddr> {
+        let (&ip, _) = self.per_address.iter().max_by_key(|(_, n)| **n)?;
+        let token = self
+            .order
+            .iter()
+            .map(|(_, t)| *t)
+            .find(|t| self.conns.get(t).is_some_and(|(_, p)| p.ip() == ip))?;
+        self.leave(poll, token).map(|(_, peer)| peer)
+    }
+}
 
 pub(crate) fn accept_loop(listeners: Vec<TcpListener>, shared: &Arc<Shared>) -> io::Result<()> {
     let mut poll = Poll::new()?;
@@ -33,13 +143,20 @@ pub(crate) fn accept_loop(listeners: Vec<TcpListener>, shared: &Arc<Shared>) -> 
         poll.registry()
             .register(&mut SourceFd(&l.as_raw_fd()), Token(i), Interest::READABLE)?;
     }
-    let mut events = Events::with_capacity(64);
+    let mut events = Events::with_capacity(256);
+    let mut room = WaitingRoom::new();
+    let first_bytes = shared.config.first_byte_timeout;
+    let silent = format!("nothing received within {} s", first_bytes.as_secs());
     // After a resource error we stop accepting until this instant, then try
     // every listener again (mio is edge-triggered: no new event would come
     // for connections already queued).
     let mut retry_at: Option<Instant> = None;
     loop {
-        let timeout = retry_at.map(|t| t.saturating_duration_since(Instant::now()));
+        let wake_at = [retry_at, room.next_deadline(first_bytes)]
+            .into_iter()
+            .flatten()
+            .min();
+        let timeout = wake_at.map(|t| t.saturating_duration_since(Instant::now()));
         match poll.poll(&mut events, timeout) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -48,13 +165,36 @@ pub(crate) fn accept_loop(listeners: Vec<TcpListener>, shared: &Arc<Shared>) -> 
         if shared.shutdown.is_triggered() {
             return Ok(());
         }
-        let mut ready: Vec<usize> = events
-            .iter()
-            .filter(|e| e.token() != WAKE)
-            .map(|e| e.token().0)
-            .collect();
+        let mut ready: Vec<usize> = Vec::new();
+        for ev in events.iter() {
+            match ev.token() {
+                WAKE => {}
+                Token(t) if t >= FIRST_WAITING => {
+                    // its first bytes (or its end): a session's to serve
+                    if let Some((stream, peer)) = room.leave(&poll, t)
+                        && let Err(backoff) = admit(stream, peer, shared)
+                    {
+                        retry_at = Some(Instant::now() + backoff);
+                    }
+                }
+                Token(i) => ready.push(i),
+            }
+        }
+        let now = Instant::now();
+        if let Some(cutoff) = now.checked_sub(first_bytes) {
+            let closed = room.expire(&poll, cutoff, &silent);
+            if closed > 0 {
+                shared.config.logger.log(
+                    2,
+                    &format!(
+                        "closed {closed} connections that sent nothing within {} ms",
+                        first_bytes.as_millis()
+                    ),
+                );
+            }
+        }
         if let Some(t) = retry_at {
-            if Instant::now() < t {
+            if now < t {
                 continue;
             }
             retry_at = None;
@@ -62,26 +202,60 @@ pub(crate) fn accept_loop(listeners: Vec<TcpListener>, shared: &Arc<Shared>) -> 
         }
         for i in ready {
             let Some(l) = listeners.get(i) else { continue };
-            if let Some(backoff) = drain(l, shared) {
+            if let Some(backoff) = drain(l, shared, &poll, &mut room) {
                 retry_at = Some(Instant::now() + backoff);
             }
         }
     }
 }
 
-/// Accept until the listener would block. Returns a back-off if a resource
-/// ran out.
-fn drain(l: &TcpListener, shared: &Arc<Shared>) -> Option<Duration> {
+/// Accept until the listener would block, into the waiting room. Returns a
+/// back-off if a resource ran out.
+fn drain(
+    l: &TcpListener,
+    shared: &Arc<Shared>,
+    poll: &Poll,
+    room: &mut WaitingRoom,
+) -> Option<Duration> {
     let log = &shared.config.logger;
     loop {
         match l.accept() {
             Ok((stream, peer)) => {
-                if let Err(backoff) = admit(stream, peer, shared) {
-                    return Some(backoff);
+                // Over a session cap already: told at once, as before its
+                // first bytes it would only wait to be told.
+                if let Err(why) = shared.census.would_admit(peer.ip(), &shared.config) {
+                    busy(&stream, peer, why, shared);
+                    continue;
+                }
+                if room.len() >= shared.config.max_pending.max(1)
+                    && let Some(gone) = room.evict(poll)
+                {
+                    log.warn_limited(
+                        "waiting-full",
+                        &format!(
+                            "{} connections waiting for their first bytes (--max-pending): closed the oldest of {gone}",
+                            shared.config.max_pending
+                        ),
+                    );
+                }
+                if let Err(e) = room.enter(poll, stream, peer) {
+                    log.warn_limited("waiting", &format!("{peer}: cannot wait for it: {e}"));
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // Out of descriptors with silent connections holding some:
+            // close one of them and go on.
+            Err(e) if is_resource_error(&e) && room.len() > 0 => {
+                if let Some(gone) = room.evict(poll) {
+                    log.warn_limited(
+                        "accept-evict",
+                        &format!(
+                            "accept failed ({e}): closed the oldest silent connection of {gone}"
+                        ),
+                    );
+                }
+            }
             Err(e) if is_resource_error(&e) => {
                 log.warn_limited(
                     "accept-resources",
@@ -116,19 +290,7 @@ fn admit(std_stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>) -> Resul
         return Ok(());
     }
     if let Err(why) = shared.census.admit(peer.ip(), cfg) {
-        let text = match why {
-            Refusal::Sessions(n) => {
-                format!("netserver is busy: it already serves {n} sessions; try again later")
-            }
-            Refusal::PerClient(n) => format!(
-                "netserver is busy: {n} sessions from your address already; try again later"
-            ),
-            Refusal::Pending(n) => format!(
-                "netserver is busy: {n} connections are still in their handshake; try again later"
-            ),
-        };
-        log.warn_limited("busy", &format!("refused {peer}: {text}"));
-        refuse(&std_stream, ErrorCode::Busy, &text);
+        busy(&std_stream, peer, why, shared);
         return Ok(());
     }
     let s = shared.clone();
@@ -158,6 +320,23 @@ fn admit(std_stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>) -> Resul
             Err(BACKOFF)
         }
     }
+}
+
+/// Tell a client over a session cap which cap, and which option raises it.
+fn busy(stream: &TcpStream, peer: SocketAddr, why: Refusal, shared: &Shared) {
+    let text = match why {
+        Refusal::Sessions(n) => format!(
+            "netserver is busy: it already serves {n} sessions (--max-sessions); try again later"
+        ),
+        Refusal::PerClient(n) => format!(
+            "netserver is busy: {n} sessions from your address already (--max-per-client); try again later"
+        ),
+    };
+    shared
+        .config
+        .logger
+        .warn_limited("busy", &format!("refused {peer}: {text}"));
+    refuse(stream, ErrorCode::Busy, &text);
 }
 
 /// Best effort: tell the client why, without blocking, and close.

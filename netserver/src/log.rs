@@ -56,6 +56,14 @@ impl Logger {
         Logger::new(Box::new(std::io::sink()), 0)
     }
 
+    /// Write from now on to `sink` (SIGHUP, after logrotate moved the file).
+    pub fn replace_sink(&self, sink: Sink) {
+        if let Ok(mut i) = self.inner.lock() {
+            let _ = i.sink.flush();
+            i.sink = sink;
+        }
+    }
+
     pub fn verbosity(&self) -> u8 {
         self.verbosity
     }

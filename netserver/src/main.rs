@@ -19,12 +19,20 @@ use socket2::{Domain, Socket, Type};
 
 /// Descriptors for many flows and sessions: the soft limit raised to the
 /// hard one.
-fn raise_open_files() {
+/// Returns (before, now).
+fn raise_open_files() -> (u64, u64) {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
-    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
-        && soft < hard
-    {
-        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => {
+            let now = if setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+                hard
+            } else {
+                soft
+            };
+            (soft, now)
+        }
+        Ok((soft, _)) => (soft, soft),
+        Err(_) => (0, 0),
     }
 }
 
@@ -46,8 +54,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    raise_open_files();
-    match serve(opts) {
+    let files = raise_open_files();
+    match serve(opts, files) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("netserver: {e}");
@@ -56,8 +64,104 @@ fn main() -> ExitCode {
     }
 }
 
-fn serve(mut opts: ServerOptions) -> Result<(), String> {
-    let listeners = bind_listeners(&opts)?;
+/// How this netserver was started.
+enum Start {
+    /// Bind our own listeners (`-p`, `-L`, `-4`/`-6`).
+    Bind,
+    /// systemd socket activation: listeners from fd 3 on (`LISTEN_FDS`).
+    Activated(Vec<TcpListener>),
+    /// inetd (nowait): one control connection on standard input.
+    Inetd(std::net::TcpStream),
+    /// inetd (wait) and the like: a listener on standard input.
+    StdinListener(TcpListener),
+}
+
+fn how_started() -> Result<Start, String> {
+    use std::os::fd::AsFd;
+    // systemd: LISTEN_PID is ours, LISTEN_FDS listeners from fd 3
+    let ours = std::env::var("LISTEN_PID")
+        .ok()
+        .and_then(|p| p.parse::<u32>().ok())
+        == Some(std::process::id());
+    if ours
+        && let Some(n) = std::env::var("LISTEN_FDS")
+            .ok()
+            .and_then(|n| n.parse::<i32>().ok())
+    {
+        let mut listeners = Vec::new();
+        for fd in 3..3 + n.clamp(0, 64) {
+            let owned = engine::sys::inherited_fd(fd)
+                .map_err(|e| format!("LISTEN_FDS: descriptor {fd}: {e}"))?;
+            let s = Socket::from(owned);
+            let inet = matches!(s.domain(), Ok(d) if d == Domain::IPV4 || d == Domain::IPV6);
+            if !inet || s.r#type().ok() != Some(Type::STREAM) || !s.is_listener().unwrap_or(false) {
+                return Err(format!(
+                    "LISTEN_FDS: descriptor {fd} is not a listening TCP socket (netserver.socket needs ListenStream=)"
+                ));
+            }
+            s.set_cloexec(true)
+                .map_err(|e| format!("LISTEN_FDS: descriptor {fd}: {e}"))?;
+            listeners.push(TcpListener::from(s));
+        }
+        if listeners.is_empty() {
+            return Err("LISTEN_FDS: systemd passed no sockets".into());
+        }
+        return Ok(Start::Activated(listeners));
+    }
+    // inetd: standard input is a TCP socket (not a pipe, a terminal, or a
+    // Unix socket a supervisor left there)
+    let stdin = io::stdin();
+    let s = socket2::SockRef::from(&stdin);
+    let inet = matches!(s.domain(), Ok(d) if d == Domain::IPV4 || d == Domain::IPV6);
+    match s.r#type() {
+        Ok(Type::STREAM) if inet => {
+            let owned = stdin
+                .as_fd()
+                .try_clone_to_owned()
+                .map_err(|e| format!("standard input: {e}"))?;
+            if s.is_listener().unwrap_or(false) {
+                Ok(Start::StdinListener(TcpListener::from(owned)))
+            } else {
+                Ok(Start::Inetd(std::net::TcpStream::from(owned)))
+            }
+        }
+        _ => Ok(Start::Bind),
+    }
+}
+
+fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), String> {
+    let listeners = match how_started()? {
+        Start::Bind => bind_listeners(&opts)?,
+        Start::Activated(l) => {
+            // systemd runs us in the foreground (and the sockets are ours)
+            opts.foreground = true;
+            l
+        }
+        Start::StdinListener(l) => vec![l],
+        Start::Inetd(conn) => {
+            // stdout and stderr are the client's connection too: nothing
+            // may be printed; the log goes only to --log-file.
+            opts.config.logger = match &opts.log_file {
+                Some(path) => Logger::new(
+                    Box::new(
+                        OpenOptions::new()
+                            .create(true)
+                            .append(true)
+                            .open(path)
+                            .map_err(|e| format!("--log-file {}: {e}", path.display()))?,
+                    ),
+                    opts.verbosity,
+                ),
+                None => Logger::discard(),
+            };
+            // (an error printed on stderr would go to the client)
+            let log = opts.config.logger.clone();
+            if let Err(e) = netserver::serve_one(conn, opts.config) {
+                log.log(1, &format!("inetd connection: {e}"));
+            }
+            return Ok(());
+        }
+    };
     let family = match opts.family {
         AddrFamily::Unspec => "AF_UNSPEC",
         AddrFamily::V4 => "AF_INET",
@@ -78,6 +182,11 @@ fn serve(mut opts: ServerOptions) -> Result<(), String> {
     let _ = out.flush();
     drop(out);
 
+    // absolute, so that SIGHUP reopens the same path after detaching (cwd /)
+    let log_path = opts
+        .log_file
+        .as_ref()
+        .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()));
     let log_file = match &opts.log_file {
         Some(path) => Some(
             OpenOptions::new()
@@ -111,12 +220,37 @@ fn serve(mut opts: ServerOptions) -> Result<(), String> {
     let shutdown = Shutdown::new();
     let s = shutdown.clone();
     let log = opts.config.logger.clone();
+    log.log(
+        2,
+        &format!(
+            "open files: at most {} (raised from {}); buffer memory budget {} bytes",
+            files.1,
+            files.0,
+            opts.config.memory_budget.limit()
+        ),
+    );
     thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
             loop {
                 match signals.wait() {
-                    Ok(Signal::SIGHUP) => log.log(1, "SIGHUP ignored"),
+                    // logrotate moved the file: write to a new one there
+                    Ok(Signal::SIGHUP) => match &log_path {
+                        Some(p) => match OpenOptions::new().create(true).append(true).open(p) {
+                            Ok(f) => {
+                                log.replace_sink(Box::new(f));
+                                log.log(1, &format!("SIGHUP: log file {} reopened", p.display()));
+                            }
+                            Err(e) => log.log(
+                                0,
+                                &format!(
+                                    "SIGHUP: cannot reopen {}: {e}; still writing to the old file",
+                                    p.display()
+                                ),
+                            ),
+                        },
+                        None => log.log(1, "SIGHUP ignored (no --log-file to reopen)"),
+                    },
                     Ok(sig) => {
                         log.log(1, &format!("{sig}: shutting down"));
                         s.trigger();

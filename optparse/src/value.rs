@@ -94,6 +94,28 @@ fn digits_of(d: &str) -> String {
     if t.is_empty() { "0".into() } else { t.into() }
 }
 
+/// A byte count for our own long options, beyond netperf's 32-bit
+/// `convert()`: digits, then at most one suffix `K M G T` (1024^n).
+pub fn byte_size(s: &str) -> Result<u64, ValueError> {
+    let t = s.trim();
+    let (digits, mult) = match t.char_indices().last() {
+        Some((i, 'K')) => (&t[..i], 1u64 << 10),
+        Some((i, 'M')) => (&t[..i], 1 << 20),
+        Some((i, 'G')) => (&t[..i], 1 << 30),
+        Some((i, 'T')) => (&t[..i], 1 << 40),
+        _ => (t, 1),
+    };
+    let bad = || err(s, "is not a byte count (digits, then K, M, G or T)");
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(bad)
+}
+
 /// C's `atoi`, which netperf uses for some options (`-b`, `-e`, `-n`,
 /// `-G`, `-q`, `-R`, `-p`'s range): the leading integer, no suffixes.
 pub fn atoi(s: &str) -> Result<i64, ValueError> {
@@ -271,6 +293,16 @@ mod tests {
         // netperf's convert() finds the 'm' of "min": a million seconds.
         assert_eq!(test_length("30min"), Ok(30_000_000));
         assert_eq!(test_length("-2K"), Ok(-2048));
+    }
+
+    #[test]
+    fn byte_sizes_reach_past_32_bits() {
+        assert_eq!(byte_size("64G"), Ok(64 << 30));
+        assert_eq!(byte_size("1T"), Ok(1 << 40));
+        assert_eq!(byte_size("4096"), Ok(4096));
+        for bad in ["", "G", "1.5G", "-1M", "1X", "99999999999999999999"] {
+            assert!(byte_size(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -392,7 +392,7 @@ impl TestSpec {
                 return Err(SpecError::new(
                     "-l (test length)",
                     format!(
-                        "{} s is more than this netserver's limit of {} s",
+                        "{} s is more than this netserver's limit of {} s (netserver --max-test-length)",
                         millis / 1000,
                         limits.max_duration_ms / 1000
                     ),
@@ -614,7 +614,7 @@ impl Default for Limits {
             max_socket_buffer: 256 * 1024 * 1024,
             max_flows: 16_384,
             max_burst: 4096,
-            max_duration_ms: 300_000,
+            max_duration_ms: 86_400_000,
             memory_per_session: 64 * 1024 * 1024,
         }
     }
@@ -950,7 +950,10 @@ mod tests {
         assert!(s.validate(&limits).is_err());
         s.end = TestEnd::Transactions(10);
         s.validate(&limits).unwrap();
-        s.end = TestEnd::Time { millis: 301_000 };
-        assert!(s.validate(&limits).unwrap_err().problem.contains("300 s"));
+        // a day-long soak runs by default; a day and a second does not
+        s.end = TestEnd::Time { millis: 86_400_000 };
+        s.validate(&limits).unwrap();
+        s.end = TestEnd::Time { millis: 86_401_000 };
+        assert!(s.validate(&limits).unwrap_err().problem.contains("86400 s"));
     }
 }

@@ -209,6 +209,8 @@ pub struct RunningTest {
     ctl: Arc<TestCtl>,
     rx: mpsc::Receiver<Result<SideResults, ErrorMsg>>,
     thread: Option<thread::JoinHandle<()>>,
+    /// The test's share of the daemon's memory budget, while it lives.
+    _memory: crate::Reservation,
 }
 
 impl RunningTest {
@@ -268,6 +270,25 @@ pub fn start(
     cfg: &Config,
     on_done: Box<dyn Fn() + Send>,
 ) -> Result<RunningTest, ErrorMsg> {
+    let need = spec.server_memory();
+    let budget = cfg.memory_budget.limit();
+    let memory = cfg.memory_budget.reserve(need).map_err(|free| {
+        if need > budget {
+            ErrorMsg::new(
+                ErrorCode::Resource,
+                format!(
+                    "the test needs {need} bytes of buffers on the server, more than netserver's whole budget of {budget} (netserver --memory-budget)"
+                ),
+            )
+        } else {
+            ErrorMsg::new(
+                ErrorCode::Busy,
+                format!(
+                    "netserver's buffer memory is taken by other tests: this one needs {need} bytes, {free} of its {budget} are free (netserver --memory-budget); try again later"
+                ),
+            )
+        }
+    })?;
     let setup = Setup {
         spec,
         local: data_address(spec, local)?,
@@ -317,6 +338,7 @@ pub fn start(
         ctl,
         rx,
         thread: Some(thread),
+        _memory: memory,
     })
 }
 

@@ -6,6 +6,7 @@ mod accuracy;
 mod confidence;
 mod errors;
 mod flows;
+mod lab;
 mod netperf2;
 mod netperf2_real;
 mod omni;

@@ -1,0 +1,248 @@
+//! A netserver serving a whole lab with its defaults: many netperf
+//! processes from one host at once, silent connections that must not lock
+//! out a real client, and one address that cannot take every place.
+
+use std::{
+    io::Read,
+    net::{SocketAddr, TcpStream},
+    thread,
+    time::{Duration, Instant},
+};
+
+use harness::{Netserver, fields, netperf_at, num};
+
+/// A TCP connection to `to` from `from` (another loopback address).
+fn connect_from(from: &str, to: SocketAddr) -> TcpStream {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let local: SocketAddr = format!("{from}:0").parse().unwrap();
+    s.bind(&local.into()).unwrap();
+    s.connect(&to.into()).unwrap();
+    s.into()
+}
+
+/// Whether the server has closed `s` (what it sent before is skipped),
+/// waiting at most `limit`.
+fn closed_within(mut s: &TcpStream, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    let mut buf = [0u8; 512];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        s.set_read_timeout(Some(left)).unwrap();
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// super_netperf-style: 64 netperf processes from one host at once, on a
+/// netserver with its defaults. Every one runs (netperf 2.7's forking
+/// netserver serves them all; our old caps turned 56 of them away).
+#[test]
+fn sixty_four_netperf_processes_from_one_address() {
+    let ns = Netserver::start(&["-v", "0"]);
+    let port = ns.port().to_string();
+    let runs: Vec<_> = (0..64)
+        .map(|_| {
+            let port = port.clone();
+            thread::spawn(move || netperf_at(&port, &["-t", "TCP_RR", "-l", "2", "-P", "0"]))
+        })
+        .collect();
+    let mut ok = 0;
+    for r in runs {
+        let out = r.join().unwrap();
+        assert!(out.success(), "{out}\n{}", ns.log());
+        let tps = num(fields(out.stdout.lines().next().unwrap_or(""))[5]);
+        assert!(tps > 0.0, "{out}");
+        ok += 1;
+    }
+    assert_eq!(ok, 64);
+}
+
+/// 200 connections that send nothing: a real test still runs at once, and
+/// all 200 are closed by the first-bytes deadline (5 s by default), each
+/// told why. They wait in the accept loop, not in threads.
+#[test]
+fn silent_connections_do_not_lock_out_a_real_client() {
+    let ns = Netserver::start(&["-v", "0"]);
+    let addr = ns.addr();
+    let opened = Instant::now();
+    let silent: Vec<TcpStream> = (0..200)
+        .map(|_| TcpStream::connect(addr).unwrap())
+        .collect();
+    let threads = harness::footprint(ns.pid()).threads;
+    let port = ns.port().to_string();
+    let out = netperf_at(&port, &["-t", "TCP_RR", "-l", "1", "-P", "0"]).ok();
+    assert!(num(fields(&out.stdout)[5]) > 0.0, "{out}");
+    let mut closed = 0;
+    for s in &silent {
+        let left = Duration::from_secs(7).saturating_sub(opened.elapsed());
+        if closed_within(s, left) {
+            closed += 1;
+        }
+    }
+    let after = opened.elapsed();
+    assert_eq!(closed, 200, "closed by the deadline: {closed} of 200");
+    assert!(
+        after >= Duration::from_millis(4900),
+        "closed early: {after:?}"
+    );
+    // the waiting connections held no thread each
+    assert!(
+        threads < 20,
+        "{threads} threads with 200 silent connections"
+    );
+}
+
+/// One address fills the waiting room with silent connections: the room's
+/// places go to whoever else connects (the oldest of the address holding
+/// the most is closed), and a real test from another address runs.
+#[test]
+fn one_address_cannot_hold_every_place() {
+    let ns = Netserver::start(&["-v", "0", "--max-pending", "40"]);
+    let addr = ns.addr();
+    let ours: Vec<TcpStream> = (0..10).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    let theirs: Vec<TcpStream> = (0..100).map(|_| connect_from("127.0.0.2", addr)).collect();
+    // our ten keep their places; the sprayer's oldest made room
+    for s in &ours {
+        assert!(
+            !closed_within(s, Duration::from_millis(200)),
+            "one of ours was closed"
+        );
+    }
+    let evicted = theirs
+        .iter()
+        .take(60)
+        .filter(|s| closed_within(s, Duration::from_millis(200)))
+        .count();
+    assert_eq!(evicted, 60, "the sprayer's oldest 60 were closed");
+    let port = ns.port().to_string();
+    let out = netperf_at(&port, &["-t", "TCP_RR", "-l", "1", "-P", "0"]).ok();
+    assert!(num(fields(&out.stdout)[5]) > 0.0, "{out}");
+}
+
+/// Buffer memory is a budget all running tests share: a test that needs
+/// more than it is refused with a message naming the option.
+#[test]
+fn the_memory_budget_is_named_when_a_test_exceeds_it() {
+    let ns = Netserver::start(&["-v", "0", "--memory-budget", "1M"]);
+    let port = ns.port().to_string();
+    let out = netperf_at(&port, &["-l", "1", "--", "-M", "1M"]);
+    assert!(!out.success(), "{out}");
+    assert!(out.stderr.contains("--memory-budget"), "{out}");
+    let out = netperf_at(&port, &["-l", "1", "-P", "0", "--", "-M", "16K"]).ok();
+    assert!(num(fields(&out.stdout)[4]) > 0.0, "{out}");
+}
+
+/// logrotate moves the log file and sends SIGHUP: netserver writes to a
+/// new file at the same path, and the moved one keeps what came before.
+#[test]
+fn sighup_reopens_the_log_file() {
+    let dir = std::env::temp_dir().join(format!("nplog-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let path = dir.join("netserver.log");
+    let p = path.to_str().unwrap().to_string();
+    let ns = Netserver::start(&["-v", "2", "--log-file", &p]);
+    let port = ns.port().to_string();
+    netperf_at(&port, &["-l", "1", "-P", "0"]).ok();
+    let moved = dir.join("netserver.log.1");
+    std::fs::rename(&path, &moved).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(ns.pid() as i32),
+        nix::sys::signal::Signal::SIGHUP,
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !path.exists() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(20));
+    }
+    netperf_at(&port, &["-t", "TCP_RR", "-l", "1", "-P", "0"]).ok();
+    drop(ns);
+    let old = std::fs::read_to_string(&moved).unwrap();
+    let new = std::fs::read_to_string(&path).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(old.contains("TCP_STREAM"), "before the rotation: {old}");
+    assert!(
+        !old.contains("TCP_RR"),
+        "after the rotation, in the old file: {old}"
+    );
+    assert!(
+        new.contains("reopened") && new.contains("TCP_RR"),
+        "new file: {new}"
+    );
+}
+
+/// systemd socket activation: the listener arrives as fd 3 with
+/// LISTEN_FDS=1 and LISTEN_PID naming netserver, which serves on it.
+#[test]
+fn socket_activation_serves_on_the_passed_listener() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    // let the shell inherit it; it puts it at fd 3 and execs netserver
+    // (keeping its pid, which LISTEN_PID names)
+    nix::fcntl::fcntl(
+        &l,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+    )
+    .unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&l);
+    let redirect = if fd == 3 {
+        String::new()
+    } else {
+        format!("3<&{fd} {fd}<&-")
+    };
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args([
+        "-c",
+        &format!("LISTEN_PID=$$ LISTEN_FDS=1 exec \"$0\" -D -v 2 {redirect}"),
+        harness::bin("netserver").to_str().unwrap(),
+    ]);
+    let ns = Netserver::spawn(cmd);
+    drop(l);
+    assert_eq!(ns.port(), port, "served on the passed listener");
+    let out = netperf_at(&port.to_string(), &["-t", "TCP_RR", "-l", "1", "-P", "0"]).ok();
+    assert!(num(fields(&out.stdout)[5]) > 0.0, "{out}\n{}", ns.log());
+}
+
+/// inetd (nowait): netserver started with one accepted control connection
+/// on its standard input (and output) serves that client and exits.
+#[test]
+fn inetd_mode_serves_the_connection_on_standard_input() {
+    use std::process::Stdio;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port().to_string();
+    let inetd = thread::spawn(move || {
+        let (conn, _) = l.accept().unwrap();
+        let fd = |c: &TcpStream| Stdio::from(std::os::fd::OwnedFd::from(c.try_clone().unwrap()));
+        let mut child = std::process::Command::new(harness::bin("netserver"))
+            .stdin(fd(&conn))
+            .stdout(fd(&conn))
+            .stderr(fd(&conn))
+            .spawn()
+            .unwrap();
+        drop(conn);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                return Some(st);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                return None;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    });
+    let out = netperf_at(&port, &["-t", "TCP_STREAM", "-l", "1", "-P", "0"]).ok();
+    assert!(num(fields(&out.stdout)[4]) > 0.0, "{out}");
+    let st = inetd
+        .join()
+        .unwrap()
+        .expect("netserver exits after its one session");
+    assert!(st.success(), "{st:?}");
+}
