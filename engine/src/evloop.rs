@@ -47,8 +47,9 @@ pub enum Role {
         limit: Option<u64>,
         timing: bool,
     },
-    /// Answer requests of `req` bytes with `resp` until end-of-file.
-    Respond { req: usize, resp: usize },
+    /// Answer requests of `req` bytes with `resp` until end-of-file;
+    /// `burst` as the requester's.
+    Respond { req: usize, resp: usize, burst: u32 },
 }
 
 /// How to run them.
@@ -206,7 +207,7 @@ fn machine(role: Role) -> Machine {
             RrRequest::new(req.max(1), resp.max(1), burst, limit),
             Window::new(burst as usize + 1),
         ),
-        Role::Respond { req, resp } => Machine::Resp(RrRespond::new(req.max(1), resp.max(1))),
+        Role::Respond { req, resp, .. } => Machine::Resp(RrRespond::new(req.max(1), resp.max(1))),
     }
 }
 
@@ -215,7 +216,7 @@ fn buffers(role: Role) -> Buffers {
         Role::Send { size, .. } => (size.max(1), 512),
         Role::Recv { size } => (1, size.max(1)),
         Role::Request { req, resp, .. } => (req.max(1), resp.max(1)),
-        Role::Respond { req, resp } => (resp.max(1), req.max(1)),
+        Role::Respond { req, resp, .. } => (resp.max(1), req.max(1)),
     };
     let mut o = vec![0u8; out];
     for (i, b) in o.iter_mut().enumerate() {
@@ -235,14 +236,27 @@ fn run_share(
     start: Instant,
 ) -> Result<(Vec<Done>, Latency), EngineError> {
     let mut poll = Poll::new().map_err(|e| EngineError::io("creating an event loop", e))?;
+    // A thread with one flow blocks in its system calls, as a single-flow
+    // test does: an event loop would only add a wait per message.
+    let alone = share.len() == 1;
     let mut slots = Vec::with_capacity(share.len());
     for (k, (index, c)) in share.into_iter().enumerate() {
-        c.set_nonblocking(true)
-            .map_err(|e| EngineError::io("making a data connection non-blocking", e))?;
+        if alone {
+            // (the timeouts let the thread look at the clock and the stop
+            // flag while the peer is quiet)
+            c.set_read_timeout(Some(BLOCKING_TICK))
+                .and_then(|()| c.set_write_timeout(Some(BLOCKING_TICK)))
+                .map_err(|e| EngineError::io("setting a data connection's timeouts", e))?;
+        } else {
+            c.set_nonblocking(true)
+                .map_err(|e| EngineError::io("making a data connection non-blocking", e))?;
+        }
         let mut sock = mio::net::TcpStream::from_std(c);
-        poll.registry()
-            .register(&mut sock, Token(k), Interest::READABLE | Interest::WRITABLE)
-            .map_err(|e| EngineError::io("registering a data connection", e))?;
+        if !alone {
+            poll.registry()
+                .register(&mut sock, Token(k), Interest::READABLE | Interest::WRITABLE)
+                .map_err(|e| EngineError::io("registering a data connection", e))?;
+        }
         slots.push(Slot {
             index,
             sock,
@@ -257,14 +271,71 @@ fn run_share(
     }
     let mut bufs = buffers(plan.role);
     let timing = matches!(plan.role, Role::Request { timing: true, .. });
+    // One transaction in flight: after a flow sends a whole message, the
+    // peer's answer cannot have arrived yet, so trying to read it would
+    // only fail (EAGAIN); its arrival wakes the loop instead. With more in
+    // flight, data may already wait behind what was read, and no new event
+    // would announce it: there the loop reads until it would block.
+    let lockstep = matches!(
+        plan.role,
+        Role::Request { burst: 0, .. } | Role::Respond { burst: 0, .. }
+    );
     let mut lat = Latency::new();
     let mut events = Events::with_capacity(1024);
     let mut open = slots.len();
     let mut stopping_since: Option<Instant> = None;
     let mut now_ns = clock::now_ns();
+    if alone && let Some(s) = slots.first_mut() {
+        // lockstep waits would only skip reads that block anyway
+        while s.phase != Phase::Done {
+            let stopping = stop.is_set();
+            drive(
+                s,
+                &mut bufs,
+                stopping,
+                Mode {
+                    timing,
+                    lockstep: false,
+                    max_steps: BLOCKING_STEPS,
+                },
+                &mut lat,
+                &mut now_ns,
+            )?;
+            publish(s, live);
+            let now = Instant::now();
+            if stopping {
+                let since = *stopping_since.get_or_insert(now);
+                if now.duration_since(since) > plan.linger {
+                    return Err(EngineError::Timeout(format!(
+                        "data connection {} did not close within {} s of the end of the test",
+                        s.index,
+                        plan.linger.as_secs()
+                    )));
+                }
+            }
+            if now.duration_since(s.last_progress) > plan.silence {
+                return Err(EngineError::Timeout(format!(
+                    "data connection {} went silent (no data, no end of test)",
+                    s.index
+                )));
+            }
+        }
+        // (done: the loop below has nothing left to wait for)
+    }
     // every flow once, before waiting for events
     for s in slots.iter_mut() {
-        drive(s, &mut bufs, false, timing, &mut lat, &mut now_ns)?;
+        drive(
+            s,
+            &mut bufs,
+            false,
+            Mode {
+                timing,
+                lockstep,
+                max_steps: usize::MAX,
+            },
+            &mut lat,
+            &mut now_ns,
+        )?;
         publish(s, live);
     }
     open -= slots.iter().filter(|s| s.phase == Phase::Done).count();
@@ -284,7 +355,18 @@ fn run_share(
             stopping_since = Some(now);
             // every sender and requester learns it at once
             for s in slots.iter_mut().filter(|s| s.phase != Phase::Done) {
-                drive(s, &mut bufs, true, timing, &mut lat, &mut now_ns)?;
+                drive(
+                    s,
+                    &mut bufs,
+                    true,
+                    Mode {
+                        timing,
+                        lockstep,
+                        max_steps: usize::MAX,
+                    },
+                    &mut lat,
+                    &mut now_ns,
+                )?;
                 publish(s, live);
                 if s.phase == Phase::Done {
                     open -= 1;
@@ -298,7 +380,18 @@ fn run_share(
             if s.phase == Phase::Done {
                 continue;
             }
-            drive(s, &mut bufs, stopping, timing, &mut lat, &mut now_ns)?;
+            drive(
+                s,
+                &mut bufs,
+                stopping,
+                Mode {
+                    timing,
+                    lockstep,
+                    max_steps: usize::MAX,
+                },
+                &mut lat,
+                &mut now_ns,
+            )?;
             publish(s, live);
             if s.phase == Phase::Done {
                 open -= 1;
@@ -358,6 +451,11 @@ fn publish(s: &mut Slot, live: &Live) {
     }
 }
 
+/// A lone flow's blocking calls wake this often to look at the clock.
+const BLOCKING_TICK: Duration = Duration::from_millis(50);
+/// ... and return to the loop after this many calls, to publish counts.
+const BLOCKING_STEPS: usize = 256;
+
 /// What a call on a non-blocking socket says.
 enum Step {
     Did(usize),
@@ -373,16 +471,33 @@ fn step(r: io::Result<usize>, what: &str) -> Result<Step, EngineError> {
     }
 }
 
+/// How [`drive`] drives a flow.
+#[derive(Clone, Copy)]
+struct Mode {
+    /// Record each transaction's latency.
+    timing: bool,
+    /// One transaction in flight: wait for the answer's event after a
+    /// whole message is sent.
+    lockstep: bool,
+    /// Return after this many calls even if none would block.
+    max_steps: usize,
+}
+
 /// Drive one flow until its socket would block, or it is done.
 fn drive(
     s: &mut Slot,
     bufs: &mut Buffers,
     stopping: bool,
-    timing: bool,
+    mode: Mode,
     lat: &mut Latency,
     now_ns: &mut u64,
 ) -> Result<(), EngineError> {
-    loop {
+    let Mode {
+        timing,
+        lockstep,
+        max_steps,
+    } = mode;
+    for _ in 0..max_steps {
         if s.phase == Phase::Done {
             return Ok(());
         }
@@ -433,6 +548,9 @@ fn drive(
                                     sent_at.push(0, *now_ns);
                                 }
                                 f.sent(n);
+                                if lockstep && n >= len {
+                                    return Ok(());
+                                }
                             }
                             Step::Wait => return Ok(()),
                         }
@@ -484,6 +602,9 @@ fn drive(
                         Step::Did(usize::MAX) => {}
                         Step::Did(n) => {
                             f.sent(n);
+                            if lockstep && n >= len {
+                                return Ok(());
+                            }
                         }
                         Step::Wait => return Ok(()),
                     }
@@ -495,6 +616,7 @@ fn drive(
             },
         }
     }
+    Ok(())
 }
 
 /// Our side is done sending: shut it, and wait for the peer's end.
@@ -568,12 +690,54 @@ mod tests {
     }
 
     #[test]
+    fn a_flow_per_thread_counts_to_the_byte() {
+        let (c, s) = pairs(2);
+        let rx = std::thread::spawn(move || {
+            run(
+                s,
+                &plan(Role::Recv { size: 8192 }, 2),
+                &StopFlag::new(),
+                &Live::new(),
+            )
+            .unwrap()
+        });
+        let send = Role::Send {
+            size: 3000,
+            total: Some(10_000_001),
+        };
+        let tx = run(c, &plan(send, 2), &StopFlag::new(), &Live::new()).unwrap();
+        let rx = rx.join().unwrap();
+        for (a, b) in tx.flows.iter().zip(&rx.flows) {
+            assert_eq!(a.counters.bytes_sent, 10_000_001);
+            assert_eq!(b.counters.bytes_received, 10_000_001);
+        }
+    }
+
+    #[test]
     fn many_rr_flows_with_a_stop_flag() {
-        let (c, s) = pairs(200);
+        // one in flight (the loop waits for the answer's event after each
+        // message), and two in flight (it reads until it would block)
+        for burst in [0, 1] {
+            rr_flows(burst, 200);
+        }
+        // a flow per thread: its thread blocks in the system calls
+        rr_flows(0, 2);
+        rr_flows(3, 2);
+    }
+
+    fn rr_flows(burst: u32, n: usize) {
+        let (c, s) = pairs(n);
         let srv = std::thread::spawn(move || {
             run(
                 s,
-                &plan(Role::Respond { req: 8, resp: 64 }, 2),
+                &plan(
+                    Role::Respond {
+                        req: 8,
+                        resp: 64,
+                        burst,
+                    },
+                    2,
+                ),
                 &StopFlag::new(),
                 &Live::new(),
             )
@@ -588,7 +752,7 @@ mod tests {
         let req = Role::Request {
             req: 8,
             resp: 64,
-            burst: 1,
+            burst,
             limit: None,
             timing: true,
         };

@@ -1320,6 +1320,33 @@ static SELECTORS: &[Sel] = &[
         Fmt::F(3),
         |c| opt_f(udp(c, |u, _| u.jitter_ns as f64 / 1000.0))
     ),
+    sel!("FLOWS", ["Flows", "", "", ""], Fmt::Int, |c| int(
+        c.m.local.flows.len().max(1) as i64
+    )),
+    sel!(
+        "FLOW_MIN_THROUGHPUT",
+        ["Per Flow", "Minimum", "Throughput", ""],
+        Fmt::F(2),
+        |c| f(flow_spread(c).0)
+    ),
+    sel!(
+        "FLOW_MEDIAN_THROUGHPUT",
+        ["Per Flow", "Median", "Throughput", ""],
+        Fmt::F(2),
+        |c| f(flow_spread(c).1)
+    ),
+    sel!(
+        "FLOW_MAX_THROUGHPUT",
+        ["Per Flow", "Maximum", "Throughput", ""],
+        Fmt::F(2),
+        |c| f(flow_spread(c).2)
+    ),
+    sel!(
+        "FLOW_FAIRNESS",
+        ["Jain's", "Fairness", "Index", ""],
+        Fmt::F(4),
+        |c| f(flow_spread(c).3)
+    ),
     sel!(
         "RR_LOST_TRANSACTIONS",
         ["Lost", "Transactions", "", ""],
@@ -1558,6 +1585,18 @@ const ALL_BLOCK_STARTS: [&str; 3] = ["LOCAL_CPU_UTIL", "LOCAL_SEND_THROUGHPUT", 
 
 fn find(name: &str) -> Option<&'static Sel> {
     SELECTORS.iter().find(|s| s.name.eq_ignore_ascii_case(name))
+}
+
+/// `--flows`: (min, median, max) of the flows' throughputs in the result's
+/// units, and Jain's fairness index; one flow is the result itself.
+fn flow_spread(c: &Ctx) -> (f64, f64, f64, f64) {
+    use super::classic::flows;
+    if c.m.local.flows.len() < 2 {
+        return (c.f.result, c.f.result, c.f.result, 1.0);
+    }
+    let x = flows::per_flow(c.asked, c.m);
+    let (lo, med, hi) = flows::spread(&x);
+    (lo, med, hi, flows::jain(&x))
 }
 
 /// Every selector name: netperf 2.7's in its order, then ours.

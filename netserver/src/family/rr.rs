@@ -52,7 +52,11 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
             let conns = accept_flows(&sock, &expect, spec.flows, deadline, ctl, &log)?;
             drop(sock);
             if conns.len() > 1 {
-                let role = engine::evloop::Role::Respond { req, resp };
+                let role = engine::evloop::Role::Respond {
+                    req,
+                    resp,
+                    burst: spec.burst,
+                };
                 return super::run_flows_on_loops(conns, role, ctl);
             }
             let outcomes: Vec<Result<FlowEnd, ErrorMsg>> = thread::scope(|s| {

@@ -26,19 +26,30 @@ use harness::{Netserver, fields, free_port, num, run_with_deadline};
 struct Opts {
     runs: usize,
     secs: u64,
+    /// Only the many-flows benchmark.
+    flows: bool,
 }
 
 fn opts() -> Opts {
-    let mut o = Opts { runs: 5, secs: 3 };
+    let mut o = Opts {
+        runs: 5,
+        secs: 3,
+        flows: false,
+    };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < args.len() {
         let v = args.get(i + 1).map(|s| s.parse::<u64>().unwrap_or(0));
         match args[i].as_str() {
+            "--flows" => {
+                o.flows = true;
+                i += 1;
+                continue;
+            }
             "--runs" => o.runs = v.unwrap_or(5).max(1) as usize,
             "--secs" => o.secs = v.unwrap_or(3).max(1),
             other => {
-                eprintln!("bench: unknown argument {other}; use --runs N --secs S");
+                eprintln!("bench: unknown argument {other}; use --runs N --secs S [--flows]");
                 std::process::exit(2);
             }
         }
@@ -246,6 +257,226 @@ fn instructions_per_transaction(bin: &Path, port: u16, extra: &[&str]) -> Option
     Some((count(11_000)? - count(1_000)?) / 10_000.0)
 }
 
+/// CPU seconds (user + system) of the reaped children of this process.
+fn children_cpu() -> f64 {
+    use nix::sys::resource::{UsageWho, getrusage};
+    getrusage(UsageWho::RUSAGE_CHILDREN).map_or(0.0, |u| {
+        let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
+        t(u.user_time()) + t(u.system_time())
+    })
+}
+
+/// CPU seconds of process `pid` and its reaped children (/proc/pid/stat).
+fn process_cpu(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // fields after the command's closing parenthesis; utime is the 14th
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|w| w.parse().unwrap_or(0.0))
+        .collect();
+    let ticks = f.get(11..15).map_or(0.0, |s| s.iter().sum::<f64>());
+    ticks / 100.0
+}
+
+/// One measured run: its figure and the CPU seconds each end spent.
+struct Sample {
+    figure: f64,
+    client_cpu: f64,
+    server_cpu: f64,
+}
+
+fn sampled(server_pid: u32, f: impl FnOnce() -> f64) -> Sample {
+    let (c0, s0) = (children_cpu(), process_cpu(server_pid));
+    let figure = f();
+    Sample {
+        figure,
+        client_cpu: children_cpu() - c0,
+        server_cpu: process_cpu(server_pid) - s0,
+    }
+}
+
+/// Aggregate Mbit/s of `iperf3 -P n` with `len`-byte writes (its receiver's
+/// figure, as netperf reports the receiver's).
+fn iperf3_mbps(port: u16, n: usize, len: &str, secs: u64) -> f64 {
+    let mut c = Command::new("iperf3");
+    c.args(["-c", "127.0.0.1", "-p", &port.to_string(), "-t"])
+        .arg(secs.to_string())
+        .args(["-P", &n.to_string(), "-l", len, "-J"]);
+    let out = run(c);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("iperf3 -J output");
+    v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .expect("sum_received")
+        / 1e6
+}
+
+/// The honest sum of `n` netperf processes started together: each one's
+/// figure added, as users of netperf add them (their intervals overlap
+/// only roughly).
+fn concurrent_netperfs(bin: &Path, port: u16, test: &str, n: usize, secs: u64) -> f64 {
+    let handles: Vec<_> = (0..n)
+        .map(|_| {
+            let bin = bin.to_path_buf();
+            let test = test.to_string();
+            std::thread::spawn(move || netperf_tps(&bin, port, &test, secs, &[]))
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap_or(0.0)).sum()
+}
+
+/// No peer for this row.
+fn no_sample() -> Sample {
+    Sample {
+        figure: f64::NAN,
+        client_cpu: 0.0,
+        server_cpu: 0.0,
+    }
+}
+
+/// One row of the flows tables: `n`, both medians, the ratios' spread, and
+/// each side's client and server CPU microseconds per unit of work (`per`:
+/// figure * seconds / per = units, so 8 gives megabytes from Mbit/s).
+fn flows_row(
+    o: &Opts,
+    n: usize,
+    per: f64,
+    mut ours: impl FnMut() -> Sample,
+    mut peer: impl FnMut() -> Sample,
+) {
+    let (mut a, mut b, mut ratios) = (vec![], vec![], vec![]);
+    for _ in 0..o.runs {
+        let x = ours();
+        let y = peer();
+        ratios.push(x.figure / y.figure);
+        a.push(x);
+        b.push(y);
+    }
+    let med = |v: &[Sample]| spread(v.iter().map(|s| s.figure).collect()).median;
+    let cpu = |v: &[Sample], client: bool| -> f64 {
+        let total: f64 = v
+            .iter()
+            .map(|s| if client { s.client_cpu } else { s.server_cpu })
+            .sum();
+        let work: f64 = v.iter().map(|s| s.figure * o.secs as f64 / per).sum();
+        if work > 0.0 { total * 1e6 / work } else { 0.0 }
+    };
+    let r = spread(ratios);
+    println!(
+        "{n:>6} {:>10.0} {:>11.0}  {:>6.3}  ({:.3} .. {:.3})  {:>9.2} {:>9.2}  {:>9.2} {:>9.2}",
+        med(&a),
+        med(&b),
+        r.median,
+        r.min,
+        r.max,
+        cpu(&a, true),
+        cpu(&a, false),
+        cpu(&b, true),
+        cpu(&b, false),
+    );
+}
+
+fn flows_header(unit: &str, peer: &str) {
+    println!(
+        "{:>6} {:>10} {:>11}  {:>6}  {:<17}  {:>19}  {:>19}",
+        "N",
+        "ours",
+        peer,
+        "ratio",
+        "spread",
+        format!("CPU {unit} ours c/s"),
+        "peer c/s"
+    );
+}
+
+/// netperf 2.7's netserver from `NETPERF_REF`, on a free port.
+fn reference_server() -> Option<(PathBuf, u16, Guard)> {
+    let dir = PathBuf::from(std::env::var_os("NETPERF_REF")?);
+    let port = free_port();
+    let g = spawn(Command::new(dir.join("netserver")).args([
+        "-D",
+        "-p",
+        &port.to_string(),
+        "-L",
+        "127.0.0.1",
+    ]));
+    std::thread::sleep(Duration::from_millis(500));
+    Some((dir, port, g))
+}
+
+/// Many flows in one run (`--flows N`) beside iperf3 `-P N` (TCP_STREAM,
+/// same write size) and N concurrent netperf 2.7 processes (TCP_RR, with
+/// NETPERF_REF), with each end's CPU time per megabyte or transaction.
+fn flows(o: &Opts, netperf: &Path, ns: &Netserver) {
+    let port = ns.port();
+    let secs = o.secs;
+    println!(
+        "rsnetperf many-flows benchmark: {} alternating runs of {secs} s each, loopback, {} CPUs\n",
+        o.runs,
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    let have_iperf3 = Command::new("iperf3").arg("--version").output().is_ok();
+    let iperf_port = free_port();
+    let iperf = have_iperf3.then(|| {
+        let g = spawn(Command::new("iperf3").args(["-s", "-p", &iperf_port.to_string()]));
+        std::thread::sleep(Duration::from_millis(500));
+        g
+    });
+    println!("TCP_STREAM -m 128K --flows N, 10^6bits/s, beside iperf3 -P N -l 128K:");
+    flows_header("us/MB", "iperf3");
+    for n in [1usize, 2, 8, 100] {
+        let nflows = n.to_string();
+        flows_row(
+            o,
+            n,
+            8.0,
+            || {
+                sampled(ns.pid(), || {
+                    netperf_tps(
+                        netperf,
+                        port,
+                        "TCP_STREAM",
+                        secs,
+                        &["-m", "128K", "--flows", &nflows],
+                    )
+                })
+            },
+            || match &iperf {
+                Some(g) => sampled(g.0.id(), || iperf3_mbps(iperf_port, n, "128K", secs)),
+                None => no_sample(),
+            },
+        );
+    }
+    drop(iperf);
+
+    let reference = reference_server();
+    println!(
+        "\nTCP_RR --flows N, transactions/s, beside N concurrent netperf 2.7 processes (their figures added):"
+    );
+    flows_header("us/tx", "netperf x N");
+    for n in [1usize, 2, 8, 100, 1000] {
+        let nflows = n.to_string();
+        flows_row(
+            o,
+            n,
+            1.0,
+            || {
+                sampled(ns.pid(), || {
+                    netperf_tps(netperf, port, "TCP_RR", secs, &["--flows", &nflows])
+                })
+            },
+            // a thousand processes on 2 CPUs measure the scheduler, not
+            // the network: the reference runs up to 100
+            || match &reference {
+                Some((dir, ref_port, g)) if n <= 100 => sampled(g.0.id(), || {
+                    concurrent_netperfs(&dir.join("netperf"), *ref_port, "TCP_RR", n, secs)
+                }),
+                _ => no_sample(),
+            },
+        );
+    }
+}
+
 struct Guard(Child);
 impl Drop for Guard {
     fn drop(&mut self) {
@@ -327,6 +558,10 @@ fn main() {
     cmd.args(["-D", "-p", "0", "-L", "127.0.0.1", "-v", "0"]);
     let ns = Netserver::spawn(cmd);
     let port = ns.port();
+    if o.flows {
+        flows(&o, &netperf, &ns);
+        return;
+    }
     println!(
         "rsnetperf request/response benchmark: {} alternating runs of {} s each, loopback\n",
         o.runs, o.secs

@@ -155,3 +155,46 @@ fn bad_flow_options_name_the_option() {
     let out = netperf_at(&port, &["-t", "UDP_RR", "-l", "1", "--", "--flows", "2"]);
     assert!(!out.success() && out.stderr.contains("--flows"), "{out}");
 }
+
+/// Our flow selectors: the count, the spread and Jain's index, beside the
+/// aggregate; OMNI spells a many-flow TCP_STREAM too.
+#[test]
+fn flow_selectors_and_omni() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    let sel = "THROUGHPUT,FLOWS,FLOW_MIN_THROUGHPUT,FLOW_MEDIAN_THROUGHPUT,FLOW_MAX_THROUGHPUT,FLOW_FAIRNESS";
+    let row = |args: &[&str]| -> Vec<f64> {
+        let out = netperf_at(&port, args).ok();
+        let line = out.stdout.lines().last().unwrap_or("").to_string();
+        line.split(',').map(num).collect()
+    };
+    let v = row(&[
+        "-t",
+        "TCP_STREAM",
+        "-l",
+        "1",
+        "--",
+        "-o",
+        sel,
+        "--flows",
+        "4",
+    ]);
+    let (total, n, lo, med, hi, jain) = (v[0], v[1], v[2], v[3], v[4], v[5]);
+    assert_eq!(n, 4.0);
+    assert!(lo > 0.0 && lo <= med && med <= hi, "{v:?}");
+    assert!(
+        lo * 4.0 <= total * 1.000001 && total <= hi * 4.0 * 1.000001,
+        "{v:?}"
+    );
+    assert!(jain > 0.25 && jain <= 1.0, "{v:?}");
+    // one flow: the spread is the result itself
+    let v = row(&["-t", "TCP_RR", "-l", "1", "--", "-o", sel]);
+    assert_eq!((v[1], v[5]), (1.0, 1.0), "{v:?}");
+    assert!(v[2] == v[0] && v[4] == v[0], "{v:?}");
+    // OMNI -d send is TCP_STREAM, with its flows
+    let v = row(&[
+        "-t", "OMNI", "-l", "1", "--", "-d", "send", "-o", sel, "--flows", "3",
+    ]);
+    assert_eq!(v[1], 3.0, "{v:?}");
+    assert!(v[2] > 0.0, "{v:?}");
+}
