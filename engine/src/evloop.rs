@@ -662,9 +662,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn streams_count_to_the_byte_at_both_ends() {
-        let (c, s) = pairs(16);
+    /// `n` flows of `total` bytes each, sent by `tx_threads` threads and
+    /// received by two: both ends count every byte of every flow.
+    fn streams(n: usize, tx_threads: usize, total: u64) {
+        let (c, s) = pairs(n);
         let rx = std::thread::spawn(move || {
             run(
                 s,
@@ -677,40 +678,27 @@ mod tests {
         let live = Live::new();
         let send = Role::Send {
             size: 3000,
-            total: Some(100_001),
+            total: Some(total),
         };
-        let tx = run(c, &plan(send, 3), &StopFlag::new(), &live).unwrap();
+        let tx = run(c, &plan(send, tx_threads), &StopFlag::new(), &live).unwrap();
         let rx = rx.join().unwrap();
         for (a, b) in tx.flows.iter().zip(&rx.flows) {
-            assert_eq!(a.counters.bytes_sent, 100_001);
-            assert_eq!(b.counters.bytes_received, 100_001);
-            assert_eq!(a.counters.send_calls, 34);
+            assert_eq!(a.counters.bytes_sent, total);
+            assert_eq!(b.counters.bytes_received, total);
+            assert_eq!(a.counters.send_calls, total.div_ceil(3000));
         }
-        assert_eq!(live.snapshot().bytes, 16 * 100_001);
+        assert_eq!(live.snapshot().bytes, n as u64 * total);
     }
 
     #[test]
+    fn streams_count_to_the_byte_at_both_ends() {
+        streams(16, 3, 100_001);
+    }
+
+    /// A flow alone on its thread blocks in its calls.
+    #[test]
     fn a_flow_per_thread_counts_to_the_byte() {
-        let (c, s) = pairs(2);
-        let rx = std::thread::spawn(move || {
-            run(
-                s,
-                &plan(Role::Recv { size: 8192 }, 2),
-                &StopFlag::new(),
-                &Live::new(),
-            )
-            .unwrap()
-        });
-        let send = Role::Send {
-            size: 3000,
-            total: Some(10_000_001),
-        };
-        let tx = run(c, &plan(send, 2), &StopFlag::new(), &Live::new()).unwrap();
-        let rx = rx.join().unwrap();
-        for (a, b) in tx.flows.iter().zip(&rx.flows) {
-            assert_eq!(a.counters.bytes_sent, 10_000_001);
-            assert_eq!(b.counters.bytes_received, 10_000_001);
-        }
+        streams(2, 2, 10_000_001);
     }
 
     #[test]
