@@ -76,21 +76,116 @@ pub fn sh(args: &[&str]) -> Output {
     out
 }
 
+/// Whether namespace tests can run here; if not, say so loudly (and fail
+/// under `NETPERF_REQUIRE_NETNS=1`).
+fn may_run(test: &str) -> bool {
+    let Some(reason) = why_not() else {
+        return true;
+    };
+    if std::env::var("NETPERF_REQUIRE_NETNS").as_deref() == Ok("1") {
+        panic!("network-namespace test {test} cannot run: {reason} (NETPERF_REQUIRE_NETNS=1)");
+    }
+    eprintln!("!!! SKIPPED network-namespace test {test}: {reason}");
+    eprintln!("!!! set NETPERF_REQUIRE_NETNS=1 to make this a failure");
+    false
+}
+
+/// A name tag unique to this process and call.
+fn tag() -> String {
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{}{}", std::process::id() % 100_000, n)
+}
+
+/// Several hosts on one switch: a bridge in its own namespace, each host
+/// in another, at 198.18.0.(11 + i)/24. Deleted on drop.
+#[derive(Debug)]
+pub struct Mesh {
+    pub hosts: Vec<String>,
+    pub addrs: Vec<String>,
+    switch: String,
+}
+
+impl Mesh {
+    pub fn new(test: &str, n: usize) -> Option<Mesh> {
+        if !may_run(test) {
+            return None;
+        }
+        let t = tag();
+        let mut m = Mesh {
+            hosts: Vec::new(),
+            addrs: Vec::new(),
+            switch: format!("npS{t}"),
+        };
+        sh(&["ip", "netns", "add", &m.switch]);
+        let sw = |args: &[&str]| {
+            let mut full = vec!["ip", "-n", m.switch.as_str()];
+            full.extend_from_slice(args);
+            sh(&full);
+        };
+        sw(&["link", "add", "br0", "type", "bridge"]);
+        sw(&["link", "set", "br0", "up"]);
+        for i in 0..n {
+            let host = format!("npH{t}x{i}");
+            let addr = format!("198.18.0.{}", 11 + i);
+            sh(&["ip", "netns", "add", &host]);
+            m.hosts.push(host.clone());
+            let (dev, port) = (format!("h{i}"), format!("p{i}"));
+            sh(&[
+                "ip", "-n", &m.switch, "link", "add", &port, "type", "veth", "peer", "name", &dev,
+                "netns", &host,
+            ]);
+            sw(&["link", "set", &port, "master", "br0"]);
+            sw(&["link", "set", &port, "up"]);
+            sh(&["ip", "-n", &host, "link", "set", "lo", "up"]);
+            sh(&[
+                "ip",
+                "-n",
+                &host,
+                "addr",
+                "add",
+                &format!("{addr}/24"),
+                "dev",
+                &dev,
+            ]);
+            sh(&["ip", "-n", &host, "link", "set", &dev, "up"]);
+            m.addrs.push(addr);
+        }
+        Some(m)
+    }
+
+    /// A command that runs `program` inside host `i`.
+    pub fn command(&self, i: usize, program: &Path) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.hosts[i]]).arg(program);
+        c
+    }
+}
+
+impl Drop for Mesh {
+    fn drop(&mut self) {
+        delete_namespaces(self.hosts.iter().chain(std::iter::once(&self.switch)));
+    }
+}
+
+/// Best effort, quietly: these namespaces are gone.
+fn delete_namespaces<'a>(names: impl Iterator<Item = &'a String>) {
+    for ns in names {
+        let _ = Command::new("ip")
+            .args(["netns", "del", ns])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
 impl Hosts {
     /// Make the two hosts, or explain (loudly) why not. `None` means skip.
     pub fn new(test: &str) -> Option<Hosts> {
-        if let Some(reason) = why_not() {
-            if std::env::var("NETPERF_REQUIRE_NETNS").as_deref() == Ok("1") {
-                panic!(
-                    "network-namespace test {test} cannot run: {reason} (NETPERF_REQUIRE_NETNS=1)"
-                );
-            }
-            eprintln!("!!! SKIPPED network-namespace test {test}: {reason}");
-            eprintln!("!!! set NETPERF_REQUIRE_NETNS=1 to make this a failure");
+        if !may_run(test) {
             return None;
         }
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let tag = format!("{}{}", std::process::id() % 100_000, n);
+        let tag = tag();
         let h = Hosts {
             a: format!("npA{tag}"),
             b: format!("npB{tag}"),
@@ -193,13 +288,6 @@ impl Hosts {
 
 impl Drop for Hosts {
     fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip")
-                .args(["netns", "del", ns])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-        }
+        delete_namespaces([&self.a, &self.b].into_iter());
     }
 }

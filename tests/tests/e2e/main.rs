@@ -5,6 +5,7 @@
 mod accuracy;
 mod confidence;
 mod errors;
+mod fleet;
 mod flows;
 mod lab;
 mod netperf2;

@@ -1,0 +1,175 @@
+//! The fleet path: static binaries, the container image, the Kubernetes
+//! manifests, and the mesh Job's matrix script across three hosts.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    time::Duration,
+};
+
+use harness::{Netserver, bin, fields, netns::Mesh, num, run_with_deadline};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repository")
+        .to_path_buf()
+}
+
+/// A tool the fleet tests need: present, or a loud skip (a failure under
+/// `NETPERF_REQUIRE_FLEET=1`, as in CI).
+fn tool(name: &str, test: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {name}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var("NETPERF_REQUIRE_FLEET").as_deref() != Ok("1"),
+            "{test}: {name} is not installed (NETPERF_REQUIRE_FLEET=1)"
+        );
+        eprintln!("!!! SKIPPED {test}: {name} is not installed");
+    }
+    found
+}
+
+/// Whether an ELF executable asks for a program interpreter (the dynamic
+/// loader): its program headers hold a PT_INTERP.
+fn has_interpreter(path: &Path) -> bool {
+    let b = std::fs::read(path).unwrap();
+    assert_eq!(&b[..4], b"\x7fELF", "{}", path.display());
+    let u16_at = |o: usize| u16::from_le_bytes([b[o], b[o + 1]]) as usize;
+    let phoff = u64::from_le_bytes(b[0x20..0x28].try_into().unwrap()) as usize;
+    let (size, count) = (u16_at(0x36), u16_at(0x38));
+    (0..count).any(|i| {
+        let o = phoff + i * size;
+        u32::from_le_bytes(b[o..o + 4].try_into().unwrap()) == 3
+    })
+}
+
+/// Static netperf and netserver build by the documented command, need no
+/// loader, and run a test; the image holds them alone, runs netserver in
+/// the foreground as nobody, exposes the control port; the manifests
+/// validate against the Kubernetes schemas.
+#[test]
+fn static_binaries_image_and_manifests() {
+    let root = repo();
+    let mut c = Command::new(root.join("dist/container/static-build"));
+    c.current_dir(&root);
+    let out = run_with_deadline(c, Duration::from_secs(900)).ok();
+    let dir = PathBuf::from(out.stdout.trim());
+    for b in ["netperf", "netserver"] {
+        assert!(
+            !has_interpreter(&dir.join(b)),
+            "{b} asks for a dynamic loader"
+        );
+    }
+    let mut cmd = Command::new(dir.join("netserver"));
+    cmd.args(["-D", "-p", "0", "-L", "127.0.0.1"]);
+    let ns = Netserver::spawn(cmd);
+    let mut c = Command::new(dir.join("netperf"));
+    c.args([
+        "-H",
+        "127.0.0.1",
+        "-p",
+        &ns.port().to_string(),
+        "-l",
+        "1",
+        "-P",
+        "0",
+    ]);
+    let out = run_with_deadline(c, Duration::from_secs(60)).ok();
+    assert!(num(fields(&out.stdout)[4]) > 0.0, "{out}");
+    drop(ns);
+
+    if tool("podman", "the container image") {
+        let image = format!("localhost/rsnetperf-ci:{}", std::process::id());
+        let mut c = Command::new(root.join("dist/container/build"));
+        c.current_dir(&root).arg(&image);
+        run_with_deadline(c, Duration::from_secs(900)).ok();
+        let mut c = Command::new("podman");
+        c.args([
+            "image",
+            "inspect",
+            &image,
+            "--format",
+            "{{.Config.User}}|{{json .Config.Entrypoint}}|{{json .Config.ExposedPorts}}",
+        ]);
+        let conf = run_with_deadline(c, Duration::from_secs(60)).ok().stdout;
+        let f: Vec<&str> = conf.trim().split('|').collect();
+        assert_eq!(f[0], "65534:65534", "{conf}");
+        assert_eq!(f[1], r#"["/netserver","-D"]"#, "{conf}");
+        assert!(f[2].contains("12865/tcp"), "{conf}");
+        // its files: the two executables, nothing else (no shell)
+        let mut c = Command::new("podman");
+        c.args(["create", &image]);
+        let id = run_with_deadline(c, Duration::from_secs(60)).ok().stdout;
+        let id = id.trim().to_string();
+        let mut c = Command::new("sh");
+        c.args(["-c", &format!("podman export {id} | tar -t")]);
+        let files = run_with_deadline(c, Duration::from_secs(60)).ok().stdout;
+        let _ = Command::new("podman").args(["rm", &id]).output();
+        let _ = Command::new("podman").args(["rmi", &image]).output();
+        let mut names: Vec<&str> = files
+            .lines()
+            .map(|l| l.trim_end_matches('/'))
+            .filter(|l| !l.is_empty() && !matches!(*l, "dev" | "etc" | "proc" | "sys" | "run"))
+            .filter(|l| !l.starts_with("etc/") && !l.starts_with("dev/") && !l.starts_with("run/"))
+            .collect();
+        names.sort_unstable();
+        assert_eq!(names, ["netperf", "netserver"], "{files}");
+    }
+
+    if tool("kubernetes-validate", "the Kubernetes manifests") {
+        let mut c = Command::new("sh");
+        c.current_dir(&root)
+            .args(["-c", "kubernetes-validate --strict dist/k8s/*.yaml"]);
+        let out = run_with_deadline(c, Duration::from_secs(300));
+        assert!(out.success(), "{out}");
+        assert_eq!(
+            out.stdout.matches("passed").count() + out.stderr.matches("passed").count(),
+            4,
+            "{out}"
+        );
+    }
+}
+
+/// Three hosts, a netserver on each: the mesh Job's script, run on every
+/// host against all three, reports a figure for each of the six pairs.
+#[test]
+fn the_mesh_script_measures_every_pair() {
+    let Some(m) = Mesh::new("the_mesh_script_measures_every_pair", 3) else {
+        return;
+    };
+    let servers: Vec<Netserver> = (0..3)
+        .map(|i| {
+            let mut c = m.command(i, &bin("netserver"));
+            c.args(["-D", "-p", "12865", "-L", &m.addrs[i]]);
+            Netserver::spawn(c)
+        })
+        .collect();
+    let script = repo().join("dist/k8s/mesh.sh");
+    let mut pairs = Vec::new();
+    for i in 0..3 {
+        let mut c = m.command(i, Path::new("sh"));
+        c.arg(&script)
+            .arg(&m.addrs[i])
+            .args(&m.addrs)
+            .env("NETPERF", bin("netperf"))
+            .env("MESH_LENGTH", "1")
+            .env("MESH_TEST_ARGS", "--flows 2");
+        let out = run_with_deadline(c, Duration::from_secs(120));
+        assert!(out.success(), "{out}");
+        for l in out.stdout.lines().filter(|l| l.starts_with("mesh ")) {
+            let f = fields(l);
+            assert!(num(f[3]) > 0.0, "{l}");
+            pairs.push((f[1].to_string(), f[2].to_string()));
+        }
+    }
+    pairs.sort();
+    assert_eq!(pairs.len(), 6, "{pairs:?}");
+    pairs.dedup();
+    assert_eq!(pairs.len(), 6, "every ordered pair once: {pairs:?}");
+    assert!(pairs.iter().all(|(a, b)| a != b));
+    drop(servers);
+}
