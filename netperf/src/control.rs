@@ -55,6 +55,10 @@ pub trait Dialect {
     fn finish(&mut self, done: ClientDone, wait: Duration) -> Result<SideResults>;
     /// End the conversation politely.
     fn bye(&mut self);
+    /// Whether the netserver announced `capability` in its hello.
+    fn can(&self, _capability: &str) -> bool {
+        false
+    }
     /// Whether this is netperf 2.7's netserver (which reports less).
     fn is_netperf2(&self) -> bool {
         false
@@ -164,6 +168,10 @@ impl Dialect for Native {
 
     fn server_software(&self) -> &str {
         self.ctl.session().server_software()
+    }
+
+    fn can(&self, capability: &str) -> bool {
+        self.ctl.session().server_can(capability)
     }
 
     fn peer(&self) -> SocketAddr {

@@ -354,6 +354,7 @@ pub struct ClientSession {
     auth: Option<Box<dyn Authenticator>>,
     nonce: [u8; 32],
     server_software: String,
+    server_capabilities: Vec<String>,
     /// The server's CPUs and CPU meter rate, from its hello.
     server_cpu: (u32, u32),
     authenticated: Option<([u8; 32], [u8; 32])>,
@@ -403,6 +404,7 @@ impl ClientSession {
             auth,
             nonce,
             server_software: String::new(),
+            server_capabilities: Vec::new(),
             server_cpu: (0, 0),
             authenticated: None,
             auth_optional: false,
@@ -433,6 +435,11 @@ impl ClientSession {
 
     pub fn server_software(&self) -> &str {
         &self.server_software
+    }
+
+    /// Whether the server named `capability` in its hello.
+    pub fn server_can(&self, capability: &str) -> bool {
+        self.server_capabilities.iter().any(|c| c == capability)
     }
 
     /// The server's CPU count and CPU meter rate, from its hello.
@@ -473,6 +480,7 @@ impl ClientSession {
         match (self.state, msg) {
             (ClientState::AwaitHello, ServerMsg::Hello(h)) => {
                 self.server_software = h.hello.software.clone();
+                self.server_capabilities = h.hello.capabilities.clone();
                 self.server_cpu = (h.num_cpus, h.cpu_rate);
                 h.hello.check()?;
                 match (h.challenge, &self.auth) {
@@ -686,6 +694,27 @@ mod tests {
             err.to_string().contains(&format!("version {other}")),
             "{err}"
         );
+    }
+
+    /// A feature is used only if the server's hello names it: an older
+    /// server, naming none, is known not to run `--flows`.
+    #[test]
+    fn the_servers_capabilities_come_from_its_hello() {
+        for (caps, can) in [(vec!["flows".to_string()], true), (vec![], false)] {
+            let mut client = ClientSession::new(None, [0; 32]);
+            let mut sh = Hello::new("srv");
+            sh.capabilities = caps;
+            client
+                .handle(ServerMsg::Hello(ServerHello {
+                    hello: sh,
+                    challenge: None,
+                    num_cpus: 2,
+                    cpu_rate: 100,
+                }))
+                .unwrap();
+            assert_eq!(client.server_can("flows"), can);
+            assert!(!client.server_can("teleport"));
+        }
     }
 
     #[test]

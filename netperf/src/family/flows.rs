@@ -61,6 +61,13 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
             "--flows: netperf 2.7's netserver runs one flow per test; run several netperf processes against it, or use this suite's netserver"
         );
     }
+    if !d.can("flows") {
+        bail!(
+            "--flows: the netserver at {} ({}) runs one flow per test: it predates --flows; upgrade it, or run several netperf processes",
+            d.peer(),
+            d.server_software()
+        );
+    }
     raise_open_files(plan.flows);
     let mut p = prepare(plan, d, Protocol::Tcp)?;
     p.spec.flows = plan.flows;
