@@ -64,6 +64,9 @@ pub struct Plan {
     pub linger: Duration,
     /// A receiving flow silent this long (no data, no end) is given up.
     pub silence: Duration,
+    /// `--warmup`/`--cooldown`: count only between these offsets from the
+    /// common start (the report's `window`).
+    pub window: Option<(Duration, Duration)>,
 }
 
 /// What a run counted: each flow's, in the order of the connections given,
@@ -76,6 +79,36 @@ pub struct Report {
     /// The first flow's socket buffer sizes at its end (send, receive).
     pub bufs_end: (u32, u32),
     pub latency: Option<Latency>,
+    /// With a window: each flow's counts within it, and how long it was
+    /// open (the mean over the threads, each of which takes its snapshots
+    /// as its clock passes the window's edges).
+    pub window: Option<(Vec<proto::FlowCounters>, Duration)>,
+}
+
+impl Report {
+    /// This end's side of the results: every flow's counters (within the
+    /// window, if there was one, the whole run's then in `totals`), the
+    /// first flow's TCP_INFO and buffer sizes.
+    pub fn results(&self) -> proto::SideResults {
+        let mut r = proto::SideResults::default();
+        match &self.window {
+            Some((counted, open)) => {
+                for c in counted {
+                    r.add_flow(c, crate::flow::nanos(*open));
+                }
+                r.totals = self.flows.iter().map(|f| f.counters).collect();
+            }
+            None => {
+                for f in &self.flows {
+                    r.add_flow(&f.counters, crate::flow::nanos(f.elapsed));
+                }
+            }
+        }
+        r.close_flows();
+        r.tcp = self.tcp.first().cloned().flatten();
+        (r.send_buf_end, r.recv_buf_end) = self.bufs_end;
+        r
+    }
 }
 
 enum Machine {
@@ -99,6 +132,9 @@ struct Slot {
     machine: Machine,
     phase: Phase,
     ended: Option<Instant>,
+    /// The flow's counters as the window opened and as it closed.
+    at_open: Option<proto::FlowCounters>,
+    at_close: Option<proto::FlowCounters>,
     tcp: Option<proto::TcpStats>,
     bufs_end: (u32, u32),
     last_progress: Instant,
@@ -129,7 +165,8 @@ pub fn run(
         }
     }
     let start = Instant::now();
-    let results: Vec<Result<(Vec<Done>, Latency), EngineError>> = std::thread::scope(|s| {
+    type Share = (Vec<Done>, Latency, Option<Duration>);
+    let results: Vec<Result<Share, EngineError>> = std::thread::scope(|s| {
         let handles: Vec<_> = shares
             .into_iter()
             .enumerate()
@@ -157,9 +194,15 @@ pub fn run(
     let mut tcp = vec![None; n];
     let mut bufs_end = (0, 0);
     let mut latency: Option<Latency> = None;
+    let mut windowed = vec![proto::FlowCounters::default(); n];
+    let mut open_for: Vec<Duration> = Vec::new();
     for r in results {
-        let (ended, lat) = r?;
+        let (ended, lat, open) = r?;
+        open_for.extend(open);
         for d in ended {
+            if let (Some(slot), Some(w)) = (windowed.get_mut(d.index), d.window) {
+                *slot = w;
+            }
             if let Some(slot) = flows.get_mut(d.index) {
                 *slot = d.ended;
             }
@@ -177,11 +220,20 @@ pub fn run(
             }
         }
     }
+    let window = plan.window.map(|_| {
+        let mean = if open_for.is_empty() {
+            Duration::ZERO
+        } else {
+            open_for.iter().sum::<Duration>() / open_for.len() as u32
+        };
+        (windowed, mean)
+    });
     Ok(Report {
         flows,
         tcp,
         bufs_end,
         latency,
+        window,
     })
 }
 
@@ -189,6 +241,8 @@ pub fn run(
 struct Done {
     index: usize,
     ended: Ended,
+    /// Its counts within the window, if there was one.
+    window: Option<proto::FlowCounters>,
     tcp: Option<proto::TcpStats>,
     bufs_end: (u32, u32),
 }
@@ -234,7 +288,8 @@ fn run_share(
     stop: &StopFlag,
     live: &Live,
     start: Instant,
-) -> Result<(Vec<Done>, Latency), EngineError> {
+) -> Result<(Vec<Done>, Latency, Option<Duration>), EngineError> {
+    let mut window = Edges::new(plan.window, start);
     let mut poll = Poll::new().map_err(|e| EngineError::io("creating an event loop", e))?;
     // A thread with one flow blocks in its system calls, as a single-flow
     // test does: an event loop would only add a wait per message.
@@ -263,6 +318,8 @@ fn run_share(
             machine: machine(plan.role),
             phase: Phase::Running,
             ended: None,
+            at_open: None,
+            at_close: None,
             tcp: None,
             bufs_end: (0, 0),
             last_progress: start,
@@ -297,12 +354,14 @@ fn run_share(
                     timing,
                     lockstep: false,
                     max_steps: BLOCKING_STEPS,
+                    return_at: Some(Instant::now() + BLOCKING_TICK),
                 },
                 &mut lat,
                 &mut now_ns,
             )?;
             publish(s, live);
             let now = Instant::now();
+            window.tick(std::slice::from_mut(s), now);
             if stopping {
                 let since = *stopping_since.get_or_insert(now);
                 if now.duration_since(since) > plan.linger {
@@ -332,6 +391,7 @@ fn run_share(
                 timing,
                 lockstep,
                 max_steps: usize::MAX,
+                return_at: None,
             },
             &mut lat,
             &mut now_ns,
@@ -351,6 +411,7 @@ fn run_share(
             .map_err(|e| EngineError::io("waiting for data connections", e))?;
         let stopping = stop.is_set();
         let now = Instant::now();
+        window.tick(&mut slots, now);
         if stopping && stopping_since.is_none() {
             stopping_since = Some(now);
             // every sender and requester learns it at once
@@ -363,6 +424,7 @@ fn run_share(
                         timing,
                         lockstep,
                         max_steps: usize::MAX,
+                        return_at: None,
                     },
                     &mut lat,
                     &mut now_ns,
@@ -388,6 +450,7 @@ fn run_share(
                     timing,
                     lockstep,
                     max_steps: usize::MAX,
+                    return_at: None,
                 },
                 &mut lat,
                 &mut now_ns,
@@ -415,25 +478,85 @@ fn run_share(
             )));
         }
     }
+    let open_for = window.open_for();
     let ended = slots
         .into_iter()
         .map(|s| {
-            let counters = match &s.machine {
-                Machine::Send(f) => f.counters,
-                Machine::Recv(f) => f.counters,
-                Machine::Req(f, _) => f.counters,
-                Machine::Resp(f) => f.counters,
-            };
+            let counters = counters_of(&s);
             let elapsed = s.ended.unwrap_or(start).duration_since(start);
+            // a flow that ended inside the window counts to its end; one
+            // that ended before it opened, nothing
+            let in_window = open_for.map(|_| {
+                let close = s.at_close.unwrap_or(counters);
+                close.since(s.at_open.unwrap_or(close))
+            });
             Done {
                 index: s.index,
                 ended: Ended { counters, elapsed },
+                window: in_window,
                 tcp: s.tcp,
                 bufs_end: s.bufs_end,
             }
         })
         .collect();
-    Ok((ended, lat))
+    Ok((ended, lat, open_for))
+}
+
+fn counters_of(s: &Slot) -> proto::FlowCounters {
+    match &s.machine {
+        Machine::Send(f) => f.counters,
+        Machine::Recv(f) => f.counters,
+        Machine::Req(f, _) => f.counters,
+        Machine::Resp(f) => f.counters,
+    }
+}
+
+/// A thread's view of the window: when its clock passed each edge, and
+/// every flow's counters then.
+struct Edges {
+    bounds: Option<(Instant, Instant)>,
+    opened: Option<Instant>,
+    closed: Option<Instant>,
+}
+
+impl Edges {
+    fn new(window: Option<(Duration, Duration)>, start: Instant) -> Edges {
+        Edges {
+            bounds: window.map(|(o, c)| (start + o, start + c)),
+            opened: None,
+            closed: None,
+        }
+    }
+
+    fn tick(&mut self, slots: &mut [Slot], now: Instant) {
+        let Some((open, close)) = self.bounds else {
+            return;
+        };
+        if self.opened.is_none() && now >= open {
+            self.opened = Some(now);
+            for s in slots.iter_mut().filter(|s| s.phase != Phase::Done) {
+                s.at_open = Some(counters_of(s));
+            }
+        }
+        if self.closed.is_none() && now >= close {
+            self.closed = Some(now);
+            for s in slots.iter_mut().filter(|s| s.phase != Phase::Done) {
+                s.at_close = Some(counters_of(s));
+            }
+        }
+    }
+
+    /// How long the window was open on this thread (to its close, or to
+    /// the end of the traffic if that came first).
+    fn open_for(&self) -> Option<Duration> {
+        self.bounds?;
+        let opened = self.opened?;
+        Some(
+            self.closed
+                .unwrap_or_else(Instant::now)
+                .duration_since(opened),
+        )
+    }
 }
 
 /// Add what a flow did since it last added to the run's live counters.
@@ -479,8 +602,11 @@ struct Mode {
     /// One transaction in flight: wait for the answer's event after a
     /// whole message is sent.
     lockstep: bool,
-    /// Return after this many calls even if none would block.
+    /// Return after this many calls even if none would block, or once
+    /// this instant has passed (a blocking flow, so that its thread looks
+    /// at the clock and the window's edges).
     max_steps: usize,
+    return_at: Option<Instant>,
 }
 
 /// Drive one flow until its socket would block, or it is done.
@@ -496,8 +622,12 @@ fn drive(
         timing,
         lockstep,
         max_steps,
+        return_at,
     } = mode;
     for _ in 0..max_steps {
+        if return_at.is_some_and(|t| Instant::now() >= t) {
+            return Ok(());
+        }
         if s.phase == Phase::Done {
             return Ok(());
         }
@@ -659,6 +789,49 @@ mod tests {
             cpus: Vec::new(),
             linger: Duration::from_secs(10),
             silence: Duration::from_secs(10),
+            window: None,
+        }
+    }
+
+    /// The window counts what arrived while it was open and nothing
+    /// before or after; the whole run is still counted to the byte.
+    #[test]
+    fn a_window_counts_only_its_interval() {
+        for flows in [1, 3] {
+            let (c, s) = pairs(flows);
+            let senders: Vec<_> = c
+                .into_iter()
+                .map(|mut c| {
+                    std::thread::spawn(move || {
+                        // 1000 bytes every 10 ms for 1.5 s
+                        for _ in 0..150 {
+                            c.write_all(&[7u8; 1000]).unwrap();
+                            std::thread::sleep(Duration::from_millis(10));
+                        }
+                    })
+                })
+                .collect();
+            let mut p = plan(Role::Recv { size: 8192 }, 2);
+            p.window = Some((Duration::from_millis(500), Duration::from_millis(1000)));
+            let r = run(s, &p, &StopFlag::new(), &Live::new()).unwrap();
+            for t in senders {
+                t.join().unwrap();
+            }
+            let (counted, open) = r.window.unwrap();
+            assert!(
+                open >= Duration::from_millis(450) && open <= Duration::from_millis(600),
+                "{open:?}"
+            );
+            for (w, f) in counted.iter().zip(&r.flows) {
+                assert_eq!(f.counters.bytes_received, 150_000);
+                // about 50 sends of the 150 fell in the window (the sender
+                // sleeps a little over 10 ms each time)
+                assert!(
+                    (35_000..=60_000).contains(&w.bytes_received),
+                    "{} in the window",
+                    w.bytes_received
+                );
+            }
         }
     }
 

@@ -75,6 +75,9 @@ pub trait Sealer: Send {
 /// that no frame carries more than a few tens of KiB however many flows a
 /// test has.
 pub const FLOWS_PER_FRAME: usize = 512;
+/// The most flows whose counters a client takes from a server (a hostile
+/// one could otherwise send them without end): the largest `--max-flows`.
+pub const MAX_FLOWS_REPORTED: usize = 1 << 20;
 
 /// Encode one message as a frame, sealed if `sealer` is given; the body is
 /// checked against the cap before it goes out.
@@ -378,6 +381,14 @@ impl ServerConn {
     /// Results, with per-flow counters in frames of their own first when
     /// there are more than one frame holds.
     fn send_results(&mut self, mut r: Box<SideResults>) {
+        // a windowed test's whole-run counters first, in frames of their own
+        let totals = std::mem::take(&mut r.totals);
+        for (i, chunk) in totals.chunks(FLOWS_PER_FRAME).enumerate() {
+            self.send(&ServerMsg::FlowTotals {
+                first: (i * FLOWS_PER_FRAME) as u32,
+                counters: chunk.to_vec(),
+            });
+        }
         if r.flows.len() > FLOWS_PER_FRAME {
             let flows = std::mem::take(&mut r.flows);
             for (i, chunk) in flows.chunks(FLOWS_PER_FRAME).enumerate() {
@@ -725,6 +736,8 @@ pub struct ClientConn {
     sealer: Option<Box<dyn Sealer>>,
     deadline: Option<(Instant, &'static str)>,
     flows: Vec<FlowCounters>,
+    /// A windowed test's whole-run counters, from `FlowTotals` frames.
+    totals: Vec<FlowCounters>,
     /// No frame has come yet (the first may be netperf 2.7's).
     awaiting_first: bool,
 }
@@ -777,6 +790,7 @@ impl ClientConn {
             sealer: None,
             deadline: None,
             flows: Vec::new(),
+            totals: Vec::new(),
             awaiting_first: true,
         };
         c.send(&ClientSession::hello(software))?;
@@ -888,15 +902,28 @@ impl ClientConn {
         while let Some(body) = take_frame(&mut self.inbuf, &mut self.sealer)? {
             self.awaiting_first = false;
             let msg = ServerMsg::decode(&body)?;
-            if let ServerMsg::Flows { first, counters } = msg {
-                if first as usize != self.flows.len() {
+            if let ServerMsg::Flows { first, counters }
+            | ServerMsg::FlowTotals { first, counters } = &msg
+            {
+                let list = if matches!(msg, ServerMsg::Flows { .. }) {
+                    &mut self.flows
+                } else {
+                    &mut self.totals
+                };
+                if *first as usize != list.len() {
                     return Err(ProtoError::Malformed(format!(
                         "flow counters from flow {first}, expected {}",
-                        self.flows.len()
+                        list.len()
                     ))
                     .into());
                 }
-                self.flows.extend(counters);
+                if list.len() + counters.len() > MAX_FLOWS_REPORTED {
+                    return Err(ProtoError::Malformed(format!(
+                        "counters of more than {MAX_FLOWS_REPORTED} flows"
+                    ))
+                    .into());
+                }
+                list.extend_from_slice(counters);
                 continue;
             }
             match self.session.handle(msg)? {
@@ -910,6 +937,15 @@ impl ClientConn {
                 ClientEvent::Results(mut r) => {
                     if !self.flows.is_empty() {
                         r.flows = std::mem::take(&mut self.flows);
+                    }
+                    r.totals = std::mem::take(&mut self.totals);
+                    if !r.totals.is_empty() && r.totals.len() != (r.flow_count.max(1) as usize) {
+                        return Err(ProtoError::Malformed(format!(
+                            "results of {} flows carried whole-run counters of {}",
+                            r.flow_count,
+                            r.totals.len()
+                        ))
+                        .into());
                     }
                     if r.flows.len() != r.flow_count as usize
                         && !(r.flow_count <= 1 && r.flows.is_empty())

@@ -47,5 +47,5 @@ pub use session::{
 };
 pub use test::{
     ClientDone, CpuStats, Direction, DropSource, Family, FlowCounters, Grant, Limits, Protocol,
-    SideResults, SideSpec, TcpStats, TestEnd, TestKind, TestSpec, Token, UdpRecvStats,
+    SideResults, SideSpec, TcpStats, TestEnd, TestKind, TestSpec, Token, UdpRecvStats, Window,
 };

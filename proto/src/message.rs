@@ -27,7 +27,7 @@ use crate::{
     codec,
     error::ProtoError,
     frame,
-    test::{ClientDone, FlowCounters, Grant, SideResults, TestSpec},
+    test::{ClientDone, FlowCounters, Grant, SideResults, TestSpec, Window},
 };
 
 /// The version of this control protocol. Peers of different versions refuse
@@ -51,7 +51,7 @@ pub struct Hello {
 }
 
 /// The capabilities this build announces.
-pub const CAPABILITIES: &[&str] = &["flows"];
+pub const CAPABILITIES: &[&str] = &["flows", "window"];
 
 impl Hello {
     pub fn new(software: impl Into<String>) -> Hello {
@@ -107,6 +107,9 @@ pub enum ClientMsg {
     Setup(Box<TestSpec>),
     Done(ClientDone),
     Bye,
+    /// A test with a window (`--warmup`/`--cooldown`): sent only to a
+    /// server whose hello names `window`.
+    SetupWindowed(Box<TestSpec>, Window),
 }
 
 /// netserver to netperf.
@@ -126,6 +129,12 @@ pub enum ServerMsg {
     },
     Results(Box<SideResults>),
     Error(ErrorMsg),
+    /// Whole-run counters of flows `first..first + counters.len()`, before
+    /// the results of a windowed test (its results cover the window).
+    FlowTotals {
+        first: u32,
+        counters: Vec<FlowCounters>,
+    },
 }
 
 /// Why the server refused or ended something.
@@ -184,6 +193,7 @@ impl ClientMsg {
             ClientMsg::Setup(_) => "Setup",
             ClientMsg::Done(_) => "Done",
             ClientMsg::Bye => "Bye",
+            ClientMsg::SetupWindowed(..) => "SetupWindowed",
         }
     }
 
@@ -207,6 +217,7 @@ impl ServerMsg {
             ServerMsg::Flows { .. } => "Flows",
             ServerMsg::Results(_) => "Results",
             ServerMsg::Error(_) => "Error",
+            ServerMsg::FlowTotals { .. } => "FlowTotals",
         }
     }
 

@@ -238,6 +238,10 @@ impl ServerSession {
                 self.state = ServerState::Idle;
                 ServerAction::Reply(ServerMsg::AuthOk { proof })
             }
+            (ServerState::Idle, ClientMsg::SetupWindowed(mut spec, window)) => {
+                spec.window = Some(window);
+                self.handle(ClientMsg::Setup(spec))
+            }
             (ServerState::Idle, ClientMsg::Setup(spec)) => match spec.validate(&self.limits) {
                 Ok(()) => {
                     self.state = ServerState::Preparing;
@@ -457,7 +461,10 @@ impl ClientSession {
             .into());
         }
         self.state = ClientState::AwaitGrant;
-        Ok(ClientMsg::Setup(Box::new(spec)))
+        Ok(match spec.window {
+            Some(w) => ClientMsg::SetupWindowed(Box::new(spec), w),
+            None => ClientMsg::Setup(Box::new(spec)),
+        })
     }
 
     /// netperf's data phase is over.

@@ -245,6 +245,37 @@ pub struct TestSpec {
     /// before asking (UDP): netperf 2.7's netserver sends a UDP receive
     /// test's datagrams there, to the control connection's peer address.
     pub peer_data_port: Option<u16>,
+    /// `--warmup`/`--cooldown`: traffic before and after the measured
+    /// interval. Not part of the `Setup` message (an older peer would not
+    /// read it): it travels in `SetupWindowed`, to a server that named the
+    /// `window` capability.
+    #[serde(skip)]
+    pub window: Option<Window>,
+}
+
+/// Traffic that runs but is not counted: `warmup_ms` before the measured
+/// interval (the test's length) and `cooldown_ms` after it.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Window {
+    pub warmup_ms: u32,
+    pub cooldown_ms: u32,
+}
+
+impl Window {
+    /// The measured interval's offsets from the start of the traffic,
+    /// given its length.
+    pub fn bounds(
+        &self,
+        length: std::time::Duration,
+    ) -> (std::time::Duration, std::time::Duration) {
+        let open = std::time::Duration::from_millis(u64::from(self.warmup_ms));
+        (open, open + length)
+    }
+
+    /// How long the traffic runs in all.
+    pub fn total(&self, length: std::time::Duration) -> std::time::Duration {
+        self.bounds(length).1 + std::time::Duration::from_millis(u64::from(self.cooldown_ms))
+    }
 }
 
 /// The largest buffer alignment or offset a server takes (`-A`, `-O`).
@@ -298,6 +329,7 @@ impl TestSpec {
             connected_udp: false,
             remote_fill: false,
             peer_data_port: None,
+            window: None,
         }
     }
 
@@ -417,6 +449,32 @@ impl TestSpec {
                 ));
             }
             _ => {}
+        }
+        if let Some(w) = self.window {
+            let TestEnd::Time { millis } = self.end else {
+                return Err(SpecError::new(
+                    "--warmup/--cooldown",
+                    "a window needs a timed test (-l seconds), not a count",
+                ));
+            };
+            const HOUR_MS: u32 = 3_600_000;
+            if w.warmup_ms > HOUR_MS || w.cooldown_ms > HOUR_MS {
+                return Err(SpecError::new(
+                    "--warmup/--cooldown",
+                    "more than an hour of uncounted traffic",
+                ));
+            }
+            let total = millis + u64::from(w.warmup_ms) + u64::from(w.cooldown_ms);
+            if total > limits.max_duration_ms {
+                return Err(SpecError::new(
+                    "-l (test length)",
+                    format!(
+                        "{} s with the warmup and cooldown is more than this netserver's limit of {} s (netserver --max-test-length)",
+                        total / 1000,
+                        limits.max_duration_ms / 1000
+                    ),
+                ));
+            }
         }
         if let Some(t) = self.recv_timeout_ms
             && (t == 0 || t > 3_600_000)
@@ -756,6 +814,12 @@ pub struct SideResults {
     /// The least and the most any one flow moved, when there were several:
     /// in the results message itself, however many flows there were.
     pub spread: Option<FlowSpread>,
+    /// With a window (`--warmup`/`--cooldown`), every flow's counters over
+    /// the whole run, for checking the two ends against each other to the
+    /// byte (the fields above cover the measured interval). They travel in
+    /// `FlowTotals` frames, never in this message.
+    #[serde(skip)]
+    pub totals: Vec<FlowCounters>,
 }
 
 /// The least and the most of the flows of a test.
@@ -769,6 +833,17 @@ pub struct FlowSpread {
 }
 
 impl FlowCounters {
+    /// What was counted since `earlier` (a snapshot of the same flow).
+    pub fn since(self, earlier: FlowCounters) -> FlowCounters {
+        FlowCounters {
+            bytes_sent: self.bytes_sent.saturating_sub(earlier.bytes_sent),
+            bytes_received: self.bytes_received.saturating_sub(earlier.bytes_received),
+            send_calls: self.send_calls.saturating_sub(earlier.send_calls),
+            recv_calls: self.recv_calls.saturating_sub(earlier.recv_calls),
+            transactions: self.transactions.saturating_sub(earlier.transactions),
+        }
+    }
+
     /// The sum of two flows' counters.
     pub fn plus(self, o: FlowCounters) -> FlowCounters {
         FlowCounters {
@@ -940,6 +1015,33 @@ mod tests {
         s.response_size = 16 * 1024 * 1024;
         s.flows = 3;
         assert_eq!(s.validate(&limits).unwrap_err().field, "buffers");
+    }
+
+    #[test]
+    fn a_window_needs_a_timed_test_within_the_limit() {
+        let limits = Limits::default();
+        let mut s = TestSpec::new(TestKind::TcpStream, Family::V4);
+        s.window = Some(Window {
+            warmup_ms: 2000,
+            cooldown_ms: 1000,
+        });
+        s.validate(&limits).unwrap();
+        assert_eq!(
+            s.window.unwrap().total(std::time::Duration::from_secs(10)),
+            std::time::Duration::from_secs(13)
+        );
+        s.end = TestEnd::Bytes(1000);
+        assert_eq!(
+            s.validate(&limits).unwrap_err().field,
+            "--warmup/--cooldown"
+        );
+        s.end = TestEnd::Time { millis: 86_399_000 };
+        assert!(
+            s.validate(&limits)
+                .unwrap_err()
+                .problem
+                .contains("warmup and cooldown")
+        );
     }
 
     #[test]

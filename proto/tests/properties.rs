@@ -103,6 +103,7 @@ fn spec() -> impl Strategy<Value = TestSpec> {
                     connected_udp: cpu,
                     remote_fill: v6,
                     peer_data_port: port,
+                    window: None,
                 }
             },
         )
@@ -171,6 +172,7 @@ fn results() -> impl Strategy<Value = SideResults> {
                 max_transactions: c[4],
             }),
             flows,
+            totals: Vec::new(),
         })
 }
 
@@ -184,6 +186,15 @@ fn client_msg() -> impl Strategy<Value = ClientMsg> {
         (any::<[u8; 32]>(), any::<[u8; 32]>())
             .prop_map(|(nonce, proof)| ClientMsg::Auth { nonce, proof }),
         spec().prop_map(|s| ClientMsg::Setup(Box::new(s))),
+        (spec(), any::<u32>(), any::<u32>()).prop_map(|(s, warmup_ms, cooldown_ms)| {
+            ClientMsg::SetupWindowed(
+                Box::new(s),
+                proto::Window {
+                    warmup_ms,
+                    cooldown_ms,
+                },
+            )
+        }),
         any::<u64>().prop_map(|n| ClientMsg::Done(ClientDone { datagrams_sent: n })),
         Just(ClientMsg::Bye),
     ]
@@ -231,6 +242,21 @@ fn server_msg() -> impl Strategy<Value = ServerMsg> {
                 num_cpus: 4,
             })),
         results().prop_map(|r| ServerMsg::Results(Box::new(r))),
+        (any::<u32>(), prop::collection::vec(any::<[u64; 5]>(), 0..8)).prop_map(|(first, c)| {
+            ServerMsg::FlowTotals {
+                first,
+                counters: c
+                    .into_iter()
+                    .map(|v| proto::FlowCounters {
+                        bytes_sent: v[0],
+                        bytes_received: v[1],
+                        send_calls: v[2],
+                        recv_calls: v[3],
+                        transactions: v[4],
+                    })
+                    .collect(),
+            }
+        }),
         (prop::sample::select(codes), ".{0,80}")
             .prop_map(|(code, m)| ServerMsg::Error(ErrorMsg::new(code, m))),
     ]

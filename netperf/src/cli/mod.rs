@@ -238,6 +238,9 @@ pub struct Plan {
     pub threads: Option<u32>,
     /// `--cpus`: CPUs the flow threads are pinned to, in turn.
     pub cpus: Vec<u32>,
+    /// `--warmup`/`--cooldown`: uncounted traffic around the measured
+    /// interval.
+    pub window: Option<proto::Window>,
     pub selection: Option<Selection>,
     pub uuid: Option<String>,
     /// Lines netperf 2.7 prints on stdout while it parses its options
@@ -306,6 +309,7 @@ impl Plan {
             rate_bps: None,
             spin: false,
             flows: 1,
+            window: None,
             threads: None,
             cpus: Vec::new(),
             selection: None,
@@ -997,6 +1001,21 @@ fn apply_test(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliErro
                 plan.threads = Some(n.min(i64::from(MAX_FLOWS)) as u32);
             }
             "cpus" => plan.cpus = cpu_list(o, v)?,
+            "warmup" | "cooldown" => {
+                let secs = value::float(v).map_err(|e| bad(o, e))?;
+                if !(0.0..=3600.0).contains(&secs) {
+                    return Err(CliError(format!(
+                        "{o}: '{v}' is not between 0 and 3600 seconds"
+                    )));
+                }
+                let ms = (secs * 1000.0).round() as u32;
+                let w = plan.window.get_or_insert_with(proto::Window::default);
+                if occ.id == "warmup" {
+                    w.warmup_ms = ms;
+                } else {
+                    w.cooldown_ms = ms;
+                }
+            }
             other => return Err(unhandled(other)),
         }
     }

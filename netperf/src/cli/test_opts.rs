@@ -230,6 +230,20 @@ pub const OPTIONS: &[OptDef] = &[
         "Threads at each end that drive the flows (default: the CPUs, at most one per flow)",
     ),
     OptDef::long_only(
+        "warmup",
+        "warmup",
+        Arity::Required,
+        "SECS",
+        "Run this long before the measured interval, uncounted (slow start stays out)",
+    ),
+    OptDef::long_only(
+        "cooldown",
+        "cooldown",
+        Arity::Required,
+        "SECS",
+        "Run this long after the measured interval, uncounted (the ragged end stays out)",
+    ),
+    OptDef::long_only(
         "cpus",
         "cpus",
         Arity::Required,

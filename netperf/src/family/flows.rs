@@ -47,21 +47,44 @@ fn share(total: u64, flows: u32, i: usize) -> u64 {
 }
 
 pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
+    let what = if plan.flows > 1 {
+        "--flows"
+    } else {
+        "--warmup/--cooldown"
+    };
     if !matches!(
         plan.test,
         TestKind::TcpStream | TestKind::TcpMaerts | TestKind::TcpRr
     ) {
         bail!(
-            "--flows: {} runs one flow here; --flows is for TCP_STREAM, TCP_MAERTS and TCP_RR",
+            "{what}: {} runs one flow here, with no window; {what} is for TCP_STREAM, TCP_MAERTS and TCP_RR",
             plan.name.name()
+        );
+    }
+    // the measured interval inside the traffic, with a window
+    let window = match (plan.window, plan.length) {
+        (None, _) => None,
+        (Some(w), Length::Seconds(s)) if s > 0 => {
+            let length = Duration::from_secs(s);
+            Some((w, w.bounds(length), w.total(length)))
+        }
+        (Some(_), _) => {
+            bail!("--warmup/--cooldown: a window needs a timed test (-l SECS), not a count")
+        }
+    };
+    if window.is_some() && !d.is_netperf2() && !d.can("window") {
+        bail!(
+            "--warmup/--cooldown: the netserver at {} ({}) predates them; upgrade it, or run without",
+            d.peer(),
+            d.server_software()
         );
     }
     if d.is_netperf2() {
         bail!(
-            "--flows: netperf 2.7's netserver runs one flow per test; run several netperf processes against it, or use this suite's netserver"
+            "{what}: netperf 2.7's netserver runs one flow per test and counts all of it; run several netperf processes against it, or use this suite's netserver"
         );
     }
-    if !d.can("flows") {
+    if plan.flows > 1 && !d.can("flows") {
         bail!(
             "--flows: the netserver at {} ({}) runs one flow per test: it predates --flows; upgrade it, or run several netperf processes",
             d.peer(),
@@ -71,6 +94,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
     raise_open_files(plan.flows);
     let mut p = prepare(plan, d, Protocol::Tcp)?;
     p.spec.flows = plan.flows;
+    p.spec.window = plan.window;
     let (lss, lsr, tos) = (p.lss, p.lsr, p.tos);
     let size = |given: Option<u32>, buf: u32| {
         given.unwrap_or_else(|| proto::test::default_message_size(buf, u32::MAX))
@@ -117,15 +141,22 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
         cpus: plan.cpus.clone(),
         linger: Duration::from_secs(60),
         silence: match plan.length {
-            Length::Seconds(s) if s > 0 => Duration::from_secs(s + 30),
+            Length::Seconds(s) if s > 0 => {
+                window.map_or(Duration::from_secs(s), |(_, _, total)| total)
+                    + Duration::from_secs(30)
+            }
             _ => Duration::from_secs(330),
         },
+        window: window.map(|(_, bounds, _)| bounds),
     };
     let stop = StopFlag::new();
     let _timer = match plan.test {
         // the netserver's clock ends TCP_MAERTS
         TestKind::TcpMaerts => None,
-        _ => length_timer(plan, &stop)?,
+        _ => match window {
+            Some((_, _, total)) => Some(engine::timer::Timer::start(total, stop.clone())?),
+            None => length_timer(plan, &stop)?,
+        },
     };
     let _int = interrupt::stop_on_interrupt(&stop);
     let phase = ctx.begin(plan)?;
@@ -162,14 +193,8 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
     for (e, t) in ends.iter_mut().zip(&report.tcp) {
         e.retransmits = t.as_ref().map(|t| t.retransmits);
     }
-    let mut local = SideResults::default();
-    for f in &report.flows {
-        local.add_flow(&f.counters, engine::flow::nanos(f.elapsed));
-    }
-    local.close_flows();
+    let mut local = report.results();
     local.cpu = local_cpu;
-    local.tcp = report.tcp.first().cloned().flatten();
-    (local.send_buf_end, local.recv_buf_end) = report.bufs_end;
     let remote = d.finish(ClientDone::default(), results_wait(plan))?;
     check_flows(plan.test, &local, &remote)?;
     let elapsed = local.elapsed_ns as f64 / 1e9;
@@ -248,15 +273,22 @@ fn connect_all(
 
 /// Flow by flow, what one end sent the other received, and both ran the
 /// same transactions.
+/// With a window, the whole run's counts are checked (the window's edges
+/// fall by each end's own clock).
 fn check_flows(kind: TestKind, local: &SideResults, remote: &SideResults) -> Result<()> {
-    if remote.flows.len() != local.flows.len() {
+    let (ours, theirs) = if local.totals.is_empty() {
+        (&local.flows, &remote.flows)
+    } else {
+        (&local.totals, &remote.totals)
+    };
+    if theirs.len() != ours.len() {
         bail!(
             "the netserver reported {} flows, we ran {}",
-            remote.flows.len(),
-            local.flows.len()
+            theirs.len(),
+            ours.len()
         );
     }
-    for (i, (a, b)) in local.flows.iter().zip(&remote.flows).enumerate() {
+    for (i, (a, b)) in ours.iter().zip(theirs).enumerate() {
         let agree = match kind {
             TestKind::TcpStream => a.bytes_sent == b.bytes_received,
             TestKind::TcpMaerts => a.bytes_received == b.bytes_sent,

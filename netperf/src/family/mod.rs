@@ -211,7 +211,7 @@ pub fn preflight(plan: &Plan, family: Family) -> Result<()> {
 
 /// Run one iteration of the plan's test.
 pub fn run_once(plan: &Plan, dialect: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
-    if plan.flows > 1 {
+    if plan.flows > 1 || plan.window.is_some() {
         return flows::run_once(plan, dialect, ctx);
     }
     match plan.test {

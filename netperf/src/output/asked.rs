@@ -54,6 +54,8 @@ pub struct Asked {
     pub latency: bool,
     pub rate_bps: Option<u64>,
     pub spin: bool,
+    pub flows: u32,
+    pub window: Option<proto::Window>,
 }
 
 impl Asked {
@@ -97,6 +99,8 @@ impl Asked {
             latency: p.latency,
             rate_bps: p.rate_bps,
             spin: p.spin,
+            flows: p.flows,
+            window: p.window,
         }
     }
 

@@ -344,18 +344,28 @@ pub fn start(
 
 /// A test of many flows: every connection on event loops (a thread per
 /// CPU, at most one per flow), each flow's counters in the results.
+///
+/// With a window (`--warmup`/`--cooldown`) the results cover it, each end
+/// by its own clock from the common start, and the whole run's counters go
+/// in `totals`, for the client's check to the byte.
 pub(crate) fn run_flows_on_loops(
+    spec: &TestSpec,
     conns: Vec<TcpStream>,
     role: engine::evloop::Role,
     ctl: &TestCtl,
 ) -> Result<SideResults, ErrorMsg> {
     let threads = (engine::cpu::count().max(1) as usize).min(conns.len());
+    let window = match (spec.window, spec.end) {
+        (Some(w), proto::TestEnd::Time { millis }) => Some(w.bounds(Duration::from_millis(millis))),
+        _ => None,
+    };
     let plan = engine::evloop::Plan {
         role,
         threads,
         cpus: Vec::new(),
         linger: Duration::from_secs(60),
         silence: Duration::from_secs(120),
+        window,
     };
     let live = engine::live::Live::new();
     let report = engine::evloop::run(conns, &plan, &ctl.stop, &live).map_err(|e| {
@@ -365,14 +375,7 @@ pub(crate) fn run_flows_on_loops(
             failed("data connections", e)
         }
     })?;
-    let mut r = SideResults::default();
-    for f in &report.flows {
-        r.add_flow(&f.counters, engine::flow::nanos(f.elapsed));
-    }
-    r.close_flows();
-    r.tcp = report.tcp.first().cloned().flatten();
-    (r.send_buf_end, r.recv_buf_end) = report.bufs_end;
-    Ok(r)
+    Ok(report.results())
 }
 
 /// What the client is told when the session aborted its test.

@@ -51,13 +51,13 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
             };
             let conns = accept_flows(&sock, &expect, spec.flows, deadline, ctl, &log)?;
             drop(sock);
-            if conns.len() > 1 {
+            if conns.len() > 1 || spec.window.is_some() {
                 let role = engine::evloop::Role::Respond {
                     req,
                     resp,
                     burst: spec.burst,
                 };
-                return super::run_flows_on_loops(conns, role, ctl);
+                return super::run_flows_on_loops(&spec, conns, role, ctl);
             }
             let outcomes: Vec<Result<FlowEnd, ErrorMsg>> = thread::scope(|s| {
                 let hs: Vec<_> = conns

@@ -138,7 +138,7 @@ fn run_flows(
             size: recv_size as usize,
         }
     };
-    super::run_flows_on_loops(conns, role, ctl)
+    super::run_flows_on_loops(spec, conns, role, ctl)
 }
 
 /// What a flow's connection said about itself as it ended.
@@ -163,6 +163,10 @@ fn run(
             } else {
                 millis.min(max_ms)
             };
+            // with a window, the traffic runs its warmup and cooldown too
+            let millis = spec.window.map_or(millis, |w| {
+                engine::flow::nanos(w.total(Duration::from_millis(millis))) / 1_000_000
+            });
             Some(
                 Timer::start(Duration::from_millis(millis), ctl.stop.clone())
                     .map_err(|e| failed("timer", e))?,
@@ -174,7 +178,7 @@ fn run(
         TestEnd::Bytes(n) => Until::Bytes(n),
         _ => Until::Stopped,
     };
-    if conns.len() > 1 {
+    if conns.len() > 1 || spec.window.is_some() {
         return run_flows(spec, conns, send_size, recv_size, &until, ctl);
     }
     let fill = &server_fill(spec);

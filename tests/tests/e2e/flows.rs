@@ -198,3 +198,45 @@ fn flow_selectors_and_omni() {
     assert_eq!(v[1], 3.0, "{v:?}");
     assert!(v[2] > 0.0, "{v:?}");
 }
+
+/// `--warmup` and `--cooldown`: the traffic runs for all three, the
+/// figures cover only the measured interval (`-l`), and the ends still
+/// agree on the whole run to the byte (else the test fails).
+#[test]
+fn warmup_and_cooldown_stay_out_of_the_figures() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    let started = std::time::Instant::now();
+    let d = json(
+        &port,
+        &[
+            "-t",
+            "TCP_STREAM",
+            "-l",
+            "1",
+            "--",
+            "--flows",
+            "2",
+            "--warmup",
+            "1",
+            "--cooldown",
+            "0.5",
+        ],
+    );
+    let wall = started.elapsed().as_secs_f64();
+    assert!(wall >= 2.5, "the traffic ran {wall} s");
+    let secs = d["result"]["elapsed_seconds"].as_f64().unwrap();
+    assert!((0.9..1.2).contains(&secs), "measured {secs} s");
+    assert_eq!(d["options"]["warmup_seconds"], 1.0);
+    assert_eq!(d["options"]["cooldown_seconds"], 0.5);
+    let got: u64 = flows(&d["remote"], "bytes_received").iter().sum();
+    let value = d["result"]["value"].as_f64().unwrap();
+    let want = got as f64 * 8.0 / 1e6 / secs;
+    assert!((value - want).abs() < want * 1e-9, "{value} vs {want}");
+    // one flow, TCP_RR: a window without --flows
+    let d = json(&port, &["-t", "TCP_RR", "-l", "1", "--", "--warmup", "0.5"]);
+    assert!(d["local"]["transactions"].as_u64().unwrap() > 0);
+    // a count has no interval to measure
+    let out = netperf_at(&port, &["-l", "-1000000", "--", "--warmup", "1"]);
+    assert!(!out.success() && out.stderr.contains("--warmup"), "{out}");
+}
