@@ -53,6 +53,8 @@ pub struct CrrRequester {
     pub local: LocalOpts,
     /// Whether a request carries the preamble, and who closes first.
     pub conv: Conventions,
+    /// Which flow of the test this is (its preamble names it).
+    pub flow: u32,
 }
 
 /// The next local port, cycling through the range.
@@ -126,9 +128,9 @@ fn connect(p: &CrrRequester, ports: &mut Ports) -> Result<TcpStream, EngineError
 }
 
 /// A request: the preamble first if the conventions want one.
-fn fill_request(token: &Token, req: usize, conv: &Conventions) -> Vec<u8> {
+fn fill_request(token: &Token, flow: u32, req: usize, conv: &Conventions) -> Vec<u8> {
     let mut v = match conv.proof {
-        Proof::Preamble => handshake::preamble(token, 0).to_vec(),
+        Proof::Preamble => handshake::preamble(token, flow).to_vec(),
         Proof::ControlPeer => Vec::new(),
     };
     v.resize(conv.crr_preamble() + req, b'r');
@@ -168,7 +170,7 @@ fn read_eof(s: &TcpStream) -> io::Result<()> {
 
 /// Requester role (netperf's side of TCP_CRR): drives a [`CrrRequest`].
 pub fn requester(p: &CrrRequester, stop: &StopFlag, live: &Live) -> Result<RrOutcome, EngineError> {
-    let request = fill_request(&p.token, p.req, &p.conv);
+    let request = fill_request(&p.token, p.flow, p.req, &p.conv);
     let mut resp = vec![0u8; p.resp];
     let mut ports = Ports::new(p.ports);
     let mut flow = CrrRequest::new(p.conv.crr_preamble(), p.req, p.resp, p.until.limit());
@@ -234,10 +236,12 @@ pub fn requester(p: &CrrRequester, stop: &StopFlag, live: &Live) -> Result<RrOut
             Io::Done => break,
         }
     }
+    let latency = lat.summary();
     Ok(RrOutcome {
         counters: flow.counters,
         elapsed: start.elapsed(),
-        latency: lat.summary(),
+        latency,
+        histogram: latency.map(|_| Box::new(lat)),
         mss,
         ..RrOutcome::default()
     })
@@ -247,7 +251,9 @@ pub fn requester(p: &CrrRequester, stop: &StopFlag, live: &Live) -> Result<RrOut
 /// connection's proof (the token in its request, or, by netperf 2.7's
 /// conventions, that it comes from `peer`), answer, close as the
 /// conventions say, until `stop` is raised. Returns the count of
-/// connections refused too.
+/// connections refused too, and the transactions of each of `flows` flows
+/// (by the flow each connection's preamble names; another is refused).
+/// Several threads may answer on one listener, each with its own counts.
 #[allow(clippy::too_many_arguments)]
 pub fn responder(
     listener: &Socket,
@@ -256,9 +262,10 @@ pub fn responder(
     conv: &Conventions,
     req: usize,
     resp: usize,
+    flows: usize,
     stop: &StopFlag,
     live: &Live,
-) -> Result<(Ended, u64), EngineError> {
+) -> Result<(Ended, u64, Vec<u64>), EngineError> {
     let listener: TcpListener = listener
         .try_clone()
         .map_err(|e| EngineError::io("data listener", e))?
@@ -270,6 +277,7 @@ pub fn responder(
     let respbuf = vec![b'R'; resp];
     let mut out = Ended::default();
     let mut refused = 0u64;
+    let mut per_flow = vec![0u64; flows.max(1)];
     let mut first: Option<Instant> = None;
     loop {
         let conn = match listener.accept() {
@@ -301,10 +309,16 @@ pub fn responder(
             refused += 1;
             continue;
         };
-        if conv.proof == Proof::Preamble && handshake::parse_preamble(&reqbuf, token).is_err() {
-            refused += 1;
-            continue;
-        }
+        let flow = match conv.proof {
+            Proof::Preamble => match handshake::parse_preamble(&reqbuf, token) {
+                Ok(f) if (f as usize) < per_flow.len() => f as usize,
+                _ => {
+                    refused += 1;
+                    continue;
+                }
+            },
+            Proof::ControlPeer => 0,
+        };
         out.counters.recv_calls += calls;
         out.counters.bytes_received += req as u64;
         // TCP_CC answers nothing: the connection itself is the transaction.
@@ -316,6 +330,9 @@ pub fn responder(
         }
         out.counters.bytes_sent += respbuf.len() as u64;
         out.counters.transactions += 1;
+        if let Some(t) = per_flow.get_mut(flow) {
+            *t += 1;
+        }
         live.publish(out.counters.bytes_received, out.counters.transactions);
         // netperf 2.7's conventions: we close first, as the loop goes on
         if conv.crr_closer == Closer::Requester {
@@ -323,7 +340,7 @@ pub fn responder(
         }
     }
     out.elapsed = first.map_or(Duration::ZERO, |f| f.elapsed());
-    Ok((out, refused))
+    Ok((out, refused, per_flow))
 }
 
 /// The family of an address, for callers building [`CrrRequester`]s.
@@ -347,7 +364,9 @@ mod tests {
         let stop = StopFlag::new();
         let s2 = stop.clone();
         let srv = thread::spawn(move || {
-            responder(&l, &token, LOOPBACK, &conv, req, resp, &s2, &Live::new()).unwrap()
+            let (e, refused, _) =
+                responder(&l, &token, LOOPBACK, &conv, req, resp, 1, &s2, &Live::new()).unwrap();
+            (e, refused)
         });
         (addr, token, stop, srv)
     }
@@ -373,6 +392,7 @@ mod tests {
             side: SideSpec::default(),
             local: LocalOpts::default(),
             conv,
+            flow: 0,
         }
     }
 

@@ -440,6 +440,31 @@ impl CrrRequest {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MidMessage;
 
+/// Run `f(i)` for every flow `i < n` on a thread of its own, all released
+/// together once every thread is up; a thread that panicked gives
+/// `panicked()`. The results are in flow order.
+pub fn together<T: Send, E: Send>(
+    n: usize,
+    f: impl Fn(usize) -> Result<T, E> + Sync,
+    panicked: impl Fn() -> E,
+) -> Vec<Result<T, E>> {
+    let go = std::sync::Barrier::new(n);
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..n)
+            .map(|i| {
+                let (f, go) = (&f, &go);
+                s.spawn(move || {
+                    go.wait();
+                    f(i)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(panicked())))
+            .collect()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -876,7 +876,7 @@ impl SideResults {
         }
     }
 
-    fn set_totals(&mut self, c: &FlowCounters) {
+    pub fn set_totals(&mut self, c: &FlowCounters) {
         self.bytes_sent = c.bytes_sent;
         self.bytes_received = c.bytes_received;
         self.send_calls = c.send_calls;

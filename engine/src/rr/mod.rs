@@ -82,6 +82,9 @@ pub struct RrOutcome {
     pub stale: u64,
     pub elapsed: Duration,
     pub latency: Option<LatencySummary>,
+    /// The histogram behind `latency` (UDP_RR), for merging many flows'
+    /// exactly.
+    pub histogram: Option<Box<crate::latency::Latency>>,
     /// TCP_CRR and TCP_CC: the maximum segment size of the first
     /// connection (what netperf 2.7 reports for them).
     pub mss: Option<u32>,

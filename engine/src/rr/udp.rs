@@ -157,6 +157,9 @@ fn udp_requester_one(
     }
     out.elapsed = start.elapsed();
     out.latency = lat.summary();
+    if out.latency.is_some() {
+        out.histogram = Some(Box::new(lat));
+    }
     if p.spin {
         let _ = sock.set_nonblocking(false);
     }
@@ -268,6 +271,9 @@ fn udp_requester_burst(
     }
     out.elapsed = Duration::from_nanos(end.wrapping_sub(start));
     out.latency = lat.summary();
+    if out.latency.is_some() {
+        out.histogram = Some(Box::new(lat));
+    }
     if p.spin {
         let _ = sock.set_nonblocking(false);
     }

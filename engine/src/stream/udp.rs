@@ -185,11 +185,22 @@ pub fn client_hello(
     conv: &Conventions,
     deadline: Instant,
 ) -> Result<(), EngineError> {
+    client_hello_flow(link, token, conv, 0, deadline)
+}
+
+/// [`client_hello`] of flow `flow` of a many-flow test: its hello names it.
+pub fn client_hello_flow(
+    link: Link<'_>,
+    token: &Token,
+    conv: &Conventions,
+    flow: u32,
+    deadline: Instant,
+) -> Result<(), EngineError> {
     if conv.proof == crate::conventions::Proof::ControlPeer {
         return Ok(());
     }
     let sock = link.socket();
-    let hello = handshake::preamble(token, 0);
+    let hello = handshake::preamble(token, flow);
     let mut buf = [0u8; 64];
     sock.set_read_timeout(Some(Duration::from_millis(50)))
         .map_err(|e| EngineError::io("setting a receive timeout", e))?;
@@ -289,6 +300,67 @@ pub fn server_hello(
     link.send(&hello)
         .map_err(|e| EngineError::io("answering the UDP hello", e))?;
     Ok(from)
+}
+
+/// netserver's side of a many-flow test's hellos: `flows` hellos, each
+/// naming its flow, from `peer_ip` (the control connection's peer); each
+/// flow gets a socket of its own from `new_socket` (bound to the same
+/// address and port, with SO_REUSEADDR), connected to that hello's sender,
+/// which answers it. The kernel then delivers each flow's datagrams to its
+/// own socket (a connected socket is the better match), so each flow is
+/// received, and its socket's drops counted, on its own. A repeated hello
+/// is answered again from its flow's socket.
+pub fn server_hellos(
+    sock: &UdpSocket,
+    token: &Token,
+    peer_ip: IpAddr,
+    flows: u32,
+    new_socket: &dyn Fn() -> io::Result<UdpSocket>,
+    deadline: Instant,
+    aborted: &dyn Fn() -> bool,
+) -> Result<Vec<UdpSocket>, EngineError> {
+    let mut buf = [0u8; 128];
+    sock.set_read_timeout(Some(Duration::from_millis(100)))
+        .map_err(|e| EngineError::io("setting a receive timeout", e))?;
+    let mut got: Vec<Option<UdpSocket>> = (0..flows).map(|_| None).collect();
+    let mut left = flows as usize;
+    while left > 0 {
+        if aborted() {
+            return Err(EngineError::Aborted);
+        }
+        if Instant::now() >= deadline {
+            return Err(EngineError::Timeout(format!(
+                "the UDP data socket received the hellos of {} flows of {flows}",
+                flows as usize - left
+            )));
+        }
+        let Ok((n, Some(from))) = crate::sys::recv_from(sock, &mut buf, false) else {
+            continue;
+        };
+        let d = buf.get(..n).unwrap_or_default();
+        if from.ip() != peer_ip || n != handshake::PREAMBLE_LEN {
+            continue;
+        }
+        let Ok(i) = handshake::parse_preamble(d, token) else {
+            continue;
+        };
+        let Some(slot) = got.get_mut(i as usize) else {
+            continue;
+        };
+        let hello = handshake::preamble(token, i);
+        if let Some(s) = slot {
+            let _ = s.send(&hello);
+            continue;
+        }
+        let s = new_socket().map_err(|e| EngineError::io("a flow's UDP socket", e))?;
+        s.connect(from)
+            .map_err(|e| EngineError::io("connecting a flow's UDP socket", e))?;
+        s.send(&hello)
+            .map_err(|e| EngineError::io("answering a UDP hello", e))?;
+        *slot = Some(s);
+        left -= 1;
+    }
+    Ok(got.into_iter().flatten().collect())
 }
 
 /// When the sender stops.

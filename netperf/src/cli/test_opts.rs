@@ -220,7 +220,7 @@ pub const OPTIONS: &[OptDef] = &[
         "flows",
         Arity::Required,
         "N",
-        "Run N data connections at once, started together (TCP_STREAM, TCP_MAERTS, TCP_RR)",
+        "Run N data connections at once, started together (every test but TCP_SENDFILE and TCP_MSS)",
     ),
     OptDef::long_only(
         "threads",

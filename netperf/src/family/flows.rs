@@ -41,7 +41,7 @@ pub fn threads(plan: &Plan) -> usize {
 
 /// A count (`-l -N`) shared out among the flows, the first ones taking the
 /// remainder.
-fn share(total: u64, flows: u32, i: usize) -> u64 {
+pub(super) fn share(total: u64, flows: u32, i: usize) -> u64 {
     let n = u64::from(flows.max(1));
     total / n + u64::from((i as u64) < total % n)
 }
@@ -57,7 +57,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
         TestKind::TcpStream | TestKind::TcpMaerts | TestKind::TcpRr
     ) {
         bail!(
-            "{what}: {} runs one flow here, with no window; {what} is for TCP_STREAM, TCP_MAERTS and TCP_RR",
+            "{what}: {} runs one flow here, with no window; --flows is for every test but TCP_SENDFILE and TCP_MSS, --warmup/--cooldown for TCP_STREAM, TCP_MAERTS and TCP_RR",
             plan.name.name()
         );
     }

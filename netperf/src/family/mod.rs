@@ -211,6 +211,26 @@ pub fn preflight(plan: &Plan, family: Family) -> Result<()> {
 
 /// Run one iteration of the plan's test.
 pub fn run_once(plan: &Plan, dialect: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
+    if (plan.flows > 1 || plan.window.is_some())
+        && matches!(
+            plan.name,
+            crate::cli::test_name::TestName::TcpSendfile | crate::cli::test_name::TestName::TcpMss
+        )
+    {
+        anyhow::bail!(
+            "--flows, --warmup, --cooldown: {} runs one flow, as netperf 2.7 does (TCP_STREAM takes them)",
+            plan.name.name()
+        );
+    }
+    if plan.flows > 1 && plan.test == TestKind::UdpStream && plan.window.is_none() {
+        return udp_stream::run_flows(plan, dialect, ctx);
+    }
+    if plan.flows > 1 && plan.test == TestKind::UdpRr && plan.window.is_none() {
+        return rr::run_udp_flows(plan, dialect, ctx);
+    }
+    if plan.flows > 1 && plan.test.is_connection_test() && plan.window.is_none() {
+        return rr::run_crr_flows(plan, dialect, ctx);
+    }
     if plan.flows > 1 || plan.window.is_some() {
         return flows::run_once(plan, dialect, ctx);
     }

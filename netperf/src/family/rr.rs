@@ -113,6 +113,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
                 side: plan.local.clone(),
                 local: super::local_opts(plan),
                 conv: d.conventions(),
+                flow: 0,
             };
             pin(plan)?;
             let _timer = length_timer(plan, &stop)?;
@@ -135,6 +136,225 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
     m.local.cpu = local_cpu;
     check_counts(plan.test, &m, &outcome, d.is_netperf2())?;
     Ok(m)
+}
+
+/// UDP_RR `--flows N`: a socket per flow, each with its own hello and its
+/// own transactions (its share of a count), on a thread each, started
+/// together; the netserver answers each flow from a socket of its own.
+/// Latency is over every transaction of every flow (the histograms merged).
+pub fn run_udp_flows(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
+    let n = plan.flows;
+    let (mut p, socks) = super::udp_stream::flow_sockets(plan, d)?;
+    p.spec.flows = n;
+    let grant = request(plan, d, &p.spec)?;
+    let to = p.data_addr(&grant);
+    let (lss, lsr, tos) = (p.lss, p.lsr, p.tos);
+    let req_size = p.spec.request_size as usize;
+    let resp_size = p.spec.response_size as usize;
+    let (first, _) = super::udp_stream::udp_socket(p)?;
+    let mut socks = socks;
+    socks.insert(0, first);
+    let links = super::udp_stream::flow_hellos(plan, &socks, to, &grant, d)?;
+    pin(plan)?;
+    let stop = StopFlag::new();
+    let _timer = length_timer(plan, &stop)?;
+    let timeout = plan.recv_timeout.unwrap_or(DEFAULT_UDP_TIMEOUT);
+    let conv = d.conventions();
+    let (outcomes, local_cpu) = {
+        let _int = interrupt::stop_on_interrupt(&stop);
+        let phase = ctx.begin(plan)?;
+        let outcomes = engine::flow::together(
+            links.len(),
+            |i| -> Result<RrOutcome> {
+                let params = Requester {
+                    req: req_size,
+                    resp: resp_size,
+                    burst: plan.effective_burst(),
+                    until: match plan.length {
+                        Length::Count(c) => Until::Transactions(super::flows::share(c, n, i)),
+                        Length::Seconds(_) => Until::Stopped,
+                    },
+                    timing: plan.latency,
+                    spin: plan.spin,
+                };
+                let l = links
+                    .get(i)
+                    .copied()
+                    .ok_or_else(|| anyhow::anyhow!("flow {i}"))?;
+                Ok(rr::udp_requester(
+                    l, &params, &conv, timeout, &stop, &ctx.live,
+                )?)
+            },
+            || anyhow::anyhow!("a flow thread panicked"),
+        );
+        (outcomes, phase.end())
+    };
+    let (all, mut local) = merge_outcomes(outcomes)?;
+    local.cpu = local_cpu;
+    let remote = d.finish(ClientDone::default(), results_wait(plan))?;
+    check_flow_transactions(&local, &remote, false)?;
+    let mut m = measurement(plan, &all, remote, (lss, lsr), &grant, None, None);
+    m.local = SideResults {
+        cpu: local.cpu.clone(),
+        ..local
+    };
+    (m.local_send_width, m.local_recv_width) = (1, 1);
+    (m.remote_send_width, m.remote_recv_width) = (grant.send_width, grant.recv_width);
+    m.local_addr = socks.first().and_then(|s| s.local_addr().ok());
+    m.local_tos = tos;
+    m.remote_addr = Some(to);
+    m.flows = socks
+        .iter()
+        .map(|s| super::flows::FlowEnd {
+            local_port: s.local_addr().map_or(0, |a| a.port()),
+            retransmits: None,
+        })
+        .collect();
+    Ok(m)
+}
+
+/// TCP_CRR (and TCP_CC) `--flows N`: N requesters, each opening its own
+/// connection per transaction from its own share of the local port range,
+/// on a thread each, started together; each connection's preamble names
+/// its flow, so the netserver counts every flow's transactions.
+pub fn run_crr_flows(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
+    let n = plan.flows;
+    if d.is_netperf2() {
+        anyhow::bail!(
+            "--flows: netperf 2.7's netserver runs one flow per test; run several netperf processes against it, or use this suite's netserver"
+        );
+    }
+    if !d.can("flows") {
+        anyhow::bail!(
+            "--flows: the netserver at {} ({}) runs one flow per test: it predates --flows; upgrade it, or run several netperf processes",
+            d.peer(),
+            d.server_software()
+        );
+    }
+    super::flows::raise_open_files(n);
+    let mut p = prepare(plan, d, Protocol::Tcp)?;
+    p.spec.flows = n;
+    let (lo, hi) = plan.port_range.unwrap_or_else(default_ports);
+    let span = u32::from(hi - lo) + 1;
+    if span < n * 4 {
+        anyhow::bail!(
+            "--flows {n}: the local port range {lo}-{hi} leaves fewer than 4 ports a flow (-- -p MIN,MAX)"
+        );
+    }
+    let grant = request(plan, d, &p.spec)?;
+    let to = p.data_addr(&grant);
+    let (lss, lsr, tos) = (p.lss, p.lsr, p.tos);
+    let local_ip = p.local.ip();
+    drop(p.sock);
+    let base = CrrRequester {
+        server: to,
+        local_ip,
+        ports: (lo, hi),
+        token: grant.token,
+        req: p.spec.request_size as usize,
+        resp: p.spec.response_size as usize,
+        until: Until::Stopped,
+        timing: plan.latency,
+        side: plan.local.clone(),
+        local: super::local_opts(plan),
+        conv: d.conventions(),
+        flow: 0,
+    };
+    pin(plan)?;
+    let stop = StopFlag::new();
+    let _timer = length_timer(plan, &stop)?;
+    let (outcomes, local_cpu) = {
+        let _int = interrupt::stop_on_interrupt(&stop);
+        let phase = ctx.begin(plan)?;
+        let outcomes = engine::flow::together(
+            n as usize,
+            |i| -> Result<RrOutcome> {
+                // each flow its own slice of the port range
+                let share = span / n;
+                let first = u32::from(lo) + share * i as u32;
+                let last = (first + share - 1).min(u32::from(hi));
+                let p = CrrRequester {
+                    ports: (first as u16, last as u16),
+                    until: match plan.length {
+                        Length::Count(c) => Until::Transactions(super::flows::share(c, n, i)),
+                        Length::Seconds(_) => Until::Stopped,
+                    },
+                    flow: i as u32,
+                    ..base.clone()
+                };
+                Ok(crr::requester(&p, &stop, &ctx.live)?)
+            },
+            || anyhow::anyhow!("a flow thread panicked"),
+        );
+        (outcomes, phase.end())
+    };
+    let (all, mut local) = merge_outcomes(outcomes)?;
+    local.cpu = local_cpu;
+    let remote = d.finish(ClientDone::default(), results_wait(plan))?;
+    check_flow_transactions(&local, &remote, true)?;
+    let mss = all.mss;
+    let mut m = measurement(plan, &all, remote, (lss, lsr), &grant, mss, None);
+    m.local = local;
+    let width = u32::from(plan.test != TestKind::TcpCc);
+    (m.local_send_width, m.local_recv_width) = (width, width);
+    (m.remote_send_width, m.remote_recv_width) = (grant.send_width, grant.recv_width);
+    m.local_tos = tos;
+    m.remote_addr = Some(to);
+    m.flows = (0..n).map(|_| super::flows::FlowEnd::default()).collect();
+    Ok(m)
+}
+
+/// Flow by flow, the netserver answered what we completed: exactly (TCP),
+/// or at least that (UDP: an answer may be lost on its way back).
+fn check_flow_transactions(local: &SideResults, remote: &SideResults, exact: bool) -> Result<()> {
+    if remote.flows.len() != local.flows.len() {
+        anyhow::bail!(
+            "the netserver reported {} flows, we ran {}",
+            remote.flows.len(),
+            local.flows.len()
+        );
+    }
+    for (i, (a, b)) in local.flows.iter().zip(&remote.flows).enumerate() {
+        let agree = if exact {
+            a.transactions == b.transactions
+        } else {
+            b.transactions >= a.transactions
+        };
+        if !agree {
+            anyhow::bail!(
+                "flow {i}: we completed {} transactions, the netserver answered {}",
+                a.transactions,
+                b.transactions
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Many flows' outcomes as one (latency over every transaction of every
+/// flow, the histograms merged), and our side's results, flow by flow.
+fn merge_outcomes(outcomes: Vec<Result<RrOutcome>>) -> Result<(RrOutcome, SideResults)> {
+    let mut all = RrOutcome::default();
+    let mut hist: Option<Box<engine::latency::Latency>> = None;
+    let mut local = SideResults::default();
+    for o in outcomes {
+        let o = o?;
+        local.add_flow(&o.counters, engine::flow::nanos(o.elapsed));
+        all.counters = all.counters.plus(o.counters);
+        all.lost += o.lost;
+        all.stale += o.stale;
+        all.elapsed = all.elapsed.max(o.elapsed);
+        all.mss = all.mss.or(o.mss);
+        if let Some(h) = o.histogram {
+            match &mut hist {
+                Some(m) => m.merge(&h),
+                None => hist = Some(h),
+            }
+        }
+    }
+    all.latency = hist.and_then(|h| h.summary());
+    local.close_flows();
+    Ok((all, local))
 }
 
 fn measurement(

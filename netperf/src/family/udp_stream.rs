@@ -88,6 +88,21 @@ pub(super) fn udp_socket(p: Prepared) -> Result<(UdpSocket, SocketAddr)> {
     Ok((p.sock.into(), local))
 }
 
+/// netperf's send ring: a socket buffer's worth of messages, plus one (or
+/// `-W`); the netserver is told its width.
+fn ring_width(plan: &Plan, p: &mut Prepared, size: u32) -> usize {
+    let width = Ring::capped_width(
+        size as usize,
+        plan.local
+            .send_width
+            .map_or_else(|| Ring::width_for(p.lss, size), |w| w as usize),
+    );
+    if p.spec.server.send_width.is_none() {
+        p.spec.server.send_width = Some(width as u32);
+    }
+    width
+}
+
 fn unspecified(f: Family) -> std::net::IpAddr {
     match f {
         Family::V4 => std::net::Ipv4Addr::UNSPECIFIED.into(),
@@ -101,17 +116,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
     sockopt::set_recv_err(&p.sock, family)?;
     let size = send_size(plan, p.lss, family)?;
     let (lss, lsr, tos) = (p.lss, p.lsr, p.tos);
-    // netperf's ring: a socket buffer's worth of messages, plus one; the
-    // netserver is told its width.
-    let width = Ring::capped_width(
-        size as usize,
-        plan.local
-            .send_width
-            .map_or_else(|| Ring::width_for(lss, size), |w| w as usize),
-    );
-    if p.spec.server.send_width.is_none() {
-        p.spec.server.send_width = Some(width as u32);
-    }
+    let width = ring_width(plan, &mut p, size);
     let at = Placement::new(plan.local.send_align, plan.local.send_offset);
     let mut ring = Ring::placed(size as usize, width, &ctx.fill, at);
     let mut lat = ctx.stats.then(Latency::new);
@@ -158,10 +163,97 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
             ..outcome.results()
         },
         remote,
+        latency: lat.and_then(|l| l.summary()),
+        send_errors: outcome.failed,
+        ..sender_sizes(
+            &grant,
+            to,
+            sock.local_addr().ok(),
+            (lss, lsr, tos),
+            size,
+            width,
+        )
+    })
+}
+
+/// A UDP test of many flows: the prepared socket (flow 0's) and the other
+/// flows' sockets, set up alike, after checking the netserver can run it.
+pub(super) fn flow_sockets(plan: &Plan, d: &mut dyn Dialect) -> Result<(Prepared, Vec<UdpSocket>)> {
+    if d.is_netperf2() {
+        bail!(
+            "--flows: netperf 2.7's netserver runs one flow per test; run several netperf processes against it, or use this suite's netserver"
+        );
+    }
+    if !d.can("flows") {
+        bail!(
+            "--flows: the netserver at {} ({}) runs one flow per test: it predates --flows; upgrade it, or run several netperf processes",
+            d.peer(),
+            d.server_software()
+        );
+    }
+    super::flows::raise_open_files(plan.flows);
+    let p = prepare(plan, d, Protocol::Udp)?;
+    let family = p.family;
+    let mut socks: Vec<UdpSocket> = Vec::with_capacity(plan.flows as usize);
+    for i in 1..plan.flows {
+        let s = sockopt::new_socket(family, Protocol::Udp)?;
+        sockopt::apply_side(&s, &plan.local, family, Protocol::Udp, plan.keepalive)
+            .context("local data socket")?;
+        sockopt::apply_local(&s, &super::local_opts(plan), family, Protocol::Udp)
+            .context("local data socket")?;
+        sockopt::set_recv_err(&s, family)?;
+        let ip = if p.bind {
+            p.local.ip()
+        } else {
+            unspecified(family)
+        };
+        let local = SocketAddr::new(ip, 0);
+        s.bind(&local.into())
+            .with_context(|| format!("UDP data socket of flow {i}: cannot bind to {local}"))?;
+        socks.push(s.into());
+    }
+    sockopt::set_recv_err(&p.sock, family)?;
+    Ok((p, socks))
+}
+
+/// Every flow's hello, naming it, answered before any flow starts.
+pub(super) fn flow_hellos<'a>(
+    plan: &Plan,
+    socks: &'a [UdpSocket],
+    to: SocketAddr,
+    grant: &proto::Grant,
+    d: &dyn Dialect,
+) -> Result<Vec<udp::Link<'a>>> {
+    let links: Vec<udp::Link<'a>> = socks
+        .iter()
+        .map(|s| link(plan, s, to))
+        .collect::<Result<_>>()?;
+    for (i, l) in links.iter().enumerate() {
+        udp::client_hello_flow(
+            *l,
+            &grant.token,
+            &d.conventions(),
+            i as u32,
+            Instant::now() + Duration::from_secs(10),
+        )?;
+    }
+    Ok(links)
+}
+
+/// What a UDP_STREAM sender's measurement says of sockets and sizes.
+fn sender_sizes(
+    grant: &proto::Grant,
+    to: SocketAddr,
+    local_addr: Option<SocketAddr>,
+    (lss, lsr, tos): (u32, u32, Option<u32>),
+    size: u32,
+    width: usize,
+) -> Measurement {
+    Measurement {
         local_send_buf: lss,
         local_recv_buf: lsr,
         local_tos: tos,
-        local_addr: sock.local_addr().ok(),
+        local_addr,
         remote_addr: Some(to),
         remote_send_buf: grant.send_buf,
         remote_recv_buf: grant.recv_buf,
@@ -169,10 +261,119 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
         local_send_width: width as u32,
         remote_send_width: grant.send_width,
         remote_recv_width: grant.recv_width,
-        latency: lat.and_then(|l| l.summary()),
         remote_recv_size: grant.recv_size,
-        send_errors: outcome.failed,
         ..Measurement::default()
+    }
+}
+
+/// UDP_STREAM `--flows N`: N sockets, each with its own hello (naming its
+/// flow) and its own share of the count and the rate, sending together on
+/// a thread each; the netserver receives each flow on a socket of its own
+/// and counts it exactly, so each flow's loss is what it sent less what
+/// arrived.
+pub fn run_flows(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
+    let n = plan.flows;
+    let (mut p, mut socks) = flow_sockets(plan, d)?;
+    p.spec.flows = n;
+    let size = send_size(plan, p.lss, p.family)?;
+    let (lss, lsr, tos) = (p.lss, p.lsr, p.tos);
+    let width = ring_width(plan, &mut p, size);
+    let grant = request(plan, d, &p.spec)?;
+    let to = p.data_addr(&grant);
+    let (first, _) = udp_socket(p)?;
+    socks.insert(0, first);
+    let links = flow_hellos(plan, &socks, to, &grant, d)?;
+    pin(plan)?;
+    let stop = StopFlag::new();
+    let _timer = length_timer(plan, &stop)?;
+    let conv = d.conventions();
+    let id = udp::test_id(&grant.token);
+    let rate = plan.rate_bps.map(|r| (r / u64::from(n)).max(1));
+    let at = Placement::new(plan.local.send_align, plan.local.send_offset);
+    let (outcomes, local_cpu) = {
+        let _int = interrupt::stop_on_interrupt(&stop);
+        let phase = ctx.begin(plan)?;
+        let outcomes = engine::flow::together(
+            links.len(),
+            |i| -> Result<udp::SendOutcome> {
+                // a count in whole datagrams, as one flow sends it, shared
+                // out among the flows
+                let until = match plan.length {
+                    Length::Count(total) => {
+                        let datagrams = total.div_ceil(u64::from(size));
+                        Until::Bytes(super::flows::share(datagrams, n, i) * u64::from(size))
+                    }
+                    Length::Seconds(_) => Until::Stopped,
+                };
+                let l = links
+                    .get(i)
+                    .copied()
+                    .ok_or_else(|| anyhow::anyhow!("flow {i}"))?;
+                let mut ring = Ring::placed(size as usize, width, &ctx.fill, at);
+                Ok(udp::send(
+                    l, &mut ring, id, &conv, until, rate, &stop, &ctx.live, None,
+                )?)
+            },
+            || anyhow::anyhow!("a flow thread panicked"),
+        );
+        (outcomes, phase.end())
+    };
+    let mut local = SideResults::default();
+    let mut failed = 0;
+    let mut elapsed = Duration::ZERO;
+    for o in outcomes {
+        let o = o?;
+        failed += o.failed;
+        elapsed = elapsed.max(o.elapsed);
+        local.add_flow(&o.results().totals(), engine::flow::nanos(o.elapsed));
+    }
+    local.send_errors = failed;
+    local.close_flows();
+    local.cpu = local_cpu;
+    let sent: u64 = local.flows.iter().map(|f| f.send_calls).sum();
+    let remote = d.finish(
+        ClientDone {
+            datagrams_sent: sent,
+        },
+        results_wait(plan),
+    )?;
+    if remote.flows.len() != local.flows.len() {
+        bail!(
+            "the netserver reported {} flows, we ran {}",
+            remote.flows.len(),
+            local.flows.len()
+        );
+    }
+    for (i, (a, b)) in local.flows.iter().zip(&remote.flows).enumerate() {
+        if b.recv_calls > a.send_calls {
+            bail!(
+                "flow {i}: the netserver counted {} datagrams, we sent {}",
+                b.recv_calls,
+                a.send_calls
+            );
+        }
+    }
+    let ends = socks
+        .iter()
+        .map(|s| super::flows::FlowEnd {
+            local_port: s.local_addr().map_or(0, |a| a.port()),
+            retransmits: None,
+        })
+        .collect();
+    Ok(Measurement {
+        elapsed: elapsed.as_secs_f64(),
+        local,
+        remote,
+        send_errors: failed,
+        flows: ends,
+        ..sender_sizes(
+            &grant,
+            to,
+            socks.first().and_then(|s| s.local_addr().ok()),
+            (lss, lsr, tos),
+            size,
+            width,
+        )
     })
 }
 

@@ -378,6 +378,46 @@ pub(crate) fn run_flows_on_loops(
     Ok(report.results())
 }
 
+/// UDP tests of many flows: a socket per flow, bound where `sock` is and
+/// connected to that flow's sender once its hello arrives (see
+/// [`udp::server_hellos`]), each registered for an abort.
+pub(crate) fn udp_flow_sockets(
+    spec: &TestSpec,
+    sock: &UdpSocket,
+    token: &proto::Token,
+    peer: IpAddr,
+    deadline: Instant,
+    ctl: &TestCtl,
+) -> Result<Vec<UdpSocket>, ErrorMsg> {
+    let local = sock
+        .local_addr()
+        .map_err(|e| failed("UDP data socket", e))?;
+    let side = server_side(&spec.server, Protocol::Udp);
+    let new_socket = || -> std::io::Result<UdpSocket> {
+        let s = sockopt::new_socket(spec.family, Protocol::Udp)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        s.set_reuse_address(true)?;
+        sockopt::apply_side(&s, &side, spec.family, Protocol::Udp, false)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        s.bind(&local.into())?;
+        Ok(s.into())
+    };
+    let socks = udp::server_hellos(
+        sock,
+        token,
+        peer,
+        spec.flows,
+        &new_socket,
+        deadline,
+        &|| ctl.is_aborted(),
+    )
+    .map_err(|e| failed("UDP data sockets", e))?;
+    for s in &socks {
+        ctl.register(s);
+    }
+    Ok(socks)
+}
+
 /// What the client is told when the session aborted its test.
 pub(crate) fn aborted() -> ErrorMsg {
     ErrorMsg::new(ErrorCode::TestFailed, "test aborted")
@@ -528,7 +568,7 @@ pub(crate) fn bind_data(
 ///   the algorithm in use is what REMOTE_CONG_CONTROL reports;
 /// - a TOS byte without its ECN bits: the server marks its own sends with
 ///   a DSCP only (the client's side may set ECN bits, for ECN and L4S tests).
-fn server_side(asked: &SideSpec, protocol: Protocol) -> SideSpec {
+pub(crate) fn server_side(asked: &SideSpec, protocol: Protocol) -> SideSpec {
     let mut side = asked.clone();
     if protocol == Protocol::Tcp
         && let Some(cc) = &side.cong_control

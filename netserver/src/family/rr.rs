@@ -107,11 +107,39 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
                 token: &token,
                 peer,
             };
-            let link = udp_hello(&sock, &expect, spec.connected_udp, deadline, ctl)?;
-            let o = rr::udp_responder(link, &conv, req, resp, spec.spin, &ctl.stop, &Live::new())
-                .map_err(|e| failed("UDP data socket", e))?;
             let mut results = SideResults::default();
-            add(&mut results, &o);
+            if spec.flows > 1 {
+                // a socket per flow, answered on a thread each
+                let socks = super::udp_flow_sockets(&spec, &sock, &token, peer, deadline, ctl)?;
+                let outcomes = engine::flow::together(
+                    socks.len(),
+                    |i| {
+                        let u = socks
+                            .get(i)
+                            .ok_or_else(|| failed("UDP flow", "no socket"))?;
+                        rr::udp_responder(
+                            engine::stream::udp::Link::connected(u),
+                            &conv,
+                            req,
+                            resp,
+                            spec.spin,
+                            &ctl.stop,
+                            &Live::new(),
+                        )
+                        .map_err(|e| failed("UDP data socket", e))
+                    },
+                    || failed("UDP flow", "its thread panicked"),
+                );
+                for o in outcomes {
+                    add(&mut results, &o?);
+                }
+            } else {
+                let link = udp_hello(&sock, &expect, spec.connected_udp, deadline, ctl)?;
+                let o =
+                    rr::udp_responder(link, &conv, req, resp, spec.spin, &ctl.stop, &Live::new())
+                        .map_err(|e| failed("UDP data socket", e))?;
+                add(&mut results, &o);
+            }
             results.close_flows();
             (results.send_buf_end, results.recv_buf_end) =
                 sockopt::buffer_sizes(SockRef::from(&sock));
@@ -119,23 +147,49 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
         }),
         TestKind::TcpCrr | TestKind::TcpCc => Box::new(move |ctl: &TestCtl| {
             ctl.register(&sock);
-            let (o, refused) = crr::responder(
-                &sock,
-                &token,
-                peer,
-                &conv,
-                req,
-                resp,
-                &ctl.stop,
-                &Live::new(),
-            )
-            .map_err(|e| {
-                if ctl.is_aborted() {
-                    aborted()
-                } else {
-                    failed("data listener", e)
+            // as many answering threads as CPUs, for many flows; one for one
+            let threads = if spec.flows > 1 {
+                (engine::cpu::count().max(1) as usize).min(spec.flows as usize)
+            } else {
+                1
+            };
+            let flows = spec.flows.max(1) as usize;
+            let answered = engine::flow::together(
+                threads,
+                |_| {
+                    crr::responder(
+                        &sock,
+                        &token,
+                        peer,
+                        &conv,
+                        req,
+                        resp,
+                        flows,
+                        &ctl.stop,
+                        &Live::new(),
+                    )
+                    .map_err(|e| {
+                        if ctl.is_aborted() {
+                            aborted()
+                        } else {
+                            failed("data listener", e)
+                        }
+                    })
+                },
+                || failed("data listener", "a responder thread panicked"),
+            );
+            let mut total = Ended::default();
+            let mut refused = 0;
+            let mut per_flow = vec![0u64; flows];
+            for a in answered {
+                let (o, r, f) = a?;
+                total.counters = total.counters.plus(o.counters);
+                total.elapsed = total.elapsed.max(o.elapsed);
+                refused += r;
+                for (t, n) in per_flow.iter_mut().zip(f) {
+                    *t += n;
                 }
-            })?;
+            }
             if refused > 0 {
                 log.warn_limited(
                     "bad-token",
@@ -146,7 +200,22 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
                 );
             }
             let mut results = SideResults::default();
-            add(&mut results, &o);
+            if flows > 1 {
+                // each flow's transactions, and what they moved
+                for t in &per_flow {
+                    let c = proto::FlowCounters {
+                        transactions: *t,
+                        bytes_received: t * req as u64,
+                        bytes_sent: t * resp as u64,
+                        recv_calls: 0,
+                        send_calls: 0,
+                    };
+                    results.add_flow(&c, nanos(total.elapsed));
+                }
+                results.set_totals(&total.counters);
+            } else {
+                add(&mut results, &total);
+            }
             results.close_flows();
             (results.send_buf_end, results.recv_buf_end) = (send_buf, recv_buf);
             Ok(results)

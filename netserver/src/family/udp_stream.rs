@@ -40,6 +40,15 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
     let inode = netstat::socket_inode(&sock);
     let connected = spec.connected_udp;
     let host_before = netstat::host_udp_counter("RcvbufErrors");
+    if spec.flows > 1 {
+        let spec = spec.clone();
+        let job: Job = Box::new(move |ctl: &TestCtl| {
+            let sock: UdpSocket = sock.into();
+            ctl.register(&sock);
+            receive_flows(&spec, &sock, &token, peer, conv, recv_size, deadline, ctl)
+        });
+        return Ok((grant, job));
+    }
     let job: Job = Box::new(move |ctl: &TestCtl| {
         let sock: UdpSocket = sock.into();
         ctl.register(&sock);
@@ -70,6 +79,76 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
         })
     });
     Ok((grant, job))
+}
+
+/// UDP_STREAM of many flows: a socket per flow, each connected to its
+/// flow's sender (see [`udp::server_hellos`]), received on a thread each;
+/// each flow's datagrams and its socket's drops counted on their own.
+#[allow(clippy::too_many_arguments)]
+fn receive_flows(
+    spec: &proto::TestSpec,
+    sock: &UdpSocket,
+    token: &proto::Token,
+    peer: std::net::IpAddr,
+    conv: engine::conventions::Conventions,
+    recv_size: u32,
+    deadline: Instant,
+    ctl: &TestCtl,
+) -> Result<SideResults, ErrorMsg> {
+    let socks = super::udp_flow_sockets(spec, sock, token, peer, deadline, ctl)?;
+    let live = Live::new();
+    let outcomes = engine::flow::together(
+        socks.len(),
+        |i| {
+            let s = socks
+                .get(i)
+                .ok_or_else(|| failed("UDP flow", "no socket"))?;
+            let inode = netstat::socket_inode(s);
+            let mut buf = vec![0u8; recv_size.max(1) as usize];
+            let out = udp::receive(udp::Link::connected(s), &mut buf, token, &conv, ctl, &live)
+                .map_err(|e| failed("UDP data socket", e))?;
+            let drops = inode.and_then(netstat::udp_socket_drops);
+            Ok(out.results(
+                drops.unwrap_or(0),
+                if drops.is_some() {
+                    DropSource::Socket
+                } else {
+                    DropSource::Unavailable
+                },
+            ))
+        },
+        || failed("UDP flow", "its thread panicked"),
+    );
+    let mut all = SideResults::default();
+    let mut udp_all = proto::UdpRecvStats {
+        received: 0,
+        out_of_order: 0,
+        duplicates: 0,
+        foreign: 0,
+        rcvbuf_drops: 0,
+        drops_source: DropSource::Socket,
+        jitter_ns: 0,
+    };
+    let mut jitter = 0u64;
+    let n = outcomes.len() as u64;
+    for o in outcomes {
+        let r = o?;
+        all.add_flow(&r.totals(), r.elapsed_ns);
+        if let Some(u) = r.udp {
+            udp_all.received += u.received;
+            udp_all.out_of_order += u.out_of_order;
+            udp_all.duplicates += u.duplicates;
+            udp_all.foreign += u.foreign;
+            udp_all.rcvbuf_drops += u.rcvbuf_drops;
+            udp_all.drops_source = u.drops_source;
+            jitter += u.jitter_ns;
+        }
+    }
+    udp_all.jitter_ns = jitter / n.max(1);
+    all.udp = Some(udp_all);
+    all.close_flows();
+    (all.send_buf_end, all.recv_buf_end) = sockopt::buffer_sizes(SockRef::from(sock));
+    Ok(all)
 }
 
 /// netperf 2.7's UDP receive test: we send datagrams to netperf, whose

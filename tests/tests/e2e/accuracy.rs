@@ -47,11 +47,10 @@ fn received_rate(stdout: &str) -> f64 {
     num(fields(rows[1]).last().unwrap())
 }
 
-fn udp_loss_is_exact(addr: &str, test: &str) {
-    let Some(h) = Hosts::new(test) else { return };
-    let ns = server(&h, addr);
-    // Drop a random 1% of the test's 1024-byte datagrams (UDP length 1032)
-    // at the receiver's input hook; the hello (36 bytes) is left alone.
+/// Drop a random 1% of the test's 1024-byte datagrams (UDP length 1032)
+/// at A's input hook, counted in `nptest`'s `dropped`; the hellos (36
+/// bytes) are left alone.
+fn drop_one_percent(h: &Hosts) {
     h.nft(
         &h.a,
         "table inet nptest {
@@ -62,6 +61,12 @@ fn udp_loss_is_exact(addr: &str, test: &str) {
            }
          }",
     );
+}
+
+fn udp_loss_is_exact(addr: &str, test: &str) {
+    let Some(h) = Hosts::new(test) else { return };
+    let ns = server(&h, addr);
+    drop_one_percent(&h);
     let v6 = addr.contains(':');
     let in_errors = h.udp_counter(&h.a, "InErrors", v6);
     // A small receive buffer on the server makes its socket drop too.
@@ -102,6 +107,54 @@ fn udp_loss_matches_kernel_counters_ipv4() {
 #[test]
 fn udp_loss_matches_kernel_counters_ipv6() {
     udp_loss_is_exact(A6, "udp_loss_matches_kernel_counters_ipv6");
+}
+
+/// UDP_STREAM `--flows 4` through the same 1% random drop: each flow's loss
+/// (what it sent less what its socket took in) adds up to the kernel's
+/// counts, every flow loses some, and the receivers' socket drops are
+/// UDP's InErrors.
+#[test]
+fn udp_flows_loss_matches_kernel_counters() {
+    let Some(h) = Hosts::new("udp_flows_loss_matches_kernel_counters") else {
+        return;
+    };
+    let ns = server(&h, A4);
+    drop_one_percent(&h);
+    let in_errors = h.udp_counter(&h.a, "InErrors", false);
+    let port = ns.port().to_string();
+    let bytes = 4 * 50_000 * 1024;
+    let out = netperf_in_b(
+        &h,
+        &format!(
+            "--json -H {A4} -p {port} -t UDP_STREAM -l -{bytes} -- -m 1024 -S ,16K --rate 400m --flows 4"
+        ),
+    );
+    let in_errors = h.udp_counter(&h.a, "InErrors", false) - in_errors;
+    let dropped = h.nft_counter(&h.a, "nptest", "dropped");
+    let d: serde_json::Value =
+        serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let per = |side: &str, key: &str| -> Vec<u64> {
+        d[side]["flows"]
+            .as_array()
+            .expect("flows")
+            .iter()
+            .map(|f| f[key].as_u64().unwrap())
+            .collect()
+    };
+    let sent = per("local", "send_calls");
+    let got = per("remote", "recv_calls");
+    let lost: Vec<u64> = sent.iter().zip(&got).map(|(s, g)| s - g).collect();
+    let rcvbuf = d["remote"]["udp"]["rcvbuf_drops"].as_u64().unwrap();
+    eprintln!(
+        "sent {sent:?}, lost {lost:?}: nft dropped {dropped}, UDP InErrors {in_errors}, socket drops {rcvbuf}"
+    );
+    assert_eq!(sent, [50_000; 4], "{out}");
+    assert!(
+        lost.iter().all(|&l| l > 100),
+        "every flow loses about 1%: {lost:?}"
+    );
+    assert_eq!(lost.iter().sum::<u64>(), dropped + in_errors, "{out}");
+    assert_eq!(rcvbuf, in_errors, "{out}");
 }
 
 /// A 200 Mbit/s token bucket on B's side of the link.
@@ -176,6 +229,46 @@ fn tcp_rate_through_a_shaper() {
         "-t TCP_STREAM -l 5 -P 0",
         |out| num(fields(&out.stdout)[4]),
     );
+}
+
+/// Many flows through the 200 Mbit/s shaper: four UDP_STREAM flows paced
+/// alike (25 Mbit/s each) are identical, and Jain's index says so (>=
+/// 0.999) while their sum arrives at the pace; four TCP_STREAM flows fill
+/// the shaper together (within 2%, slow start kept out by `--warmup`), with
+/// an index in (0, 1] (a FIFO shaper need not split evenly).
+#[test]
+fn flows_through_a_shaper_sum_up_and_report_fairness() {
+    let test = "flows_through_a_shaper_sum_up_and_report_fairness";
+    let Some(h) = Hosts::new(test) else { return };
+    shape(&h);
+    let ns = server(&h, A4);
+    let port = ns.port();
+    let run = |args: &str| -> (Vec<f64>, harness::Output) {
+        let out = netperf_in_b(&h, &format!("-H {A4} -p {port} -P 0 {args}"));
+        let line = out.stdout.lines().last().unwrap_or_default().to_string();
+        (line.split(',').map(num).collect(), out)
+    };
+    let mut misses = Vec::new();
+    for attempt in 1..=3 {
+        let (v, out) = run(
+            "-t UDP_STREAM -l 3 -- -m 1024 -S ,2M --rate 100m --flows 4 -o REMOTE_RECV_THROUGHPUT,FLOWS,FLOW_FAIRNESS",
+        );
+        let (udp, udp_jain) = (v[0], v[2]);
+        let (v, out2) =
+            run("-t TCP_STREAM -l 3 -- --flows 4 --warmup 1 -o THROUGHPUT,FLOWS,FLOW_FAIRNESS");
+        let (tcp, flows, tcp_jain) = (v[0], v[1], v[2]);
+        eprintln!(
+            "{test}: attempt {attempt}: UDP {udp:.2} Mbit/s, fairness {udp_jain:.5}; TCP {tcp:.2} Mbit/s over {flows} flows, fairness {tcp_jain:.4}"
+        );
+        assert_eq!(flows, 4.0, "{out2}");
+        assert!(tcp_jain > 0.0 && tcp_jain <= 1.0, "{out2}");
+        if within(udp, 100.0, 1.0) && udp_jain >= 0.999 && within(tcp, 200.0 * 1448.0 / 1514.0, 2.0)
+        {
+            return;
+        }
+        misses.push(format!("{out}\n{out2}"));
+    }
+    panic!("{test}, three attempts:\n{}", misses.join("\n"));
 }
 
 /// An unreachable host is a clear error, at once.

@@ -152,8 +152,18 @@ fn bad_flow_options_name_the_option() {
         assert!(!out.success(), "{args:?}: {out}");
         assert!(out.stderr.contains(want), "{args:?}: {out}");
     }
-    let out = netperf_at(&port, &["-t", "UDP_RR", "-l", "1", "--", "--flows", "2"]);
+    // TCP_SENDFILE sends one flow from a file; a window is for the TCP
+    // stream and RR tests
+    let out = netperf_at(
+        &port,
+        &["-t", "TCP_SENDFILE", "-l", "1", "--", "--flows", "2"],
+    );
     assert!(!out.success() && out.stderr.contains("--flows"), "{out}");
+    let out = netperf_at(
+        &port,
+        &["-t", "UDP_STREAM", "-l", "1", "--", "--warmup", "1"],
+    );
+    assert!(!out.success() && out.stderr.contains("--warmup"), "{out}");
 }
 
 /// Our flow selectors: the count, the spread and Jain's index, beside the
@@ -239,4 +249,90 @@ fn warmup_and_cooldown_stay_out_of_the_figures() {
     // a count has no interval to measure
     let out = netperf_at(&port, &["-l", "-1000000", "--", "--warmup", "1"]);
     assert!(!out.success() && out.stderr.contains("--warmup"), "{out}");
+}
+
+/// UDP_STREAM `--flows`: a count in whole datagrams shared out exactly;
+/// each flow received on a socket of its own, counted at both ends.
+#[test]
+fn udp_stream_flows_share_a_count_exactly() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    let d = json(
+        &port,
+        &[
+            "-t",
+            "UDP_STREAM",
+            "-l",
+            "-100000",
+            "--",
+            "-m",
+            "1000",
+            "--flows",
+            "3",
+        ],
+    );
+    assert_eq!(flows(&d["local"], "send_calls"), [34, 33, 33]);
+    let got = flows(&d["remote"], "recv_calls");
+    assert_eq!(got.len(), 3);
+    // loopback at this pace loses nothing
+    assert_eq!(got, [34, 33, 33], "{d}");
+    assert_eq!(d["remote"]["udp"]["received"], 100);
+    let out = netperf_at(
+        &port,
+        &[
+            "-t",
+            "UDP_STREAM",
+            "-l",
+            "1",
+            "-v",
+            "2",
+            "--",
+            "-m",
+            "1024",
+            "--flows",
+            "2",
+        ],
+    );
+    assert!(out.success(), "{out}");
+    assert!(out.stdout.contains("2 flows: per flow min"), "{out}");
+}
+
+/// UDP_RR `--flows`: a count of transactions shared out exactly, each flow
+/// answered on a socket of its own, latency over every transaction.
+#[test]
+fn udp_rr_flows_share_a_count_exactly() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    let d = json(
+        &port,
+        &["-t", "UDP_RR", "-l", "-1001", "--", "--flows", "4"],
+    );
+    let ours = flows(&d["local"], "transactions");
+    assert_eq!(ours, [251, 250, 250, 250]);
+    assert_eq!(
+        flows(&d["remote"], "transactions"),
+        ours,
+        "loopback loses none"
+    );
+    assert_eq!(d["latency_usec"]["count"], 1001);
+}
+
+/// TCP_CRR `--flows`: each flow opens its connections from its own share
+/// of the port range; the netserver counts every flow's transactions by
+/// the flow its connections name, and both ends agree flow by flow.
+#[test]
+fn crr_flows_count_every_flows_connections() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    let d = json(
+        &port,
+        &["-t", "TCP_CRR", "-l", "-402", "--", "--flows", "4"],
+    );
+    let ours = flows(&d["local"], "transactions");
+    assert_eq!(ours, [101, 101, 100, 100]);
+    assert_eq!(flows(&d["remote"], "transactions"), ours);
+    assert_eq!(d["latency_usec"]["count"], 402);
+    let out = netperf_at(&port, &["-t", "TCP_CRR", "-l", "1", "--", "--flows", "2"]);
+    assert!(out.success(), "{out}");
+    assert!(out.stdout.contains("2 flows: per flow min"), "{out}");
 }

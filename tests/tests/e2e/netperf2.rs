@@ -115,8 +115,10 @@ fn captured_udp_stream_request_counts_every_datagram() {
         u.send(&[9u8; 1024]).unwrap();
         std::thread::sleep(Duration::from_micros(50));
     }
+    // (the first ends the test; once the socket is closed, the kernel may
+    // refuse the next, as netperf 2.7 ignores)
     for _ in 0..3 {
-        u.send(&[]).unwrap();
+        let _ = u.send(&[]);
     }
     let t0 = Instant::now();
     let r = OmniResults::decode(&read_frame(&mut c));

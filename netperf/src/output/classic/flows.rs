@@ -79,11 +79,19 @@ pub fn block(asked: &Asked, m: &Measurement) -> String {
     );
     if asked.verbosity >= 2 {
         let rr = asked.test.is_rr();
+        let udp = asked.test == TestKind::UdpStream;
         let _ = writeln!(
             s,
-            "\nFlow   Local  Remote {:>14} {:>14}  Retrans",
-            if rr { "Transactions" } else { "Bytes" },
-            unit_label(asked)
+            "\nFlow   Local  Remote {:>14} {:>14}  {}",
+            if rr {
+                "Transactions"
+            } else if udp {
+                "Datagrams"
+            } else {
+                "Bytes"
+            },
+            unit_label(asked),
+            if udp { "Lost" } else { "Retrans" }
         );
         let remote_port = m.remote_addr.map_or(0, |a| a.port());
         for (i, v) in x.iter().enumerate() {
@@ -92,15 +100,21 @@ pub fn block(asked: &Asked, m: &Measurement) -> String {
             let count = match asked.test {
                 TestKind::TcpStream => r.bytes_received,
                 TestKind::TcpMaerts => f.bytes_received,
+                // what arrived of what the flow sent
+                TestKind::UdpStream => r.recv_calls,
                 _ => f.transactions,
             };
             let end = m.flows.get(i).cloned().unwrap_or_default();
-            let _ = writeln!(
-                s,
-                "{i:<6} {:>5}  {remote_port:>6} {count:>14} {v:>14.2}  {}",
-                end.local_port,
+            let last = if udp {
+                f.send_calls.saturating_sub(r.recv_calls).to_string()
+            } else {
                 end.retransmits
                     .map_or_else(|| "-".to_string(), |r| r.to_string())
+            };
+            let _ = writeln!(
+                s,
+                "{i:<6} {:>5}  {remote_port:>6} {count:>14} {v:>14.2}  {last}",
+                end.local_port,
             );
         }
     }

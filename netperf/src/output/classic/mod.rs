@@ -170,7 +170,7 @@ pub fn table(asked: &Asked, m: &Measurement, f: &Figures, extras: bool) -> Strin
         TestName::TcpStream | TestName::TcpMaerts | TestName::TcpSendfile => {
             stream(asked, m, f) + &flows::block(asked, m)
         }
-        TestName::UdpStream => udp_stream(asked, m, f, extras),
+        TestName::UdpStream => udp_stream(asked, m, f, extras) + &flows::block(asked, m),
         TestName::TcpRr | TestName::UdpRr | TestName::TcpCrr | TestName::TcpCc => {
             rr(asked, m, f, extras) + &flows::block(asked, m)
         }
