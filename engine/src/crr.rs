@@ -226,7 +226,8 @@ pub fn requester(p: &CrrRequester, stop: &StopFlag, live: &Live) -> Result<RrOut
                 read_eof(&c).map_err(|e| EngineError::io("closing a connection", e))?;
                 drop(c);
                 flow.closed();
-                live.publish(flow.counters.bytes_received, flow.counters.transactions);
+                live.publish(flow.counters.bytes_received, flow.counters.recv_calls);
+                live.publish_transactions(flow.counters.transactions);
                 if p.timing {
                     let now = clock::now_ns();
                     lat.record(now.wrapping_sub(last));
@@ -333,7 +334,8 @@ pub fn responder(
         if let Some(t) = per_flow.get_mut(flow) {
             *t += 1;
         }
-        live.publish(out.counters.bytes_received, out.counters.transactions);
+        live.publish(out.counters.bytes_received, out.counters.recv_calls);
+        live.publish_transactions(out.counters.transactions);
         // netperf 2.7's conventions: we close first, as the loop goes on
         if conv.crr_closer == Closer::Requester {
             let _ = read_eof(&conn);

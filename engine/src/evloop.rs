@@ -567,6 +567,12 @@ fn publish(s: &mut Slot, live: &Live) {
         Machine::Req(f, _) => (f.counters.bytes_received, f.counters.transactions),
         Machine::Resp(f) => (f.counters.bytes_received, f.counters.transactions),
     };
+    // a flow's own counters where the run keeps them per flow
+    if let Some(l) = live.flow(s.index) {
+        l.publish(bytes, 0);
+        l.publish_transactions(tx);
+        return;
+    }
     let (b0, t0) = s.published;
     if bytes != b0 || tx != t0 {
         live.add(bytes - b0, 0, tx - t0);

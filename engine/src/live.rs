@@ -11,6 +11,9 @@ pub struct Live {
     bytes: AtomicU64,
     calls: AtomicU64,
     transactions: AtomicU64,
+    /// With many flows, each flow's own counters (its loop stores into
+    /// them); the snapshot is then their sum.
+    flows: Box<[Live]>,
 }
 
 /// A snapshot of [`Live`].
@@ -26,6 +29,36 @@ impl Live {
         Live::default()
     }
 
+    /// Counters for a test of `n` flows: one set per flow.
+    pub fn with_flows(n: usize) -> Live {
+        Live {
+            flows: (0..n).map(|_| Live::default()).collect(),
+            ..Live::default()
+        }
+    }
+
+    /// Flow `i`'s counters, if this has counters per flow.
+    pub fn flow(&self, i: usize) -> Option<&Live> {
+        self.flows.get(i)
+    }
+
+    /// The totals and each flow's counters (empty without counters per
+    /// flow), read once: the totals are the flows' sum.
+    pub fn snapshots(&self) -> (LiveSnapshot, Vec<LiveSnapshot>) {
+        let flows: Vec<LiveSnapshot> = self.flows.iter().map(Live::snapshot).collect();
+        let own = LiveSnapshot {
+            bytes: self.bytes.load(Ordering::Relaxed),
+            calls: self.calls.load(Ordering::Relaxed),
+            transactions: self.transactions.load(Ordering::Relaxed),
+        };
+        let total = flows.iter().fold(own, |a, f| LiveSnapshot {
+            bytes: a.bytes + f.bytes,
+            calls: a.calls + f.calls,
+            transactions: a.transactions + f.transactions,
+        });
+        (total, flows)
+    }
+
     #[inline]
     pub fn publish(&self, bytes: u64, calls: u64) {
         self.bytes.store(bytes, Ordering::Relaxed);
@@ -38,10 +71,14 @@ impl Live {
     }
 
     pub fn snapshot(&self) -> LiveSnapshot {
-        LiveSnapshot {
-            bytes: self.bytes.load(Ordering::Relaxed),
-            calls: self.calls.load(Ordering::Relaxed),
-            transactions: self.transactions.load(Ordering::Relaxed),
+        if self.flows.is_empty() {
+            LiveSnapshot {
+                bytes: self.bytes.load(Ordering::Relaxed),
+                calls: self.calls.load(Ordering::Relaxed),
+                transactions: self.transactions.load(Ordering::Relaxed),
+            }
+        } else {
+            self.snapshots().0
         }
     }
 
@@ -57,5 +94,8 @@ impl Live {
     pub fn reset(&self) {
         self.publish(0, 0);
         self.publish_transactions(0);
+        for f in self.flows.iter() {
+            f.reset();
+        }
     }
 }

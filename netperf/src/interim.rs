@@ -43,6 +43,9 @@ pub struct Sample {
     pub interval: f64,
     /// When it ended: seconds since the Unix epoch, to the millisecond.
     pub ending: f64,
+    /// With `--flows`: each flow's rate over the interval.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub flows: Vec<f64>,
 }
 
 /// Where interim results go.
@@ -159,12 +162,18 @@ impl Drop for Reporter {
 fn report(spec: &Spec, live: &Live, counter: &AtomicU32, stop: &AtomicBool) {
     let start = Instant::now();
     let mut last_at = start;
-    let mut last = live.snapshot();
+    let (mut last, mut last_flows) = live.snapshots();
     let mut next = start + spec.interval;
-    let emit = |from: Instant, at: Instant, before: &LiveSnapshot, now: &LiveSnapshot| {
+    let emit = |from: Instant,
+                at: Instant,
+                (before, now): (&LiveSnapshot, &LiveSnapshot),
+                (flows_before, flows_now): (&[LiveSnapshot], &[LiveSnapshot])| {
         let secs = at.duration_since(from).as_secs_f64();
         let amount = spec.amount(now) - spec.amount(before);
         let rate = spec.units.rate(amount, secs);
+        let per_flow = |a: &LiveSnapshot, b: &LiveSnapshot| {
+            spec.units.rate(spec.amount(b) - spec.amount(a), secs)
+        };
         let i = counter.fetch_add(1, Ordering::Relaxed);
         let ending = SystemTime::now();
         match &spec.sink {
@@ -183,6 +192,11 @@ fn report(spec: &Spec, live: &Live, counter: &AtomicU32, stop: &AtomicBool) {
                         units: format!("{}/s", spec.units.label()),
                         interval: secs,
                         ending: since.as_millis() as f64 / 1000.0,
+                        flows: flows_before
+                            .iter()
+                            .zip(flows_now)
+                            .map(|(a, b)| per_flow(a, b))
+                            .collect(),
                     });
                 }
             }
@@ -191,16 +205,17 @@ fn report(spec: &Spec, live: &Live, counter: &AtomicU32, stop: &AtomicBool) {
     loop {
         let now = Instant::now();
         if stop.load(Ordering::SeqCst) {
-            let snap = live.snapshot();
+            let (snap, flows) = live.snapshots();
             if spec.amount(&snap) > spec.amount(&last) {
-                emit(last_at, now, &last, &snap);
+                emit(last_at, now, (&last, &snap), (&last_flows, &flows));
             }
             return;
         }
         if now >= next {
-            let snap = live.snapshot();
-            emit(last_at, now, &last, &snap);
+            let (snap, flows) = live.snapshots();
+            emit(last_at, now, (&last, &snap), (&last_flows, &flows));
             last = snap;
+            last_flows = flows;
             last_at = now;
             // Stay on the schedule; skip intervals missed while descheduled.
             while next <= now {

@@ -108,7 +108,11 @@ impl Context {
     pub fn new(plan: &Plan, fill: Vec<u8>) -> Context {
         Context {
             fill,
-            live: Arc::new(Live::new()),
+            live: Arc::new(if plan.flows > 1 {
+                Live::with_flows(plan.flows as usize)
+            } else {
+                Live::new()
+            }),
             interim: interim::Spec::of(plan),
             interim_counter: Arc::new(AtomicU32::new(0)),
             stats: plan.histogram,
@@ -427,6 +431,22 @@ pub(crate) fn bind_local(p: &Prepared) -> Result<()> {
 pub(crate) fn pin(plan: &Plan) -> Result<()> {
     if let Some(cpu) = plan.local.cpu_bind {
         sockopt::pin_current_thread(cpu)?;
+    }
+    Ok(())
+}
+
+/// A flow's own thread (UDP and connection-per-transaction flows run one
+/// each): pinned to `--cpus` in turn. `--threads` does not apply to them;
+/// said once on stderr.
+pub(crate) fn pin_flow(plan: &Plan, i: usize) -> Result<()> {
+    if i == 0 && plan.threads.is_some() {
+        eprintln!(
+            "netperf: --threads: {} runs a thread per flow; --threads applies to TCP_STREAM, TCP_MAERTS and TCP_RR",
+            plan.name.name()
+        );
+    }
+    if let Some(cpu) = plan.cpus.get(i % plan.cpus.len().max(1)) {
+        sockopt::pin_current_thread(*cpu)?;
     }
     Ok(())
 }

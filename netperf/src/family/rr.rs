@@ -177,12 +177,18 @@ pub fn run_udp_flows(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<
                     timing: plan.latency,
                     spin: plan.spin,
                 };
+                super::pin_flow(plan, i)?;
                 let l = links
                     .get(i)
                     .copied()
                     .ok_or_else(|| anyhow::anyhow!("flow {i}"))?;
                 Ok(rr::udp_requester(
-                    l, &params, &conv, timeout, &stop, &ctx.live,
+                    l,
+                    &params,
+                    &conv,
+                    timeout,
+                    &stop,
+                    ctx.live.flow(i).unwrap_or(&ctx.live),
                 )?)
             },
             || anyhow::anyhow!("a flow thread panicked"),
@@ -269,6 +275,7 @@ pub fn run_crr_flows(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<
         let outcomes = engine::flow::together(
             n as usize,
             |i| -> Result<RrOutcome> {
+                super::pin_flow(plan, i)?;
                 // each flow its own slice of the port range
                 let share = span / n;
                 let first = u32::from(lo) + share * i as u32;
@@ -282,7 +289,11 @@ pub fn run_crr_flows(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<
                     flow: i as u32,
                     ..base.clone()
                 };
-                Ok(crr::requester(&p, &stop, &ctx.live)?)
+                Ok(crr::requester(
+                    &p,
+                    &stop,
+                    ctx.live.flow(i).unwrap_or(&ctx.live),
+                )?)
             },
             || anyhow::anyhow!("a flow thread panicked"),
         );

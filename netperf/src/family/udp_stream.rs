@@ -305,13 +305,22 @@ pub fn run_flows(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Meas
                     }
                     Length::Seconds(_) => Until::Stopped,
                 };
+                super::pin_flow(plan, i)?;
                 let l = links
                     .get(i)
                     .copied()
                     .ok_or_else(|| anyhow::anyhow!("flow {i}"))?;
                 let mut ring = Ring::placed(size as usize, width, &ctx.fill, at);
                 Ok(udp::send(
-                    l, &mut ring, id, &conv, until, rate, &stop, &ctx.live, None,
+                    l,
+                    &mut ring,
+                    id,
+                    &conv,
+                    until,
+                    rate,
+                    &stop,
+                    ctx.live.flow(i).unwrap_or(&ctx.live),
+                    None,
                 )?)
             },
             || anyhow::anyhow!("a flow thread panicked"),

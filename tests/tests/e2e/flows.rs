@@ -336,3 +336,38 @@ fn crr_flows_count_every_flows_connections() {
     assert!(out.success(), "{out}");
     assert!(out.stdout.contains("2 flows: per flow min"), "{out}");
 }
+
+/// `-D` with `--flows`: the interim figure is the aggregate (netperf's own
+/// lines, for flent and the like), and `--json` keeps each flow's rate in
+/// every sample; TCP_CRR's interim figures count its transactions.
+#[test]
+fn interim_results_carry_the_aggregate_and_every_flow() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    for test in ["TCP_RR", "UDP_RR", "TCP_CRR", "TCP_STREAM"] {
+        let d = json(
+            &port,
+            &["-t", test, "-l", "2", "-D", "0.5", "--", "--flows", "3"],
+        );
+        let samples = d["interim"].as_array().expect("interim");
+        assert!(samples.len() >= 3, "{test}: {d}");
+        for s in samples.iter().take(3) {
+            let rate = s["rate"].as_f64().unwrap();
+            let flows: Vec<f64> = s["flows"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{test}: no flows in {s}"))
+                .iter()
+                .map(|v| v.as_f64().unwrap())
+                .collect();
+            assert_eq!(flows.len(), 3, "{test}: {s}");
+            assert!(rate > 0.0, "{test}: {s}");
+            let sum: f64 = flows.iter().sum();
+            assert!((sum - rate).abs() <= rate * 1e-9, "{test}: {sum} vs {rate}");
+        }
+    }
+    // one flow, TCP_CRR: the interim figures are its transactions
+    let d = json(&port, &["-t", "TCP_CRR", "-l", "1", "-D", "0.25"]);
+    let first = d["interim"][0]["rate"].as_f64().unwrap_or(0.0);
+    assert!(first > 0.0, "{d}");
+    assert!(d["interim"][0].get("flows").is_none(), "{d}");
+}
