@@ -95,6 +95,38 @@ impl ControlStream {
         Ok(())
     }
 
+    /// After the data path failed: whether the netserver said why (an
+    /// error message arriving within `wait`, such as "shutting down").
+    pub fn server_error_within(&mut self, wait: Duration) -> Option<proto::ErrorMsg> {
+        let said = |e: ClientConnError| match e {
+            ClientConnError::Session(proto::ClientError::Server(m)) => Some(m),
+            _ => None,
+        };
+        let deadline = Instant::now() + wait;
+        let mut chunk = [0u8; 4096];
+        loop {
+            match self.core.process() {
+                Err(e) => return said(e),
+                Ok(Some(_)) => return None,
+                Ok(None) => {}
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.stream.set_read_timeout(Some(left)).is_err() {
+                return None;
+            }
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return None,
+                Ok(n) => match self.core.handle_bytes(chunk.get(..n).unwrap_or_default()) {
+                    Err(e) => return said(e),
+                    Ok(Some(_)) => return None,
+                    Ok(None) => {}
+                },
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
+            }
+        }
+    }
+
     /// Send what is queued, then read until the core has something to say
     /// or its deadline passes.
     pub fn next_event(&mut self) -> Result<ClientEvent, ControlError> {

@@ -55,6 +55,11 @@ pub trait Dialect {
     fn finish(&mut self, done: ClientDone, wait: Duration) -> Result<SideResults>;
     /// End the conversation politely.
     fn bye(&mut self);
+    /// After our data path failed: what the netserver said, if it said why
+    /// within `wait`.
+    fn server_said(&mut self, _wait: Duration) -> Option<String> {
+        None
+    }
     /// Whether the netserver announced `capability` in its hello.
     fn can(&self, _capability: &str) -> bool {
         false
@@ -172,6 +177,10 @@ impl Dialect for Native {
 
     fn can(&self, capability: &str) -> bool {
         self.ctl.session().server_can(capability)
+    }
+
+    fn server_said(&mut self, wait: Duration) -> Option<String> {
+        self.ctl.server_error_within(wait).map(|m| m.message)
     }
 
     fn peer(&self) -> SocketAddr {

@@ -125,6 +125,9 @@ pub fn send_file(
     )
 }
 
+/// How long a send may block before the sender looks at its stop flag.
+const SEND_TICK: Duration = Duration::from_secs(1);
+
 /// The sender's loop: `call` sends up to `want` bytes, once per turn, until
 /// the stop flag or the byte count; then the end of the test.
 #[allow(clippy::too_many_arguments)]
@@ -146,6 +149,11 @@ fn pump(
         Until::Bytes(n) => Some(n),
     };
     let mut flow = StreamSend::new(size as usize, total);
+    // A peer that stops reading must not hold a send past the end of the
+    // test: a blocked call returns after a moment, and the loop looks at
+    // the stop flag (a call cut short counts what it sent).
+    conn.set_write_timeout(Some(SEND_TICK))
+        .map_err(|e| EngineError::io("setting a send timeout", e))?;
     while !stop.is_set() {
         let Some(want) = flow.next_len() else { break };
         let t0 = if lat.is_some() { clock::now_ns() } else { 0 };
@@ -159,6 +167,7 @@ fn pump(
                 live.publish(flow.counters.bytes_sent, flow.counters.send_calls);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if crate::error::timed_out(&e) => {}
             Err(e) => {
                 return Err(EngineError::io(format!("{what} on the data connection"), e));
             }

@@ -213,8 +213,22 @@ pub fn preflight(plan: &Plan, family: Family) -> Result<()> {
     Ok(())
 }
 
-/// Run one iteration of the plan's test.
+/// Run one iteration of the plan's test. If it fails and the netserver
+/// said why (it is shutting down, it gave up on a flow), that is the error.
 pub fn run_once(plan: &Plan, dialect: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
+    run_test(plan, dialect, ctx).map_err(|e| {
+        // (an error that is already the netserver's word needs no wait)
+        if e.to_string().starts_with("netserver") {
+            return e;
+        }
+        match dialect.server_said(Duration::from_millis(500)) {
+            Some(why) => anyhow::anyhow!("netserver: {why} (here: {e:#})"),
+            None => e,
+        }
+    })
+}
+
+fn run_test(plan: &Plan, dialect: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
     if (plan.flows > 1 || plan.window.is_some())
         && matches!(
             plan.name,

@@ -246,3 +246,92 @@ fn inetd_mode_serves_the_connection_on_standard_input() {
         .expect("netserver exits after its one session");
     assert!(st.success(), "{st:?}");
 }
+
+/// The client killed mid-test, in every test and both directions, one flow
+/// and many: each time the netserver frees the session, its threads and
+/// its descriptors, and goes on serving.
+#[test]
+fn a_client_killed_mid_test_leaves_nothing_behind() {
+    let ns = Netserver::start(&["-v", "0"]);
+    let port = ns.port().to_string();
+    thread::sleep(Duration::from_millis(200));
+    let base = harness::footprint(ns.pid());
+    for (test, extra) in [
+        ("TCP_STREAM", &[][..]),
+        ("TCP_MAERTS", &[]),
+        ("UDP_STREAM", &["-m", "1024"]),
+        ("TCP_RR", &[]),
+        ("UDP_RR", &[]),
+        ("TCP_CRR", &[]),
+        ("TCP_STREAM", &["--flows", "8"]),
+        ("TCP_MAERTS", &["--flows", "8"]),
+        ("TCP_RR", &["--flows", "50"]),
+        ("UDP_STREAM", &["-m", "1024", "--flows", "4"]),
+        ("UDP_RR", &["--flows", "4"]),
+        ("TCP_CRR", &["--flows", "4"]),
+    ] {
+        let mut cmd = std::process::Command::new(harness::bin("netperf"));
+        cmd.args(["-H", "127.0.0.1", "-p", &port, "-t", test, "-l", "30", "--"])
+            .args(extra)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let mut child = cmd.spawn().unwrap();
+        thread::sleep(Duration::from_millis(700));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let killed = Instant::now();
+        let mut now = harness::footprint(ns.pid());
+        while (now.fds != base.fds || now.threads != base.threads)
+            && killed.elapsed() < Duration::from_secs(10)
+        {
+            thread::sleep(Duration::from_millis(20));
+            now = harness::footprint(ns.pid());
+        }
+        eprintln!("{test} {extra:?}: back to idle in {:?}", killed.elapsed());
+        assert_eq!(
+            (now.fds, now.threads),
+            (base.fds, base.threads),
+            "{test} {extra:?}: left behind\n{}",
+            ns.log()
+        );
+    }
+    let out = netperf_at(&port, &["-t", "TCP_RR", "-l", "1", "-P", "0"]).ok();
+    assert!(num(fields(&out.stdout)[5]) > 0.0, "{out}");
+}
+
+/// SIGTERM with 50 tests running, of every kind: each client is told
+/// (netperf exits non-zero, saying the netserver shut down or the test
+/// ended), and the daemon exits 0 within its documented 5 seconds.
+#[test]
+fn sigterm_during_fifty_running_tests() {
+    let mut ns = Netserver::start(&["-v", "0"]);
+    let port = ns.port().to_string();
+    let tests = ["TCP_STREAM", "TCP_MAERTS", "TCP_RR", "UDP_RR", "TCP_CRR"];
+    let runs: Vec<_> = (0..50)
+        .map(|i| {
+            let port = port.clone();
+            let test = tests[i % tests.len()];
+            thread::spawn(move || netperf_at(&port, &["-t", test, "-l", "30", "-P", "0"]))
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(2500));
+    let start = Instant::now();
+    let status = ns
+        .signal_and_wait("TERM", Duration::from_secs(8))
+        .expect("netserver still running 8 s after SIGTERM");
+    let took = start.elapsed();
+    assert!(status.success(), "{status}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let mut told = 0;
+    for r in runs {
+        let out = r.join().unwrap();
+        assert!(!out.success(), "a 30 s test cannot have finished: {out}");
+        if out.stderr.contains("shutting down") {
+            told += 1;
+        } else {
+            eprintln!("not told: {}", out.stderr.trim());
+        }
+    }
+    eprintln!("exited in {took:?}; {told} of 50 clients were told it was shutting down");
+    assert!(told >= 45, "{told} of 50 told");
+}
