@@ -108,6 +108,21 @@ impl Netserver {
         Netserver { child, addrs, log }
     }
 
+    /// Start on 127.0.0.1 with at most `nofile` open files (prlimit), or
+    /// `None`, said loudly, where prlimit is not installed.
+    pub fn start_with_nofile(nofile: u32, extra: &[&str]) -> Option<Netserver> {
+        if Command::new("prlimit").arg("--version").output().is_err() {
+            eprintln!("!!! SKIPPED: prlimit is not installed");
+            return None;
+        }
+        let mut cmd = Command::new("prlimit");
+        cmd.arg(format!("--nofile={nofile}"))
+            .arg("--")
+            .arg(bin("netserver"));
+        cmd.args(["-D", "-p", "0", "-L", "127.0.0.1"]).args(extra);
+        Some(Netserver::spawn(cmd))
+    }
+
     pub fn addr(&self) -> SocketAddr {
         self.addrs[0]
     }

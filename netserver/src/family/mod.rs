@@ -737,6 +737,21 @@ pub(crate) fn accept_flows(
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    // Out of descriptors: the test cannot have its flows;
+                    // say so now rather than at the deadline.
+                    Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                        let limit = nix::sys::resource::getrlimit(
+                            nix::sys::resource::Resource::RLIMIT_NOFILE,
+                        )
+                        .map_or(0, |(soft, _)| soft);
+                        return Err(ErrorMsg::new(
+                            ErrorCode::Resource,
+                            format!(
+                                "netserver ran out of file descriptors after {} of {flows} data connections ({e}; its limit is {limit}: raise it, e.g. LimitNOFILE= or ulimit -n, or ask for fewer --flows)",
+                                accepted.len()
+                            ),
+                        ));
+                    }
                     Err(e) => {
                         log.warn_limited("data-accept", &format!("data accept failed: {e}"));
                         break;

@@ -335,3 +335,26 @@ fn sigterm_during_fifty_running_tests() {
     eprintln!("exited in {took:?}; {told} of 50 clients were told it was shutting down");
     assert!(told >= 45, "{told} of 50 told");
 }
+
+/// Out of descriptors in the middle of a test's data connections: the
+/// client is told at once which limit ran out and what raises it, and the
+/// netserver goes on serving.
+#[test]
+fn running_out_of_descriptors_during_a_test_is_named() {
+    let Some(ns) = Netserver::start_with_nofile(40, &["-v", "0"]) else {
+        return;
+    };
+    let port = ns.port().to_string();
+    let started = Instant::now();
+    let out = netperf_at(&port, &["-t", "TCP_RR", "-l", "1", "--", "--flows", "60"]);
+    assert!(!out.success(), "{out}");
+    assert!(out.stderr.contains("ran out of file descriptors"), "{out}");
+    assert!(out.stderr.contains("ulimit -n"), "{out}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "told at once: {:?}",
+        started.elapsed()
+    );
+    let out = netperf_at(&port, &["-t", "TCP_RR", "-l", "1", "-P", "0"]).ok();
+    assert!(num(fields(&out.stdout)[5]) > 0.0, "{out}");
+}

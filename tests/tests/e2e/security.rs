@@ -555,30 +555,19 @@ fn churn_leaves_no_trace() {
 /// Out of file descriptors, netserver pauses accepting and goes on.
 #[test]
 fn running_out_of_descriptors_is_survived() {
-    if std::process::Command::new("prlimit")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("!!! SKIPPED: prlimit is not installed");
+    let Some(ns) = Netserver::start_with_nofile(
+        40,
+        &[
+            "--max-sessions",
+            "500",
+            "--max-per-client",
+            "500",
+            "--max-pending",
+            "500",
+        ],
+    ) else {
         return;
-    }
-    let mut cmd = std::process::Command::new("prlimit");
-    cmd.args(["--nofile=40", "--"]).arg(bin("netserver"));
-    cmd.args([
-        "-D",
-        "-p",
-        "0",
-        "-L",
-        "127.0.0.1",
-        "--max-sessions",
-        "500",
-        "--max-per-client",
-        "500",
-        "--max-pending",
-        "500",
-    ]);
-    let ns = Netserver::spawn(cmd);
+    };
     let mut held = Vec::new();
     for _ in 0..60 {
         if let Ok(s) = TcpStream::connect(ns.addr()) {
