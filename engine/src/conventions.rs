@@ -9,7 +9,7 @@
 //! | UDP_STREAM datagrams | start with a header (test id, sequence number, send time) | fill bytes only |
 //! | UDP_RR messages | start with a tag (the transaction's sequence number) | fill bytes only |
 //! | the UDP sender is done | it says so on the control connection | it sends three zero-length datagrams |
-//! | TCP_CRR's connection | the requester closes first | the responder closes first, after its response |
+//! | TCP_CRR's connection | the responder closes first, after its response (before the `crr-server-closes` capability, the requester) | the same |
 //!
 //! The TCP stream and TCP_RR ends are the same in both: the sender (the
 //! requester) half-closes and waits for the peer's end-of-file.
@@ -62,7 +62,7 @@ impl Conventions {
         udp_header: true,
         udp_rr_tags: true,
         udp_end: UdpEnd::Control,
-        crr_closer: Closer::Requester,
+        crr_closer: Closer::Responder,
     };
 
     /// netperf 2.7's.

@@ -2,25 +2,34 @@
 //! request, response, close; TCP_CC's request and response are empty),
 //! both roles.
 //!
-//! TIME_WAIT is handled as netperf handles it: the requester binds each
+//! TIME_WAIT is handled as netperf 2.7 handles it: the requester binds each
 //! connection explicitly to the next port of a range (`-p min,max`; netperf
 //! chooses the default, see its `family::rr::default_ports`) with
-//! SO_REUSEADDR, and closes first. With TCP
-//! timestamps on (Linux's default), an explicitly bound connect may reuse a
-//! port pair still in TIME_WAIT, so a long test at full speed does not run
-//! out of ports. If it does anyway, the error says so and what to change.
+//! SO_REUSEADDR; the responder closes first, right after its response, and
+//! the requester closes once it has read the responder's end-of-file. The
+//! TIME_WAIT is then the responder's, and with TCP timestamps on (Linux's
+//! default) a SYN that reuses a port pair still in TIME_WAIT there opens a
+//! new connection, on loopback or not, so a long test at full speed does
+//! not run out of ports. (A requester that closed first would hold the
+//! TIME_WAITs, and Linux reuses those for an explicitly bound connect only
+//! on loopback, by net.ipv4.tcp_tw_reuse's default.) If the ports run out
+//! anyway, the error says so and what to change.
 //!
 //! Every connection presents the test's token in the same send as its
 //! request; the responder closes anything else unanswered.
+//!
+//! The responder's path is netserver 2.7's four system calls a
+//! transaction: a blocking accept, one receive (the preamble and the
+//! request come in one segment), one send, close. What each connection
+//! needs (its receive and send timeouts, its buffer sizes) is set once on
+//! the listener, which accepted sockets inherit.
 
 use std::{
     io::{self, Read, Write},
     net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream},
-    os::fd::AsFd,
     time::{Duration, Instant},
 };
 
-use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use proto::{Family, Protocol, SideSpec, Token};
 use socket2::Socket;
 
@@ -35,6 +44,10 @@ use crate::{
     sockopt::{self, LocalOpts},
     timer::StopFlag,
 };
+
+/// How long a responder waits for a connection's request, or for its
+/// response to be taken, and at most in one accept.
+const CONN_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The requester's settings.
 #[derive(Debug, Clone)]
@@ -96,8 +109,14 @@ fn connect(p: &CrrRequester, ports: &mut Ports) -> Result<TcpStream, EngineError
         let sock = sockopt::new_socket(family, Protocol::Tcp)?;
         sockopt::apply_side(&sock, &p.side, family, Protocol::Tcp, false)?;
         sockopt::apply_local(&sock, &p.local, family, Protocol::Tcp)?;
-        sock.set_reuse_address(true)
-            .map_err(|e| EngineError::io("setting SO_REUSEADDR", e))?;
+        // Only a requester that closes first holds TIME_WAITs on its
+        // ports, which an explicit bind may reuse with SO_REUSEADDR; when
+        // the responder closes first, a port is free once closed (and one
+        // that is not is passed over below).
+        if p.conv.crr_closer == Closer::Requester {
+            sock.set_reuse_address(true)
+                .map_err(|e| EngineError::io("setting SO_REUSEADDR", e))?;
+        }
         let port = ports.take();
         tried += 1;
         let busy = |e: &io::Error| {
@@ -267,13 +286,19 @@ pub fn responder(
     stop: &StopFlag,
     live: &Live,
 ) -> Result<(Ended, u64, Vec<u64>), EngineError> {
+    // Blocking, with the timeouts every accepted connection inherits: a
+    // request that does not come, or a response nobody reads, costs at most
+    // CONN_TIMEOUT. An accept that waits as long returns, to look at the
+    // stop flag (the session also shuts the listener down to wake it).
+    listener
+        .set_nonblocking(false)
+        .and_then(|()| listener.set_read_timeout(Some(CONN_TIMEOUT)))
+        .and_then(|()| listener.set_write_timeout(Some(CONN_TIMEOUT)))
+        .map_err(|e| EngineError::io("data listener", e))?;
     let listener: TcpListener = listener
         .try_clone()
         .map_err(|e| EngineError::io("data listener", e))?
         .into();
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| EngineError::io("data listener", e))?;
     let mut reqbuf = vec![0u8; conv.crr_preamble() + req];
     let respbuf = vec![b'R'; resp];
     let mut out = Ended::default();
@@ -288,24 +313,15 @@ pub fn responder(
                 continue;
             }
             Ok((c, _)) => c,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if stop.is_set() {
-                    break;
-                }
-                let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
-                let _ = poll(&mut fds, PollTimeout::from(100u8));
-                continue;
-            }
+            // the listener's receive timeout passed, or the session shut
+            // it down (EINVAL) because the test is over
+            Err(_) if stop.is_set() => break,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
             Err(e) => return Err(EngineError::io("accept on the data listener", e)),
         };
         first.get_or_insert_with(Instant::now);
-        if conn.set_nonblocking(false).is_err()
-            || conn.set_read_timeout(Some(Duration::from_secs(1))).is_err()
-        {
-            continue;
-        }
         let Ok(calls) = read_exact(&conn, &mut reqbuf) else {
             refused += 1;
             continue;
@@ -498,6 +514,26 @@ mod tests {
                 "{lines:?}"
             );
         }
+    }
+
+    /// Against a netserver of this suite from before it closed first, the
+    /// requester closes first, and both ends still agree on every count.
+    #[test]
+    fn requester_closes_first_for_an_older_netserver() {
+        let conv = Conventions {
+            crr_closer: Closer::Requester,
+            ..Conventions::NATIVE
+        };
+        let (addr, token, stop, srv) = serve(conv, 10, 20);
+        let mut p = to(addr, token, conv, 10, 20, 200);
+        p.timing = false;
+        let o = requester(&p, &StopFlag::new(), &Live::new()).unwrap();
+        stop.set();
+        let (r, refused) = srv.join().unwrap();
+        assert_eq!(
+            (o.counters.transactions, r.counters.transactions, refused),
+            (200, 200, 0)
+        );
     }
 
     #[test]

@@ -164,7 +164,13 @@ impl Native {
 
 impl Dialect for Native {
     fn conventions(&self) -> engine::conventions::Conventions {
-        engine::conventions::Conventions::NATIVE
+        let mut conv = engine::conventions::Conventions::NATIVE;
+        // a netserver of this suite from before it closed TCP_CRR's
+        // connections first waits for ours to close
+        if !self.can("crr-server-closes") {
+            conv.crr_closer = engine::conventions::Closer::Requester;
+        }
+        conv
     }
 
     fn server_cpu(&self) -> (u32, u32) {

@@ -51,7 +51,7 @@ pub struct Hello {
 }
 
 /// The capabilities this build announces.
-pub const CAPABILITIES: &[&str] = &["flows", "window"];
+pub const CAPABILITIES: &[&str] = &["flows", "window", "crr-server-closes"];
 
 impl Hello {
     pub fn new(software: impl Into<String>) -> Hello {

@@ -43,6 +43,8 @@ pub struct TestCtl {
     sockets: Mutex<Vec<Socket>>,
     /// The TCP data connections among them (not listeners, not UDP).
     streams: Mutex<Vec<Socket>>,
+    /// Listeners that a test accepts on until netperf is done.
+    listeners: Mutex<Vec<Socket>>,
     done: Mutex<Option<ClientDone>>,
     done_changed: Condvar,
     /// Datagrams netperf sent, once it has said (u64::MAX until then).
@@ -56,6 +58,7 @@ impl Default for TestCtl {
             aborted: AtomicBool::new(false),
             sockets: Mutex::new(Vec::new()),
             streams: Mutex::new(Vec::new()),
+            listeners: Mutex::new(Vec::new()),
             done: Mutex::new(None),
             done_changed: Condvar::new(),
             expected_datagrams: AtomicU64::new(u64::MAX),
@@ -102,6 +105,17 @@ impl TestCtl {
         }
     }
 
+    /// Remember a listener that the test accepts on until netperf is
+    /// done, so that the end wakes the accepting threads at once.
+    pub fn register_listener(&self, sock: &impl AsFd) {
+        self.register(sock);
+        if let Ok(owned) = sock.as_fd().try_clone_to_owned()
+            && let Ok(mut v) = self.listeners.lock()
+        {
+            v.push(Socket::from(owned));
+        }
+    }
+
     /// End the test as its natural end would, by the server's clock: the
     /// loops stop, a UDP receiver takes what has arrived, and a TCP
     /// connection's receive side ends as if the peer had closed (netserver
@@ -138,6 +152,12 @@ impl TestCtl {
         self.expected_datagrams
             .store(done.datagrams_sent, Ordering::Relaxed);
         self.stop.set();
+        // a listener shut down for reading ends a blocked accept (EINVAL)
+        if let Ok(v) = self.listeners.lock() {
+            for s in v.iter() {
+                let _ = s.shutdown(std::net::Shutdown::Read);
+            }
+        }
         if let Ok(mut d) = self.done.lock() {
             *d = Some(done);
         }

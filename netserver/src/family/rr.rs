@@ -146,7 +146,7 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
             Ok(results)
         }),
         TestKind::TcpCrr | TestKind::TcpCc => Box::new(move |ctl: &TestCtl| {
-            ctl.register(&sock);
+            ctl.register_listener(&sock);
             // as many answering threads as CPUs, for many flows; one for one
             let threads = if spec.flows > 1 {
                 (engine::cpu::count().max(1) as usize).min(spec.flows as usize)

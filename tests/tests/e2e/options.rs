@@ -711,3 +711,100 @@ fn numbers_with_trailing_words() {
         "{out}"
     );
 }
+
+/// The system calls of thread `tid` in an `strace -f` trace, by name.
+fn calls_of_thread(trace: &str, tid: &str) -> std::collections::BTreeMap<String, u64> {
+    let mut by_name = std::collections::BTreeMap::new();
+    for l in trace.lines() {
+        let mut it = l.splitn(2, ' ');
+        if it.next() != Some(tid) {
+            continue;
+        }
+        // std's debug builds check that a descriptor is open before
+        // closing it (F_GETFD); release builds make no such call
+        if l.contains("fcntl(") && l.contains("F_GETFD") {
+            continue;
+        }
+        let rest = it.next().unwrap_or("").trim_start();
+        let Some(name) = rest.split('(').next().filter(|n| !n.contains(' ')) else {
+            continue;
+        };
+        *by_name.entry(name.to_string()).or_insert(0) += 1;
+    }
+    by_name
+}
+
+/// TCP_CRR costs netserver 2.7's four system calls a transaction (accept,
+/// one receive for the token and the request, one send, close) and
+/// netperf no more than netperf 2.7's nine (socket, setsockopt, bind,
+/// connect, send, receive, shutdown, receive, close).
+#[test]
+fn tcp_crr_system_calls_per_transaction() {
+    if !have_strace() {
+        return;
+    }
+    const N: u64 = 400;
+    let data = "accept,accept4,recvfrom,read,recvmsg,sendto,write,sendmsg,close,setsockopt,getsockopt,ioctl,fcntl,poll,ppoll,shutdown,socket,bind,connect";
+    let srv = TracedServer::start(data, "", "crr");
+    let port = srv.port();
+    let n = format!("-{N}");
+    let (out, client) = traced_netperf(
+        &[
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-t",
+            "TCP_CRR",
+            "-l",
+            &n,
+            "-P",
+            "0",
+            "-v",
+            "0",
+        ],
+        data,
+        "",
+    );
+    out.ok();
+    // the responder: the thread that accepts data connections
+    let server = srv.trace();
+    let accepting = server
+        .lines()
+        .filter(|l| l.contains("accept4(") && !l.contains("= -1"))
+        .filter_map(|l| l.split(' ').next())
+        .collect::<std::collections::BTreeSet<_>>();
+    let tid = accepting
+        .iter()
+        .copied()
+        .max_by_key(|t| {
+            calls_of_thread(&server, t)
+                .get("accept4")
+                .copied()
+                .unwrap_or(0)
+        })
+        .unwrap_or_else(|| panic!("no accepting thread in {server}"));
+    let by = calls_of_thread(&server, tid);
+    let total: u64 = by.values().sum();
+    assert!(by.get("accept4").copied().unwrap_or(0) >= N, "{by:?}");
+    // four a transaction, and a few to set the listener up and end
+    assert!(
+        total <= 4 * N + 8,
+        "{total} calls for {N} transactions: {by:?}"
+    );
+    // none a transaction (the listener's set-up aside)
+    for none in ["poll", "ppoll", "ioctl", "fcntl"] {
+        assert!(by.get(none).copied().unwrap_or(0) <= 2, "{none} in {by:?}");
+    }
+    // the requester: netperf's thread that connects
+    let tid = client
+        .lines()
+        .find(|l| l.contains(" connect(") || l.contains("connect("))
+        .and_then(|l| l.split(' ').next())
+        .map(str::to_string);
+    let tid = tid.unwrap_or_else(|| panic!("no connect in {client}"));
+    let by = calls_of_thread(&client, &tid);
+    let total: u64 = by.values().sum();
+    assert!(by.get("connect").copied().unwrap_or(0) >= N, "{by:?}");
+    assert!(total <= 9 * N, "{total} calls for {N} transactions: {by:?}");
+}
