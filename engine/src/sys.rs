@@ -68,18 +68,22 @@ pub fn recv_from(
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
-    let len = len as usize;
-    let from = match i32::from(storage.ss_family) {
+    Ok((n as usize, socket_addr(&storage, len as usize)))
+}
+
+/// The address in `storage`, of `len` bytes as the kernel wrote it.
+fn socket_addr(storage: &libc::sockaddr_storage, len: usize) -> Option<std::net::SocketAddr> {
+    match i32::from(storage.ss_family) {
         libc::AF_INET if len >= std::mem::size_of::<libc::sockaddr_in>() => {
             // SAFETY: the family says the storage holds a sockaddr_in, and
             // the kernel wrote all of it.
-            let a: libc::sockaddr_in = unsafe { *(&raw const storage).cast() };
+            let a: libc::sockaddr_in = unsafe { *std::ptr::from_ref(storage).cast() };
             let ip = std::net::Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr));
             Some(std::net::SocketAddr::from((ip, u16::from_be(a.sin_port))))
         }
         libc::AF_INET6 if len >= std::mem::size_of::<libc::sockaddr_in6>() => {
             // SAFETY: as above, for sockaddr_in6.
-            let a: libc::sockaddr_in6 = unsafe { *(&raw const storage).cast() };
+            let a: libc::sockaddr_in6 = unsafe { *std::ptr::from_ref(storage).cast() };
             Some(std::net::SocketAddr::V6(std::net::SocketAddrV6::new(
                 std::net::Ipv6Addr::from(a.sin6_addr.s6_addr),
                 u16::from_be(a.sin6_port),
@@ -88,8 +92,7 @@ pub fn recv_from(
             )))
         }
         _ => None,
-    };
-    Ok((n as usize, from))
+    }
 }
 
 /// A descriptor this process inherited open (systemd's socket activation
@@ -195,5 +198,215 @@ mod tests {
         // returns 0 with no address, where std's recv_from panics.
         let _ = socket2::SockRef::from(&a).shutdown(std::net::Shutdown::Both);
         assert_eq!(recv_from(&a, &mut buf, false).unwrap(), (0, None));
+    }
+}
+
+/// `UDP_SEGMENT` and `UDP_GRO` (linux/udp.h), at level `SOL_UDP`.
+pub const UDP_SEGMENT: i32 = 103;
+pub const UDP_GRO: i32 = 104;
+
+/// Room for one `int` control message (UDP_GRO's segment size), aligned
+/// as a cmsghdr must be.
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+struct Control([u8; 32]);
+
+/// `n` messages for sendmmsg(2) and recvmmsg(2), each over its own slot of
+/// `slot` bytes in a buffer this owns, so that the pointers the kernel is
+/// given stay valid as long as the batch does (a move of the batch moves
+/// no heap memory).
+pub struct MsgBatch {
+    data: Vec<u8>,
+    slot: usize,
+    hdrs: Vec<libc::mmsghdr>,
+    iovs: Vec<libc::iovec>,
+    addrs: Vec<libc::sockaddr_storage>,
+    ctrl: Vec<Control>,
+    /// The one address every message goes to (unconnected sends).
+    to: Option<(libc::sockaddr_storage, libc::socklen_t)>,
+}
+
+// SAFETY: the raw pointers in `hdrs` and `iovs` point only into this
+// batch's own heap buffers; nothing else holds them.
+unsafe impl Send for MsgBatch {}
+
+impl std::fmt::Debug for MsgBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MsgBatch")
+            .field("messages", &self.hdrs.len())
+            .field("slot", &self.slot)
+            .finish()
+    }
+}
+
+impl MsgBatch {
+    /// `n` slots of `slot` bytes (both at least 1), sent to `to` when the
+    /// socket is not connected.
+    pub fn new(n: usize, slot: usize, to: Option<std::net::SocketAddr>) -> MsgBatch {
+        let (n, slot) = (n.max(1), slot.max(1));
+        // SAFETY: all-zero is a valid value of these plain C structs.
+        let zero_hdr: libc::mmsghdr = unsafe { std::mem::zeroed() };
+        let zero_addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut b = MsgBatch {
+            data: vec![0u8; n * slot],
+            slot,
+            hdrs: vec![zero_hdr; n],
+            iovs: vec![
+                libc::iovec {
+                    iov_base: std::ptr::null_mut(),
+                    iov_len: 0,
+                };
+                n
+            ],
+            addrs: vec![zero_addr; n],
+            ctrl: vec![Control([0; 32]); n],
+            to: to.map(|a| {
+                let a = socket2::SockAddr::from(a);
+                // SAFETY: SockAddr's storage is a sockaddr_storage of `len`
+                // valid bytes.
+                let s: libc::sockaddr_storage = unsafe { *a.as_ptr().cast() };
+                (s, a.len())
+            }),
+        };
+        let base = b.data.as_mut_ptr();
+        for (i, iov) in b.iovs.iter_mut().enumerate() {
+            // SAFETY: i * slot is within `data`, which has n * slot bytes.
+            iov.iov_base = unsafe { base.add(i * slot) }.cast();
+            iov.iov_len = slot;
+        }
+        b
+    }
+
+    pub fn len(&self) -> usize {
+        self.hdrs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hdrs.is_empty()
+    }
+
+    /// Slot `i`, whole.
+    pub fn slot_mut(&mut self, i: usize) -> &mut [u8] {
+        let s = self.slot;
+        self.data.get_mut(i * s..(i + 1) * s).unwrap_or(&mut [])
+    }
+
+    /// Point every header at its iovec (and address, and control room);
+    /// done before each call, as the batch may have moved since the last.
+    fn aim(&mut self, count: usize, recv: bool) {
+        let count = count.min(self.hdrs.len());
+        for i in 0..count {
+            let (Some(h), Some(iov)) = (self.hdrs.get_mut(i), self.iovs.get_mut(i)) else {
+                break;
+            };
+            h.msg_hdr.msg_iov = iov;
+            h.msg_hdr.msg_iovlen = 1;
+            h.msg_len = 0;
+            if recv {
+                iov.iov_len = self.slot;
+                if let (Some(a), Some(c)) = (self.addrs.get_mut(i), self.ctrl.get_mut(i)) {
+                    h.msg_hdr.msg_name = std::ptr::from_mut(a).cast();
+                    h.msg_hdr.msg_namelen =
+                        std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+                    h.msg_hdr.msg_control = c.0.as_mut_ptr().cast();
+                    h.msg_hdr.msg_controllen = c.0.len() as _;
+                }
+                h.msg_hdr.msg_flags = 0;
+            } else {
+                match &mut self.to {
+                    Some((a, len)) => {
+                        h.msg_hdr.msg_name = std::ptr::from_mut(a).cast();
+                        h.msg_hdr.msg_namelen = *len;
+                    }
+                    None => {
+                        h.msg_hdr.msg_name = std::ptr::null_mut();
+                        h.msg_hdr.msg_namelen = 0;
+                    }
+                }
+                h.msg_hdr.msg_control = std::ptr::null_mut();
+                h.msg_hdr.msg_controllen = 0;
+            }
+        }
+    }
+
+    /// sendmmsg(2) of the first `lens.len()` slots, each of its length:
+    /// how many messages the kernel took (their lengths: [`MsgBatch::sent`]).
+    pub fn send(&mut self, sock: &impl AsRawFd, lens: &[usize]) -> io::Result<usize> {
+        let count = lens.len().min(self.hdrs.len());
+        for (iov, &l) in self.iovs.iter_mut().zip(lens) {
+            iov.iov_len = l.min(self.slot);
+        }
+        self.aim(count, false);
+        // SAFETY: the first `count` headers point at iovecs over this
+        // batch's own slots (lengths within them) and at its own address;
+        // all outlive the call.
+        let n = unsafe { libc::sendmmsg(sock.as_raw_fd(), self.hdrs.as_mut_ptr(), count as _, 0) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+
+    /// Bytes message `i` of the last call moved.
+    pub fn sent(&self, i: usize) -> usize {
+        self.hdrs.get(i).map_or(0, |h| h.msg_len as usize)
+    }
+
+    /// recvmmsg(2) of up to `count` messages: it waits (up to the socket's
+    /// receive timeout) for the first, and takes those already queued
+    /// behind it. How many came.
+    pub fn recv(&mut self, sock: &impl AsRawFd, count: usize) -> io::Result<usize> {
+        let count = count.min(self.hdrs.len());
+        self.aim(count, true);
+        // SAFETY: the first `count` headers point at iovecs over this
+        // batch's own slots, and at its own address and control buffers,
+        // with their lengths; all outlive the call.
+        let n = unsafe {
+            libc::recvmmsg(
+                sock.as_raw_fd(),
+                self.hdrs.as_mut_ptr(),
+                count as _,
+                libc::MSG_WAITFORONE as _,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+
+    /// Message `i` of the last receive: its bytes, its sender, and, when
+    /// the kernel coalesced datagrams (UDP_GRO), their size.
+    pub fn received(&self, i: usize) -> (&[u8], Option<std::net::SocketAddr>, Option<usize>) {
+        let Some(h) = self.hdrs.get(i) else {
+            return (&[], None, None);
+        };
+        let len = (h.msg_len as usize).min(self.slot);
+        let data = self
+            .data
+            .get(i * self.slot..i * self.slot + len)
+            .unwrap_or(&[]);
+        let from = self
+            .addrs
+            .get(i)
+            .and_then(|a| socket_addr(a, h.msg_hdr.msg_namelen as usize));
+        let mut gro = None;
+        // SAFETY: the header's control pointer and length describe this
+        // batch's control buffer as the kernel filled it; CMSG_* walk
+        // within msg_controllen.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&h.msg_hdr);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == UDP_GRO {
+                    let v: libc::c_int = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                    gro = usize::try_from(v).ok().filter(|&s| s > 0);
+                }
+                c = libc::CMSG_NXTHDR(&h.msg_hdr, c);
+            }
+        }
+        (data, from, gro)
     }
 }

@@ -47,5 +47,6 @@ pub use session::{
 };
 pub use test::{
     ClientDone, CpuStats, Direction, DropSource, Family, FlowCounters, Grant, Limits, Protocol,
-    SideResults, SideSpec, TcpStats, TestEnd, TestKind, TestSpec, Token, UdpRecvStats, Window,
+    SideResults, SideSpec, TcpStats, TestEnd, TestKind, TestSpec, Token, Tuning, UdpFast,
+    UdpRecvStats, Window,
 };

@@ -27,7 +27,7 @@ use crate::{
     codec,
     error::ProtoError,
     frame,
-    test::{ClientDone, FlowCounters, Grant, SideResults, TestSpec, Window},
+    test::{ClientDone, FlowCounters, Grant, SideResults, TestSpec, Tuning, Window},
 };
 
 /// The version of this control protocol. Peers of different versions refuse
@@ -51,7 +51,7 @@ pub struct Hello {
 }
 
 /// The capabilities this build announces.
-pub const CAPABILITIES: &[&str] = &["flows", "window", "crr-server-closes"];
+pub const CAPABILITIES: &[&str] = &["flows", "window", "crr-server-closes", "tuning"];
 
 impl Hello {
     pub fn new(software: impl Into<String>) -> Hello {
@@ -110,6 +110,10 @@ pub enum ClientMsg {
     /// A test with a window (`--warmup`/`--cooldown`): sent only to a
     /// server whose hello names `window`.
     SetupWindowed(Box<TestSpec>, Window),
+    /// A test with settings beyond `Setup`'s (UDP_STREAM's `--batch` and
+    /// `--gso`, and the window): sent only to a server whose hello names
+    /// `tuning`.
+    SetupTuned(Box<TestSpec>, Tuning),
 }
 
 /// netserver to netperf.
@@ -194,6 +198,7 @@ impl ClientMsg {
             ClientMsg::Done(_) => "Done",
             ClientMsg::Bye => "Bye",
             ClientMsg::SetupWindowed(..) => "SetupWindowed",
+            ClientMsg::SetupTuned(..) => "SetupTuned",
         }
     }
 

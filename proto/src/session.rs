@@ -8,7 +8,7 @@
 use crate::{
     error::ProtoError,
     message::{ClientMsg, ErrorCode, ErrorMsg, Hello, ServerHello, ServerMsg},
-    test::{ClientDone, Grant, Limits, SideResults, TestSpec},
+    test::{ClientDone, Grant, Limits, SideResults, TestSpec, Tuning},
 };
 
 /// Which end computes a proof.
@@ -242,6 +242,11 @@ impl ServerSession {
                 spec.window = Some(window);
                 self.handle(ClientMsg::Setup(spec))
             }
+            (ServerState::Idle, ClientMsg::SetupTuned(mut spec, t)) => {
+                spec.window = t.window;
+                spec.udp_fast = t.udp_fast;
+                self.handle(ClientMsg::Setup(spec))
+            }
             (ServerState::Idle, ClientMsg::Setup(spec)) => match spec.validate(&self.limits) {
                 Ok(()) => {
                     self.state = ServerState::Preparing;
@@ -461,9 +466,12 @@ impl ClientSession {
             .into());
         }
         self.state = ClientState::AwaitGrant;
-        Ok(match spec.window {
-            Some(w) => ClientMsg::SetupWindowed(Box::new(spec), w),
-            None => ClientMsg::Setup(Box::new(spec)),
+        Ok(match (spec.window, spec.udp_fast) {
+            (window, udp_fast) if udp_fast.is_on() => {
+                ClientMsg::SetupTuned(Box::new(spec), Tuning { window, udp_fast })
+            }
+            (Some(w), _) => ClientMsg::SetupWindowed(Box::new(spec), w),
+            (None, _) => ClientMsg::Setup(Box::new(spec)),
         })
     }
 
@@ -664,6 +672,42 @@ mod tests {
             );
         }
         assert_eq!(server.handle(wire_c(ClientMsg::Bye)), ServerAction::Close);
+    }
+
+    /// `--batch`/`--gso` (and a window beside them) travel in `SetupTuned`
+    /// and reach the server's spec whole.
+    #[test]
+    fn tuning_travels_in_setup_tuned() {
+        let mut server = ServerSession::new("srv", Limits::default(), None, [1; 32]);
+        let mut client = ClientSession::new(None, [2; 32]);
+        let m = reply(server.handle(wire_c(ClientSession::hello("cli"))));
+        client.handle(wire_s(m)).unwrap();
+        let mut spec = TestSpec::new(TestKind::UdpStream, Family::V4);
+        spec.udp_fast = crate::UdpFast {
+            batch: 8,
+            segments: 16,
+        };
+        spec.window = Some(crate::Window {
+            warmup_ms: 100,
+            cooldown_ms: 200,
+        });
+        let msg = client.setup(spec.clone()).unwrap();
+        assert!(matches!(msg, ClientMsg::SetupTuned(..)), "{msg:?}");
+        assert_eq!(
+            server.handle(wire_c(msg)),
+            ServerAction::Prepare(Box::new(spec))
+        );
+        // a batch beyond the kernel's is refused, naming the option
+        let mut client = ClientSession::new(None, [2; 32]);
+        let mut server = ServerSession::new("srv", Limits::default(), None, [1; 32]);
+        let m = reply(server.handle(wire_c(ClientSession::hello("cli"))));
+        client.handle(wire_s(m)).unwrap();
+        let mut spec = TestSpec::new(TestKind::UdpStream, Family::V4);
+        spec.udp_fast.batch = 5000;
+        match reply(server.handle(wire_c(client.setup(spec).unwrap()))) {
+            ServerMsg::Error(e) => assert!(e.message.contains("--batch"), "{e:?}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -251,6 +251,53 @@ pub struct TestSpec {
     /// `window` capability.
     #[serde(skip)]
     pub window: Option<Window>,
+    /// UDP_STREAM's fast paths (`--batch`, `--gso`): not part of `Setup`
+    /// either; they travel in `SetupTuned`, to a server that named the
+    /// `tuning` capability.
+    #[serde(skip)]
+    pub udp_fast: UdpFast,
+}
+
+/// The most datagrams (or GSO messages) one sendmmsg/recvmmsg moves
+/// (`--batch`); Linux takes at most 1024 (UIO_MAXIOV).
+pub const MAX_UDP_BATCH: u32 = 1024;
+/// The most datagrams one UDP_SEGMENT send carries (`--gso`): Linux's
+/// UDP_MAX_SEGMENTS on the kernels of the last years.
+pub const MAX_UDP_SEGMENTS: u32 = 64;
+/// Room for one datagram, or one GRO-coalesced message, in a batch slot.
+pub const UDP_SLOT: u32 = 65_536;
+
+/// UDP_STREAM's fast paths: how many datagrams one system call moves.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UdpFast {
+    /// Messages per sendmmsg/recvmmsg (1: one send or receive a message).
+    pub batch: u32,
+    /// Datagrams per message: UDP_SEGMENT on the sender, UDP_GRO on the
+    /// receiver (1: no segmentation offload).
+    pub segments: u32,
+}
+
+impl Default for UdpFast {
+    fn default() -> Self {
+        UdpFast {
+            batch: 1,
+            segments: 1,
+        }
+    }
+}
+
+impl UdpFast {
+    /// Whether any fast path is on.
+    pub fn is_on(&self) -> bool {
+        self.batch > 1 || self.segments > 1
+    }
+}
+
+/// What `SetupTuned` carries beside the spec.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tuning {
+    pub window: Option<Window>,
+    pub udp_fast: UdpFast,
 }
 
 /// Traffic that runs but is not counted: `warmup_ms` before the measured
@@ -330,6 +377,7 @@ impl TestSpec {
             remote_fill: false,
             peer_data_port: None,
             window: None,
+            udp_fast: UdpFast::default(),
         }
     }
 
@@ -351,6 +399,25 @@ impl TestSpec {
             }
         };
         check_size("-m (remote send size)", self.server.send_size)?;
+        let fast = self.udp_fast;
+        if fast.is_on() && self.kind != TestKind::UdpStream {
+            return Err(SpecError::new("--batch/--gso", "only UDP_STREAM has them"));
+        }
+        if !(1..=MAX_UDP_BATCH).contains(&fast.batch) {
+            return Err(SpecError::new(
+                "--batch",
+                format!("{} is not between 1 and {MAX_UDP_BATCH}", fast.batch),
+            ));
+        }
+        if !(1..=MAX_UDP_SEGMENTS).contains(&fast.segments) {
+            return Err(SpecError::new(
+                "--gso",
+                format!(
+                    "{} datagrams a send is not between 1 and {MAX_UDP_SEGMENTS}",
+                    fast.segments
+                ),
+            ));
+        }
         check_size("-M (remote receive size)", self.server.recv_size)?;
         if self.kind.is_connection_test() {
             // A connection test may carry nothing at all (TCP_CC).
@@ -598,7 +665,13 @@ impl TestSpec {
                 TestKind::TcpMaerts | TestKind::UdpMaerts => (true, false),
                 _ => (false, true),
             };
-            u64::from(sends) * send.bytes() + u64::from(receives) * recv.bytes()
+            // a fast receiver's batch of slots, beside its ring
+            let slots = if self.udp_fast.is_on() {
+                u64::from(self.udp_fast.batch) * u64::from(UDP_SLOT)
+            } else {
+                0
+            };
+            u64::from(sends) * send.bytes() + u64::from(receives) * (recv.bytes() + slots)
         };
         if self.flows <= 1 {
             return per_flow;
@@ -759,6 +832,10 @@ pub enum DropSource {
     Host,
     /// Neither was readable.
     Unavailable,
+    /// The socket's own counter, of messages the kernel had coalesced
+    /// (UDP_GRO, `--gso`): each held one or more datagrams. Sent only to a
+    /// client that asked for `--gso` (capability `tuning`).
+    SocketCoalesced,
 }
 
 /// What a UDP receiver counted.

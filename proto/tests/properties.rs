@@ -104,6 +104,7 @@ fn spec() -> impl Strategy<Value = TestSpec> {
                     remote_fill: v6,
                     peer_data_port: port,
                     window: None,
+                    udp_fast: proto::UdpFast::default(),
                 }
             },
         )
@@ -195,6 +196,20 @@ fn client_msg() -> impl Strategy<Value = ClientMsg> {
                 },
             )
         }),
+        (spec(), any::<u32>(), any::<u32>(), any::<bool>()).prop_map(
+            |(s, batch, segments, windowed)| {
+                ClientMsg::SetupTuned(
+                    Box::new(s),
+                    proto::Tuning {
+                        window: windowed.then_some(proto::Window {
+                            warmup_ms: batch,
+                            cooldown_ms: segments,
+                        }),
+                        udp_fast: proto::UdpFast { batch, segments },
+                    },
+                )
+            }
+        ),
         any::<u64>().prop_map(|n| ClientMsg::Done(ClientDone { datagrams_sent: n })),
         Just(ClientMsg::Bye),
     ]

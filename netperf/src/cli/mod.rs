@@ -231,6 +231,10 @@ pub struct Plan {
     /// `--no-latency`: do not time transactions (to measure what timing costs).
     pub latency: bool,
     pub rate_bps: Option<u64>,
+    /// `--batch`: UDP_STREAM datagrams a system call.
+    pub udp_batch: u32,
+    /// `--gso`: UDP_STREAM bytes a send, cut into datagrams by the kernel.
+    pub udp_gso: Option<u32>,
     pub spin: bool,
     /// `--flows`: data connections in one test.
     pub flows: u32,
@@ -307,6 +311,8 @@ impl Plan {
             recv_timeout: None,
             latency: true,
             rate_bps: None,
+            udp_batch: 1,
+            udp_gso: None,
             spin: false,
             flows: 1,
             window: None,
@@ -983,6 +989,17 @@ fn apply_test(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliErro
             "send_width" => plan.local.send_width = Some(size(v)?.max(1)),
             "rate" => plan.rate_bps = Some(value::bits_per_second(v).map_err(|e| bad(o, e))?),
             "spin" => plan.spin = true,
+            "batch" => {
+                let n = value::int(v).map_err(|e| bad(o, e))?;
+                let max = proto::test::MAX_UDP_BATCH;
+                if !(1..=i64::from(max)).contains(&n) {
+                    return Err(CliError(format!(
+                        "{o}: '{v}': a batch goes from 1 to {max} datagrams"
+                    )));
+                }
+                plan.udp_batch = n as u32;
+            }
+            "gso" => plan.udp_gso = Some(size(v)?.max(1)),
             "no_latency" => plan.latency = false,
             "flows" => {
                 let n = value::int(v).map_err(|e| bad(o, e))?;

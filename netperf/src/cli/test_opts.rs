@@ -251,6 +251,20 @@ pub const OPTIONS: &[OptDef] = &[
         "Pin the flow threads to these CPUs in turn (0,2,4 or 0-3)",
     ),
     OptDef::long_only(
+        "batch",
+        "batch",
+        Arity::Required,
+        "N",
+        "UDP_STREAM: N datagrams a system call at each end (sendmmsg, recvmmsg)",
+    ),
+    OptDef::long_only(
+        "gso",
+        "gso",
+        Arity::Required,
+        "SIZE",
+        "UDP_STREAM: hand the kernel SIZE bytes a send, cut into -m datagrams (UDP_SEGMENT; the receiver takes them coalesced, UDP_GRO)",
+    ),
+    OptDef::long_only(
         "spin",
         "spin",
         Arity::None,

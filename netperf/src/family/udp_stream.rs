@@ -13,7 +13,7 @@ use engine::{
     stream::udp::{self, Until},
     timer::StopFlag,
 };
-use proto::{ClientDone, DropSource, Family, Protocol, SideResults};
+use proto::{ClientDone, DropSource, Family, Protocol, SideResults, UdpFast};
 
 use super::{Context, Measurement, Prepared, length_timer, pin, prepare, request, results_wait};
 use crate::{
@@ -110,11 +110,44 @@ fn unspecified(f: Family) -> std::net::IpAddr {
     }
 }
 
+/// `--batch` and `--gso` for datagrams of `size` bytes: how many a call
+/// moves, told to the netserver when it can take them. netperf 2.7's
+/// netserver receives one a call whatever we send.
+fn udp_fast(plan: &Plan, d: &dyn Dialect, size: u32, family: Family) -> Result<UdpFast> {
+    let segments = match plan.udp_gso {
+        None => 1,
+        Some(bytes) => {
+            if bytes < size {
+                bail!("--gso {bytes}: less than one datagram of -m {size} bytes a send");
+            }
+            // at most the kernel's segments a send, and one IP datagram's
+            // worth of payload in all
+            (bytes / size)
+                .min(proto::test::MAX_UDP_SEGMENTS)
+                .min((family.max_udp_payload() / size).max(1))
+        }
+    };
+    let fast = UdpFast {
+        batch: plan.udp_batch.max(1),
+        segments,
+    };
+    if fast.is_on() && !d.is_netperf2() && !d.can("tuning") {
+        bail!(
+            "--batch, --gso: the netserver at {} ({}) predates them; upgrade it",
+            d.peer(),
+            d.server_software()
+        );
+    }
+    Ok(fast)
+}
+
 pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
     let mut p = prepare(plan, d, Protocol::Udp)?;
     let family = p.family;
     sockopt::set_recv_err(&p.sock, family)?;
     let size = send_size(plan, p.lss, family)?;
+    let fast = udp_fast(plan, d, size, family)?;
+    p.spec.udp_fast = fast;
     let (lss, lsr, tos) = (p.lss, p.lsr, p.tos);
     let width = ring_width(plan, &mut p, size);
     let at = Placement::new(plan.local.send_align, plan.local.send_offset);
@@ -147,6 +180,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
             &stop,
             &ctx.live,
             lat.as_mut(),
+            fast,
         )?;
         (o, phase.end())
     };
@@ -276,6 +310,8 @@ pub fn run_flows(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Meas
     let (mut p, mut socks) = flow_sockets(plan, d)?;
     p.spec.flows = n;
     let size = send_size(plan, p.lss, p.family)?;
+    let fast = udp_fast(plan, d, size, p.family)?;
+    p.spec.udp_fast = fast;
     let (lss, lsr, tos) = (p.lss, p.lsr, p.tos);
     let width = ring_width(plan, &mut p, size);
     let grant = request(plan, d, &p.spec)?;
@@ -321,6 +357,7 @@ pub fn run_flows(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Meas
                     &stop,
                     ctx.live.flow(i).unwrap_or(&ctx.live),
                     None,
+                    fast,
                 )?)
             },
             || anyhow::anyhow!("a flow thread panicked"),
@@ -459,6 +496,7 @@ pub fn run_maerts(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Mea
             &d.conventions(),
             &drain,
             &ctx.live,
+            UdpFast::default(),
         )?;
         (o, phase.end())
     };

@@ -207,6 +207,7 @@ fn udp(m: &Measurement) -> Option<Udp> {
         rcvbuf_drops: u.rcvbuf_drops,
         drops_source: match u.drops_source {
             proto::DropSource::Socket => "socket",
+            proto::DropSource::SocketCoalesced => "socket-coalesced",
             proto::DropSource::Host => "host",
             proto::DropSource::Unavailable => "unavailable",
         },

@@ -167,6 +167,7 @@ impl From<&proto::SideResults> for Side {
                 rcvbuf_drops: u.rcvbuf_drops,
                 drops_source: match u.drops_source {
                     proto::DropSource::Socket => "Socket",
+                    proto::DropSource::SocketCoalesced => "SocketCoalesced",
                     proto::DropSource::Host => "Host",
                     proto::DropSource::Unavailable => "Unavailable",
                 },

@@ -49,6 +49,7 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
         });
         return Ok((grant, job));
     }
+    let fast = spec.udp_fast;
     let job: Job = Box::new(move |ctl: &TestCtl| {
         let sock: UdpSocket = sock.into();
         ctl.register(&sock);
@@ -60,11 +61,12 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
         let link = udp_hello(&sock, &expect, connected, deadline, ctl)?;
         let mut buf = vec![0u8; recv_size.max(1) as usize];
         let live = Live::new();
-        let out = udp::receive(link, &mut buf, &token, &conv, ctl, &live)
+        let out = udp::receive(link, &mut buf, &token, &conv, ctl, &live, fast)
             .map_err(|e| failed("UDP data socket", e))?;
         // The socket's own drop counter, read after draining; the host's
         // counter only if that cannot be read.
         let (rcvbuf_drops, drops_source) = match inode.and_then(netstat::udp_socket_drops) {
+            Some(d) if fast.segments > 1 => (d, DropSource::SocketCoalesced),
             Some(d) => (d, DropSource::Socket),
             None => match (host_before, netstat::host_udp_counter("RcvbufErrors")) {
                 (Some(a), Some(b)) => (b.saturating_sub(a), DropSource::Host),
@@ -105,12 +107,22 @@ fn receive_flows(
                 .ok_or_else(|| failed("UDP flow", "no socket"))?;
             let inode = netstat::socket_inode(s);
             let mut buf = vec![0u8; recv_size.max(1) as usize];
-            let out = udp::receive(udp::Link::connected(s), &mut buf, token, &conv, ctl, &live)
-                .map_err(|e| failed("UDP data socket", e))?;
+            let out = udp::receive(
+                udp::Link::connected(s),
+                &mut buf,
+                token,
+                &conv,
+                ctl,
+                &live,
+                spec.udp_fast,
+            )
+            .map_err(|e| failed("UDP data socket", e))?;
             let drops = inode.and_then(netstat::udp_socket_drops);
             Ok(out.results(
                 drops.unwrap_or(0),
-                if drops.is_some() {
+                if drops.is_some() && spec.udp_fast.segments > 1 {
+                    DropSource::SocketCoalesced
+                } else if drops.is_some() {
                     DropSource::Socket
                 } else {
                     DropSource::Unavailable
@@ -222,6 +234,7 @@ fn prepare_sender(
             &ctl.stop,
             &Live::new(),
             None,
+            proto::UdpFast::default(),
         )
         .map_err(|e| failed("UDP data socket", e))?;
         let (send_buf_end, recv_buf_end) = sockopt::buffer_sizes(SockRef::from(&sock));

@@ -63,7 +63,7 @@ fn drop_one_percent(h: &Hosts) {
     );
 }
 
-fn udp_loss_is_exact(addr: &str, test: &str) {
+fn udp_loss_is_exact(addr: &str, test: &str, extra: &str) {
     let Some(h) = Hosts::new(test) else { return };
     let ns = server(&h, addr);
     drop_one_percent(&h);
@@ -75,7 +75,9 @@ fn udp_loss_is_exact(addr: &str, test: &str) {
     let bytes = 200_000 * 1024;
     let out = netperf_in_b(
         &h,
-        &format!("-H {addr} -p {port} -t UDP_STREAM -l -{bytes} -- -m 1024 -S ,16K --rate 400m"),
+        &format!(
+            "-H {addr} -p {port} -t UDP_STREAM -l -{bytes} -- -m 1024 -S ,16K --rate 400m {extra}"
+        ),
     );
     let in_errors = h.udp_counter(&h.a, "InErrors", v6) - in_errors;
     let dropped = h.nft_counter(&h.a, "nptest", "dropped");
@@ -101,12 +103,19 @@ fn udp_loss_is_exact(addr: &str, test: &str) {
 
 #[test]
 fn udp_loss_matches_kernel_counters_ipv4() {
-    udp_loss_is_exact(A4, "udp_loss_matches_kernel_counters_ipv4");
+    udp_loss_is_exact(A4, "udp_loss_matches_kernel_counters_ipv4", "");
+}
+
+/// The same with `--batch`: sendmmsg and recvmmsg of 32 datagrams a call
+/// count every datagram as one call each would.
+#[test]
+fn udp_loss_matches_kernel_counters_batched() {
+    udp_loss_is_exact(A4, "udp_loss_matches_kernel_counters_batched", "--batch 32");
 }
 
 #[test]
 fn udp_loss_matches_kernel_counters_ipv6() {
-    udp_loss_is_exact(A6, "udp_loss_matches_kernel_counters_ipv6");
+    udp_loss_is_exact(A6, "udp_loss_matches_kernel_counters_ipv6", "");
 }
 
 /// UDP_STREAM `--flows 4` through the same 1% random drop: each flow's loss

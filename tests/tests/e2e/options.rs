@@ -808,3 +808,69 @@ fn tcp_crr_system_calls_per_transaction() {
     assert!(by.get("connect").copied().unwrap_or(0) >= N, "{by:?}");
     assert!(total <= 9 * N, "{total} calls for {N} transactions: {by:?}");
 }
+
+/// UDP_STREAM's fast paths: `--batch` sends and receives with sendmmsg and
+/// recvmmsg of that many datagrams; `--gso` sets UDP_SEGMENT on netperf's
+/// socket and UDP_GRO on netserver's; either way both ends count every
+/// datagram (paced, so that none is lost on loopback).
+#[test]
+fn udp_batch_and_gso_reach_both_ends_and_count_every_datagram() {
+    if !have_strace() {
+        return;
+    }
+    for (tag, extra, netperf_call, server_call) in [
+        ("batch", &["--batch", "16"][..], "sendmmsg(", "recvmmsg("),
+        (
+            "gso",
+            &["--gso", "16K"][..],
+            "UDP_SEGMENT, [1024]",
+            "UDP_GRO, [1]",
+        ),
+    ] {
+        let srv = TracedServer::start("recvmmsg,recvfrom,setsockopt", "recvmmsg", tag);
+        let port = srv.port();
+        let mut args = vec![
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-t",
+            "UDP_STREAM",
+            "-l",
+            "-1024000",
+            "-P",
+            "0",
+            "-v",
+            "0",
+            "--",
+            "-m",
+            "1024",
+            "--rate",
+            "100m",
+        ];
+        args.extend(extra);
+        let (out, t) = traced_netperf(&args, "sendmmsg,sendto,setsockopt", "sendmmsg");
+        out.ok();
+        assert!(!calls(&t, netperf_call).is_empty(), "{tag}: {t}");
+        if tag == "batch" {
+            // raw: sendmmsg(fd, msgvec, vlen, flags), 16 messages a call
+            assert!(
+                calls(&t, "sendmmsg(")
+                    .iter()
+                    .any(|l| l.contains(", 0x10, ")),
+                "{t}"
+            );
+            assert!(calls(&t, "sendto(").len() < 20, "one datagram a call: {t}");
+        }
+        assert!(
+            srv.ns.wait_for_log(
+                "UDP_STREAM 0 bytes sent, 1024000 received",
+                Duration::from_secs(5)
+            ),
+            "{tag}: {}",
+            srv.ns.log()
+        );
+        let server = srv.trace();
+        assert!(!calls(&server, server_call).is_empty(), "{tag}: {server}");
+    }
+}

@@ -122,6 +122,11 @@ pub fn udp_loss_line(m: &Measurement) -> String {
             u.rcvbuf_drops,
             lost.saturating_sub(u.rcvbuf_drops)
         ),
+        proto::DropSource::SocketCoalesced => format!(
+            "{} coalesced messages (UDP_GRO, up to {} datagrams each) dropped by the receiving socket's buffer",
+            u.rcvbuf_drops,
+            proto::test::MAX_UDP_SEGMENTS
+        ),
         proto::DropSource::Host => format!(
             "{} receive-buffer errors on the receiving host (host-wide count: the socket's own was unavailable)",
             u.rcvbuf_drops
