@@ -150,11 +150,17 @@ impl Ring {
     /// The next buffer to send.
     #[inline]
     pub fn next_buf(&mut self) -> &mut [u8] {
+        self.next_slot().1
+    }
+
+    /// The next buffer to send, and its place in the ring.
+    #[inline]
+    pub fn next_slot(&mut self) -> (usize, &mut [u8]) {
         let i = self.next;
         self.next = if i + 1 == self.bufs.len() { 0 } else { i + 1 };
         match self.bufs.get_mut(i) {
-            Some(b) => b.as_mut_slice(),
-            None => &mut [],
+            Some(b) => (i, b.as_mut_slice()),
+            None => (i, &mut []),
         }
     }
 }

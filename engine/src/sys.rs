@@ -410,3 +410,98 @@ impl MsgBatch {
         (data, from, gro)
     }
 }
+
+/// `SO_ZEROCOPY` (asm-generic/socket.h) and `SO_EE_ORIGIN_ZEROCOPY`
+/// (linux/errqueue.h).
+pub const SO_ZEROCOPY: i32 = 60;
+const SO_EE_ORIGIN_ZEROCOPY: u8 = 5;
+/// The kernel copied the data after all (`SO_EE_CODE_ZEROCOPY_COPIED`), as
+/// it does on loopback.
+const SO_EE_CODE_ZEROCOPY_COPIED: u8 = 1;
+
+/// `send(2)` with `MSG_ZEROCOPY`: the kernel sends from `buf` itself and
+/// says on the error queue when it is done with it (see [`zerocopy_done`]).
+pub fn send_zerocopy(sock: &impl AsRawFd, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: the pointer and length describe `buf`; the caller keeps the
+    // memory unchanged until the kernel reports the send complete.
+    let n = unsafe {
+        libc::send(
+            sock.as_raw_fd(),
+            buf.as_ptr().cast(),
+            buf.len(),
+            libc::MSG_ZEROCOPY,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// Completions of `MSG_ZEROCOPY` sends read from the error queue, without
+/// waiting: each is an inclusive range of send numbers, and whether the
+/// kernel copied the data after all. `None` when the queue is empty.
+pub fn zerocopy_done(sock: &impl AsRawFd) -> io::Result<Option<(u32, u32, bool)>> {
+    let mut ctrl_big = [Control([0; 32]); 2];
+    // SAFETY: all-zero is a valid msghdr.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_control = ctrl_big.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&ctrl_big) as _;
+    // SAFETY: the header describes our control buffer, which outlives the
+    // call; there is no data buffer.
+    let n = unsafe {
+        libc::recvmsg(
+            sock.as_raw_fd(),
+            &mut msg,
+            libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::EAGAIN) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    // SAFETY: CMSG_* walk within the msg_controllen the kernel set; the
+    // extended error is plain data read unaligned.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            let level = (*c).cmsg_level;
+            let ty = (*c).cmsg_type;
+            if (level == libc::SOL_IP && ty == libc::IP_RECVERR)
+                || (level == libc::SOL_IPV6 && ty == libc::IPV6_RECVERR)
+            {
+                let e: libc::sock_extended_err =
+                    std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                if e.ee_errno == 0 && e.ee_origin == SO_EE_ORIGIN_ZEROCOPY {
+                    return Ok(Some((
+                        e.ee_info,
+                        e.ee_data,
+                        e.ee_code & SO_EE_CODE_ZEROCOPY_COPIED != 0,
+                    )));
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    // something else on the error queue (an ICMP error): not ours to count
+    Ok(Some((1, 0, false)))
+}
+
+/// Wait up to `ms` for the error queue (POLLERR).
+pub fn wait_error_queue(sock: &impl AsRawFd, ms: i32) -> io::Result<bool> {
+    let mut fds = [libc::pollfd {
+        fd: sock.as_raw_fd(),
+        events: 0,
+        revents: 0,
+    }];
+    // SAFETY: one pollfd, ours, for the duration of the call.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n > 0 && fds.first().is_some_and(|f| f.revents & libc::POLLERR != 0))
+}

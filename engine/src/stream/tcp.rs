@@ -43,6 +43,62 @@ pub enum SendCall {
     Send,
     /// write(2) (netperf's `-- -I`).
     Write,
+    /// send(2) with MSG_ZEROCOPY (`--zerocopy`): a ring buffer is sent
+    /// again only once the kernel has said it is done with it.
+    ZeroCopy,
+}
+
+/// How far the kernel has got with our MSG_ZEROCOPY sends.
+#[derive(Debug)]
+struct ZeroCopy {
+    /// The number the next successful send gets.
+    next: u32,
+    /// Sends numbered below this are complete (TCP completes in order).
+    done: u32,
+    /// The number of the last send from each ring buffer.
+    last: Vec<Option<u32>>,
+}
+
+impl ZeroCopy {
+    fn new(conn: &TcpStream, width: usize) -> Result<ZeroCopy, EngineError> {
+        sys::set_int_option(conn, libc::SOL_SOCKET, sys::SO_ZEROCOPY, 1)
+            .map_err(|e| EngineError::io("--zerocopy: setting SO_ZEROCOPY", e))?;
+        Ok(ZeroCopy {
+            next: 0,
+            done: 0,
+            last: vec![None; width],
+        })
+    }
+
+    /// Take what the error queue says; wait (a tick at a time, so that a
+    /// stalled peer cannot hold us past the stop flag) until the send from
+    /// buffer `slot` is complete.
+    fn reuse(&mut self, conn: &TcpStream, slot: usize, stop: &StopFlag) -> io::Result<()> {
+        let Some(id) = self.last.get(slot).copied().flatten() else {
+            return Ok(());
+        };
+        // wrapping comparison: id is complete once done has passed it;
+        // the queue is read only while it is not
+        while self.done.wrapping_sub(id) as i32 <= 0 && !stop.is_set() {
+            match sys::zerocopy_done(conn)? {
+                Some((lo, hi, _copied)) if hi >= lo => {
+                    self.done = self.done.max(hi.wrapping_add(1));
+                }
+                Some(_) => {}
+                None => {
+                    sys::wait_error_queue(conn, 100)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn sent(&mut self, slot: usize) {
+        if let Some(s) = self.last.get_mut(slot) {
+            *s = Some(self.next);
+        }
+        self.next = self.next.wrapping_add(1);
+    }
 }
 
 /// What one side of a stream test counted: a flow's counters, the
@@ -77,12 +133,24 @@ pub fn send_with(
     lat: Option<&mut Latency>,
 ) -> Result<Outcome, EngineError> {
     let size = ring.size() as u64;
+    let mut zc = match how {
+        SendCall::ZeroCopy => Some(ZeroCopy::new(conn, ring.width())?),
+        _ => None,
+    };
     pump(conn, size, until, stop, live, linger, lat, "send", |want| {
-        let next = ring.next_buf();
+        let (slot, next) = ring.next_slot();
         let buf = next.get(..want).unwrap_or(next);
-        match how {
-            SendCall::Send => (&*conn).write(buf),
-            SendCall::Write => sys::write(conn, buf),
+        match (how, zc.as_mut()) {
+            (SendCall::ZeroCopy, Some(zc)) => {
+                zc.reuse(conn, slot, stop)?;
+                let n = sys::send_zerocopy(conn, buf)?;
+                if n > 0 {
+                    zc.sent(slot);
+                }
+                Ok(n)
+            }
+            (SendCall::Write, _) => sys::write(conn, buf),
+            _ => (&*conn).write(buf),
         }
     })
 }

@@ -235,6 +235,8 @@ pub struct Plan {
     pub udp_batch: u32,
     /// `--gso`: UDP_STREAM bytes a send, cut into datagrams by the kernel.
     pub udp_gso: Option<u32>,
+    /// `--zerocopy`: TCP_STREAM sends with MSG_ZEROCOPY.
+    pub zerocopy: bool,
     pub spin: bool,
     /// `--flows`: data connections in one test.
     pub flows: u32,
@@ -313,6 +315,7 @@ impl Plan {
             rate_bps: None,
             udp_batch: 1,
             udp_gso: None,
+            zerocopy: false,
             spin: false,
             flows: 1,
             window: None,
@@ -1000,6 +1003,7 @@ fn apply_test(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliErro
                 plan.udp_batch = n as u32;
             }
             "gso" => plan.udp_gso = Some(size(v)?.max(1)),
+            "zerocopy" => plan.zerocopy = true,
             "no_latency" => plan.latency = false,
             "flows" => {
                 let n = value::int(v).map_err(|e| bad(o, e))?;
@@ -1139,6 +1143,27 @@ fn finish(plan: &mut Plan) -> Result<(), CliError> {
         && plan.local.send_size.is_none()
     {
         plan.local.send_size = Some(plan.request_size);
+    }
+    // our fast paths, refused before anything is printed where they do
+    // not apply
+    if (plan.udp_batch > 1 || plan.udp_gso.is_some()) && plan.test != TestKind::UdpStream {
+        return Err(CliError(format!(
+            "--batch, --gso: only UDP_STREAM has them ({} was asked for)",
+            plan.name.name()
+        )));
+    }
+    if plan.zerocopy
+        && (plan.name != TestName::TcpStream || plan.flows > 1 || plan.window.is_some())
+    {
+        return Err(CliError(format!(
+            "--zerocopy: TCP_STREAM of one flow has it ({}{} was asked for)",
+            plan.name.name(),
+            if plan.flows > 1 || plan.window.is_some() {
+                " with --flows/--warmup/--cooldown"
+            } else {
+                ""
+            }
+        )));
     }
     // TCP_MSS: one connection, whatever -l says.
     if plan.name == TestName::TcpMss {

@@ -265,6 +265,13 @@ pub const OPTIONS: &[OptDef] = &[
         "UDP_STREAM: hand the kernel SIZE bytes a send, cut into -m datagrams (UDP_SEGMENT; the receiver takes them coalesced, UDP_GRO)",
     ),
     OptDef::long_only(
+        "zerocopy",
+        "zerocopy",
+        Arity::None,
+        "",
+        "TCP_STREAM: send with MSG_ZEROCOPY (a buffer is reused once the kernel is done with it)",
+    ),
+    OptDef::long_only(
         "spin",
         "spin",
         Arity::None,

@@ -240,12 +240,6 @@ fn run_test(plan: &Plan, dialect: &mut dyn Dialect, ctx: &Context) -> Result<Mea
             plan.name.name()
         );
     }
-    if (plan.udp_batch > 1 || plan.udp_gso.is_some()) && plan.test != TestKind::UdpStream {
-        anyhow::bail!(
-            "--batch, --gso: only UDP_STREAM has them ({} was asked for)",
-            plan.name.name()
-        );
-    }
     if plan.flows > 1 && plan.test == TestKind::UdpStream && plan.window.is_none() {
         return udp_stream::run_flows(plan, dialect, ctx);
     }

@@ -103,7 +103,9 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
                     lat.as_mut(),
                 )?,
                 None => {
-                    let how = if plan.local_only.use_write {
+                    let how = if plan.zerocopy {
+                        SendCall::ZeroCopy
+                    } else if plan.local_only.use_write {
                         SendCall::Write
                     } else {
                         SendCall::Send

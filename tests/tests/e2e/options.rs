@@ -874,3 +874,73 @@ fn udp_batch_and_gso_reach_both_ends_and_count_every_datagram() {
         assert!(!calls(&server, server_call).is_empty(), "{tag}: {server}");
     }
 }
+
+/// `--zerocopy`: netperf turns SO_ZEROCOPY on, sends with MSG_ZEROCOPY,
+/// reads the kernel's completions from the error queue before reusing a
+/// buffer, and every byte arrives; the options it does not apply to are
+/// refused before anything runs.
+#[test]
+fn zerocopy_sends_and_counts_every_byte() {
+    if !have_strace() {
+        return;
+    }
+    let srv = TracedServer::start("setsockopt", "", "zc");
+    let port = srv.port();
+    let (out, t) = traced_netperf(
+        &[
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-t",
+            "TCP_STREAM",
+            "-l",
+            "-20000000",
+            "-P",
+            "0",
+            "-v",
+            "0",
+            "--",
+            "-m",
+            "16K",
+            "--zerocopy",
+        ],
+        "setsockopt,sendto,recvmsg",
+        "",
+    );
+    out.ok();
+    assert!(!calls(&t, "SO_ZEROCOPY, [1]").is_empty(), "{t}");
+    let zc = calls(&t, "MSG_ZEROCOPY");
+    assert!(
+        zc.len() >= 20_000_000 / 16384,
+        "{} zerocopy sends",
+        zc.len()
+    );
+    assert!(!calls(&t, "MSG_ERRQUEUE").is_empty(), "no completion read");
+    assert!(
+        srv.ns.wait_for_log(
+            "TCP_STREAM 0 bytes sent, 20000000 received",
+            Duration::from_secs(5)
+        ),
+        "{}",
+        srv.ns.log()
+    );
+    for bad in [
+        &["-t", "TCP_MAERTS", "--", "--zerocopy"][..],
+        &["-t", "TCP_STREAM", "--", "--zerocopy", "--flows", "2"][..],
+        &["-t", "TCP_RR", "--", "--batch", "8"][..],
+        &["-t", "TCP_STREAM", "--", "--gso", "64K"][..],
+    ] {
+        let mut args = vec!["-H", "127.0.0.1", "-p", &port];
+        args.extend(bad);
+        let out = netperf(&args);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {out}");
+        assert!(out.stdout.is_empty(), "{bad:?} printed: {out}");
+        let named = if bad.contains(&"--zerocopy") {
+            "--zerocopy"
+        } else {
+            "--batch, --gso"
+        };
+        assert!(out.stderr.contains(named), "{bad:?}: {out}");
+    }
+}
