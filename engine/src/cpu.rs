@@ -98,7 +98,19 @@ pub fn snapshot() -> Option<Snapshot> {
 
 /// Number of CPUs the kernel lists.
 pub fn count() -> u32 {
-    snapshot().map_or(0, |s| s.cpus.len() as u32)
+    // Read /proc/stat at most once every 10 s: netserver tells every
+    // session, and CPUs come and go rarely (hotplug).
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static CACHED: AtomicU64 = AtomicU64::new(0);
+    let now = crate::clock::now_ns() / 1_000_000_000;
+    let c = CACHED.load(Ordering::Relaxed);
+    let (when, n) = (c >> 32, (c & 0xffff_ffff) as u32);
+    if n > 0 && now.saturating_sub(when) < 10 {
+        return n;
+    }
+    let n = snapshot().map_or(0, |s| s.cpus.len() as u32);
+    CACHED.store((now << 32) | u64::from(n), Ordering::Relaxed);
+    n
 }
 
 /// The rate of our CPU meter, as netperf 2.7's LOC_CPU and REM_CPU print

@@ -448,6 +448,12 @@ pub fn together<T: Send, E: Send>(
     f: impl Fn(usize) -> Result<T, E> + Sync,
     panicked: impl Fn() -> E,
 ) -> Vec<Result<T, E>> {
+    // one flow runs here, without a thread of its own (a panic is caught
+    // as a flow thread's would be)
+    if n == 1 {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(0)));
+        return vec![r.unwrap_or_else(|_| Err(panicked()))];
+    }
     let go = std::sync::Barrier::new(n);
     std::thread::scope(|s| {
         let hs: Vec<_> = (0..n)

@@ -302,8 +302,10 @@ impl Census {
     }
 
     pub(crate) fn leave(&self, ip: IpAddr, was_pending: bool) {
+        let mut idle = false;
         if let Ok(mut s) = self.state.lock() {
             s.active = s.active.saturating_sub(1);
+            idle = s.active == 0;
             if was_pending {
                 s.pending = s.pending.saturating_sub(1);
             }
@@ -315,6 +317,11 @@ impl Census {
             }
         }
         self.changed.notify_all();
+        // the last session gone: what its tests' threads freed goes back
+        // to the system, so that an idle daemon is back to its idle size
+        if idle {
+            engine::sys::trim_heap();
+        }
     }
 
     /// Wait until no session is left, at most `limit`.

@@ -335,6 +335,8 @@ fn listen_on(addr: SocketAddr) -> io::Result<TcpListener> {
         s.set_only_v6(true)?;
     }
     s.bind(&addr.into())?;
-    s.listen(128)?;
+    // room for the default 256 sessions arriving at once, and then some
+    // (the kernel caps it at net.core.somaxconn)
+    s.listen(4096)?;
     Ok(s.into())
 }

@@ -338,7 +338,10 @@ pub fn start(
             };
             // -C: our utilisation over the test, from /proc/stat.
             let r = r.map(|mut res| {
-                if let (Some(n), Some(a), Some(b)) = (measure, start, engine::cpu::snapshot()) {
+                // (read /proc/stat only when asked to)
+                if let (Some(n), Some(a)) = (measure, start)
+                    && let Some(b) = engine::cpu::snapshot()
+                {
                     res.cpu = Some(engine::cpu::utilisation(&a, &b, n));
                 }
                 res

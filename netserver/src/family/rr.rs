@@ -2,7 +2,6 @@
 
 use std::{
     net::{TcpStream, UdpSocket},
-    thread,
     time::Instant,
 };
 
@@ -59,34 +58,25 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
                 };
                 return super::run_flows_on_loops(&spec, conns, role, ctl);
             }
-            let outcomes: Vec<Result<FlowEnd, ErrorMsg>> = thread::scope(|s| {
-                let hs: Vec<_> = conns
-                    .into_iter()
-                    .map(|c| {
-                        s.spawn(move || {
-                            let r = rr::tcp_responder(&c, req, resp, spec.spin, &Live::new());
-                            let bufs = sockopt::buffer_sizes(SockRef::from(&c));
-                            let tcp = sockopt::tcp_stats(&c);
-                            drop::<TcpStream>(c);
-                            match r {
-                                Ok(o) => Ok((o, bufs, tcp)),
-                                Err(_) if ctl.is_aborted() => Err(aborted()),
-                                Err(e) => Err(failed("data connection", e)),
-                            }
-                        })
-                    })
-                    .collect();
-                hs.into_iter()
-                    .map(|h| {
-                        h.join().unwrap_or_else(|_| {
-                            Err(ErrorMsg::new(
-                                ErrorCode::TestFailed,
-                                "a flow's thread panicked",
-                            ))
-                        })
-                    })
-                    .collect()
-            });
+            // the lone flow, on the test's own thread
+            let outcomes: Vec<Result<FlowEnd, ErrorMsg>> = engine::flow::together(
+                conns.len(),
+                |i| {
+                    let c: &TcpStream = conns
+                        .get(i)
+                        .ok_or_else(|| failed("data connection", "no such flow"))?;
+                    let r = rr::tcp_responder(c, req, resp, spec.spin, &Live::new());
+                    let bufs = sockopt::buffer_sizes(SockRef::from(c));
+                    let tcp = sockopt::tcp_stats(c);
+                    match r {
+                        Ok(o) => Ok((o, bufs, tcp)),
+                        Err(_) if ctl.is_aborted() => Err(aborted()),
+                        Err(e) => Err(failed("data connection", e)),
+                    }
+                },
+                || ErrorMsg::new(ErrorCode::TestFailed, "a flow's thread panicked"),
+            );
+            drop(conns);
             let mut results = SideResults::default();
             for o in outcomes {
                 let (o, bufs, tcp) = o?;
@@ -194,8 +184,9 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
                 log.warn_limited(
                     "bad-token",
                     &format!(
-                        "{}: closed {refused} connections that did not present the test's token",
-                        spec.kind
+                        "{}: closed {refused} connection{} that did not present the test's token",
+                        spec.kind,
+                        if refused == 1 { "" } else { "s" }
                     ),
                 );
             }
