@@ -17,5 +17,6 @@ mod rr;
 mod security;
 mod server;
 mod shape;
+mod soak;
 mod stream;
 mod udp;
