@@ -1,10 +1,17 @@
 //! Benchmarks that print figures, side by side with a peer, as ratios.
 //! They assert nothing about speed: this machine is shared and noisy.
 //!
-//! Run with `bench/run [--runs N] [--secs S]` (which builds the release
-//! binaries first). Peers: `sockperf` ping-pong when it is installed, and a
+//! Run with `bench/run [--runs N] [--secs S] [--write-doc]` (which builds
+//! the release binaries first; 7 pairs of 3 s by default). Peers: a
 //! reference netperf 2.7 when `NETPERF_REF` names the directory holding its
-//! `netperf` and `netserver` (built under /tmp; never committed).
+//! `netperf` and `netserver` (built under /tmp; never committed), iperf3
+//! for the stream tests and `sockperf` ping-pong for TCP_RR and UDP_RR when
+//! they are installed. Every test, the fast paths (`--batch`, `--gso`,
+//! `--zerocopy`, TCP_SENDFILE), system calls per operation on both ends
+//! (strace -c), instructions per operation on the client (callgrind), and
+//! the netserver's own cost (idle memory and wakeups, memory and threads a
+//! session, sessions per second back to back), as one Markdown report;
+//! `--write-doc` puts it into doc/performance.md.
 //!
 //! Runs alternate (ours, peer, ours, peer ...); each pair gives a ratio;
 //! the median and the spread of the ratios are printed.
@@ -28,13 +35,16 @@ struct Opts {
     secs: u64,
     /// Only the many-flows benchmark.
     flows: bool,
+    /// Write the report into doc/performance.md.
+    write_doc: bool,
 }
 
 fn opts() -> Opts {
     let mut o = Opts {
-        runs: 5,
+        runs: 7,
         secs: 3,
         flows: false,
+        write_doc: false,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -46,10 +56,17 @@ fn opts() -> Opts {
                 i += 1;
                 continue;
             }
+            "--write-doc" => {
+                o.write_doc = true;
+                i += 1;
+                continue;
+            }
             "--runs" => o.runs = v.unwrap_or(5).max(1) as usize,
             "--secs" => o.secs = v.unwrap_or(3).max(1),
             other => {
-                eprintln!("bench: unknown argument {other}; use --runs N --secs S [--flows]");
+                eprintln!(
+                    "bench: unknown argument {other}; use --runs N --secs S [--flows] [--write-doc]"
+                );
                 std::process::exit(2);
             }
         }
@@ -172,13 +189,6 @@ fn alternate(
     (spread(av).median, spread(bv).median, spread(ratios))
 }
 
-fn row(test: &str, peer: &str, (a, b, r): (f64, f64, Spread)) {
-    println!(
-        "{test:<12} {:>12.0} {peer:<14} {:>12.0}   {:>6.3}  ({:.3} .. {:.3})",
-        a, b, r.median, r.min, r.max
-    );
-}
-
 /// The arguments of a terse TCP_RR of exactly `n` transactions against the
 /// netserver at 127.0.0.1:`port`, with `extra` test options.
 fn rr_count_args(port: u16, n: u64, extra: &[&str]) -> Vec<String> {
@@ -221,22 +231,6 @@ fn syscalls_per_transaction(bin: &Path, port: u16) -> Option<f64> {
         .lines()
         .find(|l| l.trim_end().ends_with(" total"))
         .map(|l| num(fields(l)[3]) / 10_000.0)
-}
-
-/// CPU time (user + system) of a netperf run per transaction, in
-/// microseconds: less sensitive to a noisy neighbour than throughput.
-fn cpu_per_transaction(bin: &Path, port: u16, n: u64, extra: &[&str]) -> f64 {
-    use nix::sys::resource::{UsageWho, getrusage};
-    let cpu = || {
-        let u = getrusage(UsageWho::RUSAGE_CHILDREN).expect("getrusage");
-        let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 * 1e6 + tv.tv_usec() as f64;
-        t(u.user_time()) + t(u.system_time())
-    };
-    let before = cpu();
-    let mut c = Command::new(bin);
-    c.args(rr_count_args(port, n, extra));
-    run(c);
-    (cpu() - before) / n as f64
 }
 
 /// User-space instructions per TCP_RR transaction (callgrind, stable on a
@@ -557,24 +551,472 @@ fn main() {
     let mut cmd = Command::new(ours("netserver"));
     cmd.args(["-D", "-p", "0", "-L", "127.0.0.1", "-v", "0"]);
     let ns = Netserver::spawn(cmd);
-    let port = ns.port();
     if o.flows {
         flows(&o, &netperf, &ns);
         return;
     }
-    println!(
-        "rsnetperf request/response benchmark: {} alternating runs of {} s each, loopback\n",
-        o.runs, o.secs
-    );
-    println!(
-        "{:<12} {:>12} {:<14} {:>12}   {:>6}  spread",
-        "test", "ours tps", "peer", "peer tps", "ratio"
-    );
+    let mut doc = Doc::default();
+    every_test(&o, &netperf, &ns, &mut doc);
+    if o.write_doc {
+        doc.write(Path::new(env!("CARGO_MANIFEST_DIR")).join("../doc/performance.md"));
+    }
+}
 
-    // sockperf first: it binds without SO_REUSEADDR, and TCP_CRR leaves
-    // TIME_WAIT entries across ports 5000-65535; its ports are below those.
-    let have_sockperf = Command::new("sockperf").arg("--version").output().is_ok();
-    if have_sockperf {
+/// The benchmark's report: printed as it goes, and kept, in Markdown, for
+/// doc/performance.md (`--write-doc` puts it between the markers there).
+#[derive(Default)]
+struct Doc(String);
+
+impl Doc {
+    fn line(&mut self, l: impl AsRef<str>) {
+        println!("{}", l.as_ref());
+        self.0.push_str(l.as_ref());
+        self.0.push('\n');
+    }
+
+    fn write(&self, path: PathBuf) {
+        const BEGIN: &str = "<!-- bench/run --write-doc: begin -->";
+        const END: &str = "<!-- bench/run --write-doc: end -->";
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let (Some(b), Some(e)) = (text.find(BEGIN), text.find(END)) else {
+            eprintln!("bench: no markers in {}; not written", path.display());
+            return;
+        };
+        let mut out = String::new();
+        out.push_str(&text[..b + BEGIN.len()]);
+        out.push('\n');
+        out.push_str(&self.0);
+        out.push_str(&text[e..]);
+        match std::fs::write(&path, out) {
+            Ok(()) => eprintln!("bench: wrote {}", path.display()),
+            Err(e) => eprintln!("bench: {}: {e}", path.display()),
+        }
+    }
+}
+
+/// A netperf (ours or 2.7) at `-P 0 -v 1`: its rows of numbers.
+fn netperf_rows(bin: &Path, port: u16, test: &str, secs: u64, extra: &[&str]) -> Vec<Vec<f64>> {
+    let mut c = Command::new(bin);
+    c.args(["-H", "127.0.0.1", "-p", &port.to_string(), "-t", test])
+        .args(["-l", &secs.to_string(), "-P", "0", "-v", "1"]);
+    if !extra.is_empty() {
+        c.arg("--").args(extra);
+    }
+    run(c)
+        .lines()
+        .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()))
+        .map(|l| fields(l).iter().map(|w| num(w)).collect())
+        .collect()
+}
+
+/// Datagrams per second that UDP_STREAM's receiver took in (its row's
+/// messages over its elapsed time).
+fn udp_received(bin: &Path, port: u16, secs: u64, extra: &[&str]) -> f64 {
+    let rows = netperf_rows(bin, port, "UDP_STREAM", secs, extra);
+    match rows.get(1).map(Vec::as_slice) {
+        Some([_, elapsed, messages, _]) if *elapsed > 0.0 => messages / elapsed,
+        _ => f64::NAN,
+    }
+}
+
+/// iperf3's receiver figure: Mbit/s (TCP), or datagrams per second (UDP).
+fn iperf3(port: u16, udp: bool, len: Option<&str>, secs: u64) -> f64 {
+    let mut c = Command::new("iperf3");
+    c.args(["-c", "127.0.0.1", "-p", &port.to_string(), "-J", "-t"])
+        .arg(secs.to_string());
+    if udp {
+        c.args(["-u", "-b", "0"]);
+    }
+    if let Some(l) = len {
+        c.args(["-l", l]);
+    }
+    let v: serde_json::Value = serde_json::from_str(&run(c)).unwrap_or_default();
+    if udp {
+        let s = &v["end"]["sum"];
+        let packets = s["packets"].as_f64().unwrap_or(f64::NAN);
+        let lost = s["lost_packets"].as_f64().unwrap_or(0.0);
+        (packets - lost) / s["seconds"].as_f64().unwrap_or(f64::NAN)
+    } else {
+        v["end"]["sum_received"]["bits_per_second"]
+            .as_f64()
+            .unwrap_or(f64::NAN)
+            / 1e6
+    }
+}
+
+fn table_row(doc: &mut Doc, label: &str, peer: &str, unit: &str, (a, b, r): (f64, f64, Spread)) {
+    doc.line(format!(
+        "| {label} | {a:.0} | {peer} | {b:.0} | {unit} | **{:.2}** | {:.2} .. {:.2} |",
+        r.median, r.min, r.max
+    ));
+}
+
+/// System calls of a whole run of `args` on each end (strace -c -f of the
+/// client, and of the server from its pid, children followed), per `per`
+/// operations.
+fn syscalls_both_ends(
+    bin: &Path,
+    server_pid: u32,
+    args: &[String],
+    per: f64,
+) -> Option<(f64, f64)> {
+    let id = std::process::id();
+    let cfile = std::env::temp_dir().join(format!("bench-sc-c-{id}"));
+    let sfile = std::env::temp_dir().join(format!("bench-sc-s-{id}"));
+    let mut s = Command::new("strace");
+    s.args(["-c", "-f", "-o"])
+        .arg(&sfile)
+        .args(["-p", &server_pid.to_string()]);
+    let mut tracer = spawn(&mut s);
+    std::thread::sleep(Duration::from_millis(500));
+    let mut c = Command::new("strace");
+    c.args(["-c", "-f", "-o"]).arg(&cfile).arg(bin).args(args);
+    let out = run_with_deadline(c, Duration::from_secs(120));
+    std::thread::sleep(Duration::from_millis(300));
+    // strace writes its summary when interrupted
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(tracer.0.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    );
+    let _ = tracer.0.wait();
+    let total = |f: &Path| -> Option<f64> {
+        let r = std::fs::read_to_string(f).ok()?;
+        let _ = std::fs::remove_file(f);
+        // wait calls (epoll_wait, futex, poll) are waits, not work
+        let waits: f64 = r
+            .lines()
+            .filter(|l| {
+                let w = fields(l);
+                w.last().is_some_and(|n| {
+                    matches!(
+                        *n,
+                        "epoll_wait"
+                            | "futex"
+                            | "poll"
+                            | "ppoll"
+                            | "wait4"
+                            | "rt_sigtimedwait"
+                            | "clock_nanosleep"
+                            | "nanosleep"
+                            | "pselect6"
+                            | "select"
+                    )
+                })
+            })
+            .map(|l| num(fields(l)[3]))
+            .sum();
+        let t = r.lines().find(|l| l.trim_end().ends_with(" total"))?;
+        Some((num(fields(t)[3]) - waits) / per)
+    };
+    let (c, s) = (total(&cfile), total(&sfile));
+    if !out.success() {
+        return None;
+    }
+    Some((c?, s?))
+}
+
+fn count_args(port: u16, test: &str, count: &str, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = ["-H", "127.0.0.1", "-p", &port.to_string(), "-t", test]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    a.extend(["-l", count, "-P", "0", "-v", "0"].map(String::from));
+    if !extra.is_empty() {
+        a.push("--".into());
+        a.extend(extra.iter().map(|s| s.to_string()));
+    }
+    a
+}
+
+/// User-space instructions per operation of a client run (callgrind): the
+/// difference between `big` and `small` operations, so that start-up
+/// cancels out.
+fn instructions(
+    bin: &Path,
+    port: u16,
+    test: &str,
+    counts: (u64, u64),
+    unit: u64,
+    extra: &[&str],
+) -> Option<f64> {
+    let count = |n: u64| -> Option<f64> {
+        let file = std::env::temp_dir().join(format!("bench-cg-{}-{n}", std::process::id()));
+        let mut c = Command::new("valgrind");
+        c.arg("--tool=callgrind")
+            .arg(format!("--callgrind-out-file={}", file.display()))
+            .arg(bin)
+            .args(count_args(port, test, &format!("-{}", n * unit), extra));
+        let out = run_with_deadline(c, Duration::from_secs(300));
+        let _ = std::fs::remove_file(&file);
+        let line = out.stderr.lines().find(|l| l.contains("Collected :"))?;
+        Some(num(line.rsplit(':').next()?.trim()))
+    };
+    let (small, big) = counts;
+    Some((count(big)? - count(small)?) / (big - small) as f64)
+}
+
+/// Resident memory (KiB), threads and context switches of a process.
+fn proc_state(pid: u32) -> (f64, f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let get = |k: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(k))
+            .map_or(0.0, |l| num(fields(l).get(1).copied().unwrap_or("0")))
+    };
+    let mut switches = 0.0;
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            let s = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+            for l in s.lines().filter(|l| l.contains("ctxt_switches")) {
+                switches += num(fields(l).get(1).copied().unwrap_or("0"));
+            }
+        }
+    }
+    (get("VmRSS:"), get("Threads:"), switches)
+}
+
+/// Sessions a netserver serves back to back: `n` one-transaction TCP_RR
+/// runs of `bin`, one after another; per second.
+fn sessions_per_second(bin: &Path, port: u16, n: usize) -> f64 {
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        let mut c = Command::new(bin);
+        c.args(count_args(port, "TCP_RR", "-1", &[]));
+        run(c);
+    }
+    n as f64 / t.elapsed().as_secs_f64()
+}
+
+/// The daemon's own cost: idle, per session, and sessions per second.
+fn daemon_cost(
+    doc: &mut Doc,
+    o: &Opts,
+    netperf: &Path,
+    ns: &Netserver,
+    reference: Option<&(PathBuf, u16, Guard)>,
+) {
+    let pid = ns.pid();
+    std::thread::sleep(Duration::from_secs(1));
+    let (rss0, threads0, sw0) = proc_state(pid);
+    std::thread::sleep(Duration::from_secs(10));
+    let (_, _, sw1) = proc_state(pid);
+    doc.line("");
+    doc.line("The daemon's own cost (our netserver):");
+    doc.line("");
+    doc.line("| | |");
+    doc.line("|---|---|");
+    doc.line(format!(
+        "| idle resident memory | {:.1} MiB |",
+        rss0 / 1024.0
+    ));
+    doc.line(format!("| idle threads | {threads0:.0} |"));
+    doc.line(format!(
+        "| wakeups per second while idle (context switches over 10 s) | {:.1} |",
+        (sw1 - sw0) / 10.0
+    ));
+    // 16 sessions at once, each in a TCP_RR
+    let kids: Vec<_> = (0..16)
+        .map(|_| {
+            let mut c = Command::new(netperf);
+            c.args(count_args(ns.port(), "TCP_RR", "4", &[]));
+            spawn(&mut c)
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    let (rss, threads, _) = proc_state(pid);
+    drop(kids);
+    doc.line(format!(
+        "| per active session (16 TCP_RR at once) | {:.0} KiB, {:.2} threads |",
+        (rss - rss0).max(0.0) / 16.0,
+        (threads - threads0) / 16.0
+    ));
+    std::thread::sleep(Duration::from_secs(2));
+    let n = 100 * o.runs.min(3);
+    let ours_sps = sessions_per_second(netperf, ns.port(), n);
+    match reference {
+        Some((dir, port, _)) => {
+            let theirs = sessions_per_second(&dir.join("netperf"), *port, n);
+            doc.line(format!(
+                "| sessions per second, back to back ({n} one-transaction TCP_RR netperf processes) | {ours_sps:.0}; netperf 2.7's netserver with its netperf: {theirs:.0} |"
+            ));
+        }
+        None => doc.line(format!(
+            "| sessions per second, back to back ({n} one-transaction TCP_RR netperf processes) | {ours_sps:.0} |"
+        )),
+    }
+}
+
+/// Every test beside netperf 2.7 (NETPERF_REF), the fast paths, iperf3 and
+/// sockperf, the system calls and instructions per operation, and the
+/// daemon's own cost.
+fn every_test(o: &Opts, netperf: &Path, ns: &Netserver, doc: &mut Doc) {
+    let port = ns.port();
+    let secs = o.secs;
+    let reference = reference_server();
+    let uname = Command::new("uname")
+        .arg("-sr")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let date = Command::new("date")
+        .arg("+%Y-%m-%d")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    doc.line(format!(
+        "Run of {date} on {uname}, {} CPUs, loopback: {} alternating pairs of {secs} s (ours, peer, ours, peer ...), one long-running netserver for each implementation; ratio = ours / peer per pair, median in bold, min .. max after it.",
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        o.runs
+    ));
+    doc.line("");
+    doc.line("| test | ours | peer | peer's | unit | ratio | min .. max |");
+    doc.line("|---|---|---|---|---|---|---|");
+    let tps = |bin: &Path, port: u16, test: &str, extra: &[&str]| {
+        netperf_tps(bin, port, test, secs, extra)
+    };
+    if let Some((dir, rport, _)) = &reference {
+        let refbin = dir.join("netperf");
+        let rport = *rport;
+        let rows: [(&str, &str, &[&str], &str); 11] = [
+            ("TCP_STREAM", "TCP_STREAM", &[], "10^6bits/s"),
+            (
+                "TCP_STREAM -m 64K",
+                "TCP_STREAM",
+                &["-m", "64K"],
+                "10^6bits/s",
+            ),
+            ("TCP_MAERTS", "TCP_MAERTS", &[], "10^6bits/s"),
+            ("TCP_SENDFILE", "TCP_SENDFILE", &[], "10^6bits/s"),
+            ("TCP_RR", "TCP_RR", &[], "trans/s"),
+            ("TCP_RR -r 64,64", "TCP_RR", &["-r", "64,64"], "trans/s"),
+            ("TCP_RR -b 8 -D", "TCP_RR", &["-b", "8", "-D"], "trans/s"),
+            ("UDP_RR", "UDP_RR", &[], "trans/s"),
+            ("UDP_RR -b 8", "UDP_RR", &["-b", "8"], "trans/s"),
+            ("TCP_CRR", "TCP_CRR", &[], "trans/s"),
+            ("TCP_CC", "TCP_CC", &[], "trans/s"),
+        ];
+        for (label, test, extra, unit) in rows {
+            let r = alternate(
+                o.runs,
+                || tps(netperf, port, test, extra),
+                || tps(&refbin, rport, test, extra),
+            );
+            table_row(doc, label, "netperf 2.7", unit, r);
+        }
+        let r = alternate(
+            o.runs,
+            || udp_received(netperf, port, secs, &["-m", "1024"]),
+            || udp_received(&refbin, rport, secs, &["-m", "1024"]),
+        );
+        table_row(
+            doc,
+            "UDP_STREAM -m 1024 (received)",
+            "netperf 2.7",
+            "datagrams/s",
+            r,
+        );
+        doc.line("| *fast paths, ours beside netperf 2.7's plain path* | | | | | | |");
+        for (label, extra) in [
+            (
+                "UDP_STREAM -m 1024 --batch 64",
+                &["-m", "1024", "--batch", "64"][..],
+            ),
+            (
+                "UDP_STREAM -m 1024 --gso 64K",
+                &["-m", "1024", "--gso", "64K"],
+            ),
+            (
+                "UDP_STREAM -m 1024 --batch 8 --gso 64K",
+                &["-m", "1024", "--batch", "8", "--gso", "64K"],
+            ),
+        ] {
+            let r = alternate(
+                o.runs,
+                || udp_received(netperf, port, secs, extra),
+                || udp_received(&refbin, rport, secs, &["-m", "1024"]),
+            );
+            table_row(
+                doc,
+                label,
+                "netperf 2.7 UDP_STREAM -m 1024",
+                "datagrams/s",
+                r,
+            );
+        }
+        let r = alternate(
+            o.runs,
+            || tps(netperf, port, "TCP_STREAM", &["--zerocopy"]),
+            || tps(&refbin, rport, "TCP_STREAM", &[]),
+        );
+        table_row(
+            doc,
+            "TCP_STREAM --zerocopy",
+            "netperf 2.7 TCP_STREAM",
+            "10^6bits/s",
+            r,
+        );
+    } else {
+        doc.line("| (no netperf 2.7: set NETPERF_REF to the directory of a netperf 2.7 build) | | | | | | |");
+    }
+    // ours beside ours
+    let r = alternate(
+        o.runs,
+        || tps(netperf, port, "TCP_SENDFILE", &[]),
+        || tps(netperf, port, "TCP_STREAM", &[]),
+    );
+    table_row(doc, "TCP_SENDFILE", "our TCP_STREAM", "10^6bits/s", r);
+    let r = alternate(
+        o.runs,
+        || tps(netperf, port, "TCP_STREAM", &["--zerocopy"]),
+        || tps(netperf, port, "TCP_STREAM", &[]),
+    );
+    table_row(
+        doc,
+        "TCP_STREAM --zerocopy",
+        "our TCP_STREAM",
+        "10^6bits/s",
+        r,
+    );
+    // iperf3: same write size, and its default
+    if Command::new("iperf3").arg("--version").output().is_ok() {
+        let iport = free_port();
+        let _srv = spawn(Command::new("iperf3").args(["-s", "-p", &iport.to_string()]));
+        std::thread::sleep(Duration::from_millis(500));
+        let rows: [(&str, &[&str], Option<&str>, bool); 3] = [
+            ("TCP_STREAM -m 128K", &["-m", "128K"], None, false),
+            ("TCP_STREAM (-m 16K)", &["-m", "16K"], Some("16K"), false),
+            (
+                "UDP_STREAM -m 1024 (received)",
+                &["-m", "1024"],
+                Some("1024"),
+                true,
+            ),
+        ];
+        for (label, extra, len, udp) in rows {
+            let peer = match (len, udp) {
+                (None, _) => "iperf3 (its default 128K writes)".to_string(),
+                (Some(l), false) => format!("iperf3 -l {l}"),
+                (Some(l), true) => format!("iperf3 -u -b 0 -l {l}"),
+            };
+            let r = alternate(
+                o.runs,
+                || {
+                    if udp {
+                        udp_received(netperf, port, secs, extra)
+                    } else {
+                        tps(netperf, port, "TCP_STREAM", extra)
+                    }
+                },
+                || iperf3(iport, udp, len, secs),
+            );
+            let unit = if udp { "datagrams/s" } else { "10^6bits/s" };
+            table_row(doc, label, &peer, unit, r);
+        }
+    } else {
+        doc.line("| (iperf3 not installed) | | | | | | |");
+    }
+    if Command::new("sockperf").arg("--version").output().is_ok() {
         for (test, tcp, sp_port) in [("TCP_RR", true, 4711u16), ("UDP_RR", false, 4712)] {
             let mut c = Command::new("sockperf");
             c.args(["sr", "-i", "127.0.0.1", "-p", &sp_port.to_string()]);
@@ -585,113 +1027,124 @@ fn main() {
             std::thread::sleep(Duration::from_millis(500));
             let r = alternate(
                 o.runs,
-                || netperf_tps(&netperf, port, test, o.secs, &[]),
-                || sockperf_tps(sp_port, tcp, o.secs),
+                || tps(netperf, port, test, &[]),
+                || sockperf_tps(sp_port, tcp, secs),
             );
-            row(test, "sockperf pp", r);
+            table_row(doc, test, "sockperf pp", "trans/s", r);
         }
     } else {
-        println!("(sockperf not installed: apt-get install sockperf)");
+        doc.line("| (sockperf not installed) | | | | | | |");
     }
 
-    let reference = std::env::var_os("NETPERF_REF").map(PathBuf::from);
-    let ref_port = free_port();
-    let _ref_server = reference.as_ref().map(|dir| {
-        let g = spawn(Command::new(dir.join("netserver")).args([
-            "-D",
-            "-p",
-            &ref_port.to_string(),
-            "-L",
-            "127.0.0.1",
-        ]));
-        std::thread::sleep(Duration::from_millis(500));
-        g
-    });
-    if let Some(dir) = &reference {
-        let refbin = dir.join("netperf");
-        for (test, extra, label) in [
-            ("TCP_RR", &[][..], "TCP_RR"),
-            ("UDP_RR", &[], "UDP_RR"),
-            ("TCP_CRR", &[], "TCP_CRR"),
-            ("TCP_RR", &["-b", "8", "-D"], "TCP_RR -b 8"),
-            ("UDP_RR", &["-b", "8"], "UDP_RR -b 8"),
-        ] {
-            let r = alternate(
-                o.runs,
-                || netperf_tps(&netperf, port, test, o.secs, extra),
-                || netperf_tps(&refbin, ref_port, test, o.secs, extra),
-            );
-            row(label, "netperf 2.7", r);
-        }
-    } else {
-        println!("(no reference netperf: set NETPERF_REF to the directory of a netperf 2.7 build)");
-        let r = alternate(
-            o.runs,
-            || netperf_tps(&netperf, port, "TCP_CRR", o.secs, &[]),
-            || 1.0,
-        );
-        println!("TCP_CRR      {:>12.0}", r.0);
-    }
-
-    println!(
-        "\nTCP_SENDFILE (sendfile(2), no copy from user space) beside TCP_STREAM, ours, 10^6bits/s:"
+    // system calls per operation, both ends
+    doc.line("");
+    doc.line("System calls per operation besides waits (epoll_wait, futex, poll), `strace -c -f` of a whole run on each end, start-up included:");
+    doc.line("");
+    doc.line(
+        "| run | ours: netperf | ours: netserver | netperf 2.7: netperf | netperf 2.7: netserver |",
     );
-    let (sf, st, r) = alternate(
-        o.runs,
-        || netperf_tps(&netperf, port, "TCP_SENDFILE", o.secs, &[]),
-        || netperf_tps(&netperf, port, "TCP_STREAM", o.secs, &[]),
-    );
-    println!(
-        "  TCP_SENDFILE {sf:.0}, TCP_STREAM {st:.0}: ratio {:.3} ({:.3} .. {:.3})",
-        r.median, r.min, r.max
-    );
-
-    println!("\nCost of timing every transaction (TCP_RR with latency vs --no-latency):");
-    let (with, without, r) = alternate(
-        o.runs,
-        || netperf_tps(&netperf, port, "TCP_RR", o.secs, &[]),
-        || netperf_tps(&netperf, port, "TCP_RR", o.secs, &["--no-latency"]),
-    );
-    println!(
-        "  throughput: {with:.0} tps timed, {without:.0} untimed: ratio {:.3} ({:.3} .. {:.3})",
-        r.median, r.min, r.max
-    );
-    let (with, without, r) = alternate(
-        o.runs,
-        || cpu_per_transaction(&netperf, port, 100_000, &[]),
-        || cpu_per_transaction(&netperf, port, 100_000, &["--no-latency"]),
-    );
-    println!(
-        "  client CPU: {with:.3} us per transaction timed, {without:.3} untimed: ratio {:.3} ({:.3} .. {:.3})",
-        r.median, r.min, r.max
-    );
-
-    println!(
-        "\nSystem calls per TCP_RR transaction on the client (strace -c -f, 10,000 transactions):"
-    );
-    match syscalls_per_transaction(&netperf, port) {
-        Some(v) => println!("  ours        {v:.4}"),
-        None => println!("  (strace not available)"),
-    }
-    if let Some(dir) = &reference
-        && let Some(v) = syscalls_per_transaction(&dir.join("netperf"), ref_port)
-    {
-        println!("  netperf 2.7 {v:.4}");
-    }
-
-    println!("\nUser-space instructions per TCP_RR transaction on the client (callgrind):");
-    match instructions_per_transaction(&netperf, port, &[]) {
-        Some(v) => {
-            println!("  ours, timed          {v:.0}");
-            if let Some(u) = instructions_per_transaction(&netperf, port, &["--no-latency"]) {
-                println!("  ours, --no-latency   {u:.0}");
+    doc.line("|---|---|---|---|---|");
+    let ops: [(&str, &str, &str, f64, &[&str]); 4] = [
+        (
+            "TCP_RR, per transaction (10,000)",
+            "TCP_RR",
+            "-10000",
+            10_000.0,
+            &[],
+        ),
+        (
+            "TCP_CRR, per transaction (2,000)",
+            "TCP_CRR",
+            "-2000",
+            2_000.0,
+            &[],
+        ),
+        (
+            "TCP_STREAM, per 16 KiB send (10,000)",
+            "TCP_STREAM",
+            "-163840000",
+            10_000.0,
+            &["-m", "16K"],
+        ),
+        (
+            "UDP_STREAM, per datagram sent (20,000)",
+            "UDP_STREAM",
+            "-20480000",
+            20_000.0,
+            &["-m", "1024", "--rate", "200m"],
+        ),
+    ];
+    for (label, test, count, per, extra) in ops {
+        let show = |v: Option<(f64, f64)>| {
+            v.map_or(("-".to_string(), "-".to_string()), |(c, s)| {
+                (format!("{c:.2}"), format!("{s:.2}"))
+            })
+        };
+        let (oc, os) = show(syscalls_both_ends(
+            netperf,
+            ns.pid(),
+            &count_args(port, test, count, extra),
+            per,
+        ));
+        let (rc, rs) = match &reference {
+            Some((dir, rport, guard)) => {
+                // netperf 2.7 has no --rate: its UDP_STREAM runs unpaced
+                let extra: Vec<&str> = extra
+                    .iter()
+                    .copied()
+                    .take_while(|a| *a != "--rate")
+                    .collect();
+                show(syscalls_both_ends(
+                    &dir.join("netperf"),
+                    guard.0.id(),
+                    &count_args(*rport, test, count, &extra),
+                    per,
+                ))
             }
-        }
-        None => println!("  (valgrind not available)"),
+            None => ("-".into(), "-".into()),
+        };
+        doc.line(format!("| {label} | {oc} | {os} | {rc} | {rs} |"));
     }
-    if let Some(dir) = &reference
-        && let Some(v) = instructions_per_transaction(&dir.join("netperf"), ref_port, &[])
-    {
-        println!("  netperf 2.7          {v:.0}");
+    doc.line("");
+    doc.line("User-space instructions per operation on the client (callgrind; the difference between two run lengths, so start-up cancels out):");
+    doc.line("");
+    doc.line("| run | ours | netperf 2.7 |");
+    doc.line("|---|---|---|");
+    /// label, test, the two run lengths, bytes an operation, test options
+    type Instructed<'a> = (&'a str, &'a str, (u64, u64), u64, &'a [&'a str]);
+    let ins: [Instructed; 4] = [
+        ("TCP_RR, per transaction", "TCP_RR", (1_000, 11_000), 1, &[]),
+        (
+            "TCP_RR --no-latency, per transaction",
+            "TCP_RR",
+            (1_000, 11_000),
+            1,
+            &["--no-latency"],
+        ),
+        ("TCP_CRR, per transaction", "TCP_CRR", (200, 2_200), 1, &[]),
+        (
+            "TCP_STREAM, per 16 KiB send",
+            "TCP_STREAM",
+            (1_000, 11_000),
+            16_384,
+            &["-m", "16K"],
+        ),
+    ];
+    for (label, test, counts, unit, extra) in ins {
+        let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+        let a = f(instructions(netperf, port, test, counts, unit, extra));
+        let b = match &reference {
+            Some((dir, rport, _)) if !extra.contains(&"--no-latency") => f(instructions(
+                &dir.join("netperf"),
+                *rport,
+                test,
+                counts,
+                unit,
+                extra,
+            )),
+            _ => "-".to_string(),
+        };
+        doc.line(format!("| {label} | {a} | {b} |"));
     }
+    daemon_cost(doc, o, netperf, ns, reference.as_ref());
 }
