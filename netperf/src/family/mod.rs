@@ -102,6 +102,8 @@ pub struct Context {
     /// Time each call of a stream test (netperf 2.7 does when a latency
     /// selector is asked for, or with `-j`).
     pub stats: bool,
+    /// When the data phase of the current iteration began.
+    began: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl Context {
@@ -116,13 +118,42 @@ impl Context {
             interim: interim::Spec::of(plan),
             interim_counter: Arc::new(AtomicU32::new(0)),
             stats: plan.histogram,
+            began: std::sync::Mutex::new(None),
         }
+    }
+
+    /// What our own counters saw of a data phase that began, for an error
+    /// that cost the netserver's figures: no result is lost without a word.
+    fn own_figures(&self, plan: &Plan) -> Option<String> {
+        let began = (*self.began.lock().ok()?)?;
+        let secs = began.elapsed().as_secs_f64().max(1e-9);
+        let s = self.live.snapshot();
+        let what = if plan.test.is_rr() {
+            format!(
+                "{} transactions over {secs:.2} s ({:.2} transactions/s)",
+                s.transactions,
+                s.transactions as f64 / secs
+            )
+        } else {
+            format!(
+                "{} bytes in {} calls over {secs:.2} s ({:.2} 10^6bits/s)",
+                s.bytes,
+                s.calls,
+                s.bytes as f64 * 8.0 / secs / 1e6
+            )
+        };
+        Some(format!(
+            "netperf's own figures up to then: {what}; the netserver's figures are missing"
+        ))
     }
 
     /// The data phase starts: reset the live counters, start the interim
     /// reporter, take the first CPU snapshot (`-c`).
     pub fn begin(&self, plan: &Plan) -> Result<Phase> {
         self.live.reset();
+        if let Ok(mut b) = self.began.lock() {
+            *b = Some(std::time::Instant::now());
+        }
         let reporter = match &self.interim {
             Some(spec) => Some(interim::Reporter::start(
                 spec.clone(),
@@ -216,13 +247,21 @@ pub fn preflight(plan: &Plan, family: Family) -> Result<()> {
 /// Run one iteration of the plan's test. If it fails and the netserver
 /// said why (it is shutting down, it gave up on a flow), that is the error.
 pub fn run_once(plan: &Plan, dialect: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
+    if let Ok(mut b) = ctx.began.lock() {
+        *b = None;
+    }
     run_test(plan, dialect, ctx).map_err(|e| {
         // (an error that is already the netserver's word needs no wait)
-        if e.to_string().starts_with("netserver") {
-            return e;
-        }
-        match dialect.server_said(Duration::from_millis(500)) {
-            Some(why) => anyhow::anyhow!("netserver: {why} (here: {e:#})"),
+        let e = if e.to_string().starts_with("netserver") {
+            e
+        } else {
+            match dialect.server_said(Duration::from_millis(500)) {
+                Some(why) => anyhow::anyhow!("netserver: {why} (here: {e:#})"),
+                None => e,
+            }
+        };
+        match ctx.own_figures(plan) {
+            Some(ours) => anyhow::anyhow!("{e:#}\n{ours}"),
             None => e,
         }
     })

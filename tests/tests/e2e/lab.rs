@@ -358,3 +358,121 @@ fn running_out_of_descriptors_during_a_test_is_named() {
     let out = netperf_at(&port, &["-t", "TCP_RR", "-l", "1", "-P", "0"]).ok();
     assert!(num(fields(&out.stdout)[5]) > 0.0, "{out}");
 }
+
+/// The network gone mid-test, between two namespaces: every packet to and
+/// from the netserver's host dropped while a TCP_STREAM (netserver
+/// receives) and a TCP_MAERTS (netserver sends) run. The netserver's
+/// keepalive and TCP_USER_TIMEOUT (doc/security.md) notice it: both
+/// sessions and all their sockets are freed within the documented bound
+/// (30 s of silence, then 30 s of unanswered probes), and the daemon
+/// serves again once the network is back.
+#[test]
+fn the_network_gone_mid_test_is_noticed_and_freed() {
+    use harness::netns::{A4, Hosts};
+    let Some(h) = Hosts::new("the_network_gone_mid_test_is_noticed_and_freed") else {
+        return;
+    };
+    let mut cmd = h.command(&h.a, &harness::bin("netserver"));
+    cmd.args(["-D", "-p", "0", "-L", A4, "-v", "0"]);
+    let ns = Netserver::spawn(cmd);
+    let port = ns.port().to_string();
+    thread::sleep(Duration::from_millis(200));
+    let idle = harness::footprint(ns.pid());
+    let clients: Vec<_> = ["TCP_STREAM", "TCP_MAERTS"]
+        .iter()
+        .map(|test| {
+            let mut c = h.command(&h.b, &harness::bin("netperf"));
+            c.args(["-H", A4, "-p", &port, "-t", test, "-l", "300"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null());
+            c.spawn().unwrap()
+        })
+        .collect();
+    thread::sleep(Duration::from_secs(2));
+    let busy = harness::footprint(ns.pid());
+    assert!(
+        busy.threads > idle.threads,
+        "no tests running: {}",
+        ns.log()
+    );
+    h.nft(
+        &h.a,
+        "table inet gone {
+           chain input { type filter hook input priority 0; policy drop; }
+           chain output { type filter hook output priority 0; policy drop; }
+         }",
+    );
+    let cut = Instant::now();
+    let bound = Duration::from_secs(75);
+    let mut now = harness::footprint(ns.pid());
+    while (now.fds, now.threads) != (idle.fds, idle.threads) && cut.elapsed() < bound {
+        thread::sleep(Duration::from_millis(250));
+        now = harness::footprint(ns.pid());
+    }
+    eprintln!(
+        "network gone: netserver back to {} threads, {} fds after {:.1} s",
+        now.threads,
+        now.fds,
+        cut.elapsed().as_secs_f64()
+    );
+    for mut c in clients {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    assert_eq!(
+        (now.fds, now.threads),
+        (idle.fds, idle.threads),
+        "not freed within {bound:?}:\n{}",
+        ns.log()
+    );
+    // the network back: a new test runs
+    h.exec(&h.a, &["nft", "delete", "table", "inet", "gone"]);
+    let mut c = h.command(&h.b, &harness::bin("netperf"));
+    c.args(["-H", A4, "-p", &port, "-t", "TCP_RR", "-l", "1", "-P", "0"]);
+    let out = harness::run_with_deadline(c, Duration::from_secs(30)).ok();
+    assert!(num(fields(&out.stdout)[5]) > 0.0, "{out}");
+}
+
+/// No result lost without a word: the netserver killed in the middle of a
+/// test, netperf says what it measured itself, that the netserver's
+/// figures are missing and why, and exits non-zero.
+#[test]
+fn a_netserver_killed_mid_test_leaves_netperfs_own_figures() {
+    for test in ["TCP_STREAM", "TCP_RR"] {
+        let ns = Netserver::start(&["-v", "0"]);
+        let port = ns.port().to_string();
+        let mut cmd = std::process::Command::new(harness::bin("netperf"));
+        cmd.args(["-H", "127.0.0.1", "-p", &port, "-t", test, "-l", "20"]);
+        let killer = {
+            let pid = ns.pid();
+            thread::spawn(move || {
+                thread::sleep(Duration::from_millis(1500));
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            })
+        };
+        let out = harness::run_with_deadline(cmd, Duration::from_secs(60));
+        killer.join().unwrap();
+        assert!(!out.success(), "{test}: {out}");
+        let line = out
+            .stderr
+            .lines()
+            .find(|l| l.starts_with("netperf's own figures up to then:"))
+            .unwrap_or_else(|| panic!("{test}: no own figures: {out}"));
+        assert!(
+            line.contains("the netserver's figures are missing"),
+            "{line}"
+        );
+        // something was measured: bytes, or transactions
+        let w = fields(line);
+        let unit = if test == "TCP_RR" {
+            "transactions"
+        } else {
+            "bytes"
+        };
+        assert_eq!(w[7], unit, "{line}");
+        assert!(num(w[6]) > 0.0, "{test}: {line}");
+    }
+}
