@@ -78,6 +78,19 @@ impl TracedServer {
 
 impl Drop for TracedServer {
     fn drop(&mut self) {
+        // strace killed lets its tracee go on: end the netserver first
+        let strace = self.ns.pid();
+        let children = std::fs::read_to_string(format!("/proc/{strace}/task/{strace}/children"))
+            .unwrap_or_default();
+        for pid in children
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+        {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
         let _ = std::fs::remove_file(&self.file);
     }
 }
