@@ -491,7 +491,8 @@ pub fn zerocopy_done(sock: &impl AsRawFd) -> io::Result<Option<(u32, u32, bool)>
     Ok(Some((1, 0, false)))
 }
 
-/// Wait up to `ms` for the error queue (POLLERR).
+/// Wait up to `ms` for the error queue (POLLERR): whether it was raised
+/// (a socket error, or a hang-up, raises it too: the caller looks).
 pub fn wait_error_queue(sock: &impl AsRawFd, ms: i32) -> io::Result<bool> {
     let mut fds = [libc::pollfd {
         fd: sock.as_raw_fd(),

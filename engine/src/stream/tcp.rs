@@ -79,15 +79,25 @@ impl ZeroCopy {
         };
         // wrapping comparison: id is complete once done has passed it;
         // the queue is read only while it is not
+        let mut raised = false;
         while self.done.wrapping_sub(id) as i32 <= 0 && !stop.is_set() {
             match sys::zerocopy_done(conn)? {
-                Some((lo, hi, _copied)) if hi >= lo => {
-                    self.done = self.done.max(hi.wrapping_add(1));
+                Some((lo, hi, _copied)) => {
+                    raised = false;
+                    if hi >= lo {
+                        self.done = self.done.max(hi.wrapping_add(1));
+                    }
                 }
-                Some(_) => {}
-                None => {
-                    sys::wait_error_queue(conn, 100)?;
+                // POLLERR raised with nothing queued is the connection's
+                // own error (a reset) or its end: the send that follows
+                // reports it
+                None if raised => {
+                    if let Some(e) = conn.take_error()? {
+                        return Err(e);
+                    }
+                    return Ok(());
                 }
+                None => raised = sys::wait_error_queue(conn, 100)?,
             }
         }
         Ok(())
