@@ -75,6 +75,41 @@ impl WaitingRoom {
         Ok(())
     }
 
+    /// Whether a waiting connection's first message has all come (or it
+    /// has ended, or says what no session will take): then it is a
+    /// session's to serve. Until then it costs no thread: a client that
+    /// sends a byte and stops holds no more than a silent one.
+    fn first_message_in(&self, token: usize) -> bool {
+        let Some((stream, _)) = self.conns.get(&token) else {
+            return true;
+        };
+        let mut buf = [0u8; 1024];
+        let n = match stream.peek(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+            Err(_) => return true,
+        };
+        let first = buf.get(..n).unwrap_or_default();
+        if n == 0 || n == buf.len() {
+            return true;
+        }
+        match proto::dialect::sniff(first) {
+            proto::dialect::Sniff::NeedMore => false,
+            // what no session will take: one tells it why
+            proto::dialect::Sniff::Unknown => true,
+            proto::dialect::Sniff::Is(proto::dialect::Dialect::Netperf2) => {
+                n >= proto::dialect::NETPERF2_FRAME
+            }
+            proto::dialect::Sniff::Is(proto::dialect::Dialect::Native) => {
+                match first.first_chunk::<{ proto::frame::HEADER_LEN }>() {
+                    None => false,
+                    Some(h) => proto::frame::body_len(*h)
+                        .map_or(true, |len| n >= proto::frame::HEADER_LEN + len),
+                }
+            }
+        }
+    }
+
     /// Take a connection out of the room (to serve it or to close it).
     fn leave(&mut self, poll: &Poll, token: usize) -> Option<(TcpStream, SocketAddr)> {
         let (stream, peer) = self.conns.remove(&token)?;
@@ -146,7 +181,10 @@ pub(crate) fn accept_loop(listeners: Vec<TcpListener>, shared: &Arc<Shared>) -> 
     let mut events = Events::with_capacity(256);
     let mut room = WaitingRoom::new();
     let first_bytes = shared.config.first_byte_timeout;
-    let silent = format!("nothing received within {} s", first_bytes.as_secs());
+    let silent = format!(
+        "no whole first message received within {} s",
+        first_bytes.as_secs()
+    );
     // After a resource error we stop accepting until this instant, then try
     // every listener again (mio is edge-triggered: no new event would come
     // for connections already queued).
@@ -170,7 +208,11 @@ pub(crate) fn accept_loop(listeners: Vec<TcpListener>, shared: &Arc<Shared>) -> 
             match ev.token() {
                 WAKE => {}
                 Token(t) if t >= FIRST_WAITING => {
-                    // its first bytes (or its end): a session's to serve
+                    // its whole first message (or its end): a session's
+                    // to serve; a part of it waits on, for the rest
+                    if !ev.is_read_closed() && !room.first_message_in(t) {
+                        continue;
+                    }
                     if let Some((stream, peer)) = room.leave(&poll, t)
                         && let Err(backoff) = admit(stream, peer, shared)
                     {
@@ -187,7 +229,7 @@ pub(crate) fn accept_loop(listeners: Vec<TcpListener>, shared: &Arc<Shared>) -> 
                 shared.config.logger.log(
                     2,
                     &format!(
-                        "closed {closed} connections that sent nothing within {} ms",
+                        "closed {closed} connections that sent no whole first message within {} ms",
                         first_bytes.as_millis()
                     ),
                 );

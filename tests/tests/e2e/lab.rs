@@ -517,3 +517,33 @@ fn tcp_crr_across_a_network_cycles_a_narrow_port_range() {
     // at least four times round the range
     assert!(rate * 4.0 > 2000.0, "{out}");
 }
+
+/// Slow clients: 200 connections that each send the first byte of a hello
+/// and stop cost no thread (they wait in the accept loop for the rest of
+/// their first message), a real client is served meanwhile, and all 200
+/// are closed by the deadline.
+#[test]
+fn a_byte_and_then_silence_costs_no_thread() {
+    use std::io::Write;
+    let ns = Netserver::start(&["-v", "0"]);
+    let addr = ns.addr();
+    let opened = Instant::now();
+    let slow: Vec<TcpStream> = (0..200)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(&[0]).unwrap();
+            s
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(300));
+    let threads = harness::footprint(ns.pid()).threads;
+    let port = ns.port().to_string();
+    let out = netperf_at(&port, &["-t", "TCP_RR", "-l", "1", "-P", "0"]).ok();
+    assert!(num(fields(&out.stdout)[5]) > 0.0, "{out}");
+    assert!(threads < 20, "{threads} threads with 200 one-byte clients");
+    let closed = slow
+        .iter()
+        .filter(|s| closed_within(s, Duration::from_secs(7).saturating_sub(opened.elapsed())))
+        .count();
+    assert_eq!(closed, 200, "closed by the deadline: {closed} of 200");
+}

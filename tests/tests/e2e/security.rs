@@ -164,14 +164,20 @@ fn silent_and_dribbling_clients_are_closed_at_the_deadline() {
     });
     let (e, silent_after) = silent.join().unwrap();
     assert_eq!(e.code, ErrorCode::Timeout);
-    assert!(e.message.contains("nothing received"), "{}", e.message);
+    assert!(
+        e.message.contains("no whole first message"),
+        "{}",
+        e.message
+    );
     assert!(
         silent_after >= Duration::from_millis(1900) && silent_after < Duration::from_secs(4),
         "{silent_after:?}"
     );
+    // the dribbler's hello never comes whole: it waits without a thread
+    // and is closed at the same deadline
     let dribble_after = dribbler.join().unwrap();
     assert!(
-        dribble_after >= Duration::from_millis(3900) && dribble_after < Duration::from_secs(7),
+        dribble_after >= Duration::from_millis(1900) && dribble_after < Duration::from_secs(7),
         "{dribble_after:?}"
     );
     let out = real.join().unwrap().ok();
