@@ -211,19 +211,19 @@ pub const UDP_GRO: i32 = 104;
 #[repr(C, align(8))]
 struct Control([u8; 32]);
 
-/// `n` messages for sendmmsg(2) and recvmmsg(2), each over its own slot of
-/// `slot` bytes in a buffer this owns, so that the pointers the kernel is
-/// given stay valid as long as the batch does (a move of the batch moves
-/// no heap memory).
+/// `n` messages for sendmmsg(2) or recvmmsg(2), each over its own slot of
+/// `slot` bytes in a buffer this owns. Every pointer the headers hold goes
+/// into this batch's heap buffers, set once when it is made: a move of the
+/// batch moves none of them, and a call only sets lengths.
 pub struct MsgBatch {
     data: Vec<u8>,
     slot: usize,
     hdrs: Vec<libc::mmsghdr>,
     iovs: Vec<libc::iovec>,
+    /// Each message's sender (receiving), or the one destination in the
+    /// first (sending on an unconnected socket).
     addrs: Vec<libc::sockaddr_storage>,
     ctrl: Vec<Control>,
-    /// The one address every message goes to (unconnected sends).
-    to: Option<(libc::sockaddr_storage, libc::socklen_t)>,
 }
 
 // SAFETY: the raw pointers in `hdrs` and `iovs` point only into this
@@ -240,9 +240,7 @@ impl std::fmt::Debug for MsgBatch {
 }
 
 impl MsgBatch {
-    /// `n` slots of `slot` bytes (both at least 1), sent to `to` when the
-    /// socket is not connected.
-    pub fn new(n: usize, slot: usize, to: Option<std::net::SocketAddr>) -> MsgBatch {
+    fn alloc(n: usize, slot: usize, addrs: usize, ctrl: usize) -> MsgBatch {
         let (n, slot) = (n.max(1), slot.max(1));
         // SAFETY: all-zero is a valid value of these plain C structs.
         let zero_hdr: libc::mmsghdr = unsafe { std::mem::zeroed() };
@@ -254,25 +252,53 @@ impl MsgBatch {
             iovs: vec![
                 libc::iovec {
                     iov_base: std::ptr::null_mut(),
-                    iov_len: 0,
+                    iov_len: slot,
                 };
                 n
             ],
-            addrs: vec![zero_addr; n],
-            ctrl: vec![Control([0; 32]); n],
-            to: to.map(|a| {
-                let a = socket2::SockAddr::from(a);
-                // SAFETY: SockAddr's storage is a sockaddr_storage of `len`
-                // valid bytes.
-                let s: libc::sockaddr_storage = unsafe { *a.as_ptr().cast() };
-                (s, a.len())
-            }),
+            addrs: vec![zero_addr; addrs],
+            ctrl: vec![Control([0; 32]); ctrl],
         };
         let base = b.data.as_mut_ptr();
-        for (i, iov) in b.iovs.iter_mut().enumerate() {
+        for (i, (h, iov)) in b.hdrs.iter_mut().zip(b.iovs.iter_mut()).enumerate() {
             // SAFETY: i * slot is within `data`, which has n * slot bytes.
             iov.iov_base = unsafe { base.add(i * slot) }.cast();
-            iov.iov_len = slot;
+            h.msg_hdr.msg_iov = iov;
+            h.msg_hdr.msg_iovlen = 1;
+        }
+        b
+    }
+
+    /// `n` slots of `slot` bytes to send, to `to` when the socket is not
+    /// connected.
+    pub fn sending(n: usize, slot: usize, to: Option<std::net::SocketAddr>) -> MsgBatch {
+        let mut b = MsgBatch::alloc(n, slot, usize::from(to.is_some()), 0);
+        if let (Some(to), Some(a)) = (to, b.addrs.first_mut()) {
+            let to = socket2::SockAddr::from(to);
+            // SAFETY: SockAddr's storage is a sockaddr_storage of `len`
+            // valid bytes.
+            *a = unsafe { *to.as_ptr().cast() };
+            let a: *mut libc::sockaddr_storage = a;
+            for h in &mut b.hdrs {
+                h.msg_hdr.msg_name = a.cast();
+                h.msg_hdr.msg_namelen = to.len();
+            }
+        }
+        b
+    }
+
+    /// `n` slots of `slot` bytes to receive into, each with room for its
+    /// sender's address and one control message.
+    pub fn receiving(n: usize, slot: usize) -> MsgBatch {
+        let mut b = MsgBatch::alloc(n, slot, n, n);
+        for ((h, a), c) in b
+            .hdrs
+            .iter_mut()
+            .zip(b.addrs.iter_mut())
+            .zip(b.ctrl.iter_mut())
+        {
+            h.msg_hdr.msg_name = std::ptr::from_mut(a).cast();
+            h.msg_hdr.msg_control = c.0.as_mut_ptr().cast();
         }
         b
     }
@@ -291,44 +317,6 @@ impl MsgBatch {
         self.data.get_mut(i * s..(i + 1) * s).unwrap_or(&mut [])
     }
 
-    /// Point every header at its iovec (and address, and control room);
-    /// done before each call, as the batch may have moved since the last.
-    fn aim(&mut self, count: usize, recv: bool) {
-        let count = count.min(self.hdrs.len());
-        for i in 0..count {
-            let (Some(h), Some(iov)) = (self.hdrs.get_mut(i), self.iovs.get_mut(i)) else {
-                break;
-            };
-            h.msg_hdr.msg_iov = iov;
-            h.msg_hdr.msg_iovlen = 1;
-            h.msg_len = 0;
-            if recv {
-                iov.iov_len = self.slot;
-                if let (Some(a), Some(c)) = (self.addrs.get_mut(i), self.ctrl.get_mut(i)) {
-                    h.msg_hdr.msg_name = std::ptr::from_mut(a).cast();
-                    h.msg_hdr.msg_namelen =
-                        std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-                    h.msg_hdr.msg_control = c.0.as_mut_ptr().cast();
-                    h.msg_hdr.msg_controllen = c.0.len() as _;
-                }
-                h.msg_hdr.msg_flags = 0;
-            } else {
-                match &mut self.to {
-                    Some((a, len)) => {
-                        h.msg_hdr.msg_name = std::ptr::from_mut(a).cast();
-                        h.msg_hdr.msg_namelen = *len;
-                    }
-                    None => {
-                        h.msg_hdr.msg_name = std::ptr::null_mut();
-                        h.msg_hdr.msg_namelen = 0;
-                    }
-                }
-                h.msg_hdr.msg_control = std::ptr::null_mut();
-                h.msg_hdr.msg_controllen = 0;
-            }
-        }
-    }
-
     /// sendmmsg(2) of the first `lens.len()` slots, each of its length:
     /// how many messages the kernel took (their lengths: [`MsgBatch::sent`]).
     pub fn send(&mut self, sock: &impl AsRawFd, lens: &[usize]) -> io::Result<usize> {
@@ -336,7 +324,6 @@ impl MsgBatch {
         for (iov, &l) in self.iovs.iter_mut().zip(lens) {
             iov.iov_len = l.min(self.slot);
         }
-        self.aim(count, false);
         // SAFETY: the first `count` headers point at iovecs over this
         // batch's own slots (lengths within them) and at its own address;
         // all outlive the call.
@@ -358,7 +345,11 @@ impl MsgBatch {
     /// behind it. How many came.
     pub fn recv(&mut self, sock: &impl AsRawFd, count: usize) -> io::Result<usize> {
         let count = count.min(self.hdrs.len());
-        self.aim(count, true);
+        // the kernel wrote back the lengths of the last call's messages
+        for h in self.hdrs.iter_mut().take(count) {
+            h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as _;
+            h.msg_hdr.msg_controllen = std::mem::size_of::<Control>() as _;
+        }
         // SAFETY: the first `count` headers point at iovecs over this
         // batch's own slots, and at its own address and control buffers,
         // with their lengths; all outlive the call.
@@ -415,9 +406,6 @@ impl MsgBatch {
 /// (linux/errqueue.h).
 pub const SO_ZEROCOPY: i32 = 60;
 const SO_EE_ORIGIN_ZEROCOPY: u8 = 5;
-/// The kernel copied the data after all (`SO_EE_CODE_ZEROCOPY_COPIED`), as
-/// it does on loopback.
-const SO_EE_CODE_ZEROCOPY_COPIED: u8 = 1;
 
 /// `send(2)` with `MSG_ZEROCOPY`: the kernel sends from `buf` itself and
 /// says on the error queue when it is done with it (see [`zerocopy_done`]).
@@ -439,10 +427,21 @@ pub fn send_zerocopy(sock: &impl AsRawFd, buf: &[u8]) -> io::Result<usize> {
     }
 }
 
-/// Completions of `MSG_ZEROCOPY` sends read from the error queue, without
-/// waiting: each is an inclusive range of send numbers, and whether the
-/// kernel copied the data after all. `None` when the queue is empty.
-pub fn zerocopy_done(sock: &impl AsRawFd) -> io::Result<Option<(u32, u32, bool)>> {
+/// One entry of a socket's error queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrQueue {
+    Empty,
+    /// `MSG_ZEROCOPY` sends `lo..=hi` are complete.
+    ZeroCopyDone {
+        lo: u32,
+        hi: u32,
+    },
+    /// Something else (an ICMP error): not a completion.
+    Other,
+}
+
+/// The next entry of the error queue, without waiting.
+pub fn zerocopy_done(sock: &impl AsRawFd) -> io::Result<ErrQueue> {
     let mut ctrl_big = [Control([0; 32]); 2];
     // SAFETY: all-zero is a valid msghdr.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
@@ -460,7 +459,7 @@ pub fn zerocopy_done(sock: &impl AsRawFd) -> io::Result<Option<(u32, u32, bool)>
     if n < 0 {
         let e = io::Error::last_os_error();
         return match e.raw_os_error() {
-            Some(libc::EAGAIN) => Ok(None),
+            Some(libc::EAGAIN) => Ok(ErrQueue::Empty),
             _ => Err(e),
         };
     }
@@ -477,18 +476,16 @@ pub fn zerocopy_done(sock: &impl AsRawFd) -> io::Result<Option<(u32, u32, bool)>
                 let e: libc::sock_extended_err =
                     std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
                 if e.ee_errno == 0 && e.ee_origin == SO_EE_ORIGIN_ZEROCOPY {
-                    return Ok(Some((
-                        e.ee_info,
-                        e.ee_data,
-                        e.ee_code & SO_EE_CODE_ZEROCOPY_COPIED != 0,
-                    )));
+                    return Ok(ErrQueue::ZeroCopyDone {
+                        lo: e.ee_info,
+                        hi: e.ee_data,
+                    });
                 }
             }
             c = libc::CMSG_NXTHDR(&msg, c);
         }
     }
-    // something else on the error queue (an ICMP error): not ours to count
-    Ok(Some((1, 0, false)))
+    Ok(ErrQueue::Other)
 }
 
 /// Wait up to `ms` for the error queue (POLLERR): whether it was raised

@@ -82,22 +82,23 @@ impl ZeroCopy {
         let mut raised = false;
         while self.done.wrapping_sub(id) as i32 <= 0 && !stop.is_set() {
             match sys::zerocopy_done(conn)? {
-                Some((lo, hi, _copied)) => {
+                sys::ErrQueue::ZeroCopyDone { lo, hi } => {
                     raised = false;
                     if hi >= lo {
                         self.done = self.done.max(hi.wrapping_add(1));
                     }
                 }
+                sys::ErrQueue::Other => raised = false,
                 // POLLERR raised with nothing queued is the connection's
                 // own error (a reset) or its end: the send that follows
                 // reports it
-                None if raised => {
+                sys::ErrQueue::Empty if raised => {
                     if let Some(e) = conn.take_error()? {
                         return Err(e);
                     }
                     return Ok(());
                 }
-                None => raised = sys::wait_error_queue(conn, 100)?,
+                sys::ErrQueue::Empty => raised = sys::wait_error_queue(conn, 100)?,
             }
         }
         Ok(())

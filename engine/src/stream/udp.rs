@@ -466,9 +466,15 @@ impl Pacer {
 }
 
 /// Our header, as much of it as the datagram holds: the test's id, the
-/// sequence number, the send time.
+/// sequence number, the send time (`us`, asked for only when it fits).
 #[inline]
-fn stamp_header(buf: &mut [u8], id: &[u8; 4], seq: u64, start: Instant, conv: &Conventions) {
+fn stamp_header(
+    buf: &mut [u8],
+    id: &[u8; 4],
+    seq: u64,
+    us: &mut impl FnMut() -> u32,
+    conv: &Conventions,
+) {
     if !conv.udp_header {
         return;
     }
@@ -479,8 +485,7 @@ fn stamp_header(buf: &mut [u8], id: &[u8; 4], seq: u64, start: Instant, conv: &C
         s.copy_from_slice(&seq.to_be_bytes());
     }
     if let Some(s) = buf.get_mut(SEQ_END..STAMP_END) {
-        let us = start.elapsed().as_micros() as u32;
-        s.copy_from_slice(&us.to_be_bytes());
+        s.copy_from_slice(&us().to_be_bytes());
     }
 }
 
@@ -524,7 +529,13 @@ pub fn send(
             p.wait(out.sent);
         }
         let buf = ring.next_buf();
-        stamp_header(buf, &id, out.sent, start, conv);
+        stamp_header(
+            buf,
+            &id,
+            out.sent,
+            &mut || start.elapsed().as_micros() as u32,
+            conv,
+        );
         let t0 = if lat.is_some() { clock::now_ns() } else { 0 };
         let r = link.send(buf);
         if let Some(l) = lat.as_deref_mut() {
@@ -588,7 +599,7 @@ fn send_fast(
             .map_err(|e| EngineError::io("--gso: setting UDP_SEGMENT on the sending socket", e))?;
     }
     let n = fast.batch.max(1) as usize;
-    let mut batch = MsgBatch::new(n, size * segments, link.peer);
+    let mut batch = MsgBatch::sending(n, size * segments, link.peer);
     for m in 0..n {
         for d in batch.slot_mut(m).chunks_mut(size) {
             d.copy_from_slice(ring.next_buf().get(..d.len()).unwrap_or_default());
@@ -616,6 +627,9 @@ fn send_fast(
         }
         lens.clear();
         let mut seq = out.sent;
+        // one send time for the call's datagrams: one clock read a call
+        let mut stamp = None;
+        let mut us = || *stamp.get_or_insert_with(|| start.elapsed().as_micros() as u32);
         for m in 0..n {
             let here = (segments as u64).min(left) as usize;
             if here == 0 {
@@ -623,7 +637,7 @@ fn send_fast(
             }
             left -= here as u64;
             for d in batch.slot_mut(m).chunks_mut(size).take(here) {
-                stamp_header(d, &id, seq, start, conv);
+                stamp_header(d, &id, seq, &mut us, conv);
                 seq += 1;
             }
             lens.push(here * size);
@@ -1005,7 +1019,7 @@ fn receive_fast(
             .map_err(|e| EngineError::io("--gso: setting UDP_GRO on the receiving socket", e))?;
     }
     let n = fast.batch.max(1) as usize;
-    let mut batch = MsgBatch::new(n, proto::test::UDP_SLOT as usize, None);
+    let mut batch = MsgBatch::receiving(n, proto::test::UDP_SLOT as usize);
     let mut tally = Tally::new(token, conv);
     let mut done_at: Option<Instant> = None;
     'calls: loop {
@@ -1021,22 +1035,18 @@ fn receive_fast(
                     }
                     theirs += 1;
                     // a coalesced message is its datagrams, end to end
-                    let mut segments = d.chunks(gro.unwrap_or(d.len()).max(1));
-                    let mut each = |seg: &[u8]| tally.take(seg, now, drain, live);
-                    let took = if d.is_empty() {
-                        each(d)?
-                    } else {
-                        let mut t = Took::Went;
-                        for seg in segments.by_ref() {
-                            t = each(seg)?;
-                            if !matches!(t, Took::Went) {
-                                break;
-                            }
+                    // (an empty one is one datagram)
+                    let size = gro.unwrap_or(d.len()).max(1);
+                    let mut at = 0;
+                    loop {
+                        let seg = d.get(at..(at + size).min(d.len())).unwrap_or_default();
+                        if !matches!(tally.take(seg, now, drain, live)?, Took::Went) {
+                            break 'calls;
                         }
-                        t
-                    };
-                    if !matches!(took, Took::Went) {
-                        break 'calls;
+                        at += size;
+                        if at >= d.len() {
+                            break;
+                        }
                     }
                 }
                 theirs == 0
