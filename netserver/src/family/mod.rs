@@ -83,37 +83,23 @@ impl TestCtl {
     /// Remember a data socket, so that an abort can wake a loop blocked on
     /// it. If the test was already aborted, shut it down now.
     pub fn register(&self, sock: &impl AsFd) {
-        let Ok(owned) = sock.as_fd().try_clone_to_owned() else {
-            return;
-        };
-        let s = Socket::from(owned);
         if self.is_aborted() {
-            let _ = s.shutdown(std::net::Shutdown::Both);
+            let _ = socket2::SockRef::from(sock).shutdown(std::net::Shutdown::Both);
         }
-        if let Ok(mut v) = self.sockets.lock() {
-            v.push(s);
-        }
+        keep(&self.sockets, sock);
     }
 
     /// Remember a TCP data connection (see [`TestCtl::end_now`]).
     pub fn register_stream(&self, sock: &impl AsFd) {
         self.register(sock);
-        if let Ok(owned) = sock.as_fd().try_clone_to_owned()
-            && let Ok(mut v) = self.streams.lock()
-        {
-            v.push(Socket::from(owned));
-        }
+        keep(&self.streams, sock);
     }
 
     /// Remember a listener that the test accepts on until netperf is
     /// done, so that the end wakes the accepting threads at once.
     pub fn register_listener(&self, sock: &impl AsFd) {
         self.register(sock);
-        if let Ok(owned) = sock.as_fd().try_clone_to_owned()
-            && let Ok(mut v) = self.listeners.lock()
-        {
-            v.push(Socket::from(owned));
-        }
+        keep(&self.listeners, sock);
     }
 
     /// End the test as its natural end would, by the server's clock: the
@@ -122,11 +108,7 @@ impl TestCtl {
     /// 2.7's padded timer, for a netperf 2.7 client).
     pub fn end_now(&self) {
         self.set_client_done(ClientDone { datagrams_sent: 0 });
-        if let Ok(v) = self.streams.lock() {
-            for s in v.iter() {
-                let _ = s.shutdown(std::net::Shutdown::Read);
-            }
-        }
+        shut_down(&self.streams, std::net::Shutdown::Read);
     }
 
     /// Stop the test now: raise the flag and shut down every data socket,
@@ -134,11 +116,7 @@ impl TestCtl {
     pub fn abort(&self) {
         self.aborted.store(true, Ordering::SeqCst);
         self.stop.set();
-        if let Ok(v) = self.sockets.lock() {
-            for s in v.iter() {
-                let _ = s.shutdown(std::net::Shutdown::Both);
-            }
-        }
+        shut_down(&self.sockets, std::net::Shutdown::Both);
         self.done_changed.notify_all();
     }
 
@@ -153,11 +131,7 @@ impl TestCtl {
             .store(done.datagrams_sent, Ordering::Relaxed);
         self.stop.set();
         // a listener shut down for reading ends a blocked accept (EINVAL)
-        if let Ok(v) = self.listeners.lock() {
-            for s in v.iter() {
-                let _ = s.shutdown(std::net::Shutdown::Read);
-            }
-        }
+        shut_down(&self.listeners, std::net::Shutdown::Read);
         if let Ok(mut d) = self.done.lock() {
             *d = Some(done);
         }
@@ -172,6 +146,24 @@ impl TestCtl {
             .wait_timeout_while(guard, limit, |d| d.is_none() && !self.is_aborted())
             .ok()?;
         guard.clone()
+    }
+}
+
+/// Keep a descriptor of `sock` in `list`.
+fn keep(list: &Mutex<Vec<Socket>>, sock: &impl AsFd) {
+    if let Ok(owned) = sock.as_fd().try_clone_to_owned()
+        && let Ok(mut v) = list.lock()
+    {
+        v.push(Socket::from(owned));
+    }
+}
+
+/// Shut down every socket of `list` (`how`), waking whoever waits on one.
+fn shut_down(list: &Mutex<Vec<Socket>>, how: std::net::Shutdown) {
+    if let Ok(v) = list.lock() {
+        for s in v.iter() {
+            let _ = s.shutdown(how);
+        }
     }
 }
 
