@@ -30,7 +30,7 @@ use std::{
     io,
     net::{IpAddr, SocketAddr, TcpListener, TcpStream},
     sync::{
-        Arc, Condvar, Mutex,
+        Arc, Mutex,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
     thread,
@@ -246,7 +246,6 @@ impl Drop for Subscription {
 #[derive(Debug, Default)]
 pub(crate) struct Census {
     state: Mutex<CensusState>,
-    changed: Condvar,
 }
 
 #[derive(Debug, Default)]
@@ -316,25 +315,10 @@ impl Census {
                 }
             }
         }
-        self.changed.notify_all();
         // the last session gone: what its tests' threads freed goes back
         // to the system, so that an idle daemon is back to its idle size
         if idle {
             engine::sys::trim_heap();
-        }
-    }
-
-    /// Wait until no session is left, at most `limit`.
-    pub(crate) fn wait_empty(&self, limit: Duration) -> bool {
-        let Ok(guard) = self.state.lock() else {
-            return false;
-        };
-        match self
-            .changed
-            .wait_timeout_while(guard, limit, |s| s.active > 0)
-        {
-            Ok((s, _)) => s.active == 0,
-            Err(_) => false,
         }
     }
 }
@@ -402,8 +386,7 @@ pub fn serve_one(stream: TcpStream, config: Config) -> io::Result<()> {
     if let Err(why) = shared.census.admit(peer.ip(), &shared.config) {
         return Err(io::Error::other(format!("{why:?}")));
     }
-    session::serve(stream, peer, shared);
-    Ok(())
+    listener::accept_loop(Vec::new(), Some((stream, peer)), &shared)
 }
 
 pub fn run(listeners: Vec<TcpListener>, config: Config, shutdown: Shutdown) -> io::Result<()> {
@@ -413,9 +396,7 @@ pub fn run(listeners: Vec<TcpListener>, config: Config, shutdown: Shutdown) -> i
         census: Census::default(),
         failures: Failures::default(),
     });
-    listener::accept_loop(listeners, &shared)?;
-    shared.census.wait_empty(Duration::from_secs(5));
-    Ok(())
+    listener::accept_loop(listeners, None, &shared)
 }
 
 /// A netserver running on threads of this process.

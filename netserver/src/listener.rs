@@ -1,15 +1,17 @@
-//! The accept loop: one mio event loop over the control listeners and the
-//! connections that have not yet sent anything.
+//! The control loop: one mio event loop over the control listeners, the
+//! connections that have not yet sent their first message, and every
+//! session's control connection ([`session::Sessions`]).
 //!
 //! It never blocks on a client. A new connection waits in the loop's
 //! waiting room, costing its socket and a few dozen bytes, not a thread,
-//! until its first bytes arrive; then it is handed to a session thread or,
-//! over a cap, told "busy" with one small non-blocking write and closed. A
+//! until its first message has come; then it becomes a session of the same
+//! loop (a few KiB; a thread only while a test runs) or, over a cap, is
+//! told "busy" with one small non-blocking write and closed. A
 //! connection silent for the first-bytes deadline is closed. When the room
 //! is full, or descriptors run out, the oldest waiting connection of the
 //! address that holds the most is closed to make room: silent connections
 //! cannot lock out a real client, and one address cannot hold every place.
-//! Running out of file descriptors, memory or threads is logged
+//! Running out of file descriptors or memory is logged
 //! (rate-limited) and waited out; it never ends the daemon.
 
 use std::{
@@ -17,7 +19,6 @@ use std::{
     io::{self, Write},
     net::{IpAddr, SocketAddr, TcpListener, TcpStream},
     sync::Arc,
-    thread,
     time::{Duration, Instant},
 };
 
@@ -57,13 +58,20 @@ impl WaitingRoom {
         self.conns.len()
     }
 
-    fn enter(&mut self, poll: &Poll, stream: TcpStream, peer: SocketAddr) -> io::Result<()> {
+    /// A token no connection of the loop holds (waiting connections keep
+    /// theirs as sessions).
+    fn new_token(&mut self) -> usize {
         let token = self.next;
         self.next = if self.next == usize::MAX - 1 {
             FIRST_WAITING
         } else {
             self.next + 1
         };
+        token
+    }
+
+    fn enter(&mut self, poll: &Poll, stream: TcpStream, peer: SocketAddr) -> io::Result<()> {
+        let token = self.new_token();
         poll.registry().register(
             &mut SourceFd(&stream.as_raw_fd()),
             Token(token),
@@ -127,7 +135,7 @@ impl WaitingRoom {
 
     /// Close the connections silent since before `cutoff`, telling each
     /// why as the handshake's own deadline would.
-    fn expire(&mut self, poll: &Poll, cutoff: Instant, why: &str) -> usize {
+    fn expire(&mut self, poll: &Poll, cutoff: Instant, code: ErrorCode, why: &str) -> usize {
         let mut closed = 0;
         while let Some(&(since, token)) = self.order.front() {
             if !self.conns.contains_key(&token) {
@@ -139,7 +147,7 @@ impl WaitingRoom {
             }
             self.order.pop_front();
             if let Some((stream, _)) = self.leave(poll, token) {
-                refuse(&stream, ErrorCode::Timeout, why);
+                refuse(&stream, code, why);
                 closed += 1;
             }
         }
@@ -169,10 +177,21 @@ impl WaitingRoom {
     }
 }
 
-pub(crate) fn accept_loop(listeners: Vec<TcpListener>, shared: &Arc<Shared>) -> io::Result<()> {
+/// How long a shutting-down loop waits for its sessions to end.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+
+/// The daemon's control loop: its listeners, the connections waiting for
+/// their first message, and every session's control connection. `first`
+/// is a connection to serve from the start (inetd's); with no listeners,
+/// the loop returns when its sessions have ended.
+pub(crate) fn accept_loop(
+    mut listeners: Vec<TcpListener>,
+    first: Option<(TcpStream, SocketAddr)>,
+    shared: &Arc<Shared>,
+) -> io::Result<()> {
     let mut poll = Poll::new()?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
-    let _sub = shared.shutdown.subscribe(waker);
+    let _sub = shared.shutdown.subscribe(waker.clone());
     for (i, l) in listeners.iter().enumerate() {
         l.set_nonblocking(true)?;
         poll.registry()
@@ -180,6 +199,11 @@ pub(crate) fn accept_loop(listeners: Vec<TcpListener>, shared: &Arc<Shared>) -> 
     }
     let mut events = Events::with_capacity(256);
     let mut room = WaitingRoom::new();
+    let mut sessions = session::Sessions::new(shared.clone(), waker);
+    if let Some((stream, peer)) = first {
+        let token = room.new_token();
+        sessions.start(poll.registry(), stream, peer, token);
+    }
     let first_bytes = shared.config.first_byte_timeout;
     let silent = format!(
         "no whole first message received within {} s",
@@ -189,42 +213,66 @@ pub(crate) fn accept_loop(listeners: Vec<TcpListener>, shared: &Arc<Shared>) -> 
     // every listener again (mio is edge-triggered: no new event would come
     // for connections already queued).
     let mut retry_at: Option<Instant> = None;
+    // Once shutting down: until when the sessions may take to end.
+    let mut stopping: Option<Instant> = None;
     loop {
-        let wake_at = [retry_at, room.next_deadline(first_bytes)]
-            .into_iter()
-            .flatten()
-            .min();
+        if shared.shutdown.is_triggered() && stopping.is_none() {
+            stopping = Some(Instant::now() + SHUTDOWN_WAIT);
+            for l in listeners.drain(..) {
+                let _ = poll.registry().deregister(&mut SourceFd(&l.as_raw_fd()));
+            }
+            room.expire(
+                &poll,
+                Instant::now(),
+                ErrorCode::ShuttingDown,
+                "netserver is shutting down",
+            );
+            sessions.shut_down(poll.registry());
+        }
+        if listeners.is_empty() && sessions.len() == 0 {
+            return Ok(());
+        }
+        if stopping.is_some_and(|t| Instant::now() >= t) {
+            sessions.drop_all(poll.registry());
+            return Ok(());
+        }
+        let wake_at = [
+            retry_at,
+            room.next_deadline(first_bytes),
+            sessions.next_deadline(),
+            stopping,
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         let timeout = wake_at.map(|t| t.saturating_duration_since(Instant::now()));
         match poll.poll(&mut events, timeout) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         }
-        if shared.shutdown.is_triggered() {
-            return Ok(());
-        }
         let mut ready: Vec<usize> = Vec::new();
         for ev in events.iter() {
             match ev.token() {
                 WAKE => {}
+                Token(t) if sessions.owns(t) => sessions.on_event(poll.registry(), ev),
                 Token(t) if t >= FIRST_WAITING => {
                     // its whole first message (or its end): a session's
                     // to serve; a part of it waits on, for the rest
                     if !ev.is_read_closed() && !room.first_message_in(t) {
                         continue;
                     }
-                    if let Some((stream, peer)) = room.leave(&poll, t)
-                        && let Err(backoff) = admit(stream, peer, shared)
-                    {
-                        retry_at = Some(Instant::now() + backoff);
+                    if let Some((stream, peer)) = room.leave(&poll, t) {
+                        admit(stream, peer, t, shared, &poll, &mut sessions);
                     }
                 }
                 Token(i) => ready.push(i),
             }
         }
         let now = Instant::now();
+        sessions.on_wake(poll.registry(), now);
         if let Some(cutoff) = now.checked_sub(first_bytes) {
-            let closed = room.expire(&poll, cutoff, &silent);
+            let closed = room.expire(&poll, cutoff, ErrorCode::Timeout, &silent);
             if closed > 0 {
                 shared.config.logger.log(
                     2,
@@ -320,48 +368,30 @@ fn is_resource_error(e: &io::Error) -> bool {
     )
 }
 
-/// Hand a new connection to a session thread, or refuse it.
-fn admit(std_stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>) -> Result<(), Duration> {
+/// Make a new connection a session of the loop, under its waiting token,
+/// or refuse it.
+fn admit(
+    stream: TcpStream,
+    peer: SocketAddr,
+    token: usize,
+    shared: &Arc<Shared>,
+    poll: &Poll,
+    sessions: &mut session::Sessions,
+) {
     let cfg = &shared.config;
     let log = &cfg.logger;
     if shared.failures.blocked(peer.ip()) {
         let text =
             "too many failed authentication attempts from your address; try again in a minute";
         log.warn_limited("auth-blocked", &format!("refused {peer}: {text}"));
-        refuse(&std_stream, ErrorCode::Auth, text);
-        return Ok(());
+        refuse(&stream, ErrorCode::Auth, text);
+        return;
     }
     if let Err(why) = shared.census.admit(peer.ip(), cfg) {
-        busy(&std_stream, peer, why, shared);
-        return Ok(());
+        busy(&stream, peer, why, shared);
+        return;
     }
-    let s = shared.clone();
-    // A second descriptor of the connection, so that the client can be told
-    // why if no thread can be started for it (the first goes with the
-    // closure, which a failed spawn drops).
-    let reply = std_stream.try_clone().ok();
-    let spawned = thread::Builder::new()
-        .name(format!("session {peer}"))
-        .stack_size(256 * 1024)
-        .spawn(move || session::serve(std_stream, peer, s));
-    match spawned {
-        Ok(_) => Ok(()),
-        Err(e) => {
-            shared.census.leave(peer.ip(), true);
-            log.warn_limited(
-                "spawn",
-                &format!("cannot start a session thread ({e}); pausing accepts for 100 ms"),
-            );
-            if let Some(r) = reply {
-                refuse(
-                    &r,
-                    ErrorCode::Resource,
-                    &format!("netserver cannot start a session thread ({e}); try again later"),
-                );
-            }
-            Err(BACKOFF)
-        }
-    }
+    sessions.start(poll.registry(), stream, peer, token);
 }
 
 /// Tell a client over a session cap which cap, and which option raises it.

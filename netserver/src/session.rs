@@ -1,18 +1,22 @@
-//! One control connection: a thread with a small mio loop over the control
-//! socket and a waker that its running test (or a shutdown) pulls.
+//! The control connections: every session's control socket on the daemon's
+//! one control event loop (the accept loop's), a few KiB each. A session
+//! holds a thread only while a test runs (its worker, see [`family`]).
 //!
 //! This module only moves bytes and reads the clock. What the bytes mean,
 //! the framing, the sealing and every deadline are [`proto::conn::ServerConn`]'s;
 //! starting, ending and aborting the test's data path are [`family`]'s.
+//! Nothing here blocks: a test's worker tells the loop it has finished by
+//! queueing its session's token and waking the loop.
 
 use std::{
+    collections::{BTreeSet, HashMap},
     io::{self, Read, Write},
     net::{SocketAddr, TcpStream},
-    sync::Arc,
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
-use mio::{Events, Interest, Poll, Token, Waker};
+use mio::{Interest, Registry, Token, Waker, event::Event};
 use proto::{
     Authenticator, ErrorCode, ErrorMsg,
     conn::{ServerConn, ServerEvent, Timeouts},
@@ -20,25 +24,8 @@ use proto::{
 
 use crate::{Shared, family, log::escape};
 
-const CONTROL: Token = Token(0);
-const WAKE: Token = Token(1);
 /// Once we decide to close, how long we try to deliver our last message.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
-
-pub(crate) fn serve(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
-    let log = shared.config.logger.clone();
-    let mut pending = true;
-    match Session::new(stream, peer, &shared) {
-        Ok(mut s) => {
-            let r = s.run(&mut pending);
-            if let Err(e) = r {
-                log.log(2, &format!("{peer}: session ended: {e}"));
-            }
-        }
-        Err(e) => log.warn_limited("session", &format!("{peer}: cannot start session: {e}")),
-    }
-    shared.census.leave(peer.ip(), pending);
-}
 
 /// The core's deadlines, from the daemon's configuration.
 pub(crate) fn timeouts(cfg: &crate::Config) -> Timeouts {
@@ -53,30 +40,226 @@ pub(crate) fn timeouts(cfg: &crate::Config) -> Timeouts {
     }
 }
 
-struct Session<'a> {
-    shared: &'a Shared,
-    poll: Poll,
+/// How a test's worker tells the loop it has finished.
+struct Finished {
     waker: Arc<Waker>,
+    tokens: Mutex<Vec<usize>>,
+}
+
+impl Finished {
+    fn push(&self, token: usize) {
+        if let Ok(mut t) = self.tokens.lock() {
+            t.push(token);
+        }
+        let _ = self.waker.wake();
+    }
+
+    fn take(&self) -> Vec<usize> {
+        self.tokens
+            .lock()
+            .map(|mut t| std::mem::take(&mut *t))
+            .unwrap_or_default()
+    }
+}
+
+/// Every session of the loop, by token, and when each next needs the clock.
+pub(crate) struct Sessions {
+    shared: Arc<Shared>,
+    live: HashMap<usize, Session>,
+    /// (deadline, token): each live session's next deadline, once.
+    timers: BTreeSet<(Instant, usize)>,
+    finished: Arc<Finished>,
+}
+
+impl Sessions {
+    /// `waker` wakes the loop that owns these sessions.
+    pub(crate) fn new(shared: Arc<Shared>, waker: Arc<Waker>) -> Sessions {
+        Sessions {
+            shared,
+            live: HashMap::new(),
+            timers: BTreeSet::new(),
+            finished: Arc::new(Finished {
+                waker,
+                tokens: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.live.len()
+    }
+
+    pub(crate) fn owns(&self, token: usize) -> bool {
+        self.live.contains_key(&token)
+    }
+
+    /// Serve an admitted connection (already counted in the census) under
+    /// `token`; what already arrived waits in its socket.
+    pub(crate) fn start(
+        &mut self,
+        registry: &Registry,
+        stream: TcpStream,
+        peer: SocketAddr,
+        token: usize,
+    ) {
+        match Session::new(stream, peer, &self.shared, token, self.finished.clone()) {
+            Ok(mut s) => match registry.register(&mut s.conn, Token(token), Interest::READABLE) {
+                Ok(()) => {
+                    let r = s.read_control();
+                    self.live.insert(token, s);
+                    self.settle(registry, token, r);
+                }
+                Err(e) => self.cannot_start(peer, &e),
+            },
+            Err(e) => self.cannot_start(peer, &e),
+        }
+    }
+
+    fn cannot_start(&self, peer: SocketAddr, e: &io::Error) {
+        self.shared
+            .config
+            .logger
+            .warn_limited("session", &format!("{peer}: cannot start session: {e}"));
+        self.shared.census.leave(peer.ip(), true);
+    }
+
+    /// Readiness of a session's control socket.
+    pub(crate) fn on_event(&mut self, registry: &Registry, ev: &Event) {
+        let token = ev.token().0;
+        let Some(s) = self.live.get_mut(&token) else {
+            return;
+        };
+        let mut r = Ok(());
+        if ev.is_writable() {
+            r = s.flush(registry);
+        }
+        if r.is_ok() && (ev.is_readable() || ev.is_read_closed() || ev.is_error()) {
+            r = s.read_control();
+        }
+        if r.is_ok() {
+            s.check_test();
+        }
+        self.settle(registry, token, r);
+    }
+
+    /// Tests that finished since last asked, and deadlines that passed.
+    pub(crate) fn on_wake(&mut self, registry: &Registry, now: Instant) {
+        for token in self.finished.take() {
+            if let Some(s) = self.live.get_mut(&token) {
+                s.check_test();
+                self.settle(registry, token, Ok(()));
+            }
+        }
+        let due: Vec<usize> = self
+            .timers
+            .iter()
+            .take_while(|&&(at, _)| at <= now)
+            .map(|&(_, token)| token)
+            .collect();
+        for token in due {
+            self.settle(registry, token, Ok(()));
+        }
+    }
+
+    /// Tell every client the daemon is going away (each session then ends
+    /// as its core lets it: the last message delivered, or its grace out).
+    pub(crate) fn shut_down(&mut self, registry: &Registry) {
+        let tokens: Vec<usize> = self.live.keys().copied().collect();
+        for token in tokens {
+            if let Some(s) = self.live.get_mut(&token) {
+                s.core.fail(
+                    ErrorMsg::new(ErrorCode::ShuttingDown, "netserver is shutting down"),
+                    Instant::now(),
+                );
+            }
+            self.settle(registry, token, Ok(()));
+        }
+    }
+
+    /// End every session now, without a word.
+    pub(crate) fn drop_all(&mut self, registry: &Registry) {
+        let tokens: Vec<usize> = self.live.keys().copied().collect();
+        for token in tokens {
+            self.close(registry, token, Ok(()));
+        }
+    }
+
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.timers.first().map(|&(at, _)| at)
+    }
+
+    /// After anything happened to a session: let its core act on the clock,
+    /// send what it queued, and close it or note its next deadline.
+    fn settle(&mut self, registry: &Registry, token: usize, r: io::Result<()>) {
+        let Some(s) = self.live.get_mut(&token) else {
+            return;
+        };
+        let r = r.and_then(|()| s.settle(registry));
+        if let Some(at) = s.deadline.take() {
+            self.timers.remove(&(at, token));
+        }
+        match r {
+            Ok(false) => {
+                let at = s.core.poll_timeout();
+                s.deadline = Some(at);
+                self.timers.insert((at, token));
+            }
+            Ok(true) => self.close(registry, token, Ok(())),
+            Err(e) => self.close(registry, token, Err(e)),
+        }
+    }
+
+    fn close(&mut self, registry: &Registry, token: usize, why: io::Result<()>) {
+        let Some(mut s) = self.live.remove(&token) else {
+            return;
+        };
+        if let Some(at) = s.deadline.take() {
+            self.timers.remove(&(at, token));
+        }
+        if let Err(e) = why {
+            self.shared
+                .config
+                .logger
+                .log(2, &format!("{}: session ended: {e}", s.peer));
+        }
+        let _ = registry.deregister(&mut s.conn);
+        let (ip, pending) = (s.peer.ip(), s.pending);
+        // a test still running is told to stop; its worker ends on its own
+        drop(s);
+        self.shared.census.leave(ip, pending);
+    }
+}
+
+struct Session {
+    shared: Arc<Shared>,
+    token: usize,
+    finished: Arc<Finished>,
     conn: mio::net::TcpStream,
     peer: SocketAddr,
     local: SocketAddr,
     core: ServerConn,
     writable_interest: bool,
     test: Option<family::RunningTest>,
+    /// Still counted as a handshake in the census.
+    pending: bool,
+    /// Its entry in [`Sessions::timers`].
+    deadline: Option<Instant>,
 }
 
-impl<'a> Session<'a> {
-    fn new(stream: TcpStream, peer: SocketAddr, shared: &'a Shared) -> io::Result<Session<'a>> {
+impl Session {
+    fn new(
+        stream: TcpStream,
+        peer: SocketAddr,
+        shared: &Arc<Shared>,
+        token: usize,
+        finished: Arc<Finished>,
+    ) -> io::Result<Session> {
         let local = stream.local_addr()?;
         let _ = stream.set_nodelay(true);
         let _ =
             engine::sockopt::set_liveness(socket2::SockRef::from(&stream), Duration::from_secs(30));
         stream.set_nonblocking(true)?;
-        let poll = Poll::new()?;
-        let mut conn = mio::net::TcpStream::from_std(stream);
-        poll.registry()
-            .register(&mut conn, CONTROL, Interest::READABLE)?;
-        let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
+        let conn = mio::net::TcpStream::from_std(stream);
         let mut nonce = [0u8; 32];
         getrandom::fill(&mut nonce).map_err(io::Error::other)?;
         let cfg = &shared.config;
@@ -107,57 +290,31 @@ impl<'a> Session<'a> {
             },
         });
         Ok(Session {
-            shared,
-            poll,
-            waker,
+            shared: shared.clone(),
+            token,
+            finished,
             conn,
             peer,
             local,
             core,
             writable_interest: false,
             test: None,
+            pending: true,
+            deadline: None,
         })
     }
 
-    fn run(&mut self, pending: &mut bool) -> io::Result<()> {
-        let _sub = self.shared.shutdown.subscribe(self.waker.clone());
-        let mut events = Events::with_capacity(8);
-        loop {
-            if *pending && self.core.established() {
-                *pending = false;
-                self.shared.census.established();
-            }
-            let now = Instant::now();
-            self.core.handle_timeout(now);
-            self.drain_events();
-            self.flush()?;
-            if self.core.is_closed(Instant::now()) {
-                return Ok(());
-            }
-            let wait = self.core.poll_timeout().saturating_duration_since(now);
-            match self.poll.poll(&mut events, Some(wait)) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-            if self.shared.shutdown.is_triggered() {
-                self.core.fail(
-                    ErrorMsg::new(ErrorCode::ShuttingDown, "netserver is shutting down"),
-                    Instant::now(),
-                );
-            }
-            for ev in events.iter() {
-                if ev.token() == CONTROL {
-                    if ev.is_writable() {
-                        self.flush()?;
-                    }
-                    if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
-                        self.read_control()?;
-                    }
-                }
-            }
-            self.check_test();
+    /// Let the core act on the clock and send what it queued; whether the
+    /// session is over.
+    fn settle(&mut self, registry: &Registry) -> io::Result<bool> {
+        if self.pending && self.core.established() {
+            self.pending = false;
+            self.shared.census.established();
         }
+        self.core.handle_timeout(Instant::now());
+        self.drain_events();
+        self.flush(registry)?;
+        Ok(self.core.is_closed(Instant::now()))
     }
 
     /// Do what the core asks.
@@ -229,10 +386,9 @@ impl<'a> Session<'a> {
     }
 
     fn prepare(&mut self, spec: &proto::TestSpec) {
-        let waker = self.waker.clone();
-        let on_done = Box::new(move || {
-            let _ = waker.wake();
-        });
+        let finished = self.finished.clone();
+        let token = self.token;
+        let on_done = Box::new(move || finished.push(token));
         let conv = engine::conventions::Conventions::from(
             self.core
                 .dialect()
@@ -265,7 +421,7 @@ impl<'a> Session<'a> {
         }
     }
 
-    fn flush(&mut self) -> io::Result<()> {
+    fn flush(&mut self, registry: &Registry) -> io::Result<()> {
         while !self.core.output().is_empty() {
             match self.conn.write(self.core.output()) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -286,9 +442,7 @@ impl<'a> Session<'a> {
             } else {
                 Interest::READABLE
             };
-            self.poll
-                .registry()
-                .reregister(&mut self.conn, CONTROL, interest)?;
+            registry.reregister(&mut self.conn, Token(self.token), interest)?;
             self.writable_interest = want;
         }
         Ok(())

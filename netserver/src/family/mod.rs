@@ -221,8 +221,6 @@ pub struct RunningTest {
     ctl: Arc<TestCtl>,
     rx: mpsc::Receiver<Result<SideResults, ErrorMsg>>,
     thread: Option<thread::JoinHandle<()>>,
-    /// The test's share of the daemon's memory budget, while it lives.
-    _memory: crate::Reservation,
 }
 
 impl RunningTest {
@@ -247,10 +245,13 @@ impl RunningTest {
         }
     }
 
-    /// Abort and wait for the worker to end.
+    /// Abort: the worker is told to stop and ends on its own, soon (its
+    /// sockets are shut down under it). Nothing waits for it: the control
+    /// loop serves every other session meanwhile. The test's share of the
+    /// memory budget goes back when the worker ends.
     pub fn abort(mut self) {
         self.ctl.abort();
-        self.join();
+        self.thread = None;
     }
 
     pub fn join(&mut self) {
@@ -264,7 +265,6 @@ impl Drop for RunningTest {
     fn drop(&mut self) {
         if self.thread.is_some() {
             self.ctl.abort();
-            self.join();
         }
     }
 }
@@ -323,6 +323,9 @@ pub fn start(
     let thread = thread::Builder::new()
         .name(format!("test {}", spec.kind))
         .spawn(move || {
+            // the test's share of the daemon's memory budget, while its
+            // worker lives
+            let _memory = memory;
             let start = measure.and_then(|_| engine::cpu::snapshot());
             let r = match cpu.map(sockopt::pin_current_thread) {
                 Some(Err(e)) => Err(ErrorMsg::new(ErrorCode::InvalidRequest, format!("-T: {e}"))),
@@ -353,7 +356,6 @@ pub fn start(
         ctl,
         rx,
         thread: Some(thread),
-        _memory: memory,
     })
 }
 

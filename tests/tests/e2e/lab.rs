@@ -547,3 +547,60 @@ fn a_byte_and_then_silence_costs_no_thread() {
         .count();
     assert_eq!(closed, 200, "closed by the deadline: {closed} of 200");
 }
+
+/// An established session of our own protocol, idle.
+fn idle_session(addr: SocketAddr) -> engine::control::ControlStream {
+    let stream = TcpStream::connect(addr).unwrap();
+    let mut nonce = [0u8; 32];
+    getrandom::fill(&mut nonce).unwrap();
+    let session = proto::ClientSession::new(None, nonce);
+    let core = proto::conn::ClientConn::new(
+        session,
+        "rsnetperf lab test",
+        Instant::now(),
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    let mut ctl = engine::control::ControlStream::new(stream, core);
+    match ctl.next_event() {
+        Ok(proto::ClientEvent::Established) => ctl,
+        other => panic!("hello: {other:?}"),
+    }
+}
+
+/// 120 sessions that shook hands and then sit idle between tests cost the
+/// daemon no thread (they live on its control loop): its thread count is
+/// its idle one; a real test meanwhile runs on one more thread; all of it
+/// is freed when they go.
+#[test]
+fn idle_sessions_cost_no_thread() {
+    let ns = Netserver::start(&["-v", "0"]);
+    thread::sleep(Duration::from_millis(200));
+    let base = harness::footprint(ns.pid());
+    let idle: Vec<_> = (0..120).map(|_| idle_session(ns.addr())).collect();
+    let held = harness::footprint(ns.pid());
+    eprintln!(
+        "120 idle sessions: {} threads (idle {}), RSS {} KiB more, {} fds more",
+        held.threads,
+        base.threads,
+        held.rss_kib.saturating_sub(base.rss_kib),
+        held.fds - base.fds
+    );
+    assert_eq!(
+        held.threads, base.threads,
+        "threads with 120 idle sessions: {} (idle daemon: {})",
+        held.threads, base.threads
+    );
+    assert!(held.fds >= base.fds + 120, "{held:?} vs {base:?}");
+    let port = ns.port().to_string();
+    let out = netperf_at(&port, &["-t", "TCP_RR", "-l", "1", "-P", "0"]).ok();
+    assert!(num(fields(&out.stdout)[5]) > 0.0, "{out}");
+    drop(idle);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut now = harness::footprint(ns.pid());
+    while (now.fds, now.threads) != (base.fds, base.threads) && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(20));
+        now = harness::footprint(ns.pid());
+    }
+    assert_eq!((now.fds, now.threads), (base.fds, base.threads));
+}

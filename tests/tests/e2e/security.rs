@@ -655,11 +655,11 @@ impl Drop for PidsCgroup {
     }
 }
 
-/// No thread can be started for a session (the daemon is at its cgroup's
-/// task limit): the client is told why, and the daemon goes on serving once
-/// threads can be started again.
+/// No thread can be started for a test (the daemon is at its cgroup's task
+/// limit; sessions themselves need none): the client is told why, and the
+/// daemon goes on serving once threads can be started again.
 #[test]
-fn failing_to_start_a_session_thread_is_survived() {
+fn failing_to_start_a_test_thread_is_survived() {
     let Some(cg) = PidsCgroup::new("nptest-spawn") else {
         let why = "no writable pids cgroup (needs root)";
         assert!(
@@ -678,13 +678,12 @@ fn failing_to_start_a_session_thread_is_survived() {
         let out = netperf_at(&port, &["-l", "1", "-P", "0"]);
         assert!(!out.success(), "{out}");
         assert!(
-            out.stderr
-                .contains("netserver cannot start a session thread"),
+            out.stderr.contains("netserver cannot start a test thread"),
             "{out}"
         );
     }
     assert!(
-        ns.wait_for_log("cannot start a session thread", Duration::from_secs(5)),
+        ns.wait_for_log("cannot start a test thread", Duration::from_secs(5)),
         "{}",
         ns.log()
     );
