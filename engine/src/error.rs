@@ -6,13 +6,11 @@ use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum EngineError {
-    /// A system call failed; `context` says which and on what.
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        #[source]
-        source: io::Error,
-    },
+    /// A system call failed; `context` says which and on what. The OS
+    /// error is part of the message (not a separate cause, which a report
+    /// of the whole chain would print twice).
+    #[error("{context}: {error}")]
+    Io { context: String, error: io::Error },
     #[error("data connection did not present this test's token")]
     BadToken,
     #[error("{0}")]
@@ -27,14 +25,14 @@ impl EngineError {
     pub fn io(context: impl Into<String>, source: io::Error) -> EngineError {
         EngineError::Io {
             context: context.into(),
-            source,
+            error: source,
         }
     }
 
     /// The underlying OS error number, if any.
     pub fn raw_os_error(&self) -> Option<i32> {
         match self {
-            EngineError::Io { source, .. } => source.raw_os_error(),
+            EngineError::Io { error, .. } => error.raw_os_error(),
             _ => None,
         }
     }
@@ -49,7 +47,7 @@ impl<T> IoContext<T> for io::Result<T> {
     fn context(self, what: impl FnOnce() -> String) -> Result<T, EngineError> {
         self.map_err(|source| EngineError::Io {
             context: what(),
-            source,
+            error: source,
         })
     }
 }
