@@ -182,6 +182,77 @@ impl Drop for Netserver {
     }
 }
 
+/// strace is in CI (`.ci/run` installs it); elsewhere the test says so.
+pub fn have_strace() -> bool {
+    if Command::new("strace").arg("-V").output().is_ok() {
+        return true;
+    }
+    assert!(
+        std::env::var("NETPERF_REQUIRE_NETNS").as_deref() != Ok("1"),
+        "strace is not installed"
+    );
+    eprintln!("!!! SKIPPED: strace is not installed");
+    false
+}
+
+/// A netserver on 127.0.0.1 under `strace -f -qq`, its trace in a file:
+/// to see its system calls, or to make some of them fail (`-e inject=`).
+#[derive(Debug)]
+pub struct TracedServer {
+    pub ns: Netserver,
+    file: PathBuf,
+}
+
+impl TracedServer {
+    /// `strace_args` go before the netserver; `extra` after its own
+    /// `-D -p 0 -L 127.0.0.1`. `tag` names the trace file.
+    pub fn start<S: AsRef<std::ffi::OsStr>>(
+        strace_args: &[S],
+        extra: &[&str],
+        tag: &str,
+    ) -> TracedServer {
+        let file = std::env::temp_dir().join(format!("rsnetperf-ns-{tag}-{}", std::process::id()));
+        let mut cmd = Command::new("strace");
+        cmd.args(["-f", "-qq", "-s", "64", "-o"])
+            .arg(&file)
+            .args(strace_args)
+            .arg(bin("netserver"))
+            .args(["-D", "-p", "0", "-L", "127.0.0.1"])
+            .args(extra);
+        TracedServer {
+            ns: Netserver::spawn(cmd),
+            file,
+        }
+    }
+
+    pub fn port(&self) -> String {
+        self.ns.port().to_string()
+    }
+
+    pub fn trace(&self) -> String {
+        std::fs::read_to_string(&self.file).unwrap_or_default()
+    }
+}
+
+impl Drop for TracedServer {
+    fn drop(&mut self) {
+        // strace killed lets its tracee go on: end the netserver first
+        let strace = self.ns.pid();
+        let children = std::fs::read_to_string(format!("/proc/{strace}/task/{strace}/children"))
+            .unwrap_or_default();
+        for pid in children
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+        {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
 /// What a finished netperf run left behind.
 #[derive(Debug)]
 pub struct Output {

@@ -487,6 +487,36 @@ pub(crate) fn failed(what: &str, e: impl std::fmt::Display) -> ErrorMsg {
     ErrorMsg::new(ErrorCode::TestFailed, format!("{what}: {e}"))
 }
 
+/// Which resource an error says ran out, and what gives more of it.
+pub(crate) fn shortage(errno: Option<i32>) -> Option<String> {
+    match errno? {
+        libc::EMFILE => {
+            let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+                .map_or(0, |(soft, _)| soft);
+            Some(format!(
+                "its limit is {limit}: raise it, e.g. LimitNOFILE= or ulimit -n"
+            ))
+        }
+        libc::ENFILE => Some(
+            "the system's table of open files is full: raise fs.file-max, or close files elsewhere"
+                .to_string(),
+        ),
+        libc::ENOMEM | libc::ENOBUFS => Some("the kernel is short of memory".to_string()),
+        _ => None,
+    }
+}
+
+/// A data socket that could not be had: the resource named when one ran out.
+fn data_socket_error(what: &str, e: impl std::fmt::Display, errno: Option<i32>) -> ErrorMsg {
+    ErrorMsg::new(
+        ErrorCode::Resource,
+        match shortage(errno) {
+            Some(why) => format!("netserver cannot {what}: {e} ({why})"),
+            None => format!("netserver cannot {what}: {e}"),
+        },
+    )
+}
+
 /// Where the data sockets bind: the control connection's address, or the
 /// one netperf named (`-- -H`, or a data family other than the control
 /// connection's, `-- -4`/`-6`). It must be a unicast address of this host
@@ -536,7 +566,7 @@ pub(crate) fn bind_data(
     let mut last_err = None;
     for port in ports {
         let sock = sockopt::new_socket(family, protocol)
-            .map_err(|e| ErrorMsg::new(ErrorCode::Resource, format!("netserver: {e}")))?;
+            .map_err(|e| data_socket_error("open a data socket", &e, e.raw_os_error()))?;
         let _ = sock.set_reuse_address(true);
         sockopt::apply_side(&sock, &side, family, protocol, spec.keepalive)
             .map_err(|e| ErrorMsg::new(ErrorCode::InvalidRequest, e.to_string()))?;
@@ -556,7 +586,7 @@ pub(crate) fn bind_data(
                 if protocol == Protocol::Tcp {
                     let backlog = i32::try_from(spec.flows.saturating_add(8)).unwrap_or(i32::MAX);
                     sock.listen(backlog).map_err(|e| {
-                        ErrorMsg::new(ErrorCode::Resource, format!("netserver: listen: {e}"))
+                        data_socket_error("listen for data connections", &e, e.raw_os_error())
                     })?;
                 }
                 return Ok(sock);
@@ -686,6 +716,7 @@ pub(crate) fn accept_flows(
     let mut pending: Vec<(TcpStream, SocketAddr, [u8; handshake::PREAMBLE_LEN], usize)> =
         Vec::new();
     let mut accepted: Vec<(u32, TcpStream)> = Vec::new();
+    let mut last_error: Option<io::Error> = None;
     while accepted.len() < flows as usize {
         if ctl.is_aborted() {
             return Err(aborted());
@@ -694,10 +725,19 @@ pub(crate) fn accept_flows(
         if now >= deadline {
             return Err(ErrorMsg::new(
                 ErrorCode::Timeout,
-                format!(
-                    "only {} of {flows} data connections arrived in time",
-                    accepted.len()
-                ),
+                match &last_error {
+                    Some(e) => format!(
+                        "only {} of {flows} data connections arrived in time (the last accept failed: {e}{})",
+                        accepted.len(),
+                        shortage(e.raw_os_error())
+                            .map(|w| format!("; {w}"))
+                            .unwrap_or_default()
+                    ),
+                    None => format!(
+                        "only {} of {flows} data connections arrived in time",
+                        accepted.len()
+                    ),
+                },
             ));
         }
         let wait = (deadline - now).min(Duration::from_millis(100));
@@ -757,20 +797,29 @@ pub(crate) fn accept_flows(
                     // Out of descriptors: the test cannot have its flows;
                     // say so now rather than at the deadline.
                     Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
-                        let limit = nix::sys::resource::getrlimit(
-                            nix::sys::resource::Resource::RLIMIT_NOFILE,
-                        )
-                        .map_or(0, |(soft, _)| soft);
+                        let why = shortage(e.raw_os_error()).unwrap_or_default();
+                        let whose = if e.raw_os_error() == Some(libc::ENFILE) {
+                            "the system"
+                        } else {
+                            "netserver"
+                        };
                         return Err(ErrorMsg::new(
                             ErrorCode::Resource,
                             format!(
-                                "netserver ran out of file descriptors after {} of {flows} data connections ({e}; its limit is {limit}: raise it, e.g. LimitNOFILE= or ulimit -n, or ask for fewer --flows)",
+                                "{whose} ran out of file descriptors after {} of {flows} data connections ({e}; {why}, or ask for fewer --flows)",
                                 accepted.len()
                             ),
                         ));
                     }
+                    // Short of kernel memory (or a connection that went
+                    // before it was accepted): tried again shortly, until
+                    // the deadline, which then names what failed.
                     Err(e) => {
                         log.warn_limited("data-accept", &format!("data accept failed: {e}"));
+                        if shortage(e.raw_os_error()).is_some() {
+                            thread::sleep(Duration::from_millis(10));
+                        }
+                        last_error = Some(e);
                         break;
                     }
                 }

@@ -604,3 +604,92 @@ fn idle_sessions_cost_no_thread() {
     }
     assert_eq!((now.fds, now.threads), (base.fds, base.threads));
 }
+
+/// A netserver whose `call` fails with `errno` at its `when`th call on
+/// each thread (strace's fault injection).
+fn failing(call: &str, errno: &str, when: u32) -> harness::TracedServer {
+    harness::TracedServer::start(
+        &[
+            "-e".to_string(),
+            format!("trace={call}"),
+            "-e".to_string(),
+            format!("inject={call}:error={errno}:when={when}"),
+        ],
+        &[],
+        &format!("{call}-{errno}"),
+    )
+}
+
+/// The system's file table full (ENFILE) or the kernel short of memory
+/// (ENOMEM) when the netserver accepts: its control loop pauses 100 ms and
+/// accepts again; a test's data connection refused by ENFILE fails that
+/// test at once, naming the limit, and one refused by ENOMEM is tried again
+/// (the test runs). Either way the daemon goes on serving.
+#[test]
+fn the_system_out_of_files_or_memory_at_accept_is_survived() {
+    if !harness::have_strace() {
+        return;
+    }
+    for (errno, words) in [
+        ("ENFILE", "Too many open files in system"),
+        ("ENOMEM", "Cannot allocate memory"),
+    ] {
+        // the first accept of every thread fails: the control loop's, and
+        // the test's own, of its data connection
+        let srv = failing("accept4", errno, 1);
+        let out = netperf_at(&srv.port(), &["-l", "1", "-P", "0"]);
+        let injected = srv.trace().matches("(INJECTED)").count();
+        assert!(
+            injected >= 2,
+            "{errno}: {injected} failed accepts\n{}",
+            srv.trace()
+        );
+        assert!(
+            srv.ns
+                .wait_for_log(&format!("accept failed ({words}"), Duration::from_secs(2)),
+            "{}",
+            srv.ns.log()
+        );
+        if errno == "ENFILE" {
+            assert!(!out.success(), "{out}");
+            assert!(
+                out.stderr
+                    .contains("the system ran out of file descriptors")
+                    && out.stderr.contains("fs.file-max"),
+                "{out}"
+            );
+        } else {
+            let out = out.ok();
+            assert!(num(fields(&out.stdout)[4]) > 0.0, "{out}");
+        }
+        // and it serves on (UDP_RR accepts nothing on its test's thread)
+        let out = netperf_at(&srv.port(), &["-t", "UDP_RR", "-l", "1", "-P", "0"]).ok();
+        assert!(num(fields(&out.stdout)[5]) > 0.0, "{errno}: {out}");
+    }
+}
+
+/// The system's file table full or the kernel short of memory when the
+/// netserver opens a test's data socket: that test fails at once, told
+/// which resource and what gives more; the next test runs.
+#[test]
+fn the_system_out_of_files_or_memory_for_a_data_socket_is_named() {
+    if !harness::have_strace() {
+        return;
+    }
+    for (errno, advice) in [("ENFILE", "fs.file-max"), ("ENOMEM", "short of memory")] {
+        // the control loop's first socket is its listener, the second the
+        // first test's data listener
+        let srv = failing("socket", errno, 2);
+        let started = Instant::now();
+        let out = netperf_at(&srv.port(), &["-t", "TCP_RR", "-l", "1", "-P", "0"]);
+        assert!(!out.success(), "{out}");
+        assert!(
+            out.stderr.contains("netserver cannot open a data socket")
+                && out.stderr.contains(advice),
+            "{errno}: {out}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(3), "told at once");
+        let out = netperf_at(&srv.port(), &["-t", "TCP_RR", "-l", "1", "-P", "0"]).ok();
+        assert!(num(fields(&out.stdout)[5]) > 0.0, "{errno}: {out}");
+    }
+}

@@ -4,20 +4,9 @@
 
 use std::{net::TcpListener, process::Command, time::Duration};
 
-use harness::{Netserver, bin, fields, netperf, netperf_at, num, run_with_deadline};
-
-/// strace is in CI (`.ci/run` installs it); elsewhere the test says so.
-fn have_strace() -> bool {
-    if Command::new("strace").arg("-V").output().is_ok() {
-        return true;
-    }
-    assert!(
-        std::env::var("NETPERF_REQUIRE_NETNS").as_deref() != Ok("1"),
-        "strace is not installed"
-    );
-    eprintln!("!!! SKIPPED: strace is not installed");
-    false
-}
+use harness::{
+    Netserver, TracedServer, bin, fields, have_strace, netperf, netperf_at, num, run_with_deadline,
+};
 
 fn trace_file(tag: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("rsnetperf-{tag}-{}", std::process::id()))
@@ -42,57 +31,14 @@ fn traced_netperf(args: &[&str], calls: &str, raw: &str) -> (harness::Output, St
     (out, trace)
 }
 
-/// A netserver under strace, and the file its system calls go to.
-struct TracedServer {
-    ns: Netserver,
-    file: std::path::PathBuf,
-}
-
-impl TracedServer {
-    fn start(calls: &str, raw: &str, tag: &str) -> TracedServer {
-        let file = trace_file(&format!("ns-{tag}"));
-        let mut cmd = Command::new("strace");
-        cmd.args(["-f", "-qq", "-e"])
-            .arg(format!("trace={calls}"))
-            .args(["-s", "64", "-o"])
-            .arg(&file);
-        if !raw.is_empty() {
-            cmd.args(["-e", &format!("raw={raw}")]);
-        }
-        cmd.arg(bin("netserver"))
-            .args(["-D", "-p", "0", "-L", "127.0.0.1"]);
-        TracedServer {
-            ns: Netserver::spawn(cmd),
-            file,
-        }
+/// A netserver under strace (see [`harness::TracedServer`]), tracing
+/// `calls`, with raw arguments for those in `raw`.
+fn traced_server(calls: &str, raw: &str, tag: &str) -> TracedServer {
+    let mut args = vec!["-e".to_string(), format!("trace={calls}")];
+    if !raw.is_empty() {
+        args.extend(["-e".to_string(), format!("raw={raw}")]);
     }
-
-    fn port(&self) -> String {
-        self.ns.port().to_string()
-    }
-
-    fn trace(&self) -> String {
-        std::fs::read_to_string(&self.file).unwrap_or_default()
-    }
-}
-
-impl Drop for TracedServer {
-    fn drop(&mut self) {
-        // strace killed lets its tracee go on: end the netserver first
-        let strace = self.ns.pid();
-        let children = std::fs::read_to_string(format!("/proc/{strace}/task/{strace}/children"))
-            .unwrap_or_default();
-        for pid in children
-            .split_whitespace()
-            .filter_map(|p| p.parse::<i32>().ok())
-        {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-        let _ = std::fs::remove_file(&self.file);
-    }
+    TracedServer::start(&args, &[], tag)
 }
 
 fn calls<'a>(trace: &'a str, needle: &str) -> Vec<&'a str> {
@@ -174,7 +120,7 @@ fn udp_sockets_as_netperf_connects_and_routes_them() {
     if !have_strace() {
         return;
     }
-    let srv = TracedServer::start("connect,setsockopt", "", "udp");
+    let srv = traced_server("connect,setsockopt", "", "udp");
     let port = srv.port();
     let base = [
         "-H",
@@ -249,7 +195,7 @@ fn defer_accept_and_fast_open() {
     if !have_strace() {
         return;
     }
-    let srv = TracedServer::start("setsockopt", "", "tfo");
+    let srv = traced_server("setsockopt", "", "tfo");
     let port = srv.port();
     let (out, t) = traced_netperf(
         &[
@@ -285,7 +231,7 @@ fn buffers_sit_where_alignment_and_offset_say() {
     if !have_strace() {
         return;
     }
-    let srv = TracedServer::start("recvfrom", "recvfrom", "align");
+    let srv = traced_server("recvfrom", "recvfrom", "align");
     let port = srv.port();
     let (out, t) = traced_netperf(
         &[
@@ -353,7 +299,7 @@ fn tos_names_and_ecn_bits() {
     if !have_strace() {
         return;
     }
-    let srv = TracedServer::start("setsockopt", "", "tos");
+    let srv = traced_server("setsockopt", "", "tos");
     let port = srv.port();
     let (out, t) = traced_netperf(
         &[
@@ -675,7 +621,7 @@ fn remote_fill_never_opens_a_client_named_file() {
     if !have_strace() {
         return;
     }
-    let srv = TracedServer::start("openat,open", "", "fill");
+    let srv = traced_server("openat,open", "", "fill");
     let port = srv.port();
     let out = netperf_at(
         &port,
@@ -758,7 +704,7 @@ fn tcp_crr_system_calls_per_transaction() {
     }
     const N: u64 = 400;
     let data = "accept,accept4,recvfrom,read,recvmsg,sendto,write,sendmsg,close,setsockopt,getsockopt,ioctl,fcntl,poll,ppoll,shutdown,socket,bind,connect";
-    let srv = TracedServer::start(data, "", "crr");
+    let srv = traced_server(data, "", "crr");
     let port = srv.port();
     let n = format!("-{N}");
     let (out, client) = traced_netperf(
@@ -841,7 +787,7 @@ fn udp_batch_and_gso_reach_both_ends_and_count_every_datagram() {
             "UDP_GRO, [1]",
         ),
     ] {
-        let srv = TracedServer::start("recvmmsg,recvfrom,setsockopt", "recvmmsg", tag);
+        let srv = traced_server("recvmmsg,recvfrom,setsockopt", "recvmmsg", tag);
         let port = srv.port();
         let mut args = vec![
             "-H",
@@ -898,7 +844,7 @@ fn zerocopy_sends_and_counts_every_byte() {
     if !have_strace() {
         return;
     }
-    let srv = TracedServer::start("setsockopt", "", "zc");
+    let srv = traced_server("setsockopt", "", "zc");
     let port = srv.port();
     let (out, t) = traced_netperf(
         &[
