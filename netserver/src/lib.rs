@@ -30,7 +30,7 @@ use std::{
     io,
     net::{IpAddr, SocketAddr, TcpListener, TcpStream},
     sync::{
-        Arc, Mutex,
+        Arc, Condvar, Mutex,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
     thread,
@@ -301,10 +301,8 @@ impl Census {
     }
 
     pub(crate) fn leave(&self, ip: IpAddr, was_pending: bool) {
-        let mut idle = false;
         if let Ok(mut s) = self.state.lock() {
             s.active = s.active.saturating_sub(1);
-            idle = s.active == 0;
             if was_pending {
                 s.pending = s.pending.saturating_sub(1);
             }
@@ -315,11 +313,58 @@ impl Census {
                 }
             }
         }
-        // the last session gone: what its tests' threads freed goes back
-        // to the system, so that an idle daemon is back to its idle size
-        if idle {
-            engine::sys::trim_heap();
+    }
+}
+
+/// Test workers alive, those of aborted tests included: a session that
+/// goes away does not wait for its worker, which ends on its own soon
+/// after; this bounds how many can be alive at once, and lets the daemon
+/// wait for them when it stops.
+#[derive(Debug, Default)]
+pub(crate) struct Workers {
+    alive: Mutex<usize>,
+    ended: Condvar,
+}
+
+/// One worker's place in [`Workers`], given back when dropped.
+#[derive(Debug)]
+pub(crate) struct WorkerSlot(Arc<Workers>);
+
+impl Workers {
+    /// A place for one more worker, if fewer than `max` are alive.
+    pub(crate) fn enter(self: &Arc<Self>, max: usize) -> Result<WorkerSlot, usize> {
+        let Ok(mut n) = self.alive.lock() else {
+            return Err(max);
+        };
+        if *n >= max {
+            return Err(*n);
         }
+        *n += 1;
+        Ok(WorkerSlot(self.clone()))
+    }
+
+    pub(crate) fn alive(&self) -> usize {
+        self.alive.lock().map_or(0, |n| *n)
+    }
+
+    /// Wait until no worker is alive, at most `limit`.
+    pub(crate) fn wait_none(&self, limit: Duration) -> bool {
+        let Ok(guard) = self.alive.lock() else {
+            return false;
+        };
+        match self.ended.wait_timeout_while(guard, limit, |n| *n > 0) {
+            Ok((n, _)) => *n == 0,
+            Err(_) => false,
+        }
+    }
+}
+
+impl Drop for WorkerSlot {
+    fn drop(&mut self) {
+        if let Ok(mut n) = self.0.alive.lock() {
+            *n = n.saturating_sub(1);
+        }
+        self.0.ended.notify_all();
     }
 }
 
@@ -369,6 +414,7 @@ pub(crate) struct Shared {
     pub shutdown: Shutdown,
     pub census: Census,
     pub failures: Failures,
+    pub workers: Arc<Workers>,
 }
 
 /// Serve control connections on `listeners` until `shutdown` is triggered.
@@ -382,11 +428,14 @@ pub fn serve_one(stream: TcpStream, config: Config) -> io::Result<()> {
         shutdown: Shutdown::new(),
         census: Census::default(),
         failures: Failures::default(),
+        workers: Arc::default(),
     });
     if let Err(why) = shared.census.admit(peer.ip(), &shared.config) {
         return Err(io::Error::other(format!("{why:?}")));
     }
-    listener::accept_loop(Vec::new(), Some((stream, peer)), &shared)
+    let r = listener::accept_loop(Vec::new(), Some((stream, peer)), &shared);
+    shared.workers.wait_none(Duration::from_secs(5));
+    r
 }
 
 pub fn run(listeners: Vec<TcpListener>, config: Config, shutdown: Shutdown) -> io::Result<()> {
@@ -395,8 +444,13 @@ pub fn run(listeners: Vec<TcpListener>, config: Config, shutdown: Shutdown) -> i
         shutdown,
         census: Census::default(),
         failures: Failures::default(),
+        workers: Arc::default(),
     });
-    listener::accept_loop(listeners, None, &shared)
+    let r = listener::accept_loop(listeners, None, &shared);
+    // aborted tests' workers end on their own, soon: their data sockets
+    // are closed before we return
+    shared.workers.wait_none(Duration::from_secs(5));
+    r
 }
 
 /// A netserver running on threads of this process.
@@ -449,6 +503,25 @@ pub fn spawn_embedded(ip: IpAddr, key: Option<engine::auth::Key>) -> io::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn workers_are_bounded_and_waited_for() {
+        let w = Arc::new(Workers::default());
+        let a = w.enter(2).unwrap();
+        let b = w.enter(2).unwrap();
+        assert_eq!(w.enter(2).unwrap_err(), 2);
+        assert_eq!(w.alive(), 2);
+        drop(a);
+        let c = w.enter(2).unwrap();
+        assert!(!w.wait_none(Duration::from_millis(10)));
+        let t = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(20));
+            drop((b, c));
+        });
+        assert!(w.wait_none(Duration::from_secs(5)));
+        assert_eq!(w.alive(), 0);
+        t.join().unwrap();
+    }
 
     #[test]
     fn the_memory_budget_is_shared_and_given_back() {

@@ -34,6 +34,10 @@ const WAKE: Token = Token(usize::MAX);
 const FIRST_WAITING: usize = 1 << 20;
 /// How long to wait before accepting again after running out of resources.
 const BACKOFF: Duration = Duration::from_millis(100);
+/// Connections accepted from one listener before the loop turns to others.
+const ACCEPT_BUDGET: usize = 256;
+/// How long the daemon stays idle before it gives memory back.
+const TRIM_AFTER: Duration = Duration::from_millis(200);
 
 /// Connections that have sent nothing yet, in arrival order.
 struct WaitingRoom {
@@ -71,6 +75,8 @@ impl WaitingRoom {
     }
 
     fn enter(&mut self, poll: &Poll, stream: TcpStream, peer: SocketAddr) -> io::Result<()> {
+        // looked at with a peek that must never wait
+        stream.set_nonblocking(true)?;
         let token = self.new_token();
         poll.registry().register(
             &mut SourceFd(&stream.as_raw_fd()),
@@ -215,6 +221,10 @@ pub(crate) fn accept_loop(
     let mut retry_at: Option<Instant> = None;
     // Once shutting down: until when the sessions may take to end.
     let mut stopping: Option<Instant> = None;
+    // Idle again (no session, no test's worker): when to give the heap
+    // back, and whether it was since the last activity.
+    let mut trim_at: Option<Instant> = None;
+    let mut trimmed = true;
     loop {
         if shared.shutdown.is_triggered() && stopping.is_none() {
             stopping = Some(Instant::now() + SHUTDOWN_WAIT);
@@ -236,20 +246,43 @@ pub(crate) fn accept_loop(
             sessions.drop_all(poll.registry());
             return Ok(());
         }
+        let idle = sessions.len() == 0 && shared.workers.alive() == 0;
+        if !idle {
+            (trimmed, trim_at) = (false, None);
+        } else if !trimmed {
+            match trim_at {
+                None => trim_at = Some(Instant::now() + TRIM_AFTER),
+                Some(t) if Instant::now() >= t => {
+                    // what the tests' threads freed goes back to the
+                    // system: an idle daemon is back to its idle size
+                    engine::sys::trim_heap();
+                    (trimmed, trim_at) = (true, None);
+                }
+                Some(_) => {}
+            }
+        }
         let wake_at = [
             retry_at,
             room.next_deadline(first_bytes),
             sessions.next_deadline(),
             stopping,
+            trim_at,
         ]
         .into_iter()
         .flatten()
         .min();
-        let timeout = wake_at.map(|t| t.saturating_duration_since(Instant::now()));
+        let timeout = if sessions.has_more() {
+            Some(Duration::ZERO)
+        } else {
+            wake_at.map(|t| t.saturating_duration_since(Instant::now()))
+        };
         match poll.poll(&mut events, timeout) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+            Err(e) => {
+                sessions.drop_all(poll.registry());
+                return Err(e);
+            }
         }
         let mut ready: Vec<usize> = Vec::new();
         for ev in events.iter() {
@@ -299,8 +332,9 @@ pub(crate) fn accept_loop(
     }
 }
 
-/// Accept until the listener would block, into the waiting room. Returns a
-/// back-off if a resource ran out.
+/// Accept until the listener would block (at most [`ACCEPT_BUDGET`]), into
+/// the waiting room. Returns when to accept again: after a back-off if a
+/// resource ran out, at once if the budget did.
 fn drain(
     l: &TcpListener,
     shared: &Arc<Shared>,
@@ -308,7 +342,7 @@ fn drain(
     room: &mut WaitingRoom,
 ) -> Option<Duration> {
     let log = &shared.config.logger;
-    loop {
+    for _ in 0..ACCEPT_BUDGET {
         match l.accept() {
             Ok((stream, peer)) => {
                 // Over a session cap already: told at once, as before its
@@ -359,6 +393,8 @@ fn drain(
             }
         }
     }
+    // more may be queued: accept on at the loop's next turn
+    Some(Duration::ZERO)
 }
 
 fn is_resource_error(e: &io::Error) -> bool {

@@ -26,6 +26,8 @@ use crate::{Shared, family, log::escape};
 
 /// Once we decide to close, how long we try to deliver our last message.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
+/// Bytes read from one control connection before the loop turns to others.
+const READ_BUDGET: usize = 64 * 1024;
 
 /// The core's deadlines, from the daemon's configuration.
 pub(crate) fn timeouts(cfg: &crate::Config) -> Timeouts {
@@ -69,6 +71,8 @@ pub(crate) struct Sessions {
     /// (deadline, token): each live session's next deadline, once.
     timers: BTreeSet<(Instant, usize)>,
     finished: Arc<Finished>,
+    /// Sessions whose reads stopped at the budget, to read on.
+    again: Vec<usize>,
 }
 
 impl Sessions {
@@ -82,7 +86,13 @@ impl Sessions {
                 waker,
                 tokens: Mutex::new(Vec::new()),
             }),
+            again: Vec::new(),
         }
+    }
+
+    /// Whether some session has bytes waiting to be read now.
+    pub(crate) fn has_more(&self) -> bool {
+        !self.again.is_empty()
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -142,8 +152,19 @@ impl Sessions {
         self.settle(registry, token, r);
     }
 
-    /// Tests that finished since last asked, and deadlines that passed.
+    /// Tests that finished since last asked, reads left for this turn, and
+    /// deadlines that passed.
     pub(crate) fn on_wake(&mut self, registry: &Registry, now: Instant) {
+        for token in std::mem::take(&mut self.again) {
+            if let Some(s) = self.live.get_mut(&token) {
+                s.more = false;
+                let r = s.read_control();
+                if r.is_ok() {
+                    s.check_test();
+                }
+                self.settle(registry, token, r);
+            }
+        }
         for token in self.finished.take() {
             if let Some(s) = self.live.get_mut(&token) {
                 s.check_test();
@@ -203,6 +224,9 @@ impl Sessions {
                 let at = s.core.poll_timeout();
                 s.deadline = Some(at);
                 self.timers.insert((at, token));
+                if s.more && !self.again.contains(&token) {
+                    self.again.push(token);
+                }
             }
             Ok(true) => self.close(registry, token, Ok(())),
             Err(e) => self.close(registry, token, Err(e)),
@@ -244,6 +268,9 @@ struct Session {
     pending: bool,
     /// Its entry in [`Sessions::timers`].
     deadline: Option<Instant>,
+    /// Its read stopped at the budget with bytes left (mio tells of
+    /// readiness once: the loop reads on at its next turn).
+    more: bool,
 }
 
 impl Session {
@@ -301,6 +328,7 @@ impl Session {
             test: None,
             pending: true,
             deadline: None,
+            more: false,
         })
     }
 
@@ -400,6 +428,7 @@ impl Session {
             self.peer.ip(),
             conv,
             &self.shared.config,
+            &self.shared.workers,
             on_done,
         ) {
             Ok(test) => {
@@ -448,10 +477,21 @@ impl Session {
         Ok(())
     }
 
-    /// Read everything available and hand it to the core.
+    /// Read what is available, up to [`READ_BUDGET`] (then `more` says
+    /// the rest waits for the loop's next turn, so that one client cannot
+    /// keep the loop from the others), and hand it to the core.
     fn read_control(&mut self) -> io::Result<()> {
         let mut chunk = [0u8; 4096];
+        let mut budget = READ_BUDGET;
         loop {
+            if self.core.is_closing() {
+                // what would come is not read any more
+                return Ok(());
+            }
+            if budget == 0 {
+                self.more = true;
+                return Ok(());
+            }
             match self.conn.read(&mut chunk) {
                 Ok(0) => {
                     // The client went away: end its test at once. Between
@@ -468,6 +508,7 @@ impl Session {
                     ));
                 }
                 Ok(n) => {
+                    budget = budget.saturating_sub(n);
                     self.core
                         .handle_bytes(Instant::now(), chunk.get(..n).unwrap_or_default());
                     self.drain_events();

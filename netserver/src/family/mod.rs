@@ -254,8 +254,12 @@ impl RunningTest {
         self.thread = None;
     }
 
+    /// Reap a worker that has finished; one still ending its last steps
+    /// (after its result was sent) is left to end on its own.
     pub fn join(&mut self) {
-        if let Some(t) = self.thread.take() {
+        if let Some(t) = self.thread.take()
+            && t.is_finished()
+        {
             let _ = t.join();
         }
     }
@@ -269,19 +273,43 @@ impl Drop for RunningTest {
     }
 }
 
+/// What a worker holds until it ends, and whom it tells then.
+struct WorkerEnd {
+    held: Option<(crate::WorkerSlot, crate::Reservation)>,
+    on_done: Box<dyn Fn() + Send>,
+}
+
+impl Drop for WorkerEnd {
+    fn drop(&mut self) {
+        self.held = None;
+        (self.on_done)();
+    }
+}
+
 /// Set up the data sockets for `spec` and start its worker thread.
 /// `local` is the control connection's local address: data sockets bind to
 /// it (or to the address of this host netperf named with `-- -H`), never to
 /// the wildcard.
 /// `conv`: the data path's conventions of the session's dialect.
-pub fn start(
+pub(crate) fn start(
     spec: &TestSpec,
     local: IpAddr,
     peer: IpAddr,
     conv: Conventions,
     cfg: &Config,
+    workers: &Arc<crate::Workers>,
     on_done: Box<dyn Fn() + Send>,
 ) -> Result<RunningTest, ErrorMsg> {
+    // Each session runs one test at a time, but the worker of an aborted
+    // one may still be ending: at most as many workers as sessions.
+    let slot = workers.enter(cfg.max_sessions.max(1)).map_err(|alive| {
+        ErrorMsg::new(
+            ErrorCode::Busy,
+            format!(
+                "netserver is busy: {alive} tests are running or ending (--max-sessions); try again shortly"
+            ),
+        )
+    })?;
     let need = spec.server_memory();
     let budget = cfg.memory_budget.limit();
     let memory = cfg.memory_budget.reserve(need).map_err(|free| {
@@ -323,9 +351,13 @@ pub fn start(
     let thread = thread::Builder::new()
         .name(format!("test {}", spec.kind))
         .spawn(move || {
-            // the test's share of the daemon's memory budget, while its
-            // worker lives
-            let _memory = memory;
+            // the session is told when the worker ends, a panic included;
+            // its place among the workers and its share of the memory
+            // budget are given back first
+            let _end = WorkerEnd {
+                held: Some((slot, memory)),
+                on_done,
+            };
             let start = measure.and_then(|_| engine::cpu::snapshot());
             let r = match cpu.map(sockopt::pin_current_thread) {
                 Some(Err(e)) => Err(ErrorMsg::new(ErrorCode::InvalidRequest, format!("-T: {e}"))),
@@ -342,7 +374,6 @@ pub fn start(
                 res
             });
             let _ = tx.send(r);
-            on_done();
         })
         .map_err(|e| {
             ErrorMsg::new(

@@ -693,3 +693,49 @@ fn the_system_out_of_files_or_memory_for_a_data_socket_is_named() {
         assert!(num(fields(&out.stdout)[5]) > 0.0, "{errno}: {out}");
     }
 }
+
+/// Clients that pour bytes into their control connections as fast as they
+/// can: the one control loop refuses what is not a message and stops
+/// reading (it reads at most 64 KiB from one connection a turn besides),
+/// so a real test is served meanwhile, and the flooding connections are
+/// closed.
+#[test]
+fn a_flooded_control_connection_stalls_no_one() {
+    use std::io::Write;
+    let ns = Netserver::start(&["-v", "0"]);
+    let addr = ns.addr();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flooders: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = stop.clone();
+            thread::spawn(move || {
+                let mut s = TcpStream::connect(addr).unwrap();
+                let junk = vec![0xA5u8; 64 * 1024];
+                let started = Instant::now();
+                let mut sent = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed)
+                    && started.elapsed() < Duration::from_secs(10)
+                {
+                    match s.write(&junk) {
+                        Ok(n) => sent += n as u64,
+                        Err(_) => return (sent, started.elapsed(), true),
+                    }
+                }
+                (sent, started.elapsed(), false)
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(200));
+    let port = ns.port().to_string();
+    let out = netperf_at(&port, &["-t", "TCP_RR", "-l", "1", "-P", "0"]).ok();
+    assert!(num(fields(&out.stdout)[5]) > 0.0, "{out}");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for f in flooders {
+        let (sent, took, closed) = f.join().unwrap();
+        eprintln!("flooder: {sent} bytes in {took:?}, closed by the netserver: {closed}");
+        assert!(
+            closed,
+            "the flooding connection was not closed ({sent} bytes sent)"
+        );
+    }
+}
