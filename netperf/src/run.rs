@@ -41,6 +41,13 @@ pub fn extras(plan: &Plan) -> bool {
     plan.verbosity >= 3 || io::stdout().is_terminal()
 }
 
+/// Whether each transaction of a request/response test is timed: when an
+/// output shows its latency (`stats`: `-j` or a latency selector; JSON;
+/// `extras`: our latency lines), unless `--no-latency`.
+fn times_transactions(plan: &Plan, stats: bool, extras: bool) -> bool {
+    plan.latency && (stats || plan.json || extras)
+}
+
 pub fn run(plan: &Plan) -> Result<()> {
     // netperf 2.7 prints these as it reads its options.
     let mut out = io::stdout();
@@ -81,6 +88,10 @@ pub fn run(plan: &Plan) -> Result<()> {
     if let Some((_, sel)) = &selection {
         ctx.stats |= sel.wants_latency();
     }
+    // netperf 2.7 times each transaction only when its statistics are
+    // wanted (`-j`, a latency selector); so do we: for those, JSON, and
+    // our latency lines (`-v 3`, a terminal).
+    ctx.timing = times_transactions(plan, ctx.stats, extras(plan));
     if plan.verbosity > 1
         && let Some((_, sel)) = &selection
     {
@@ -287,4 +298,25 @@ fn read_fill(plan: &Plan) -> Result<Vec<u8>> {
         anyhow::bail!("-F {}: the file is empty", path.display());
     }
     Ok(data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::test_plan;
+
+    #[test]
+    fn transactions_are_timed_only_for_an_output_that_shows_latency() {
+        let p = test_plan(&["-t", "TCP_RR"]);
+        assert!(!times_transactions(&p, false, false));
+        assert!(times_transactions(&p, true, false));
+        assert!(times_transactions(&p, false, true));
+        assert!(times_transactions(
+            &test_plan(&["-t", "TCP_RR", "--json"]),
+            false,
+            false
+        ));
+        let quiet = test_plan(&["-t", "TCP_RR", "--", "--no-latency"]);
+        assert!(!times_transactions(&quiet, true, true));
+    }
 }

@@ -132,7 +132,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
             resp: p.spec.response_size as usize,
             burst: plan.effective_burst(),
             limit: count.map(|c| share(c, n, i)),
-            timing: plan.latency,
+            timing: ctx.timing,
         },
     };
     let evplan = |r: Role| evloop::Plan {

@@ -102,6 +102,10 @@ pub struct Context {
     /// Time each call of a stream test (netperf 2.7 does when a latency
     /// selector is asked for, or with `-j`).
     pub stats: bool,
+    /// Time each transaction of a request/response test: only when an
+    /// output shows latency (see `run`), as netperf 2.7 keeps its
+    /// statistics only when asked; `--no-latency` never.
+    pub timing: bool,
     /// When the data phase of the current iteration began.
     began: std::sync::Mutex<Option<std::time::Instant>>,
 }
@@ -118,6 +122,7 @@ impl Context {
             interim: interim::Spec::of(plan),
             interim_counter: Arc::new(AtomicU32::new(0)),
             stats: plan.histogram,
+            timing: plan.latency,
             began: std::sync::Mutex::new(None),
         }
     }

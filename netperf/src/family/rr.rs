@@ -53,7 +53,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
             Length::Count(n) => Until::Transactions(n),
             Length::Seconds(_) => Until::Stopped,
         },
-        timing: plan.latency,
+        timing: ctx.timing,
         spin: plan.spin,
     };
     let stop = StopFlag::new();
@@ -174,7 +174,7 @@ pub fn run_udp_flows(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<
                         Length::Count(c) => Until::Transactions(super::flows::share(c, n, i)),
                         Length::Seconds(_) => Until::Stopped,
                     },
-                    timing: plan.latency,
+                    timing: ctx.timing,
                     spin: plan.spin,
                 };
                 super::pin_flow(plan, i)?;
@@ -260,7 +260,7 @@ pub fn run_crr_flows(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<
         req: p.spec.request_size as usize,
         resp: p.spec.response_size as usize,
         until: Until::Stopped,
-        timing: plan.latency,
+        timing: ctx.timing,
         side: plan.local.clone(),
         local: super::local_opts(plan),
         conv: d.conventions(),

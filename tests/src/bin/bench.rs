@@ -1113,13 +1113,19 @@ fn every_test(o: &Opts, netperf: &Path, ns: &Netserver, doc: &mut Doc) {
     /// label, test, the two run lengths, bytes an operation, test options
     type Instructed<'a> = (&'a str, &'a str, (u64, u64), u64, &'a [&'a str]);
     let ins: [Instructed; 4] = [
-        ("TCP_RR, per transaction", "TCP_RR", (1_000, 11_000), 1, &[]),
         (
-            "TCP_RR --no-latency, per transaction",
+            "TCP_RR, per transaction (piped: no output shows latency)",
             "TCP_RR",
             (1_000, 11_000),
             1,
-            &["--no-latency"],
+            &[],
+        ),
+        (
+            "TCP_RR -- -o P50_LATENCY, per transaction (each timed)",
+            "TCP_RR",
+            (1_000, 11_000),
+            1,
+            &["-o", "P50_LATENCY"],
         ),
         ("TCP_CRR, per transaction", "TCP_CRR", (200, 2_200), 1, &[]),
         (
@@ -1134,7 +1140,7 @@ fn every_test(o: &Opts, netperf: &Path, ns: &Netserver, doc: &mut Doc) {
         let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
         let a = f(instructions(netperf, port, test, counts, unit, extra));
         let b = match &reference {
-            Some((dir, rport, _)) if !extra.contains(&"--no-latency") => f(instructions(
+            Some((dir, rport, _)) => f(instructions(
                 &dir.join("netperf"),
                 *rport,
                 test,
