@@ -1305,15 +1305,19 @@ fn idle(pid: u32, limit: Duration) -> Option<(Footprint, Duration)> {
 }
 
 /// After a run: wait for the threads and descriptors to come back to
-/// their idle counts, at most `limit`. Returns the footprint then, how long
-/// it took, and whether they came back.
+/// their idle counts, at most `limit`. Returns the footprint then (its
+/// memory read half a second later: the daemon gives its heap back a
+/// moment after it is idle), how long it took, and whether they came back.
 fn settled(pid: u32, idle: Footprint, limit: Duration) -> Option<(Footprint, Duration, bool)> {
     let start = Instant::now();
     loop {
         let now = footprint(pid)?;
         let back = now.threads == idle.threads && now.fds == idle.fds;
         if back || start.elapsed() >= limit {
-            return Some((now, start.elapsed(), back));
+            let took = start.elapsed();
+            thread::sleep(Duration::from_millis(500));
+            let rss_kib = footprint(pid).map_or(now.rss_kib, |f| f.rss_kib);
+            return Some((Footprint { rss_kib, ..now }, took, back));
         }
         thread::sleep(SAMPLE);
     }
