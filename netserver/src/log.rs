@@ -1,12 +1,22 @@
 //! The daemon's log: one line per event, to stderr (the journal, under
 //! systemd) or a file. Text that came from a client is escaped, and each
 //! cause of warnings is rate-limited so a hostile client cannot flood it.
+//!
+//! Lines are written by a thread of their own (started with the first
+//! line), so that a log whose reader stalls (a paused terminal, a full
+//! pipe, a slow disk) never holds up the control loop or a test: a line
+//! with no room in the queue is counted, and the count is written when
+//! there is room again.
 
 use std::{
     collections::HashMap,
     fmt::Write as _,
     io::Write,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        mpsc::{self, SyncSender, TrySendError},
+    },
+    thread,
     time::{Duration, Instant},
 };
 
@@ -20,9 +30,25 @@ pub struct Logger {
 }
 
 struct Inner {
-    sink: Sink,
+    out: Out,
     /// Per cause: start of the current window and lines in it.
     windows: HashMap<&'static str, (Instant, u32, u64)>,
+}
+
+enum Out {
+    /// No line yet: the writer starts with the first.
+    Idle(Sink),
+    /// Lines go to the writer thread; `dropped` found no room.
+    Queued { tx: SyncSender<Msg>, dropped: u64 },
+    /// Nothing is written (or the writer could not be started).
+    Gone,
+}
+
+enum Msg {
+    Line(String),
+    Replace(Sink),
+    /// Answered once every line before it is written.
+    Sync(mpsc::Sender<()>),
 }
 
 impl std::fmt::Debug for Logger {
@@ -36,12 +62,77 @@ impl std::fmt::Debug for Logger {
 /// Lines per cause per window before the rest are counted, not printed.
 const BURST: u32 = 10;
 const WINDOW: Duration = Duration::from_secs(10);
+/// Lines waiting for the writer, at most.
+const QUEUE: usize = 4096;
+
+impl Inner {
+    /// Start the writer thread, if it has not started.
+    fn start_writer(&mut self) {
+        if let Out::Idle(_) = self.out {
+            let Out::Idle(sink) = std::mem::replace(&mut self.out, Out::Gone) else {
+                return;
+            };
+            let (tx, rx) = mpsc::sync_channel(QUEUE);
+            let spawned = thread::Builder::new()
+                .name("log".into())
+                .stack_size(64 * 1024)
+                .spawn(move || write_lines(sink, &rx));
+            if spawned.is_ok() {
+                self.out = Out::Queued { tx, dropped: 0 };
+            }
+        }
+    }
+
+    fn send(&mut self, msg: Msg) -> bool {
+        self.start_writer();
+        let Out::Queued { tx, dropped } = &mut self.out else {
+            return false;
+        };
+        if *dropped > 0 {
+            let note = format!("({dropped} log lines dropped: the log's reader did not keep up)");
+            if tx.try_send(Msg::Line(note)).is_ok() {
+                *dropped = 0;
+            }
+        }
+        match tx.try_send(msg) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) => {
+                *dropped += 1;
+                false
+            }
+            Err(TrySendError::Disconnected(_)) => false,
+        }
+    }
+
+    fn line(&mut self, text: &str) {
+        self.send(Msg::Line(format!("netserver: {text}")));
+    }
+}
+
+/// The writer thread: until every logger is gone.
+fn write_lines(mut sink: Sink, rx: &mpsc::Receiver<Msg>) {
+    for msg in rx {
+        match msg {
+            Msg::Line(l) => {
+                let _ = writeln!(sink, "{l}");
+                let _ = sink.flush();
+            }
+            Msg::Replace(new) => {
+                let _ = sink.flush();
+                sink = new;
+            }
+            Msg::Sync(done) => {
+                let _ = done.send(());
+            }
+        }
+    }
+}
 
 impl Logger {
     pub fn new(sink: Sink, verbosity: u8) -> Logger {
         Logger {
             inner: Arc::new(Mutex::new(Inner {
-                sink,
+                out: Out::Idle(sink),
                 windows: HashMap::new(),
             })),
             verbosity,
@@ -53,14 +144,51 @@ impl Logger {
     }
 
     pub fn discard() -> Logger {
-        Logger::new(Box::new(std::io::sink()), 0)
+        Logger {
+            inner: Arc::new(Mutex::new(Inner {
+                out: Out::Gone,
+                windows: HashMap::new(),
+            })),
+            verbosity: 0,
+        }
     }
 
     /// Write from now on to `sink` (SIGHUP, after logrotate moved the file).
     pub fn replace_sink(&self, sink: Sink) {
         if let Ok(mut i) = self.inner.lock() {
-            let _ = i.sink.flush();
-            i.sink = sink;
+            match &mut i.out {
+                Out::Idle(old) => *old = sink,
+                Out::Queued { tx, .. } => {
+                    // not to be lost: waits for room (the signal thread)
+                    let _ = tx.send(Msg::Replace(sink));
+                }
+                Out::Gone => {}
+            }
+        }
+    }
+
+    /// Start the writer thread now (the daemon, once it has detached: a
+    /// process that forks must not have started it), rather than with the
+    /// first line.
+    pub fn start(&self) {
+        if let Ok(mut i) = self.inner.lock() {
+            i.start_writer();
+        }
+    }
+
+    /// Wait (at most `limit`) until every line logged so far is written:
+    /// before the process exits.
+    pub fn sync(&self, limit: Duration) {
+        let (tx, rx) = mpsc::channel();
+        let sent = match self.inner.lock() {
+            Ok(mut i) => match &mut i.out {
+                Out::Queued { tx: q, .. } => q.send(Msg::Sync(tx)).is_ok(),
+                _ => false,
+            },
+            Err(_) => false,
+        };
+        if sent {
+            let _ = rx.recv_timeout(limit);
         }
     }
 
@@ -74,8 +202,7 @@ impl Logger {
             return;
         }
         if let Ok(mut inner) = self.inner.lock() {
-            let _ = writeln!(inner.sink, "netserver: {line}");
-            let _ = inner.sink.flush();
+            inner.line(line);
         }
     }
 
@@ -91,17 +218,15 @@ impl Logger {
             let suppressed = entry.2;
             *entry = (now, 0, 0);
             if suppressed > 0 {
-                let _ = writeln!(
-                    inner.sink,
-                    "netserver: ({suppressed} more '{cause}' messages suppressed)"
-                );
+                inner.line(&format!(
+                    "({suppressed} more '{cause}' messages suppressed)"
+                ));
             }
         }
         let entry = inner.windows.entry(cause).or_insert((now, 0, 0));
         if entry.1 < BURST {
             entry.1 += 1;
-            let _ = writeln!(inner.sink, "netserver: {line}");
-            let _ = inner.sink.flush();
+            inner.line(line);
         } else {
             entry.2 += 1;
         }
@@ -142,6 +267,54 @@ mod tests {
         }
     }
 
+    /// A sink that blocks every write until its gate opens.
+    struct Stalled {
+        gate: Arc<(Mutex<bool>, std::sync::Condvar)>,
+        buf: Buf,
+    }
+    impl Write for Stalled {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            let (open, cv) = &*self.gate;
+            let mut o = open.lock().unwrap();
+            while !*o {
+                o = cv.wait(o).unwrap();
+            }
+            self.buf.write(b)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_stalled_log_holds_up_no_one() {
+        let gate = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        let buf = Buf::default();
+        let log = Logger::new(
+            Box::new(Stalled {
+                gate: gate.clone(),
+                buf: buf.clone(),
+            }),
+            1,
+        );
+        // nothing can be written, yet every call returns
+        for i in 0..QUEUE + 1000 {
+            log.log(1, &format!("line {i}"));
+        }
+        *gate.0.lock().unwrap() = true;
+        gate.1.notify_all();
+        log.sync(Duration::from_secs(5));
+        log.log(1, "after");
+        log.sync(Duration::from_secs(5));
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        assert!(text.starts_with("netserver: line 0\n"), "{}", &text[..80]);
+        assert!(
+            text.contains("log lines dropped"),
+            "no count of the dropped"
+        );
+        assert!(text.ends_with("netserver: after\n"));
+    }
+
     #[test]
     fn escaping() {
         assert_eq!(escape("netperf 2.7"), "netperf 2.7");
@@ -156,6 +329,7 @@ mod tests {
         for i in 0..100 {
             log.warn_limited("flood", &format!("line {i}"));
         }
+        log.sync(Duration::from_secs(5));
         let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
         assert_eq!(text.lines().count(), BURST as usize);
     }
@@ -166,6 +340,7 @@ mod tests {
         let log = Logger::new(Box::new(buf.clone()), 1);
         log.log(2, "hidden");
         log.log(1, "shown");
+        log.sync(Duration::from_secs(5));
         let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
         assert_eq!(text, "netserver: shown\n");
     }

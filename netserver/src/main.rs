@@ -7,6 +7,7 @@ use std::{
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, ToSocketAddrs},
     process::ExitCode,
     thread,
+    time::Duration,
 };
 
 use netserver::{
@@ -159,6 +160,7 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), String> {
             if let Err(e) = netserver::serve_one(conn, opts.config) {
                 log.log(1, &format!("inetd connection: {e}"));
             }
+            log.sync(Duration::from_secs(2));
             return Ok(());
         }
     };
@@ -217,6 +219,8 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), String> {
     signals
         .thread_block()
         .map_err(|e| format!("cannot block signals: {e}"))?;
+    // (after the mask: the log's thread inherits it)
+    opts.config.logger.start();
     let shutdown = Shutdown::new();
     let s = shutdown.clone();
     let log = opts.config.logger.clone();
@@ -262,7 +266,12 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), String> {
         })
         .map_err(|e| format!("cannot start the signal thread: {e}"))?;
 
-    netserver::run(listeners, opts.config, shutdown).map_err(|e| format!("accept loop: {e}"))
+    let log = opts.config.logger.clone();
+    let r =
+        netserver::run(listeners, opts.config, shutdown).map_err(|e| format!("accept loop: {e}"));
+    // the last lines (why it stopped) reach the log before the process ends
+    log.sync(Duration::from_secs(2));
+    r
 }
 
 /// Bind the control listeners: both families by default, as netperf's

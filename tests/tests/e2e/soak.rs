@@ -133,3 +133,89 @@ fn thousands_of_sessions_and_killed_clients_leave_nothing_behind() {
     let log = ns.log();
     assert!(!log.contains("panicked"), "{log}");
 }
+
+/// The daemon's log goes to a pipe that nobody reads (a paused terminal, a
+/// stuck log collector): once the pipe and the log's queue are full, lines
+/// are dropped and counted, not waited for: 8,000 sessions are all served,
+/// and the count of dropped lines is written once the pipe has room.
+#[test]
+fn a_log_nobody_reads_holds_up_no_session() {
+    use std::{
+        io::{BufRead, BufReader, Read},
+        process::Stdio,
+    };
+    let (reader, writer) = nix::unistd::pipe().unwrap();
+    let mut child = Command::new(harness::bin("netserver"))
+        .args(["-D", "-p", "0", "-L", "127.0.0.1", "-v", "2"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(writer))
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let addr = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| l.strip_prefix("listening on ").map(str::to_string))
+        .expect("a 'listening on' line");
+    let soak = |n: &str| {
+        let mut cmd = Command::new(harness::bin("soak"));
+        cmd.arg(&addr).args([
+            "-n",
+            n,
+            "-c",
+            "4",
+            "--pid",
+            &child.id().to_string(),
+            "--settle",
+            "0.5",
+        ]);
+        run_with_deadline(cmd, Duration::from_secs(60))
+    };
+    let out = soak("8000");
+    let s = summary(&out.stdout, "sessions");
+    assert_eq!(field(&s, "completed"), 8000, "{out}");
+    assert_eq!(field(&s, "failed"), 0, "{out}");
+    // now read what the pipe holds, and let more come
+    let mut pipe = std::fs::File::from(reader);
+    nix::fcntl::fcntl(
+        &pipe,
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    )
+    .unwrap();
+    let mut log = Vec::new();
+    let mut chunk = vec![0u8; 1 << 16];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut kicked = false;
+    while Instant::now() < deadline {
+        match pipe.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => log.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if String::from_utf8_lossy(&log).contains("log lines dropped") {
+                    break;
+                }
+                if !kicked {
+                    // a few more sessions: their lines bring the count
+                    assert!(soak("20").success());
+                    kicked = true;
+                }
+                thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("reading the log: {e}"),
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = String::from_utf8_lossy(&log);
+    assert!(
+        text.len() > 64 * 1024,
+        "the pipe never filled: {} bytes",
+        text.len()
+    );
+    assert!(
+        text.contains("log lines dropped: the log's reader did not keep up"),
+        "no count of dropped lines in {} bytes of log",
+        text.len()
+    );
+}
