@@ -144,15 +144,25 @@ fn a_log_nobody_reads_holds_up_no_session() {
         io::{BufRead, BufReader, Read},
         process::Stdio,
     };
+    /// The netserver, killed however the test ends.
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
     let (reader, writer) = nix::unistd::pipe().unwrap();
-    let mut child = Command::new(harness::bin("netserver"))
-        .args(["-D", "-p", "0", "-L", "127.0.0.1", "-v", "2"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(writer))
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut child = Killed(
+        Command::new(harness::bin("netserver"))
+            .args(["-D", "-p", "0", "-L", "127.0.0.1", "-v", "2"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(writer))
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(child.0.stdout.take().unwrap()).lines();
     let addr = lines
         .by_ref()
         .map_while(Result::ok)
@@ -166,7 +176,7 @@ fn a_log_nobody_reads_holds_up_no_session() {
             "-c",
             "4",
             "--pid",
-            &child.id().to_string(),
+            &child.0.id().to_string(),
             "--settle",
             "0.5",
         ]);
@@ -205,8 +215,7 @@ fn a_log_nobody_reads_holds_up_no_session() {
             Err(e) => panic!("reading the log: {e}"),
         }
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     let text = String::from_utf8_lossy(&log);
     assert!(
         text.len() > 64 * 1024,
