@@ -154,16 +154,40 @@ impl Logger {
     }
 
     /// Write from now on to `sink` (SIGHUP, after logrotate moved the file).
-    pub fn replace_sink(&self, sink: Sink) {
-        if let Ok(mut i) = self.inner.lock() {
-            match &mut i.out {
-                Out::Idle(old) => *old = sink,
-                Out::Queued { tx, .. } => {
-                    // not to be lost: waits for room (the signal thread)
-                    let _ = tx.send(Msg::Replace(sink));
+    /// Whether it took: a writer stuck on its old sink for 2 s keeps it.
+    pub fn replace_sink(&self, sink: Sink) -> bool {
+        if let Ok(mut i) = self.inner.lock()
+            && let Out::Idle(old) = &mut i.out
+        {
+            *old = sink;
+            return true;
+        }
+        self.send_within(Msg::Replace(sink), Duration::from_secs(2))
+    }
+
+    /// Queue `msg` even when the queue is full, waiting for room at most
+    /// `limit` (without holding the lock meanwhile, so that other lines are
+    /// dropped and counted, not held up).
+    fn send_within(&self, mut msg: Msg, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        loop {
+            {
+                let Ok(mut i) = self.inner.lock() else {
+                    return false;
+                };
+                let Out::Queued { tx, .. } = &mut i.out else {
+                    return false;
+                };
+                match tx.try_send(msg) {
+                    Ok(()) => return true,
+                    Err(TrySendError::Full(m)) => msg = m,
+                    Err(TrySendError::Disconnected(_)) => return false,
                 }
-                Out::Gone => {}
             }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            thread::sleep(Duration::from_millis(10));
         }
     }
 
@@ -179,16 +203,10 @@ impl Logger {
     /// Wait (at most `limit`) until every line logged so far is written:
     /// before the process exits.
     pub fn sync(&self, limit: Duration) {
+        let start = Instant::now();
         let (tx, rx) = mpsc::channel();
-        let sent = match self.inner.lock() {
-            Ok(mut i) => match &mut i.out {
-                Out::Queued { tx: q, .. } => q.send(Msg::Sync(tx)).is_ok(),
-                _ => false,
-            },
-            Err(_) => false,
-        };
-        if sent {
-            let _ = rx.recv_timeout(limit);
+        if self.send_within(Msg::Sync(tx), limit) {
+            let _ = rx.recv_timeout(limit.saturating_sub(start.elapsed()));
         }
     }
 
@@ -301,6 +319,10 @@ mod tests {
         for i in 0..QUEUE + 1000 {
             log.log(1, &format!("line {i}"));
         }
+        // waiting for it (at the daemon's exit) is bounded too, and a new
+        // sink cannot be handed to a writer that is stuck
+        log.sync(Duration::from_millis(100));
+        assert!(!log.replace_sink(Box::new(std::io::sink())));
         *gate.0.lock().unwrap() = true;
         gate.1.notify_all();
         log.sync(Duration::from_secs(5));

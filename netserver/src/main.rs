@@ -242,8 +242,20 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), String> {
                     Ok(Signal::SIGHUP) => match &log_path {
                         Some(p) => match OpenOptions::new().create(true).append(true).open(p) {
                             Ok(f) => {
-                                log.replace_sink(Box::new(f));
-                                log.log(1, &format!("SIGHUP: log file {} reopened", p.display()));
+                                if log.replace_sink(Box::new(f)) {
+                                    log.log(
+                                        1,
+                                        &format!("SIGHUP: log file {} reopened", p.display()),
+                                    );
+                                } else {
+                                    log.log(
+                                        0,
+                                        &format!(
+                                            "SIGHUP: the log is stuck writing to the old file; {} not reopened",
+                                            p.display()
+                                        ),
+                                    );
+                                }
                             }
                             Err(e) => log.log(
                                 0,
