@@ -226,14 +226,15 @@ pub(crate) fn accept_loop(
     let mut trim_at: Option<Instant> = None;
     let mut trimmed = true;
     loop {
+        let now = Instant::now();
         if shared.shutdown.is_triggered() && stopping.is_none() {
-            stopping = Some(Instant::now() + SHUTDOWN_WAIT);
+            stopping = Some(now + SHUTDOWN_WAIT);
             for l in listeners.drain(..) {
                 let _ = poll.registry().deregister(&mut SourceFd(&l.as_raw_fd()));
             }
             room.expire(
                 &poll,
-                Instant::now(),
+                now,
                 ErrorCode::ShuttingDown,
                 "netserver is shutting down",
             );
@@ -242,7 +243,7 @@ pub(crate) fn accept_loop(
         if listeners.is_empty() && sessions.len() == 0 {
             return Ok(());
         }
-        if stopping.is_some_and(|t| Instant::now() >= t) {
+        if stopping.is_some_and(|t| now >= t) {
             sessions.drop_all(poll.registry());
             return Ok(());
         }
@@ -251,8 +252,8 @@ pub(crate) fn accept_loop(
             (trimmed, trim_at) = (false, None);
         } else if !trimmed {
             match trim_at {
-                None => trim_at = Some(Instant::now() + TRIM_AFTER),
-                Some(t) if Instant::now() >= t => {
+                None => trim_at = Some(now + TRIM_AFTER),
+                Some(t) if now >= t => {
                     // what the tests' threads freed goes back to the
                     // system: an idle daemon is back to its idle size
                     engine::sys::trim_heap();
@@ -274,7 +275,7 @@ pub(crate) fn accept_loop(
         let timeout = if sessions.has_more() {
             Some(Duration::ZERO)
         } else {
-            wake_at.map(|t| t.saturating_duration_since(Instant::now()))
+            wake_at.map(|t| t.saturating_duration_since(now))
         };
         match poll.poll(&mut events, timeout) {
             Ok(()) => {}

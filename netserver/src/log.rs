@@ -83,10 +83,11 @@ impl Inner {
         }
     }
 
-    fn send(&mut self, msg: Msg) -> bool {
+    /// Queue one line; with no room, count it as dropped.
+    fn line(&mut self, text: &str) {
         self.start_writer();
         let Out::Queued { tx, dropped } = &mut self.out else {
-            return false;
+            return;
         };
         if *dropped > 0 {
             let note = format!("({dropped} log lines dropped: the log's reader did not keep up)");
@@ -94,18 +95,9 @@ impl Inner {
                 *dropped = 0;
             }
         }
-        match tx.try_send(msg) {
-            Ok(()) => true,
-            Err(TrySendError::Full(_)) => {
-                *dropped += 1;
-                false
-            }
-            Err(TrySendError::Disconnected(_)) => false,
+        if let Err(TrySendError::Full(_)) = tx.try_send(Msg::Line(format!("netserver: {text}"))) {
+            *dropped += 1;
         }
-    }
-
-    fn line(&mut self, text: &str) {
-        self.send(Msg::Line(format!("netserver: {text}")));
     }
 }
 

@@ -115,9 +115,8 @@ impl Sessions {
         match Session::new(stream, peer, &self.shared, token, self.finished.clone()) {
             Ok(mut s) => match registry.register(&mut s.conn, Token(token), Interest::READABLE) {
                 Ok(()) => {
-                    let r = s.read_control();
                     self.live.insert(token, s);
-                    self.settle(registry, token, r);
+                    self.read(registry, token);
                 }
                 Err(e) => self.cannot_start(peer, &e),
             },
@@ -139,31 +138,41 @@ impl Sessions {
         let Some(s) = self.live.get_mut(&token) else {
             return;
         };
-        let mut r = Ok(());
-        if ev.is_writable() {
-            r = s.flush(registry);
+        if ev.is_writable()
+            && let Err(e) = s.flush(registry)
+        {
+            return self.settle(registry, token, Err(e));
         }
-        if r.is_ok() && (ev.is_readable() || ev.is_read_closed() || ev.is_error()) {
-            r = s.read_control();
+        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+            self.read(registry, token);
+        } else {
+            s.check_test();
+            self.settle(registry, token, Ok(()));
         }
+    }
+
+    /// Read what a session's socket holds (up to the budget) and act on it;
+    /// what is left is read at the loop's next turn.
+    fn read(&mut self, registry: &Registry, token: usize) {
+        let Some(s) = self.live.get_mut(&token) else {
+            return;
+        };
+        let r = s.read_control();
         if r.is_ok() {
             s.check_test();
         }
-        self.settle(registry, token, r);
+        let more = matches!(r, Ok(true));
+        self.settle(registry, token, r.map(drop));
+        if more && self.live.contains_key(&token) && !self.again.contains(&token) {
+            self.again.push(token);
+        }
     }
 
     /// Tests that finished since last asked, reads left for this turn, and
     /// deadlines that passed.
     pub(crate) fn on_wake(&mut self, registry: &Registry, now: Instant) {
         for token in std::mem::take(&mut self.again) {
-            if let Some(s) = self.live.get_mut(&token) {
-                s.more = false;
-                let r = s.read_control();
-                if r.is_ok() {
-                    s.check_test();
-                }
-                self.settle(registry, token, r);
-            }
+            self.read(registry, token);
         }
         for token in self.finished.take() {
             if let Some(s) = self.live.get_mut(&token) {
@@ -224,9 +233,6 @@ impl Sessions {
                 let at = s.core.poll_timeout();
                 s.deadline = Some(at);
                 self.timers.insert((at, token));
-                if s.more && !self.again.contains(&token) {
-                    self.again.push(token);
-                }
             }
             Ok(true) => self.close(registry, token, Ok(())),
             Err(e) => self.close(registry, token, Err(e)),
@@ -268,9 +274,6 @@ struct Session {
     pending: bool,
     /// Its entry in [`Sessions::timers`].
     deadline: Option<Instant>,
-    /// Its read stopped at the budget with bytes left (mio tells of
-    /// readiness once: the loop reads on at its next turn).
-    more: bool,
 }
 
 impl Session {
@@ -328,7 +331,6 @@ impl Session {
             test: None,
             pending: true,
             deadline: None,
-            more: false,
         })
     }
 
@@ -477,20 +479,20 @@ impl Session {
         Ok(())
     }
 
-    /// Read what is available, up to [`READ_BUDGET`] (then `more` says
-    /// the rest waits for the loop's next turn, so that one client cannot
-    /// keep the loop from the others), and hand it to the core.
-    fn read_control(&mut self) -> io::Result<()> {
+    /// Read what is available, up to [`READ_BUDGET`], and hand it to the
+    /// core. `Ok(true)`: the budget ran out with bytes left (mio tells of
+    /// readiness once: the loop reads on at its next turn, so that one
+    /// client cannot keep it from the others).
+    fn read_control(&mut self) -> io::Result<bool> {
         let mut chunk = [0u8; 4096];
         let mut budget = READ_BUDGET;
         loop {
             if self.core.is_closing() {
                 // what would come is not read any more
-                return Ok(());
+                return Ok(false);
             }
             if budget == 0 {
-                self.more = true;
-                return Ok(());
+                return Ok(true);
             }
             match self.conn.read(&mut chunk) {
                 Ok(0) => {
@@ -500,7 +502,7 @@ impl Session {
                     self.core.peer_gone(Instant::now());
                     self.drain_events();
                     if !mid_test && self.core.output().is_empty() {
-                        return Ok(());
+                        return Ok(false);
                     }
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
@@ -513,7 +515,7 @@ impl Session {
                         .handle_bytes(Instant::now(), chunk.get(..n).unwrap_or_default());
                     self.drain_events();
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     self.core.peer_gone(Instant::now());

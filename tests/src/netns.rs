@@ -234,6 +234,13 @@ impl Hosts {
         c
     }
 
+    /// `netserver -D -p 0 -L addr` and `extra`, in host A.
+    pub fn netserver(&self, addr: &str, extra: &[&str]) -> crate::Netserver {
+        let mut cmd = self.command(&self.a, &crate::bin("netserver"));
+        cmd.args(["-D", "-p", "0", "-L", addr]).args(extra);
+        crate::Netserver::spawn(cmd)
+    }
+
     /// A UDP counter inside `ns`: of the `Udp:` line of /proc/net/snmp for
     /// IPv4, of `Udp6<name>` in /proc/net/snmp6 for IPv6.
     pub fn udp_counter(&self, ns: &str, name: &str, ipv6: bool) -> u64 {

@@ -12,9 +12,7 @@ use harness::{
 
 /// netserver in host A, on a fixed data port so rules can match it.
 fn server(h: &Hosts, addr: &str) -> Netserver {
-    let mut cmd = h.command(&h.a, &bin("netserver"));
-    cmd.args(["-D", "-p", "0", "-L", addr, "--data-ports", "50000-50000"]);
-    Netserver::spawn(cmd)
+    h.netserver(addr, &["--data-ports", "50000-50000"])
 }
 
 /// netperf in host B, with a command line written as one string, at

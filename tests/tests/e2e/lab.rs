@@ -372,9 +372,7 @@ fn the_network_gone_mid_test_is_noticed_and_freed() {
     let Some(h) = Hosts::new("the_network_gone_mid_test_is_noticed_and_freed") else {
         return;
     };
-    let mut cmd = h.command(&h.a, &harness::bin("netserver"));
-    cmd.args(["-D", "-p", "0", "-L", A4, "-v", "0"]);
-    let ns = Netserver::spawn(cmd);
+    let ns = h.netserver(A4, &["-v", "0"]);
     let port = ns.port().to_string();
     thread::sleep(Duration::from_millis(200));
     let idle = harness::footprint(ns.pid());
@@ -489,9 +487,7 @@ fn tcp_crr_across_a_network_cycles_a_narrow_port_range() {
     let Some(h) = Hosts::new("tcp_crr_across_a_network_cycles_a_narrow_port_range") else {
         return;
     };
-    let mut cmd = h.command(&h.a, &harness::bin("netserver"));
-    cmd.args(["-D", "-p", "0", "-L", A4, "-v", "0"]);
-    let ns = Netserver::spawn(cmd);
+    let ns = h.netserver(A4, &["-v", "0"]);
     let port = ns.port().to_string();
     let mut c = h.command(&h.b, &harness::bin("netperf"));
     c.args([
