@@ -3,6 +3,7 @@
 
 use std::{fs, path::Path};
 
+use proto::netperf2::omni;
 use proto::{
     ClientDone, ClientMsg, ErrorCode, ErrorMsg, Family, Grant, Hello, ServerHello, ServerMsg,
     SideResults, TestEnd, TestKind, TestSpec, Token,
@@ -37,6 +38,36 @@ fn main() {
             ClientMsg::Bye,
         ];
         conversations.push((format!("conversation-{}", kind.name()), frames(&msgs)));
+    }
+    // buffers placed at the largest alignment and offset, the widest ring
+    for kind in [TestKind::TcpMaerts, TestKind::TcpStream, TestKind::UdpStream] {
+        let mut spec = TestSpec::new(kind, Family::V4);
+        spec.server.send_size = Some(1);
+        spec.server.recv_size = Some(1);
+        spec.server.send_width = Some(65_536);
+        spec.server.recv_width = Some(65_536);
+        spec.server.send_align = proto::test::MAX_PLACEMENT;
+        spec.server.recv_align = proto::test::MAX_PLACEMENT;
+        spec.server.send_offset = proto::test::MAX_PLACEMENT - 1;
+        spec.server.recv_offset = proto::test::MAX_PLACEMENT - 1;
+        let msgs = vec![hello.clone(), ClientMsg::Setup(Box::new(spec)), ClientMsg::Bye];
+        conversations.push((format!("placed-{}", kind.name()), frames(&msgs)));
+    }
+    // netperf 2.7's requests of the same
+    for (name, direction) in [("placed-maerts", omni::XMIT), ("placed-stream", omni::RECV)] {
+        let r = omni::OmniRequest {
+            send_size: 1,
+            receive_size: 1,
+            send_width: 65_536,
+            recv_width: 65_536,
+            send_alignment: proto::test::MAX_PLACEMENT,
+            recv_alignment: proto::test::MAX_PLACEMENT,
+            send_offset: proto::test::MAX_PLACEMENT - 1,
+            recv_offset: proto::test::MAX_PLACEMENT - 1,
+            direction,
+            ..Default::default()
+        };
+        write("netperf2_decode", name, r.encode().as_bytes());
     }
     for (name, bytes) in &conversations {
         write("server_session", name, bytes);

@@ -1,12 +1,15 @@
 //! netperf 2.7's protocol, from any bytes: the server's core (its sniff,
 //! passphrase, requests, validation, responses and results) and the
 //! client's decoders never panic; whatever the core grants passed
-//! validation.
+//! validation, and its memory estimate counts what it would allocate
+//! (the placement fields, alignment and offset, included).
 #![no_main]
 
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
+
+mod estimate;
 use proto::{
     Family, Grant, Limits, SideResults, Token,
     conn::{Netperf2Policy, ServerConn, ServerEvent, Timeouts},
@@ -58,6 +61,7 @@ fuzz_target!(|data: &[u8]| {
         serve: true,
         passphrase: data.first().filter(|c| **c & 2 == 2).map(|_| "pass".to_string()),
         control_family: Family::V4,
+        ..Netperf2Policy::default()
     };
     let mut s = ServerConn::new("fuzz", Limits::default(), None, [0; 32], (2, 100), t, now)
         .with_netperf2(policy);
@@ -67,6 +71,7 @@ fuzz_target!(|data: &[u8]| {
         while let Some(ev) = s.poll_event() {
             if let ServerEvent::Prepare(spec) = ev {
                 assert!(spec.validate(&Limits::default()).is_ok());
+                estimate::check(&spec);
                 s.granted(
                     Grant {
                         data_port: 2,

@@ -1,9 +1,12 @@
 //! A sequence of frames from a client, as the daemon would feed them to its
 //! session state machine, with the test ending at arbitrary points: no
-//! sequence may panic, and a closed session stays closed.
+//! sequence may panic, a closed session stays closed, and what a granted
+//! request would allocate is what its memory estimate counts.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+
+mod estimate;
 use proto::{
     ClientMsg, ErrorCode, ErrorMsg, Grant, Limits, ServerAction, ServerSession, SideResults, Token,
     message::take_frame,
@@ -32,8 +35,9 @@ fuzz_target!(|data: &[u8]| {
         step = step.wrapping_add(1);
         match s.handle(msg) {
             ServerAction::Prepare(spec) => {
-                // validated: within the limits
+                // validated: within the limits, and counted as allocated
                 assert!(spec.validate(&Limits::default()).is_ok());
+                estimate::check(&spec);
                 if step % 3 == 0 {
                     let _ = s.prepare_failed(ErrorMsg::new(ErrorCode::Resource, "no"));
                 } else {
