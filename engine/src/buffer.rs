@@ -43,51 +43,49 @@ impl Placement {
     }
 }
 
-/// One buffer of `size` bytes at its [`Placement`].
+/// One buffer of `size` bytes at its [`Placement`]: a ring of one.
 #[derive(Debug)]
 pub struct Buffer {
-    storage: Vec<u8>,
-    start: usize,
-    size: usize,
+    ring: Ring,
 }
 
 impl Buffer {
     pub fn new(size: usize, at: Placement) -> Buffer {
-        let storage = vec![0u8; size + at.align + at.offset];
-        let addr = storage.as_ptr() as usize;
-        let start = addr.next_multiple_of(at.align) - addr + at.offset;
         Buffer {
-            storage,
-            start,
-            size,
+            ring: Ring::placed(size, 1, b"", at),
         }
     }
 
     #[inline]
     pub fn as_slice(&self) -> &[u8] {
-        self.storage
-            .get(self.start..self.start + self.size)
-            .unwrap_or(&[])
+        self.ring.buf(0)
     }
 
     #[inline]
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        let end = self.start + self.size;
-        self.storage.get_mut(self.start..end).unwrap_or(&mut [])
+        self.ring.next_buf()
     }
 
     pub fn len(&self) -> usize {
-        self.size
+        self.ring.size()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.size == 0
+        self.ring.size() == 0
     }
 }
 
+/// A ring of buffers in one block of memory, shaped as
+/// [`proto::test::Ring`] says: its width within [`MAX_RING_BYTES`] with the
+/// placement counted, and exactly [`proto::test::Ring::bytes`] allocated.
 #[derive(Debug)]
 pub struct Ring {
-    bufs: Vec<Buffer>,
+    storage: Vec<u8>,
+    /// Where the first buffer starts in `storage`.
+    start: usize,
+    stride: usize,
+    size: usize,
+    width: usize,
     next: usize,
 }
 
@@ -98,24 +96,55 @@ impl Ring {
         Ring::placed(size, width, fill, Placement::default())
     }
 
+    /// The shape of a ring of `width` buffers of `size` bytes at `at`.
+    pub fn shape(size: usize, width: usize, at: Placement) -> proto::test::Ring {
+        proto::test::Ring::placed(
+            u32::try_from(size).unwrap_or(u32::MAX),
+            u32::try_from(width).unwrap_or(u32::MAX),
+            u32::try_from(at.align).unwrap_or(u32::MAX),
+            u32::try_from(at.offset).unwrap_or(u32::MAX),
+        )
+    }
+
+    /// The ring a side gets for messages of `size` bytes at `at`: the width
+    /// netperf asked (`-W`), or netperf's rule for its socket buffer
+    /// ([`Ring::width_for`]), within the memory cap.
+    pub fn resolve(
+        size: u32,
+        asked: Option<u32>,
+        sock_buf: u32,
+        at: Placement,
+    ) -> proto::test::Ring {
+        let width = asked.map_or_else(|| Ring::width_for(sock_buf, size), |w| w as usize);
+        Ring::shape(size as usize, width, at)
+    }
+
     /// As [`Ring::new`], each buffer at `at`.
     pub fn placed(size: usize, width: usize, fill: &[u8], at: Placement) -> Ring {
-        let size = size.max(1);
-        let width = width.clamp(1, (MAX_RING_BYTES / size).max(1));
+        let shape = Ring::shape(size.max(1), width, at);
+        let width = shape.capped_width() as usize;
+        let stride = shape.stride() as usize;
+        let mut storage = vec![0u8; shape.bytes() as usize];
+        let addr = storage.as_ptr() as usize;
+        let start = addr.next_multiple_of(at.align) - addr + at.offset;
         let src = if fill.is_empty() { PATTERN } else { fill };
         let mut offset = 0usize;
-        let bufs = (0..width)
-            .map(|_| {
-                let mut b = Buffer::new(size, at);
-                let pattern = src.iter().cycle().skip(offset);
-                for (byte, &p) in b.as_mut_slice().iter_mut().zip(pattern) {
-                    *byte = p;
-                }
-                offset = (offset + size) % src.len();
-                b
-            })
-            .collect();
-        Ring { bufs, next: 0 }
+        for i in 0..width {
+            let from = start + i * stride;
+            let buf = storage.get_mut(from..from + size).unwrap_or_default();
+            for (byte, &p) in buf.iter_mut().zip(src.iter().cycle().skip(offset)) {
+                *byte = p;
+            }
+            offset = (offset + size) % src.len();
+        }
+        Ring {
+            storage,
+            start,
+            stride,
+            size,
+            width,
+            next: 0,
+        }
     }
 
     /// netperf's ring width for a socket buffer and message size.
@@ -124,26 +153,29 @@ impl Ring {
         w.max(2)
     }
 
-    /// The width a ring of `size`-byte buffers really gets: `width`, within
-    /// the memory cap.
-    pub fn capped_width(size: usize, width: usize) -> usize {
-        width.clamp(1, (MAX_RING_BYTES / size.max(1)).max(1))
-    }
-
     pub fn size(&self) -> usize {
-        self.bufs.first().map_or(0, Buffer::len)
+        self.size
     }
 
     pub fn width(&self) -> usize {
-        self.bufs.len()
+        self.width
+    }
+
+    /// Bytes the ring holds, lead and padding included.
+    pub fn allocated(&self) -> usize {
+        self.storage.len()
+    }
+
+    fn buf(&self, i: usize) -> &[u8] {
+        let from = self.start + i * self.stride;
+        self.storage.get(from..from + self.size).unwrap_or(&[])
     }
 
     /// The ring's contents, buffer after buffer (what TCP_SENDFILE's file
     /// holds).
     pub fn contents(&self) -> Vec<u8> {
-        self.bufs
-            .iter()
-            .flat_map(|b| b.as_slice().iter().copied())
+        (0..self.width)
+            .flat_map(|i| self.buf(i).iter().copied())
             .collect()
     }
 
@@ -157,11 +189,14 @@ impl Ring {
     #[inline]
     pub fn next_slot(&mut self) -> (usize, &mut [u8]) {
         let i = self.next;
-        self.next = if i + 1 == self.bufs.len() { 0 } else { i + 1 };
-        match self.bufs.get_mut(i) {
-            Some(b) => (i, b.as_mut_slice()),
-            None => (i, &mut []),
-        }
+        self.next = if i + 1 >= self.width { 0 } else { i + 1 };
+        let from = self.start + i * self.stride;
+        (
+            i,
+            self.storage
+                .get_mut(from..from + self.size)
+                .unwrap_or(&mut []),
+        )
     }
 }
 
@@ -192,7 +227,42 @@ mod tests {
     fn ring_memory_is_capped() {
         let r = Ring::new(1 << 20, 1000, b"x");
         assert!(r.width() * r.size() <= MAX_RING_BYTES);
-        assert_eq!(Ring::capped_width(1 << 20, 1000), r.width());
+        assert_eq!(
+            Ring::shape(1 << 20, 1000, Placement::default()).capped_width() as usize,
+            r.width()
+        );
+    }
+
+    /// The placement counts: a one-byte message at the largest alignment
+    /// and offset is no 64 KiB ring (65,536 x 4 MiB were once allocated),
+    /// and what is allocated is exactly what the estimate says.
+    #[test]
+    fn placement_is_counted_and_allocated_as_estimated() {
+        let max = proto::test::MAX_PLACEMENT as usize;
+        for (size, width, align, offset) in [
+            (1, 65_536, max, max - 1),
+            (1, 65_536, 1, 0),
+            (100, 3, 4096, 7),
+            (16 << 20, 2, max, max),
+            (64 * 1024, 4, 8, 0),
+        ] {
+            let at = Placement::new(align as u32, offset as u32);
+            let r = Ring::placed(size, width, b"", at);
+            let shape = Ring::shape(size, width, at);
+            assert_eq!(
+                r.allocated() as u64,
+                shape.bytes(),
+                "{size} {width} {align} {offset}"
+            );
+            assert_eq!(r.width(), shape.capped_width() as usize);
+            // within the cap, unless one buffer and its placement exceed it
+            assert!(
+                r.allocated() <= MAX_RING_BYTES || r.width() == 1,
+                "{size} {width} {align} {offset}: {} bytes",
+                r.allocated()
+            );
+            assert!(r.allocated() <= MAX_RING_BYTES + size + 2 * max);
+        }
     }
 
     #[test]

@@ -267,6 +267,157 @@ pub fn requester(p: &CrrRequester, stop: &StopFlag, live: &Live) -> Result<RrOut
     })
 }
 
+/// Connections one responder thread holds while they present their
+/// preamble; when full, the oldest goes.
+const MAX_UNPROVEN: usize = 32;
+
+/// A connection accepted before its whole preamble came: it waits, without
+/// holding up the connections behind it, until the preamble completes or
+/// [`CONN_TIMEOUT`] passes.
+struct Unproven {
+    conn: TcpStream,
+    preamble: [u8; handshake::PREAMBLE_LEN],
+    got: usize,
+    since: Instant,
+}
+
+/// One answering thread's state: its buffers, its counts, and the
+/// connections waiting to prove themselves.
+struct Answerer<'a> {
+    token: &'a Token,
+    conv: &'a Conventions,
+    /// The preamble's length, and room for the request after it.
+    pre: usize,
+    reqbuf: Vec<u8>,
+    respbuf: Vec<u8>,
+    out: Ended,
+    refused: u64,
+    per_flow: Vec<u64>,
+    waiting: Vec<Unproven>,
+}
+
+impl Answerer<'_> {
+    /// A connection just accepted: take what has arrived of its request,
+    /// without waiting, and answer it, or let it wait for the rest of its
+    /// preamble.
+    fn take(&mut self, conn: TcpStream) {
+        // netperf 2.7's connections are proven by their address: their
+        // request is read as it comes
+        if self.pre == 0 {
+            return self.answer(&conn, 0);
+        }
+        match crate::sys::recv_nowait(&conn, &mut self.reqbuf) {
+            Ok(n) if n >= self.pre => {
+                self.out.counters.recv_calls += 1;
+                self.answer(&conn, n);
+            }
+            Ok(0) => self.refused += 1,
+            Ok(n) => {
+                let mut preamble = [0u8; handshake::PREAMBLE_LEN];
+                if let (Some(d), Some(s)) = (preamble.get_mut(..n), self.reqbuf.get(..n)) {
+                    d.copy_from_slice(s);
+                }
+                self.wait(conn, preamble, n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.wait(conn, [0; handshake::PREAMBLE_LEN], 0);
+            }
+            Err(_) => self.refused += 1,
+        }
+    }
+
+    fn wait(&mut self, conn: TcpStream, preamble: [u8; handshake::PREAMBLE_LEN], got: usize) {
+        if self.waiting.len() >= MAX_UNPROVEN {
+            self.waiting.remove(0);
+            self.refused += 1;
+        }
+        self.waiting.push(Unproven {
+            conn,
+            preamble,
+            got,
+            since: Instant::now(),
+        });
+    }
+
+    /// Those waiting: a look at what they sent since, without waiting; the
+    /// proven answered, the silent past their time closed.
+    fn look_again(&mut self) {
+        let now = Instant::now();
+        let mut i = 0;
+        while let Some(u) = self.waiting.get_mut(i) {
+            let rest = u.preamble.get_mut(u.got..).unwrap_or_default();
+            let verdict = match crate::sys::recv_nowait(&u.conn, rest) {
+                Ok(0) => Some(false),
+                Ok(n) => {
+                    u.got += n;
+                    (u.got >= self.pre).then_some(true)
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    (now >= u.since + CONN_TIMEOUT).then_some(false)
+                }
+                Err(_) => Some(false),
+            };
+            match verdict {
+                None => i += 1,
+                Some(false) => {
+                    self.waiting.swap_remove(i);
+                    self.refused += 1;
+                }
+                Some(true) => {
+                    let u = self.waiting.swap_remove(i);
+                    let pre = self.pre;
+                    if let (Some(d), Some(s)) = (self.reqbuf.get_mut(..pre), u.preamble.get(..pre))
+                    {
+                        d.copy_from_slice(s);
+                    }
+                    self.answer(&u.conn, pre);
+                }
+            }
+        }
+    }
+
+    /// Answer a connection whose first `got` bytes of request are in the
+    /// buffer (its preamble among them): read the rest (it proved itself,
+    /// so a blocking read, under the inherited timeout), check the
+    /// preamble, respond, close as the conventions say; or refuse it.
+    fn answer(&mut self, conn: &TcpStream, got: usize) {
+        let Ok(calls) = read_exact(conn, self.reqbuf.get_mut(got..).unwrap_or_default()) else {
+            self.refused += 1;
+            return;
+        };
+        let flow = match self.conv.proof {
+            Proof::Preamble => match handshake::parse_preamble(&self.reqbuf, self.token) {
+                Ok(f) if (f as usize) < self.per_flow.len() => f as usize,
+                _ => {
+                    self.refused += 1;
+                    return;
+                }
+            },
+            Proof::ControlPeer => 0,
+        };
+        let c = &mut self.out.counters;
+        c.recv_calls += calls;
+        c.bytes_received += (self.reqbuf.len() - self.pre) as u64;
+        // TCP_CC answers nothing: the connection itself is the transaction.
+        if !self.respbuf.is_empty() {
+            if (&*conn).write_all(&self.respbuf).is_err() {
+                self.refused += 1;
+                return;
+            }
+            c.send_calls += 1;
+        }
+        c.bytes_sent += self.respbuf.len() as u64;
+        c.transactions += 1;
+        if let Some(t) = self.per_flow.get_mut(flow) {
+            *t += 1;
+        }
+        // netperf 2.7's conventions: we close first, as the loop goes on
+        if self.conv.crr_closer == Closer::Requester {
+            let _ = read_eof(conn);
+        }
+    }
+}
+
 /// Responder role (netserver's side of TCP_CRR): accept, check the
 /// connection's proof (the token in its request, or, by netperf 2.7's
 /// conventions, that it comes from `peer`), answer, close as the
@@ -274,6 +425,13 @@ pub fn requester(p: &CrrRequester, stop: &StopFlag, live: &Live) -> Result<RrOut
 /// connections refused too, and the transactions of each of `flows` flows
 /// (by the flow each connection's preamble names; another is refused).
 /// Several threads may answer on one listener, each with its own counts.
+///
+/// A connection is never read waiting: the first receive takes what has
+/// arrived (the listener defers accepts until data comes, see
+/// [`sockopt::set_defer_accept`], so a real request is there), and one that
+/// has not yet sent its whole preamble waits in a small room of its own,
+/// looked at again whenever the thread wakes, until its deadline. So a
+/// third party holding connections open costs the test nothing.
 #[allow(clippy::too_many_arguments)]
 pub fn responder(
     listener: &Socket,
@@ -299,17 +457,27 @@ pub fn responder(
         .try_clone()
         .map_err(|e| EngineError::io("data listener", e))?
         .into();
-    let mut reqbuf = vec![0u8; conv.crr_preamble() + req];
-    let respbuf = vec![b'R'; resp];
-    let mut out = Ended::default();
-    let mut refused = 0u64;
-    let mut per_flow = vec![0u64; flows.max(1)];
+    let pre = conv.crr_preamble();
+    let mut a = Answerer {
+        token,
+        conv,
+        pre,
+        reqbuf: vec![0u8; pre + req],
+        respbuf: vec![b'R'; resp],
+        out: Ended::default(),
+        refused: 0,
+        per_flow: vec![0u64; flows.max(1)],
+        waiting: Vec::new(),
+    };
     let mut first: Option<Instant> = None;
     loop {
+        if !a.waiting.is_empty() {
+            a.look_again();
+        }
         let conn = match listener.accept() {
             Ok((c, from)) if conv.proof == Proof::ControlPeer && from.ip() != peer => {
                 drop(c);
-                refused += 1;
+                a.refused += 1;
                 continue;
             }
             Ok((c, _)) => c,
@@ -322,43 +490,14 @@ pub fn responder(
             Err(e) => return Err(EngineError::io("accept on the data listener", e)),
         };
         first.get_or_insert_with(Instant::now);
-        let Ok(calls) = read_exact(&conn, &mut reqbuf) else {
-            refused += 1;
-            continue;
-        };
-        let flow = match conv.proof {
-            Proof::Preamble => match handshake::parse_preamble(&reqbuf, token) {
-                Ok(f) if (f as usize) < per_flow.len() => f as usize,
-                _ => {
-                    refused += 1;
-                    continue;
-                }
-            },
-            Proof::ControlPeer => 0,
-        };
-        out.counters.recv_calls += calls;
-        out.counters.bytes_received += req as u64;
-        // TCP_CC answers nothing: the connection itself is the transaction.
-        if !respbuf.is_empty() {
-            if (&conn).write_all(&respbuf).is_err() {
-                continue;
-            }
-            out.counters.send_calls += 1;
-        }
-        out.counters.bytes_sent += respbuf.len() as u64;
-        out.counters.transactions += 1;
-        if let Some(t) = per_flow.get_mut(flow) {
-            *t += 1;
-        }
-        live.publish(out.counters.bytes_received, out.counters.recv_calls);
-        live.publish_transactions(out.counters.transactions);
-        // netperf 2.7's conventions: we close first, as the loop goes on
-        if conv.crr_closer == Closer::Requester {
-            let _ = read_eof(&conn);
-        }
+        a.take(conn);
+        live.publish(a.out.counters.bytes_received, a.out.counters.recv_calls);
+        live.publish_transactions(a.out.counters.transactions);
     }
-    out.elapsed = first.map_or(Duration::ZERO, |f| f.elapsed());
-    Ok((out, refused, per_flow))
+    // whoever still waits did not prove itself
+    a.refused += a.waiting.len() as u64;
+    a.out.elapsed = first.map_or(Duration::ZERO, |f| f.elapsed());
+    Ok((a.out, a.refused, a.per_flow))
 }
 
 /// The family of an address, for callers building [`CrrRequester`]s.

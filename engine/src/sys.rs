@@ -39,6 +39,26 @@ pub fn write(sock: &impl AsRawFd, buf: &[u8]) -> io::Result<usize> {
     }
 }
 
+/// `recv(2)` with `MSG_DONTWAIT`: what has arrived, up to `buf`'s length,
+/// without waiting for more (`WouldBlock` when nothing has), on a socket
+/// that otherwise blocks.
+pub fn recv_nowait(sock: &impl AsRawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: the pointer and length describe `buf`, which outlives the call.
+    let n = unsafe {
+        libc::recv(
+            sock.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
 /// `recvfrom(2)` (with `MSG_PEEK` when `peek`): the datagram's length and
 /// its sender, or `None` for the sender when the kernel gives no address, as
 /// it does on a UDP socket that `shutdown` woke. std's `recv_from` panics

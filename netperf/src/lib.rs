@@ -67,7 +67,9 @@ pub fn main_with(args: &[String]) -> ExitCode {
     debug::set_level(plan.debug);
     interrupt::install();
     match run::run(&plan) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(run::Outcome::Clean) => ExitCode::SUCCESS,
+        // the figures are printed, with a warning on stderr
+        Ok(run::Outcome::ForeignTraffic) => ExitCode::from(3),
         // stdout was closed (netperf | head): end quietly, with the status
         // a shell gives a process killed by SIGPIPE, as netperf 2.7 is.
         Err(e) if e.is::<run::StdoutClosed>() => ExitCode::from(141),

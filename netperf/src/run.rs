@@ -48,7 +48,19 @@ fn times_transactions(plan: &Plan, stats: bool, extras: bool) -> bool {
     plan.latency && (stats || plan.json || extras)
 }
 
-pub fn run(plan: &Plan) -> Result<()> {
+/// How a run ended that printed its figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The figures are the test's own.
+    Clean,
+    /// Traffic that was not the test's reached its data sockets during the
+    /// measurement (connections at TCP_CRR's listener, datagrams at a UDP
+    /// receiver): it was not counted, but it may have cost the test time
+    /// or buffer room. Said on stderr; netperf exits with status 3.
+    ForeignTraffic,
+}
+
+pub fn run(plan: &Plan) -> Result<Outcome> {
     // netperf 2.7 prints these as it reads its options.
     let mut out = io::stdout();
     for n in &plan.notices {
@@ -66,7 +78,7 @@ pub fn run(plan: &Plan) -> Result<()> {
         emit(&mut out, text.as_bytes())?;
         out.flush().map_err(|_| StdoutClosed)?;
         d.bye();
-        return Ok(());
+        return Ok(Outcome::Clean);
     }
     // What the output is told of the request, taken once.
     let asked = Asked::of(plan);
@@ -173,7 +185,55 @@ pub fn run(plan: &Plan) -> Result<()> {
     }
     out.flush().map_err(|_| StdoutClosed)?;
     d.bye();
-    Ok(())
+    let (lines, affected) = foreign_traffic(&runs);
+    for l in lines {
+        eprintln!("netperf: warning: {l}");
+    }
+    Ok(if affected {
+        Outcome::ForeignTraffic
+    } else {
+        Outcome::Clean
+    })
+}
+
+/// What reached the test's data sockets without being the test's, over
+/// every iteration: a line each for stderr, and whether the figures may be
+/// affected by it (it came during the measurement).
+fn foreign_traffic(runs: &Runs) -> (Vec<String>, bool) {
+    let (mut closed, mut measured, mut datagrams) = (0u64, 0u64, 0u64);
+    for (m, _) in runs {
+        for side in [&m.local, &m.remote] {
+            closed += side.foreign_connections.closed;
+            measured += side.foreign_connections.measured;
+            datagrams += side.udp.as_ref().map_or(0, |u| u.foreign);
+        }
+    }
+    let mut lines = Vec::new();
+    if closed > 0 {
+        lines.push(match measured {
+            0 => format!(
+                "the netserver closed {closed} data connection{} that {} not this test's, before the measurement began: the figures are unaffected",
+                plural(closed),
+                if closed == 1 { "was" } else { "were" }
+            ),
+            m => format!(
+                "the netserver closed {closed} data connection{} that {} not this test's, {m} during the measurement: they took the netserver's time, so the figures may be low",
+                plural(closed),
+                if closed == 1 { "was" } else { "were" }
+            ),
+        });
+    }
+    if datagrams > 0 {
+        lines.push(format!(
+            "{datagrams} datagram{} from elsewhere reached the test's data socket during the test: not counted, but they took room in its receive buffer, so the loss may be higher than the test alone would see",
+            plural(datagrams)
+        ));
+    }
+    (lines, measured > 0 || datagrams > 0)
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 { "" } else { "s" }
 }
 
 /// Each iteration's measurement and figures.

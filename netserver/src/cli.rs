@@ -329,7 +329,13 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
     o.config.idle_timeout = o.config.idle_timeout.max(Duration::from_secs(1));
     // netperf 2.7's protocol can carry a passphrase (in the clear), never
     // a proof of a key file's key
-    o.config.netperf2 = !no_netperf2 && (!key_file || allow_netperf2);
+    o.config.netperf2_refused = if no_netperf2 {
+        Some(proto::dialect::Netperf2Refused::Disabled)
+    } else if key_file && !allow_netperf2 {
+        Some(proto::dialect::Netperf2Refused::KeyRequired)
+    } else {
+        None
+    };
     Ok(Invocation::Run(Box::new(o)))
 }
 

@@ -70,10 +70,10 @@ pub struct Config {
     pub num_cpus: u32,
     /// The pre-shared key clients must prove they know (`--key-file`, `-Z`).
     pub key: Option<engine::auth::Key>,
-    /// Serve netperf 2.7 clients in their own protocol (else they are
-    /// told that we do not). Off with `--key-file` unless
-    /// `--allow-netperf2`: their protocol cannot prove a key.
-    pub netperf2: bool,
+    /// Serve netperf 2.7 clients in their own protocol (`None`), or refuse
+    /// them, telling them why: `--no-netperf2`, or `--key-file` without
+    /// `--allow-netperf2` (their protocol cannot prove a key).
+    pub netperf2_refused: Option<proto::dialect::Netperf2Refused>,
     /// `-Z`'s text, which a netperf 2.7 client must send first (in the
     /// clear, as netperf 2.7 does).
     pub netperf2_passphrase: Option<String>,
@@ -174,7 +174,7 @@ impl Default for Config {
             data_connect_timeout: Duration::from_secs(10),
             num_cpus: 0,
             key: None,
-            netperf2: true,
+            netperf2_refused: None,
             netperf2_passphrase: None,
             logger: Logger::stderr(1),
             memory_budget: Arc::new(MemoryBudget::for_this_host()),
@@ -260,6 +260,17 @@ struct CensusState {
 pub(crate) enum Refusal {
     Sessions(usize),
     PerClient(usize),
+}
+
+impl Refusal {
+    /// Whose idle session may make room: anyone's at the daemon's cap,
+    /// `ip`'s own at its per-address cap.
+    pub(crate) fn only(self, ip: IpAddr) -> Option<IpAddr> {
+        match self {
+            Refusal::Sessions(_) => None,
+            Refusal::PerClient(_) => Some(ip),
+        }
+    }
 }
 
 impl Census {
@@ -368,42 +379,81 @@ impl Drop for WorkerSlot {
     }
 }
 
-/// Failed authentications per client address, to slow down guessing.
+/// Failed authentications per client address, to slow down guessing: past
+/// a few failures, an address gets one attempt a second (each waits its
+/// turn), never a lock-out, so that whoever shares an address (a host, a
+/// NAT) with a guesser still gets in with the right key.
 #[derive(Debug, Default)]
 pub(crate) struct Failures {
-    map: Mutex<HashMap<IpAddr, (u32, Instant)>>,
+    map: Mutex<HashMap<IpAddr, Tries>>,
+}
+
+/// One address's failures within the window, and its next turn.
+#[derive(Debug, Clone, Copy)]
+struct Tries {
+    failed: u32,
+    since: Instant,
+    next_turn: Instant,
+}
+
+/// When an attempt may try its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Turn {
+    Now,
+    At(Instant),
 }
 
 impl Failures {
-    /// Failures allowed per address within [`Failures::WINDOW`].
+    /// Failures an address may have within [`Failures::WINDOW`] before its
+    /// attempts are spaced out.
     const LIMIT: u32 = 5;
     const WINDOW: Duration = Duration::from_secs(60);
+    /// Between two attempts of an address past its limit.
+    const INTERVAL: Duration = Duration::from_secs(1);
     /// Addresses remembered at most (expired entries are dropped first).
     const MAX_ENTRIES: usize = 10_000;
 
-    pub(crate) fn blocked(&self, ip: IpAddr) -> bool {
-        let Ok(map) = self.map.lock() else {
-            return false;
+    /// When an attempt from `ip` may try a key: now, or, for an address
+    /// past its limit, at its next turn (which this takes).
+    pub(crate) fn turn(&self, ip: IpAddr, now: Instant) -> Turn {
+        let Ok(mut map) = self.map.lock() else {
+            return Turn::Now;
         };
-        map.get(&ip)
-            .is_some_and(|(n, since)| *n >= Self::LIMIT && since.elapsed() < Self::WINDOW)
+        let Some(t) = map.get_mut(&ip) else {
+            return Turn::Now;
+        };
+        if t.failed < Self::LIMIT || now.duration_since(t.since) >= Self::WINDOW {
+            return Turn::Now;
+        }
+        let at = t.next_turn.max(now);
+        t.next_turn = at + Self::INTERVAL;
+        if at <= now { Turn::Now } else { Turn::At(at) }
     }
 
     pub(crate) fn record(&self, ip: IpAddr) {
         let Ok(mut map) = self.map.lock() else {
             return;
         };
+        let now = Instant::now();
         if map.len() >= Self::MAX_ENTRIES {
-            map.retain(|_, (_, since)| since.elapsed() < Self::WINDOW);
+            map.retain(|_, t| now.duration_since(t.since) < Self::WINDOW);
             if map.len() >= Self::MAX_ENTRIES {
                 return;
             }
         }
-        let e = map.entry(ip).or_insert((0, Instant::now()));
-        if e.1.elapsed() >= Self::WINDOW {
-            *e = (0, Instant::now());
+        let t = map.entry(ip).or_insert(Tries {
+            failed: 0,
+            since: now,
+            next_turn: now,
+        });
+        if now.duration_since(t.since) >= Self::WINDOW {
+            *t = Tries {
+                failed: 0,
+                since: now,
+                next_turn: now,
+            };
         }
-        e.0 += 1;
+        t.failed += 1;
     }
 }
 

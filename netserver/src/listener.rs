@@ -25,7 +25,7 @@ use std::{
 use std::os::fd::AsRawFd;
 
 use mio::{Events, Interest, Poll, Token, Waker, unix::SourceFd};
-use proto::{ErrorCode, ErrorMsg, ServerMsg};
+use proto::{ErrorCode, ErrorMsg};
 
 use crate::{Refusal, Shared, session};
 
@@ -205,6 +205,7 @@ pub(crate) fn accept_loop(
     }
     let mut events = Events::with_capacity(256);
     let mut room = WaitingRoom::new();
+    let mut held = Held::default();
     let mut sessions = session::Sessions::new(shared.clone(), waker);
     if let Some((stream, peer)) = first {
         let token = room.new_token();
@@ -239,6 +240,13 @@ pub(crate) fn accept_loop(
                 "netserver is shutting down",
             );
             sessions.shut_down(poll.registry());
+            for h in held.drain() {
+                refuse(
+                    &h.stream,
+                    ErrorCode::ShuttingDown,
+                    "netserver is shutting down",
+                );
+            }
         }
         if listeners.is_empty() && sessions.len() == 0 {
             return Ok(());
@@ -268,6 +276,7 @@ pub(crate) fn accept_loop(
             sessions.next_deadline(),
             stopping,
             trim_at,
+            held.next_due(),
         ]
         .into_iter()
         .flatten()
@@ -297,7 +306,16 @@ pub(crate) fn accept_loop(
                         continue;
                     }
                     if let Some((stream, peer)) = room.leave(&poll, t) {
-                        admit(stream, peer, t, shared, &poll, &mut sessions);
+                        admit(
+                            stream,
+                            peer,
+                            t,
+                            shared,
+                            &poll,
+                            &mut sessions,
+                            &mut held,
+                            false,
+                        );
                     }
                 }
                 Token(i) => ready.push(i),
@@ -324,9 +342,23 @@ pub(crate) fn accept_loop(
             retry_at = None;
             ready = (0..listeners.len()).collect();
         }
+        // attempts from an address that failed to authenticate too often,
+        // whose turn has come
+        while let Some(h) = held.pop_front_due(now) {
+            admit(
+                h.stream,
+                h.peer,
+                h.token,
+                shared,
+                &poll,
+                &mut sessions,
+                &mut held,
+                true,
+            );
+        }
         for i in ready {
             let Some(l) = listeners.get(i) else { continue };
-            if let Some(backoff) = drain(l, shared, &poll, &mut room) {
+            if let Some(backoff) = drain(l, shared, &poll, &mut room, &sessions) {
                 retry_at = Some(Instant::now() + backoff);
             }
         }
@@ -341,14 +373,18 @@ fn drain(
     shared: &Arc<Shared>,
     poll: &Poll,
     room: &mut WaitingRoom,
+    sessions: &session::Sessions,
 ) -> Option<Duration> {
     let log = &shared.config.logger;
     for _ in 0..ACCEPT_BUDGET {
         match l.accept() {
             Ok((stream, peer)) => {
-                // Over a session cap already: told at once, as before its
-                // first bytes it would only wait to be told.
-                if let Err(why) = shared.census.would_admit(peer.ip(), &shared.config) {
+                // Over a session cap, with no idle session to take the
+                // place of: told at once, as before its first bytes it
+                // would only wait to be told.
+                if let Err(why) = shared.census.would_admit(peer.ip(), &shared.config)
+                    && !sessions.has_idle(why.only(peer.ip()))
+                {
                     busy(&stream, peer, why, shared);
                     continue;
                 }
@@ -406,7 +442,11 @@ fn is_resource_error(e: &io::Error) -> bool {
 }
 
 /// Make a new connection a session of the loop, under its waiting token,
-/// or refuse it.
+/// or refuse it. An address that failed to authenticate too often lately
+/// gets a turn at a time ([`crate::Failures::turn`]): the connection is
+/// held until then, not refused, so the right key still gets in. At a
+/// session cap, the idlest session that runs no test makes room.
+#[allow(clippy::too_many_arguments)]
 fn admit(
     stream: TcpStream,
     peer: SocketAddr,
@@ -414,21 +454,100 @@ fn admit(
     shared: &Arc<Shared>,
     poll: &Poll,
     sessions: &mut session::Sessions,
+    held: &mut Held,
+    its_turn: bool,
 ) {
     let cfg = &shared.config;
     let log = &cfg.logger;
-    if shared.failures.blocked(peer.ip()) {
-        let text =
-            "too many failed authentication attempts from your address; try again in a minute";
-        log.warn_limited("auth-blocked", &format!("refused {peer}: {text}"));
-        refuse(&stream, ErrorCode::Auth, text);
-        return;
+    let turn = if its_turn {
+        crate::Turn::Now
+    } else {
+        shared.failures.turn(peer.ip(), Instant::now())
+    };
+    match turn {
+        crate::Turn::Now => {}
+        crate::Turn::At(at) => {
+            if held.per_address(peer.ip()) >= Held::MAX_PER_ADDRESS {
+                let text = "too many authentication attempts from your address are waiting their turn; try again shortly";
+                log.warn_limited("auth-held", &format!("refused {peer}: {text}"));
+                refuse(&stream, ErrorCode::Auth, text);
+                return;
+            }
+            log.warn_limited(
+                "auth-slow",
+                &format!(
+                    "{peer}: its address failed to authenticate too often lately: its attempts wait their turn (one a second)"
+                ),
+            );
+            held.push(Waiting {
+                stream,
+                peer,
+                token,
+                at,
+            });
+            return;
+        }
     }
     if let Err(why) = shared.census.admit(peer.ip(), cfg) {
-        busy(&stream, peer, why, shared);
-        return;
+        let Some(gone) = sessions.evict_idle(poll.registry(), why.only(peer.ip())) else {
+            busy(&stream, peer, why, shared);
+            return;
+        };
+        log.warn_limited(
+            "evicted",
+            &format!("closed the idlest session, of {gone}, to make room for {peer}"),
+        );
+        if let Err(why) = shared.census.admit(peer.ip(), cfg) {
+            busy(&stream, peer, why, shared);
+            return;
+        }
     }
     sessions.start(poll.registry(), stream, peer, token);
+}
+
+/// A connection whose first message has come, held until its address's
+/// turn to try a key.
+struct Waiting {
+    stream: TcpStream,
+    peer: SocketAddr,
+    token: usize,
+    at: Instant,
+}
+
+/// Connections held for their turn, in the order of their turns.
+#[derive(Default)]
+struct Held {
+    queue: VecDeque<Waiting>,
+}
+
+impl Held {
+    /// Connections one address may have waiting for their turn.
+    const MAX_PER_ADDRESS: usize = 16;
+
+    fn push(&mut self, w: Waiting) {
+        let i = self.queue.partition_point(|q| q.at <= w.at);
+        self.queue.insert(i, w);
+    }
+
+    fn per_address(&self, ip: IpAddr) -> usize {
+        self.queue.iter().filter(|w| w.peer.ip() == ip).count()
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        self.queue.front().map(|w| w.at)
+    }
+
+    fn pop_front_due(&mut self, now: Instant) -> Option<Waiting> {
+        if self.queue.front().is_some_and(|w| w.at <= now) {
+            self.queue.pop_front()
+        } else {
+            None
+        }
+    }
+
+    fn drain(&mut self) -> impl Iterator<Item = Waiting> + '_ {
+        self.queue.drain(..)
+    }
 }
 
 /// Tell a client over a session cap which cap, and which option raises it.
@@ -448,10 +567,16 @@ fn busy(stream: &TcpStream, peer: SocketAddr, why: Refusal, shared: &Shared) {
     refuse(stream, ErrorCode::Busy, &text);
 }
 
-/// Best effort: tell the client why, without blocking, and close.
+/// Best effort: tell the client why, without blocking, and close; in its
+/// own protocol, as what it sent so far says (netperf 2.7's frame to a
+/// netperf 2.7 client).
 pub(crate) fn refuse(stream: &TcpStream, code: ErrorCode, text: &str) {
-    if let Ok(frame) = ServerMsg::Error(ErrorMsg::new(code, text)).encode() {
-        let _ = stream.set_nonblocking(true);
-        let _ = (&*stream).write(&frame);
-    }
+    let _ = stream.set_nonblocking(true);
+    let mut first = [0u8; 64];
+    let n = stream.peek(&mut first).unwrap_or(0);
+    let answer = proto::dialect::refusal(
+        first.get(..n).unwrap_or_default(),
+        &ErrorMsg::new(code, text),
+    );
+    let _ = (&*stream).write(&answer);
 }

@@ -218,6 +218,60 @@ impl Sessions {
         self.timers.first().map(|&(at, _)| at)
     }
 
+    /// The session a new client may take the place of: one that runs no
+    /// test, of the address holding the most sessions (of `ip` only, when
+    /// given), idle the longest. Idle sessions cannot hold the daemon.
+    fn idlest(&self, ip: Option<std::net::IpAddr>) -> Option<usize> {
+        let mut held: HashMap<std::net::IpAddr, usize> = HashMap::new();
+        for s in self.live.values() {
+            *held.entry(s.peer.ip()).or_insert(0) += 1;
+        }
+        self.live
+            .iter()
+            .filter(|(_, s)| s.test.is_none() && !s.core.is_closing())
+            .filter(|(_, s)| ip.is_none_or(|ip| s.peer.ip() == ip))
+            .max_by_key(|(_, s)| {
+                (
+                    held.get(&s.peer.ip()).copied().unwrap_or(0),
+                    std::cmp::Reverse(s.idle_since),
+                )
+            })
+            .map(|(&t, _)| t)
+    }
+
+    /// Whether [`Sessions::evict_idle`] would find a session to close.
+    pub(crate) fn has_idle(&self, ip: Option<std::net::IpAddr>) -> bool {
+        self.idlest(ip).is_some()
+    }
+
+    /// Close the idlest session (see [`Sessions::idlest`]) to make room for
+    /// a new client, telling it why; its place in the census is free at
+    /// once. Returns its peer.
+    pub(crate) fn evict_idle(
+        &mut self,
+        registry: &Registry,
+        ip: Option<std::net::IpAddr>,
+    ) -> Option<SocketAddr> {
+        let token = self.idlest(ip)?;
+        let s = self.live.get_mut(&token)?;
+        let peer = s.peer;
+        let idle = s.idle_since.elapsed().as_secs();
+        s.core.fail(
+            ErrorMsg::new(
+                ErrorCode::Busy,
+                format!(
+                    "netserver closed this session to make room for another client: it had run no test for {idle} s and the netserver is at its cap of sessions (--max-sessions, --max-per-client)"
+                ),
+            ),
+            Instant::now(),
+        );
+        s.drain_events();
+        // one try to deliver the reason; the place is given up now
+        let _ = s.flush(registry);
+        self.close(registry, token, Ok(()));
+        Some(peer)
+    }
+
     /// After anything happened to a session: let its core act on the clock,
     /// send what it queued, and close it or note its next deadline.
     fn settle(&mut self, registry: &Registry, token: usize, r: io::Result<()>) {
@@ -274,6 +328,9 @@ struct Session {
     pending: bool,
     /// Its entry in [`Sessions::timers`].
     deadline: Option<Instant>,
+    /// Since when it has run no test (it came, or its last test ended):
+    /// the longest idle is closed first when a new client needs its place.
+    idle_since: Instant,
 }
 
 impl Session {
@@ -311,7 +368,8 @@ impl Session {
             Instant::now(),
         )
         .with_netperf2(proto::conn::Netperf2Policy {
-            serve: cfg.netperf2,
+            serve: cfg.netperf2_refused.is_none(),
+            refused: cfg.netperf2_refused.unwrap_or_default(),
             passphrase: cfg.netperf2_passphrase.clone(),
             control_family: match local.ip() {
                 std::net::IpAddr::V4(_) => proto::Family::V4,
@@ -331,6 +389,7 @@ impl Session {
             test: None,
             pending: true,
             deadline: None,
+            idle_since: Instant::now(),
         })
     }
 
@@ -359,7 +418,10 @@ impl Session {
                             "{}: {} ({} bytes): closed",
                             self.peer,
                             match dialect {
-                                Some(proto::dialect::Dialect::Netperf2) => "speaks netperf 2.7's protocol, which this netserver does not speak yet (answered: remote error 93, protocol not supported)".to_string(),
+                                Some(proto::dialect::Dialect::Netperf2) => format!(
+                                    "a netperf 2.7 client, refused by policy: {} (answered: remote error 93)",
+                                    self.shared.config.netperf2_refused.unwrap_or_default().text()
+                                ),
                                 Some(d) => format!("speaks {d:?}, which this netserver does not serve here"),
                                 None => "does not speak this netserver's protocol".to_string(),
                             },
@@ -395,6 +457,7 @@ impl Session {
                     log.log(level, &format!("{}: {}", self.peer, escape(&text)));
                 }
                 ServerEvent::ResultsSent(r) => {
+                    self.idle_since = Instant::now();
                     if let Some(mut t) = self.test.take() {
                         t.join();
                         log.log(

@@ -23,7 +23,9 @@ use crate::{
     session::{
         Authenticator, ClientError, ClientEvent, ClientSession, ServerAction, ServerSession,
     },
-    test::{ClientDone, Family, FlowCounters, Grant, Limits, SideResults, TestSpec},
+    test::{
+        ClientDone, Family, FlowCounters, ForeignConnections, Grant, Limits, SideResults, TestSpec,
+    },
 };
 
 /// Whether, and how, this server serves netperf 2.7 clients.
@@ -36,6 +38,8 @@ pub struct Netperf2Policy {
     /// The family of the control connection, for requests that leave it
     /// unspecified.
     pub control_family: Family,
+    /// Why they are refused, when they are.
+    pub refused: dialect::Netperf2Refused,
 }
 
 impl Default for Netperf2Policy {
@@ -44,6 +48,7 @@ impl Default for Netperf2Policy {
             serve: false,
             passphrase: None,
             control_family: Family::V4,
+            refused: dialect::Netperf2Refused::Disabled,
         }
     }
 }
@@ -70,6 +75,11 @@ pub trait Sealer: Send {
     /// Check a sealed body and return the message within.
     fn open(&mut self, sealed: &[u8]) -> Result<Vec<u8>, String>;
 }
+
+/// Requests a connection may make without running a test (netperf 2.7's
+/// CPU calibrations and system-information requests, refused or unknown
+/// requests) before it is closed: a client needs a handful.
+pub const MAX_REQUESTS_WITHOUT_TEST: u32 = 256;
 
 /// Per-flow counters go in frames of their own after this many flows, so
 /// that no frame carries more than a few tens of KiB however many flows a
@@ -182,6 +192,8 @@ pub struct ServerConn {
     netperf2: Netperf2Policy,
     hp: Option<Hp>,
     cpu: (u32, u32),
+    /// Requests since the last test began.
+    requests: u32,
 }
 
 impl std::fmt::Debug for ServerConn {
@@ -221,7 +233,23 @@ impl ServerConn {
             netperf2: Netperf2Policy::default(),
             hp: None,
             cpu,
+            requests: 0,
         }
+    }
+
+    /// One more request: whether it is one too many without a test (then
+    /// the connection is closed, saying why).
+    fn one_more_request(&mut self, now: Instant) -> bool {
+        self.requests = self.requests.saturating_add(1);
+        if self.requests <= MAX_REQUESTS_WITHOUT_TEST {
+            return false;
+        }
+        let text =
+            format!("{MAX_REQUESTS_WITHOUT_TEST} requests without a test: closing the connection");
+        self.events
+            .push_back(ServerEvent::Log(1, format!("refused: {text}")));
+        self.fail(ErrorMsg::new(ErrorCode::Protocol, text), now);
+        true
     }
 
     /// Serve netperf 2.7 clients by `policy`.
@@ -333,7 +361,7 @@ impl ServerConn {
         self.abort_test();
         if self.hp.is_some() {
             // netperf 2.7 reads a response or results frame: an errno
-            let errno = hp_errno(err.code);
+            let errno = netperf2::errno_of(err.code);
             self.events.push_back(ServerEvent::Log(
                 1,
                 format!("netperf 2.7 client: {}", err.message),
@@ -381,6 +409,10 @@ impl ServerConn {
     /// Results, with per-flow counters in frames of their own first when
     /// there are more than one frame holds.
     fn send_results(&mut self, mut r: Box<SideResults>) {
+        // what was turned away from the data port, for a client that asks
+        if r.foreign_connections.closed > 0 && self.session.peer_can("foreign") {
+            self.send(&ServerMsg::Foreign(r.foreign_connections));
+        }
         // a windowed test's whole-run counters first, in frames of their own
         let totals = std::mem::take(&mut r.totals);
         for (i, chunk) in totals.chunks(FLOWS_PER_FRAME).enumerate() {
@@ -456,6 +488,9 @@ impl ServerConn {
             };
             self.inbuf.drain(..netperf2::FRAME_LEN);
             self.idle_since = now;
+            if self.one_more_request(now) {
+                return;
+            }
             let req = Request::decode(&f);
             let Some(hp) = self.hp.as_mut() else { return };
             if let Request::Passphrase(text) = &req {
@@ -545,6 +580,7 @@ impl ServerConn {
                     let spec = Box::new(s.spec.clone());
                     hp.served = Some(s);
                     hp.padded = false;
+                    self.requests = 0;
                     self.events.push_back(ServerEvent::Prepare(spec));
                 }
                 Err(r) => {
@@ -572,7 +608,7 @@ impl ServerConn {
             // netperf 2.7: say so in its own frame, and close.
             Some(Dialect::Netperf2) => {
                 if let Some(ServerEvent::Foreign { bytes, .. }) = self.events.back() {
-                    let refusal = dialect::netperf2_refusal(bytes);
+                    let refusal = dialect::netperf2_refusal(bytes, self.netperf2.refused);
                     self.outbuf.extend_from_slice(&refusal);
                 }
             }
@@ -588,6 +624,9 @@ impl ServerConn {
             match next {
                 Ok(Some(msg)) => {
                     self.idle_since = now;
+                    if self.one_more_request(now) {
+                        return;
+                    }
                     let was = self.session.established();
                     let action = self.session.handle(msg);
                     self.act(action, now);
@@ -629,7 +668,10 @@ impl ServerConn {
                 self.send(&m);
                 self.close(now);
             }
-            ServerAction::Prepare(spec) => self.events.push_back(ServerEvent::Prepare(spec)),
+            ServerAction::Prepare(spec) => {
+                self.requests = 0;
+                self.events.push_back(ServerEvent::Prepare(spec));
+            }
             ServerAction::ClientDone(done) => self.events.push_back(ServerEvent::ClientDone(done)),
             ServerAction::SendResults(m) => {
                 self.test_deadline = None;
@@ -670,8 +712,9 @@ impl ServerConn {
                 1,
                 format!("refused: netperf 2.7 request: {}", err.message),
             ));
-            self.outbuf
-                .extend_from_slice(netperf2::error_frame(kind, hp_errno(err.code)).as_bytes());
+            self.outbuf.extend_from_slice(
+                netperf2::error_frame(kind, netperf2::errno_of(err.code)).as_bytes(),
+            );
             return;
         }
         let m = self.session.prepare_failed(err);
@@ -697,7 +740,8 @@ impl ServerConn {
                 }
                 Err(e) => {
                     // netserver 2.7 sends the errno and ends the connection
-                    let f = netperf2::error_frame(netperf2::OMNI_RESULTS, hp_errno(e.code));
+                    let f =
+                        netperf2::error_frame(netperf2::OMNI_RESULTS, netperf2::errno_of(e.code));
                     self.outbuf.extend_from_slice(f.as_bytes());
                     self.close(now);
                 }
@@ -713,20 +757,6 @@ impl ServerConn {
     }
 }
 
-/// The errno a netperf 2.7 client is told for one of our error codes.
-fn hp_errno(code: ErrorCode) -> i32 {
-    match code {
-        ErrorCode::InvalidRequest | ErrorCode::Protocol => netperf2::EINVAL,
-        ErrorCode::Busy => 16,
-        ErrorCode::Resource => 12,
-        ErrorCode::Timeout => 110,
-        ErrorCode::Auth => netperf2::EACCES,
-        ErrorCode::Unsupported | ErrorCode::Version => netperf2::EPROTONOSUPPORT,
-        ErrorCode::ShuttingDown => 108,
-        ErrorCode::TestFailed => 5,
-    }
-}
-
 /// The client end of one control connection: what to send, what arrived,
 /// and by when an answer is due.
 pub struct ClientConn {
@@ -738,6 +768,9 @@ pub struct ClientConn {
     flows: Vec<FlowCounters>,
     /// A windowed test's whole-run counters, from `FlowTotals` frames.
     totals: Vec<FlowCounters>,
+    /// What the server turned away from the data port, from a `Foreign`
+    /// frame.
+    foreign: ForeignConnections,
     /// No frame has come yet (the first may be netperf 2.7's).
     awaiting_first: bool,
 }
@@ -791,6 +824,7 @@ impl ClientConn {
             deadline: None,
             flows: Vec::new(),
             totals: Vec::new(),
+            foreign: ForeignConnections::default(),
             awaiting_first: true,
         };
         c.send(&ClientSession::hello(software))?;
@@ -876,6 +910,7 @@ impl ClientConn {
         let m = self.session.done(done)?;
         self.send(&m)?;
         self.flows.clear();
+        self.foreign = ForeignConnections::default();
         self.expect(now, wait, "results");
         Ok(())
     }
@@ -902,6 +937,10 @@ impl ClientConn {
         while let Some(body) = take_frame(&mut self.inbuf, &mut self.sealer)? {
             self.awaiting_first = false;
             let msg = ServerMsg::decode(&body)?;
+            if let ServerMsg::Foreign(f) = msg {
+                self.foreign = f;
+                continue;
+            }
             if let ServerMsg::Flows { first, counters }
             | ServerMsg::FlowTotals { first, counters } = &msg
             {
@@ -939,6 +978,7 @@ impl ClientConn {
                         r.flows = std::mem::take(&mut self.flows);
                     }
                     r.totals = std::mem::take(&mut self.totals);
+                    r.foreign_connections = std::mem::take(&mut self.foreign);
                     if !r.totals.is_empty() && r.totals.len() != (r.flow_count.max(1) as usize) {
                         return Err(ProtoError::Malformed(format!(
                             "results of {} flows carried whole-run counters of {}",
@@ -1001,6 +1041,16 @@ mod tests {
         )
     }
 
+    fn client(now: Instant) -> ClientConn {
+        ClientConn::new(
+            ClientSession::new(None, [2; 32]),
+            "cli",
+            now,
+            Duration::from_secs(10),
+        )
+        .unwrap()
+    }
+
     fn hp_server(now: Instant) -> ServerConn {
         server(now).with_netperf2(Netperf2Policy {
             serve: true,
@@ -1037,6 +1087,51 @@ mod tests {
                 assert_ne!(s.dialect(), Some(Dialect::Netperf2), "type {t}");
             }
         }
+    }
+
+    /// A client that asks and asks without running a test is answered a
+    /// bounded number of times, then closed with the reason, in its own
+    /// protocol.
+    #[test]
+    fn requests_without_a_test_are_bounded() {
+        let now = Instant::now();
+        let mut s = hp_server(now);
+        let unknown = Frame::new(999, -1);
+        for _ in 0..10_000 {
+            s.handle_bytes(now, unknown.as_bytes());
+            if s.is_closing() {
+                break;
+            }
+        }
+        assert!(s.is_closing());
+        let frames = s.output().len() / netperf2::FRAME_LEN;
+        assert_eq!(
+            frames as u32,
+            MAX_REQUESTS_WITHOUT_TEST + 1,
+            "answers, then the reason"
+        );
+        let last = Frame::from_bytes(&s.output()[(frames - 1) * netperf2::FRAME_LEN..]).unwrap();
+        assert_eq!(last.int(1), netperf2::EINVAL);
+        // ours: refused test requests
+        let mut s = server(now);
+        let mut c = client(now);
+        shuttle(&mut s, &mut c, now);
+        let mut bad = TestSpec::new(TestKind::TcpRr, Family::V4);
+        bad.flows = 0;
+        let m = ClientMsg::Setup(Box::new(bad));
+        let frame = crate::frame::encode(&m).unwrap();
+        for _ in 0..1_000 {
+            s.handle_bytes(now, &frame);
+        }
+        assert!(s.is_closing());
+        while let Some(e) = s.poll_event() {
+            if let ServerEvent::Log(1, t) = e
+                && t.contains("requests without a test")
+            {
+                return;
+            }
+        }
+        panic!("no log line says why");
     }
 
     /// The padded timer: a netperf 2.7 UDP_STREAM that never sends its
@@ -1111,13 +1206,7 @@ mod tests {
     fn a_test_in_memory_with_many_flows() {
         let now = Instant::now();
         let mut s = server(now);
-        let mut c = ClientConn::new(
-            ClientSession::new(None, [2; 32]),
-            "cli",
-            now,
-            Duration::from_secs(10),
-        )
-        .unwrap();
+        let mut c = client(now);
         assert_eq!(shuttle(&mut s, &mut c, now), vec![ClientEvent::Established]);
         assert_eq!(s.poll_event(), Some(ServerEvent::Established));
         c.setup(

@@ -85,17 +85,24 @@ pub fn sniff_reply(first: &[u8]) -> Sniff {
 /// Bytes of every netperf 2.7 control frame.
 pub const NETPERF2_FRAME: usize = 656;
 
-/// What netserver answers a netperf 2.7 client while it does not speak its
-/// protocol: one 656-byte response whose `serv_errno` is
-/// EPROTONOSUPPORT, which netperf 2.7 prints as "netperf: remote error
-/// 93" and the error's text, then exits; the test-specific area says why
-/// in ASCII, for whoever captures it. `first` is the client's first bytes:
-/// the response type answers its first request (after a PASSPHRASE, the
-/// omni response).
-pub fn netperf2_refusal(first: &[u8]) -> [u8; NETPERF2_FRAME] {
+/// What netserver answers a netperf 2.7 client it does not serve (its
+/// administrator's choice, see [`Netperf2Refused`]): one 656-byte response
+/// whose `serv_errno` is EPROTONOSUPPORT, which netperf 2.7 prints as
+/// "netperf: remote error 93" and the error's text, then exits; the
+/// test-specific area says why in ASCII, for whoever captures it. `first`
+/// is the client's first bytes: the response type answers its first
+/// request (after a PASSPHRASE, the omni response).
+pub fn netperf2_refusal(first: &[u8], why: Netperf2Refused) -> [u8; NETPERF2_FRAME] {
+    const EPROTONOSUPPORT: i32 = 93;
+    netperf2_error(first, EPROTONOSUPPORT, why.text())
+}
+
+/// A netperf 2.7 client's answer to its first request, `first`: the
+/// response to it, with `errno` (which netperf 2.7 prints as "remote error
+/// N") and `why` in the test-specific area, in ASCII, cut to fit.
+fn netperf2_error(first: &[u8], errno: i32, why: &str) -> [u8; NETPERF2_FRAME] {
     const PASSPHRASE: u32 = 6;
     const OMNI_RESPONSE: u32 = 98;
-    const EPROTONOSUPPORT: u32 = 93;
     let request = first
         .first_chunk::<4>()
         .map_or(PASSPHRASE, |w| u32::from_be_bytes(*w));
@@ -106,12 +113,69 @@ pub fn netperf2_refusal(first: &[u8]) -> [u8; NETPERF2_FRAME] {
     };
     let mut f = [0u8; NETPERF2_FRAME];
     f[..4].copy_from_slice(&response.to_be_bytes());
-    f[4..8].copy_from_slice(&EPROTONOSUPPORT.to_be_bytes());
-    let why = b"this netserver (rsnetperf) does not speak netperf 2.7's protocol yet";
-    if let Some(area) = f.get_mut(8..8 + why.len()) {
-        area.copy_from_slice(why);
+    f[4..8].copy_from_slice(&errno.to_be_bytes());
+    let why = why.as_bytes();
+    let n = why.len().min(NETPERF2_FRAME - 8 - 1);
+    if let (Some(area), Some(text)) = (f.get_mut(8..8 + n), why.get(..n)) {
+        area.copy_from_slice(text);
     }
     f
+}
+
+/// Whether the first bytes of a connection that stopped short of a whole
+/// first message look like netperf 2.7's: its frame's first word is a
+/// request type, and what follows is not our hello. (Four bytes alone are
+/// taken as netperf 2.7's: a client of ours sends its hello at once.)
+fn looks_like_netperf2(first: &[u8]) -> bool {
+    match sniff(first) {
+        Sniff::Is(d) => d == Dialect::Netperf2,
+        Sniff::Unknown => false,
+        Sniff::NeedMore => {
+            first
+                .first_chunk::<4>()
+                .is_some_and(|w| (1..=MAX_REQUEST).contains(&u32::from_be_bytes(*w)))
+                && first.len() == 4
+        }
+    }
+}
+
+/// What to answer a connection refused before any session spoke with it
+/// (busy, shutting down, silent past its deadline), in the protocol its
+/// first bytes `first` speak: netperf 2.7's 656-byte frame, or our error
+/// frame.
+pub fn refusal(first: &[u8], err: &crate::message::ErrorMsg) -> Vec<u8> {
+    if looks_like_netperf2(first) {
+        return netperf2_error(first, crate::netperf2::errno_of(err.code), &err.message).to_vec();
+    }
+    crate::message::ServerMsg::Error(err.clone())
+        .encode()
+        .unwrap_or_default()
+}
+
+/// Why a netserver that speaks netperf 2.7's protocol refuses its clients.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Netperf2Refused {
+    /// Its administrator turned them away (`--no-netperf2`).
+    #[default]
+    Disabled,
+    /// It requires a key (`--key-file`), which netperf 2.7's protocol
+    /// cannot prove (`--allow-netperf2` serves them anyway).
+    KeyRequired,
+}
+
+impl Netperf2Refused {
+    /// Why, in a line for the client and the log (at most a frame's
+    /// test-specific area).
+    pub fn text(self) -> &'static str {
+        match self {
+            Netperf2Refused::Disabled => {
+                "this netserver (rsnetperf) serves netperf 2.7 clients, but its administrator turned them away (--no-netperf2)"
+            }
+            Netperf2Refused::KeyRequired => {
+                "this netserver (rsnetperf) requires a key (--key-file), which netperf 2.7's protocol cannot prove; its administrator can serve netperf 2.7 clients with --allow-netperf2"
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -120,12 +184,48 @@ mod tests {
 
     #[test]
     fn netperf2_is_refused_in_its_own_frame() {
-        let f = netperf2_refusal(&[0, 0, 0, 97, 0xff, 0xff, 0xff, 0xff]);
+        let key = Netperf2Refused::KeyRequired;
+        let f = netperf2_refusal(&[0, 0, 0, 97, 0xff, 0xff, 0xff, 0xff], key);
         assert_eq!(f.len(), 656);
         assert_eq!(&f[..8], &[0, 0, 0, 98, 0, 0, 0, 93]);
-        assert!(f[8..].starts_with(b"this netserver"));
-        assert_eq!(&netperf2_refusal(&[0, 0, 0, 10])[..4], &[0, 0, 0, 11]);
-        assert_eq!(&netperf2_refusal(&[0, 0, 0, 6])[..4], &[0, 0, 0, 98]);
+        assert!(f[8..].starts_with(b"this netserver (rsnetperf) requires a key"));
+        assert_eq!(&netperf2_refusal(&[0, 0, 0, 10], key)[..4], &[0, 0, 0, 11]);
+        assert_eq!(&netperf2_refusal(&[0, 0, 0, 6], key)[..4], &[0, 0, 0, 98]);
+        // each reason fits the frame's test-specific area, with its end
+        for why in [Netperf2Refused::Disabled, Netperf2Refused::KeyRequired] {
+            assert!(why.text().len() < NETPERF2_FRAME - 8 - 1);
+        }
+    }
+
+    /// A refusal before any session answers in the protocol of the first
+    /// bytes: netperf 2.7's frame for a netperf 2.7 client that stalled
+    /// part way through its first frame, ours otherwise.
+    #[test]
+    fn refusals_speak_the_clients_protocol() {
+        use crate::message::{ErrorCode, ErrorMsg};
+        let err = ErrorMsg::new(ErrorCode::Timeout, "no whole first message within 5 s");
+        for partial in [
+            &[0u8, 0, 0, 97][..],
+            &[0, 0, 0, 97, 0xff, 0xff, 0xff, 0xff, 0, 0],
+        ] {
+            let r = refusal(partial, &err);
+            assert_eq!(r.len(), NETPERF2_FRAME);
+            assert_eq!(&r[..8], &[0, 0, 0, 98, 0, 0, 0, 110]);
+            assert!(r[8..].starts_with(b"no whole first message"));
+        }
+        let hello = crate::frame::encode(&crate::message::ClientMsg::Hello(
+            crate::message::Hello::new("x"),
+        ))
+        .unwrap();
+        for ours in [&hello[..7], &[][..], b"GET / HTTP/1.1"] {
+            let r = refusal(ours, &err);
+            let (m, _) = crate::frame::decode::<crate::message::ServerMsg>(&r)
+                .unwrap()
+                .unwrap();
+            assert!(
+                matches!(m, crate::message::ServerMsg::Error(e) if e.code == ErrorCode::Timeout)
+            );
+        }
     }
 
     #[test]

@@ -46,7 +46,7 @@ pub use session::{
     Authenticator, ClientError, ClientEvent, ClientSession, Role, ServerAction, ServerSession,
 };
 pub use test::{
-    ClientDone, CpuStats, Direction, DropSource, Family, FlowCounters, Grant, Limits, Protocol,
-    SideResults, SideSpec, TcpStats, TestEnd, TestKind, TestSpec, Token, Tuning, UdpFast,
-    UdpRecvStats, Window,
+    ClientDone, CpuStats, Direction, DropSource, Family, FlowCounters, ForeignConnections, Grant,
+    Limits, Protocol, SideResults, SideSpec, TcpStats, TestEnd, TestKind, TestSpec, Token, Tuning,
+    UdpFast, UdpRecvStats, Window,
 };

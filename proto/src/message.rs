@@ -27,7 +27,9 @@ use crate::{
     codec,
     error::ProtoError,
     frame,
-    test::{ClientDone, FlowCounters, Grant, SideResults, TestSpec, Tuning, Window},
+    test::{
+        ClientDone, FlowCounters, ForeignConnections, Grant, SideResults, TestSpec, Tuning, Window,
+    },
 };
 
 /// The version of this control protocol. Peers of different versions refuse
@@ -51,7 +53,7 @@ pub struct Hello {
 }
 
 /// The capabilities this build announces.
-pub const CAPABILITIES: &[&str] = &["flows", "window", "crr-server-closes", "tuning"];
+pub const CAPABILITIES: &[&str] = &["flows", "window", "crr-server-closes", "tuning", "foreign"];
 
 impl Hello {
     pub fn new(software: impl Into<String>) -> Hello {
@@ -139,6 +141,9 @@ pub enum ServerMsg {
         first: u32,
         counters: Vec<FlowCounters>,
     },
+    /// Data connections closed as not the test's, before the results: sent
+    /// only to a client whose hello names `foreign`, when there were some.
+    Foreign(ForeignConnections),
 }
 
 /// Why the server refused or ended something.
@@ -223,6 +228,7 @@ impl ServerMsg {
             ServerMsg::Results(_) => "Results",
             ServerMsg::Error(_) => "Error",
             ServerMsg::FlowTotals { .. } => "FlowTotals",
+            ServerMsg::Foreign(_) => "Foreign",
         }
     }
 

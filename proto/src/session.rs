@@ -94,6 +94,8 @@ pub struct ServerSession {
     nonce: [u8; 32],
     results: Option<SideResults>,
     peer_software: String,
+    /// What the client named in its hello.
+    peer_capabilities: Vec<String>,
     authenticated: Option<([u8; 32], [u8; 32])>,
     /// CPUs and CPU meter rate, told to clients in the hello.
     cpu: (u32, u32),
@@ -125,6 +127,7 @@ impl ServerSession {
             nonce,
             results: None,
             peer_software: String::new(),
+            peer_capabilities: Vec::new(),
             authenticated: None,
             cpu: (0, 0),
         }
@@ -157,6 +160,11 @@ impl ServerSession {
     /// The client's software string from its hello.
     pub fn peer_software(&self) -> &str {
         &self.peer_software
+    }
+
+    /// Whether the client named `capability` in its hello.
+    pub fn peer_can(&self, capability: &str) -> bool {
+        self.peer_capabilities.iter().any(|c| c == capability)
     }
 
     /// True once hello (and authentication, if required) are done.
@@ -201,6 +209,7 @@ impl ServerSession {
         match (self.state, msg) {
             (ServerState::AwaitHello, ClientMsg::Hello(hello)) => {
                 self.peer_software = hello.software.clone();
+                self.peer_capabilities = hello.capabilities.clone();
                 if let Err(e) = hello.check() {
                     return ServerAction::ReplyAndClose(self.protocol_error(&e));
                 }

@@ -636,58 +636,94 @@ impl TestSpec {
         Ok(())
     }
 
-    /// An upper bound of the buffer memory the server allocates for this
-    /// test, used against the per-session memory cap before the server
-    /// knows its socket buffers: sizes it was not told are guessed at
-    /// 256 KiB, rings at two messages. The server checks again with what
-    /// it resolved ([`TestSpec::buffer_memory`]).
+    /// The least buffer memory the server can need for this test, before
+    /// it knows its socket buffers: sizes and widths it was not told count
+    /// as the smallest they can be, one CPU. A request that cannot fit even
+    /// so is refused before anything is bound; the server then counts and
+    /// reserves what it resolved ([`TestSpec::buffer_memory`]) before it
+    /// allocates.
     pub fn server_memory(&self) -> u64 {
-        const DEFAULT_GUESS: u32 = 256 * 1024;
-        let ring = |size: Option<u32>, width: Option<u32>| Ring {
-            size: size.unwrap_or(DEFAULT_GUESS),
-            width: width.unwrap_or(2),
+        const DEFAULT_GUESS: u32 = 1;
+        let ring = |size: Option<u32>, width: Option<u32>, align: u32, offset: u32| {
+            Ring::placed(
+                size.unwrap_or(DEFAULT_GUESS),
+                width.unwrap_or(1),
+                align,
+                offset,
+            )
         };
         self.buffer_memory(
-            ring(self.server.send_size, self.server.send_width),
-            ring(self.server.recv_size, self.server.recv_width),
+            ring(
+                self.server.send_size,
+                self.server.send_width,
+                self.server.send_align,
+                self.server.send_offset,
+            ),
+            ring(
+                self.server.recv_size,
+                self.server.recv_width,
+                self.server.recv_align,
+                self.server.recv_offset,
+            ),
+            1,
         )
     }
 
     /// The one memory estimate: the buffers the server allocates for this
-    /// test, given its send and receive rings.
-    pub fn buffer_memory(&self, send: Ring, recv: Ring) -> u64 {
-        let per_flow = if self.kind.is_rr() {
-            // one request and one response buffer (TCP_CRR's request
-            // carries the 36-byte preamble too)
-            u64::from(self.request_size) + u64::from(self.response_size) + 36
-        } else {
-            let (sends, receives) = match self.kind {
-                TestKind::TcpMaerts | TestKind::UdpMaerts => (true, false),
-                _ => (false, true),
-            };
-            // a fast receiver's batch of slots, beside its ring
-            let slots = if self.udp_fast.is_on() {
-                u64::from(self.udp_fast.batch) * u64::from(UDP_SLOT)
-            } else {
-                0
-            };
-            u64::from(sends) * send.bytes() + u64::from(receives) * (recv.bytes() + slots)
-        };
-        if self.flows <= 1 {
-            return per_flow;
+    /// test, given its send and receive rings (their sizes, widths and
+    /// placement as resolved) and its CPUs (event loops run a thread per
+    /// CPU at most). Each case is the shape its family allocates:
+    /// - one TCP stream flow: its ring (one block, placement counted);
+    /// - TCP flows on event loops (many flows, or a window): each loop
+    ///   thread one buffer each way, shared by its flows, and each flow's
+    ///   state;
+    /// - a UDP receiver: one buffer per flow of the receive size, at most a
+    ///   datagram's (and a fast receiver's batch of slots);
+    /// - request/response: a request and a response buffer per flow (per
+    ///   thread on event loops and for TCP_CRR's answering threads).
+    pub fn buffer_memory(&self, send: Ring, recv: Ring, cpus: u32) -> u64 {
+        /// Room for a tag, a preamble, a sequence header.
+        const SLACK: u64 = 64;
+        let flows = u64::from(self.flows.max(1));
+        let loops = u64::from(cpus.max(1).min(self.flows.max(1)));
+        let on_loops = self.flows > 1 || self.window.is_some();
+        let (req, resp) = (
+            u64::from(self.request_size.max(1)) + SLACK,
+            u64::from(self.response_size.max(1)) + SLACK,
+        );
+        let state = flows.saturating_mul(FLOW_STATE_BYTES);
+        let size = |r: Ring| u64::from(r.size.max(1));
+        match self.kind {
+            TestKind::TcpStream if on_loops => {
+                loops.saturating_mul(1 + size(recv).max(512)) + state
+            }
+            TestKind::TcpMaerts if on_loops => loops.saturating_mul(size(send) + 512) + state,
+            TestKind::TcpStream => recv.bytes(),
+            TestKind::TcpMaerts | TestKind::UdpMaerts => send.bytes(),
+            TestKind::UdpStream => {
+                let slots = if self.udp_fast.is_on() {
+                    u64::from(self.udp_fast.batch) * u64::from(UDP_SLOT)
+                } else {
+                    0
+                };
+                let buf = u64::from(udp_receive_buffer(recv.size));
+                flows.saturating_mul(buf + slots + FLOW_STATE_BYTES)
+            }
+            TestKind::TcpRr if on_loops => loops.saturating_mul(req.max(512) + resp) + state,
+            TestKind::TcpRr => req + resp,
+            TestKind::UdpRr => flows.saturating_mul(req + resp + FLOW_STATE_BYTES),
+            TestKind::TcpCrr | TestKind::TcpCc => loops.saturating_mul(req + resp) + state,
         }
-        // Many flows run on event loops whose buffers are their thread's,
-        // shared by its flows: a thread per CPU at most (64 counted), and a
-        // flow's own state besides.
-        let threads = u64::from(self.flows.min(MAX_FLOW_THREADS));
-        per_flow
-            .saturating_mul(threads)
-            .saturating_add(u64::from(self.flows).saturating_mul(FLOW_STATE_BYTES))
     }
 }
 
-/// The most flow threads the memory estimate counts buffers for.
-pub const MAX_FLOW_THREADS: u32 = 64;
+/// The buffer a UDP receiver allocates for a receive size: no datagram
+/// (nor a coalesced message) is larger than 64 KiB, however large the
+/// socket buffer whose size netperf 2.7's netserver receives with.
+pub fn udp_receive_buffer(recv_size: u32) -> u32 {
+    recv_size.clamp(1, UDP_SLOT)
+}
+
 /// What a flow on an event loop holds besides its thread's buffers (its
 /// state machine and its slot), rounded up.
 pub const FLOW_STATE_BYTES: u64 = 512;
@@ -695,18 +731,59 @@ pub const FLOW_STATE_BYTES: u64 = 512;
 /// Most bytes one ring of buffers holds, whatever its width.
 pub const MAX_RING_BYTES: usize = 4 * 1024 * 1024;
 
-/// A ring of `width` buffers of `size` bytes.
+/// A ring of `width` buffers of `size` bytes, each starting at a multiple
+/// of `align` plus `offset` (netperf's `-a`/`-A` and `-o`/`-O`): the shape
+/// both ends allocate (engine's `Ring`, one block for all its buffers) and
+/// the one the memory estimate counts, placement included.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ring {
     pub size: u32,
     pub width: u32,
+    pub align: u32,
+    pub offset: u32,
 }
 
 impl Ring {
-    /// Bytes it holds: never more than [`MAX_RING_BYTES`], however wide.
+    /// netperf's default placement: 8-byte aligned, no offset.
+    pub fn new(size: u32, width: u32) -> Ring {
+        Ring::placed(size, width, 8, 0)
+    }
+
+    pub fn placed(size: u32, width: u32, align: u32, offset: u32) -> Ring {
+        Ring {
+            size,
+            width,
+            align,
+            offset,
+        }
+    }
+
+    /// From one buffer's start to the next: the size (at least 1) rounded
+    /// up to the alignment, so that every buffer starts at the same place
+    /// modulo the alignment.
+    pub fn stride(self) -> u64 {
+        u64::from(self.size.max(1)).next_multiple_of(u64::from(self.align.max(1)))
+    }
+
+    /// The block's bytes before its first buffer at most: up to an
+    /// alignment to reach an aligned address, then the offset.
+    pub fn lead(self) -> u64 {
+        u64::from(self.align.max(1)) - 1 + u64::from(self.offset)
+    }
+
+    /// The width it really gets: as asked (at least one), and no more than
+    /// fit in [`MAX_RING_BYTES`] with the block's lead counted.
+    pub fn capped_width(self) -> u32 {
+        let room = (MAX_RING_BYTES as u64).saturating_sub(self.lead()) / self.stride();
+        let room = u32::try_from(room).unwrap_or(u32::MAX);
+        self.width.max(1).min(room.max(1))
+    }
+
+    /// Bytes it allocates: one block with its lead and every buffer. Never
+    /// more than [`MAX_RING_BYTES`] unless a single buffer with its
+    /// placement is larger.
     pub fn bytes(self) -> u64 {
-        (u64::from(self.size) * u64::from(self.width.max(1)))
-            .min((MAX_RING_BYTES as u64).max(u64::from(self.size)))
+        self.lead() + u64::from(self.capped_width()) * self.stride()
     }
 }
 
@@ -897,6 +974,23 @@ pub struct SideResults {
     /// `FlowTotals` frames, never in this message.
     #[serde(skip)]
     pub totals: Vec<FlowCounters>,
+    /// Data connections the server closed as not the test's. They travel
+    /// in a `Foreign` frame before the results, to a client that names the
+    /// `foreign` capability, never in this message.
+    #[serde(skip)]
+    pub foreign_connections: ForeignConnections,
+}
+
+/// Data connections that reached a test's data port without being the
+/// test's (a third party, a scanner, a stale client): closed without
+/// touching the test, and counted.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ForeignConnections {
+    /// All of them.
+    pub closed: u64,
+    /// Those that came during the measurement (TCP_CRR's listener is open
+    /// all along): they cost the test time, so its figures may be lower.
+    pub measured: u64,
 }
 
 /// The least and the most of the flows of a test.
@@ -1087,11 +1181,52 @@ mod tests {
     #[test]
     fn memory_cap_is_enforced() {
         let limits = Limits::default();
+        // a receive buffer per UDP flow: 2,000 x 64 KiB can never fit
+        let mut s = TestSpec::new(TestKind::UdpStream, Family::V4);
+        s.server.recv_size = Some(65_507);
+        s.flows = 2_000;
+        assert_eq!(s.validate(&limits).unwrap_err().field, "buffers");
+        // on event loops, what it needs depends on the server's CPUs: the
+        // server counts them before it allocates
         let mut s = TestSpec::new(TestKind::TcpRr, Family::V4);
         s.request_size = 16 * 1024 * 1024;
         s.response_size = 16 * 1024 * 1024;
         s.flows = 3;
-        assert_eq!(s.validate(&limits).unwrap_err().field, "buffers");
+        s.validate(&limits).unwrap();
+        let none = Ring::new(0, 0);
+        let one_cpu = s.buffer_memory(none, none, 1);
+        assert!(one_cpu < limits.memory_per_session);
+        assert_eq!(
+            s.buffer_memory(none, none, 3),
+            3 * (one_cpu - 3 * FLOW_STATE_BYTES) + 3 * FLOW_STATE_BYTES
+        );
+        assert!(s.buffer_memory(none, none, 3) > limits.memory_per_session);
+    }
+
+    /// What the server resolves is what is counted: sizes it chose, the
+    /// placement of every buffer, a buffer per UDP flow.
+    #[test]
+    fn the_estimate_counts_what_is_allocated() {
+        let mut s = TestSpec::new(TestKind::TcpMaerts, Family::V4);
+        // 1-byte messages at the largest alignment and offset: a ring of
+        // one buffer, 6 MiB with its placement, not 65,536 x 4 MiB
+        let r = Ring::placed(1, 65_536, MAX_PLACEMENT, MAX_PLACEMENT - 1);
+        assert_eq!(r.capped_width(), 1);
+        assert_eq!(s.buffer_memory(r, r, 2), r.bytes());
+        assert_eq!(r.bytes(), u64::from(2 * MAX_PLACEMENT - 2 + MAX_PLACEMENT));
+        // an 8 MiB size the server took from its socket buffer
+        s.kind = TestKind::TcpStream;
+        let r = Ring::new(8 << 20, 2);
+        assert_eq!(r.capped_width(), 1);
+        assert!(s.buffer_memory(r, r, 2) >= 8 << 20);
+        // a UDP receiver's buffer is a datagram's at most, per flow
+        s.kind = TestKind::UdpStream;
+        s.flows = 100;
+        let r = Ring::new(8 << 20, 1);
+        assert_eq!(
+            s.buffer_memory(r, r, 2),
+            100 * (u64::from(UDP_SLOT) + FLOW_STATE_BYTES)
+        );
     }
 
     #[test]

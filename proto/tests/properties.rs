@@ -174,6 +174,7 @@ fn results() -> impl Strategy<Value = SideResults> {
             }),
             flows,
             totals: Vec::new(),
+            foreign_connections: Default::default(),
         })
 }
 
@@ -257,6 +258,9 @@ fn server_msg() -> impl Strategy<Value = ServerMsg> {
                 num_cpus: 4,
             })),
         results().prop_map(|r| ServerMsg::Results(Box::new(r))),
+        (any::<u64>(), any::<u64>()).prop_map(|(closed, measured)| ServerMsg::Foreign(
+            proto::ForeignConnections { closed, measured }
+        )),
         (any::<u32>(), prop::collection::vec(any::<[u64; 5]>(), 0..8)).prop_map(|(first, c)| {
             ServerMsg::FlowTotals {
                 first,

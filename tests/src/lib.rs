@@ -373,6 +373,40 @@ impl RawClient {
         }
     }
 
+    /// Connect from `local` (another loopback address: another client).
+    pub fn connect_from(addr: SocketAddr, local: std::net::IpAddr) -> RawClient {
+        let sock = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::STREAM,
+            None,
+        )
+        .expect("socket");
+        sock.bind(&SocketAddr::new(local, 0).into()).expect("bind");
+        sock.connect(&addr.into()).expect("connect");
+        RawClient {
+            stream: sock.into(),
+            buf: Vec::new(),
+        }
+    }
+
+    /// Say hello from `local`; panics unless the server answers with its
+    /// hello.
+    pub fn hello_from(addr: SocketAddr, local: std::net::IpAddr) -> RawClient {
+        let mut c = RawClient::connect_from(addr, local);
+        c.say_hello();
+        c
+    }
+
+    fn say_hello(&mut self) {
+        self.send(&proto::ClientMsg::Hello(proto::Hello::new(
+            "raw test client",
+        )));
+        match self.recv(Duration::from_secs(10)) {
+            Some(proto::ServerMsg::Hello(_)) => {}
+            other => panic!("expected the server's hello, got {other:?}"),
+        }
+    }
+
     pub fn send(&mut self, msg: &proto::ClientMsg) {
         use std::io::Write;
         self.stream
@@ -408,13 +442,8 @@ impl RawClient {
     /// Say hello; panics unless the server answers with its hello.
     pub fn hello(addr: SocketAddr) -> RawClient {
         let mut c = RawClient::connect(addr);
-        c.send(&proto::ClientMsg::Hello(proto::Hello::new(
-            "raw test client",
-        )));
-        match c.recv(Duration::from_secs(10)) {
-            Some(proto::ServerMsg::Hello(_)) => c,
-            other => panic!("expected the server's hello, got {other:?}"),
-        }
+        c.say_hello();
+        c
     }
 
     /// Whether the server closed the connection within `limit` (end of
@@ -452,20 +481,138 @@ pub struct Footprint {
     pub fds: usize,
     pub threads: usize,
     pub rss_kib: u64,
+    /// The most it has been resident, ever (VmHWM).
+    pub peak_rss_kib: u64,
 }
 
 pub fn footprint(pid: u32) -> Footprint {
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count());
     let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let rss_kib = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0);
+    let kib = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
     Footprint {
         fds,
         threads,
-        rss_kib,
+        rss_kib: kib("VmRSS:"),
+        peak_rss_kib: kib("VmHWM:"),
     }
+}
+
+/// A cgroup of one controller (`pids`, `memory`) holding the processes a
+/// test puts in it, removed when dropped (after they have gone). Cgroup v1's
+/// hierarchy of that controller, or v2's unified one, below the cgroup
+/// this test process is in.
+#[derive(Debug)]
+pub struct Cgroup {
+    dir: PathBuf,
+    v2: bool,
+}
+
+impl Cgroup {
+    /// None where no such cgroup can be made (not root, no controller).
+    pub fn new(controller: &str, name: &str) -> Option<Cgroup> {
+        let mine = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let v1_root = std::path::Path::new("/sys/fs/cgroup").join(controller);
+        let (base, v2) = if v1_root.join("cgroup.procs").exists() {
+            let own = mine
+                .lines()
+                .filter_map(|l| l.splitn(3, ':').nth(2).map(|p| (l, p)))
+                .find(|(l, _)| {
+                    l.split(':')
+                        .nth(1)
+                        .is_some_and(|c| c.split(',').any(|c| c == controller))
+                })
+                .map_or("/", |(_, p)| p);
+            (v1_root.join(own.trim_start_matches('/')), false)
+        } else {
+            let root = std::path::Path::new("/sys/fs/cgroup");
+            let ctl = std::fs::read_to_string(root.join("cgroup.controllers")).ok()?;
+            if !ctl.split_whitespace().any(|c| c == controller) {
+                return None;
+            }
+            std::fs::write(
+                root.join("cgroup.subtree_control"),
+                format!("+{controller}"),
+            )
+            .ok()?;
+            (root.to_path_buf(), true)
+        };
+        let dir = base.join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir(&dir);
+        std::fs::create_dir(&dir).ok()?;
+        Some(Cgroup { dir, v2 })
+    }
+
+    pub fn adopt(&self, pid: u32) {
+        std::fs::write(self.dir.join("cgroup.procs"), pid.to_string()).unwrap();
+    }
+
+    /// Write one of its files (`pids.max`, ...).
+    pub fn set(&self, file: &str, value: &str) {
+        std::fs::write(self.dir.join(file), value)
+            .unwrap_or_else(|e| panic!("{}/{file}: {e}", self.dir.display()));
+    }
+
+    pub fn get(&self, file: &str) -> String {
+        std::fs::read_to_string(self.dir.join(file))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    }
+
+    /// Limit its memory to `bytes` (swap included where v1 allows).
+    pub fn limit_memory(&self, bytes: u64) {
+        if self.v2 {
+            self.set("memory.max", &bytes.to_string());
+            let _ = std::fs::write(self.dir.join("memory.swap.max"), "0");
+        } else {
+            self.set("memory.limit_in_bytes", &bytes.to_string());
+            let _ = std::fs::write(
+                self.dir.join("memory.memsw.limit_in_bytes"),
+                bytes.to_string(),
+            );
+        }
+    }
+
+    /// Times the kernel's OOM killer acted in it.
+    pub fn oom_kills(&self) -> u64 {
+        let file = if self.v2 {
+            "memory.events"
+        } else {
+            "memory.oom_control"
+        };
+        self.get(file)
+            .lines()
+            .find_map(|l| l.strip_prefix("oom_kill "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!("could not remove {}", self.dir.display());
+    }
+}
+
+/// Whether the root-only tests must run here (`NETPERF_REQUIRE_NETNS=1`):
+/// a test that cannot run says so and skips, or fails where it must run.
+pub fn skip_unless_required(why: &str) {
+    assert!(
+        std::env::var("NETPERF_REQUIRE_NETNS").as_deref() != Ok("1"),
+        "{why} (NETPERF_REQUIRE_NETNS=1 requires the root-only tests)"
+    );
+    eprintln!("!!! SKIPPED: {why}");
 }

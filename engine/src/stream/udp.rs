@@ -122,16 +122,21 @@ pub fn default_send_size(send_buf: u32, family: proto::Family) -> u32 {
 }
 
 /// netperf 2.7's conventions have no hello: wait for the first datagram
-/// from `peer_ip` (any port) and leave it queued, as the test's first;
-/// datagrams from elsewhere are dropped. With `connect`, the socket is
-/// connected to the sender's address.
+/// from `peer` (its address, and its port unless that is 0: netperf 2.7's
+/// request names its data port when it has bound one) and leave it queued,
+/// as the test's first; datagrams from elsewhere are dropped. With
+/// `connect`, the socket is connected to the sender's address.
 pub fn first_from(
     sock: &UdpSocket,
-    peer_ip: IpAddr,
+    peer: SocketAddr,
     connect: bool,
     deadline: Instant,
     aborted: &dyn Fn() -> bool,
 ) -> Result<SocketAddr, EngineError> {
+    let peer_ip = peer.ip();
+    let is_peer = |from: &SocketAddr| {
+        from.ip() == peer_ip && (peer.port() == 0 || from.port() == peer.port())
+    };
     sock.set_read_timeout(Some(Duration::from_millis(100)))
         .map_err(|e| EngineError::io("setting a receive timeout", e))?;
     let mut one = [0u8; 1];
@@ -145,7 +150,7 @@ pub fn first_from(
             )));
         }
         match crate::sys::recv_from(sock, &mut one, true) {
-            Ok((_, Some(from))) if from.ip() == peer_ip => break from,
+            Ok((_, Some(from))) if is_peer(&from) => break from,
             // someone else's: take it off the queue
             Ok((_, Some(_))) => {
                 let _ = crate::sys::recv_from(sock, &mut one, false);
@@ -1137,7 +1142,8 @@ mod tests {
         let rx_addr = rx.local_addr().unwrap();
         let dl = Instant::now() + Duration::from_secs(5);
         let server = thread::spawn(move || {
-            let from = first_from(&rx, "127.0.0.1".parse().unwrap(), false, dl, &|| false).unwrap();
+            let from =
+                first_from(&rx, "127.0.0.1:0".parse().unwrap(), false, dl, &|| false).unwrap();
             // the first datagram is still queued: it is the test's
             let mut peek = [0u8; 64];
             let (n, _) = rx.peek_from(&mut peek).unwrap();

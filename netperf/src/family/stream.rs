@@ -35,12 +35,9 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
         .local
         .send_size
         .unwrap_or_else(|| proto::test::default_message_size(p.lss, u32::MAX));
-    let send_width = Ring::capped_width(
-        send_size as usize,
-        plan.local
-            .send_width
-            .map_or_else(|| Ring::width_for(p.lss, send_size), |w| w as usize),
-    );
+    let at = Placement::new(plan.local.send_align, plan.local.send_offset);
+    let send_width =
+        Ring::resolve(send_size, plan.local.send_width, p.lss, at).capped_width() as usize;
     if sending && p.spec.server.send_width.is_none() {
         p.spec.server.send_width = Some(send_width as u32);
     }

@@ -91,12 +91,8 @@ pub(super) fn udp_socket(p: Prepared) -> Result<(UdpSocket, SocketAddr)> {
 /// netperf's send ring: a socket buffer's worth of messages, plus one (or
 /// `-W`); the netserver is told its width.
 fn ring_width(plan: &Plan, p: &mut Prepared, size: u32) -> usize {
-    let width = Ring::capped_width(
-        size as usize,
-        plan.local
-            .send_width
-            .map_or_else(|| Ring::width_for(p.lss, size), |w| w as usize),
-    );
+    let at = Placement::new(plan.local.send_align, plan.local.send_offset);
+    let width = Ring::resolve(size, plan.local.send_width, p.lss, at).capped_width() as usize;
     if p.spec.server.send_width.is_none() {
         p.spec.server.send_width = Some(width as u32);
     }

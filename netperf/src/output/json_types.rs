@@ -116,6 +116,16 @@ pub struct Side {
     pub flow_count: u32,
     pub flows: Vec<Flow>,
     pub spread: Option<Spread>,
+    /// Data connections the side closed as not the test's (the netserver's
+    /// data port), and how many of them came during the measurement.
+    pub foreign_connections: ForeignConnections,
+}
+
+/// Data connections turned away from a test's data port.
+#[derive(Serialize, Debug)]
+pub struct ForeignConnections {
+    pub closed: u64,
+    pub during_measurement: u64,
 }
 
 /// The least and the most one flow moved.
@@ -191,6 +201,10 @@ impl From<&proto::SideResults> for Side {
                 min_transactions: s.min_transactions,
                 max_transactions: s.max_transactions,
             }),
+            foreign_connections: ForeignConnections {
+                closed: r.foreign_connections.closed,
+                during_measurement: r.foreign_connections.measured,
+            },
         }
     }
 }
@@ -222,7 +236,7 @@ mod tests {
         assert_eq!(ours["udp"]["drops_source"], "Host");
         assert_eq!(ours["udp"]["jitter_ns"], 9);
         let keys: Vec<&String> = ours.as_object().unwrap().keys().collect();
-        assert_eq!(keys.len(), 15, "{keys:?}");
+        assert_eq!(keys.len(), 16, "{keys:?}");
         let o = serde_json::to_value(SideOptions::from(&proto::SideSpec::default())).unwrap();
         assert_eq!(o.as_object().unwrap().len(), 16);
     }

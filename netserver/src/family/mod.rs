@@ -2,13 +2,15 @@
 //! listener, the token check on incoming data connections, and the control
 //! block through which the session stops or aborts a running test.
 
+pub mod proof;
 pub mod rr;
 pub mod stream;
 pub mod udp_stream;
 
+pub(crate) use proof::{Expect, accept_flows, udp_hello};
+
 use std::{
-    io::{self, Read},
-    net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket},
+    net::{IpAddr, SocketAddr, TcpStream, UdpSocket},
     os::fd::AsFd,
     sync::{
         Arc, Condvar, Mutex,
@@ -20,19 +22,18 @@ use std::{
 };
 
 use engine::{
-    conventions::{Conventions, Proof},
-    handshake, sockopt,
+    conventions::Conventions,
+    sockopt,
     stream::udp::{self, Drain},
     timer::StopFlag,
 };
-use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use proto::{
     ClientDone, ErrorCode, ErrorMsg, Grant, Protocol, SideResults, SideSpec, TestKind, TestSpec,
     Token,
 };
 use socket2::Socket;
 
-use crate::{Config, log::Logger};
+use crate::Config;
 
 /// What the session and a running test share.
 #[derive(Debug)]
@@ -49,6 +50,10 @@ pub struct TestCtl {
     done_changed: Condvar,
     /// Datagrams netperf sent, once it has said (u64::MAX until then).
     expected_datagrams: AtomicU64,
+    /// Data connections closed as not the test's: all of them, and those
+    /// during the measurement.
+    foreign: AtomicU64,
+    foreign_measured: AtomicU64,
 }
 
 impl Default for TestCtl {
@@ -62,6 +67,8 @@ impl Default for TestCtl {
             done: Mutex::new(None),
             done_changed: Condvar::new(),
             expected_datagrams: AtomicU64::new(u64::MAX),
+            foreign: AtomicU64::new(0),
+            foreign_measured: AtomicU64::new(0),
         }
     }
 }
@@ -118,6 +125,23 @@ impl TestCtl {
         self.stop.set();
         shut_down(&self.sockets, std::net::Shutdown::Both);
         self.done_changed.notify_all();
+    }
+
+    /// `n` data connections that were not the test's were closed, during
+    /// the measurement or before it (while the flows connected).
+    pub fn saw_foreign(&self, n: u64, measured: bool) {
+        self.foreign.fetch_add(n, Ordering::Relaxed);
+        if measured {
+            self.foreign_measured.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// What netperf is told of them.
+    fn foreign(&self) -> proto::ForeignConnections {
+        proto::ForeignConnections {
+            closed: self.foreign.load(Ordering::Relaxed),
+            measured: self.foreign_measured.load(Ordering::Relaxed),
+        }
     }
 
     pub fn is_aborted(&self) -> bool {
@@ -212,6 +236,47 @@ pub(crate) struct GrantSides {
 
 /// The server's side of a test, once its sockets are ready.
 pub type Job = Box<dyn FnOnce(&TestCtl) -> Result<SideResults, ErrorMsg> + Send>;
+
+/// What a family's `prepare` hands back: the grant, the job, and the
+/// buffer memory the job will allocate, as resolved
+/// ([`TestSpec::buffer_memory`]), which is reserved before the job runs.
+pub(crate) struct Prepared {
+    pub grant: Grant,
+    pub job: Job,
+    pub memory: u64,
+}
+
+/// Reserve `need` bytes of buffers for a test: within the per-session cap
+/// and the daemon's budget, or refused naming the limit.
+fn reserve(need: u64, cfg: &Config) -> Result<crate::Reservation, ErrorMsg> {
+    let cap = cfg.limits.memory_per_session;
+    if need > cap {
+        return Err(ErrorMsg::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "buffers: the test would need {need} bytes of buffers on the server, more than its limit of {cap} a session"
+            ),
+        ));
+    }
+    let budget = cfg.memory_budget.limit();
+    cfg.memory_budget.reserve(need).map_err(|free| {
+        if need > budget {
+            ErrorMsg::new(
+                ErrorCode::Resource,
+                format!(
+                    "the test needs {need} bytes of buffers on the server, more than netserver's whole budget of {budget} (netserver --memory-budget)"
+                ),
+            )
+        } else {
+            ErrorMsg::new(
+                ErrorCode::Busy,
+                format!(
+                    "netserver's buffer memory is taken by other tests: this one needs {need} bytes, {free} of its {budget} are free (netserver --memory-budget); try again later"
+                ),
+            )
+        }
+    })
+}
 
 /// A test whose data sockets are set up and whose worker thread runs.
 #[derive(Debug)]
@@ -310,25 +375,6 @@ pub(crate) fn start(
             ),
         )
     })?;
-    let need = spec.server_memory();
-    let budget = cfg.memory_budget.limit();
-    let memory = cfg.memory_budget.reserve(need).map_err(|free| {
-        if need > budget {
-            ErrorMsg::new(
-                ErrorCode::Resource,
-                format!(
-                    "the test needs {need} bytes of buffers on the server, more than netserver's whole budget of {budget} (netserver --memory-budget)"
-                ),
-            )
-        } else {
-            ErrorMsg::new(
-                ErrorCode::Busy,
-                format!(
-                    "netserver's buffer memory is taken by other tests: this one needs {need} bytes, {free} of its {budget} are free (netserver --memory-budget); try again later"
-                ),
-            )
-        }
-    })?;
     let setup = Setup {
         spec,
         local: data_address(spec, local)?,
@@ -336,13 +382,16 @@ pub(crate) fn start(
         conv,
         cfg,
     };
-    let (grant, job) = match spec.kind {
+    // Sizes, widths and placement resolved, data sockets bound; nothing of
+    // the test's buffers allocated yet.
+    let Prepared { grant, job, memory } = match spec.kind {
         TestKind::TcpStream | TestKind::TcpMaerts => stream::prepare(&setup)?,
         TestKind::UdpStream | TestKind::UdpMaerts => udp_stream::prepare(&setup)?,
         TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr | TestKind::TcpCc => {
             rr::prepare(&setup)?
         }
     };
+    let memory = reserve(memory, cfg)?;
     let ctl = Arc::new(TestCtl::default());
     let (tx, rx) = mpsc::channel();
     let c = ctl.clone();
@@ -365,6 +414,7 @@ pub(crate) fn start(
             };
             // -C: our utilisation over the test, from /proc/stat.
             let r = r.map(|mut res| {
+                res.foreign_connections = c.foreign();
                 // (read /proc/stat only when asked to)
                 if let (Some(n), Some(a)) = (measure, start)
                     && let Some(b) = engine::cpu::snapshot()
@@ -469,48 +519,6 @@ pub(crate) fn udp_flow_sockets(
 /// What the client is told when the session aborted its test.
 pub(crate) fn aborted() -> ErrorMsg {
     ErrorMsg::new(ErrorCode::TestFailed, "test aborted")
-}
-
-/// UDP tests: wait until netperf's hello with the test's token arrives from
-/// `peer`; its address is the only one the data socket will then talk to,
-/// through connect() if netperf asked (`-- -N`).
-///
-/// With netperf 2.7's conventions there is no hello: the first datagram
-/// from the control connection's peer names the address (it stays queued,
-/// as the test's first).
-pub(crate) fn udp_hello<'a>(
-    sock: &'a UdpSocket,
-    expect: &Expect<'_>,
-    connect: bool,
-    deadline: Instant,
-    ctl: &TestCtl,
-) -> Result<udp::Link<'a>, ErrorMsg> {
-    let is_aborted = || ctl.is_aborted();
-    let from = match expect.conv.proof {
-        Proof::Preamble => udp::server_hello(
-            sock,
-            expect.token,
-            expect.peer,
-            connect,
-            deadline,
-            &is_aborted,
-        ),
-        Proof::ControlPeer => udp::first_from(sock, expect.peer, connect, deadline, &is_aborted),
-    };
-    from.map(|from| {
-        if connect {
-            udp::Link::connected(sock)
-        } else {
-            udp::Link::to(sock, from)
-        }
-    })
-    .map_err(|e| {
-        if ctl.is_aborted() {
-            aborted()
-        } else {
-            ErrorMsg::new(ErrorCode::Timeout, e.to_string())
-        }
-    })
 }
 
 /// Turn an engine error into what the client is told.
@@ -709,208 +717,4 @@ fn candidate_ports(
             Ok((0..n).map(|i| lo + ((start + i) % n) as u16).collect())
         }
     }
-}
-
-/// Most connections we hold while they present their token.
-const MAX_PENDING: usize = 32;
-
-/// How the accept path knows a data connection is the test's: by the
-/// conventions' proof, with this test's token or the control peer's address.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Expect<'a> {
-    pub conv: Conventions,
-    pub token: &'a Token,
-    pub peer: IpAddr,
-}
-
-/// Accept `flows` data connections that prove they are the test's, before
-/// `deadline`. With our conventions a connection presents the test's token
-/// and its flow number; with netperf 2.7's it comes from the control
-/// connection's peer, and flows are numbered as they arrive. Others (a
-/// third party, a port scanner) are closed without touching the test.
-/// Returns the streams in flow order, blocking.
-pub(crate) fn accept_flows(
-    listener: &Socket,
-    expect: &Expect<'_>,
-    flows: u32,
-    deadline: Instant,
-    ctl: &TestCtl,
-    log: &Logger,
-) -> Result<Vec<TcpStream>, ErrorMsg> {
-    let listener: TcpListener = listener
-        .try_clone()
-        .map_err(|e| failed("data listener", e))?
-        .into();
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| failed("data listener", e))?;
-    let mut pending: Vec<(TcpStream, SocketAddr, [u8; handshake::PREAMBLE_LEN], usize)> =
-        Vec::new();
-    let mut accepted: Vec<(u32, TcpStream)> = Vec::new();
-    let mut last_error: Option<io::Error> = None;
-    while accepted.len() < flows as usize {
-        if ctl.is_aborted() {
-            return Err(aborted());
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return Err(ErrorMsg::new(
-                ErrorCode::Timeout,
-                match &last_error {
-                    Some(e) => format!(
-                        "only {} of {flows} data connections arrived in time (the last accept failed: {e}{})",
-                        accepted.len(),
-                        shortage(e.raw_os_error())
-                            .map(|w| format!("; {w}"))
-                            .unwrap_or_default()
-                    ),
-                    None => format!(
-                        "only {} of {flows} data connections arrived in time",
-                        accepted.len()
-                    ),
-                },
-            ));
-        }
-        let wait = (deadline - now).min(Duration::from_millis(100));
-        let mut fds = vec![PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
-        fds.extend(
-            pending
-                .iter()
-                .map(|(s, ..)| PollFd::new(s.as_fd(), PollFlags::POLLIN)),
-        );
-        let timeout =
-            PollTimeout::try_from(wait.as_millis().max(1) as u64).unwrap_or(PollTimeout::MAX);
-        match poll(&mut fds, timeout) {
-            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => return Err(failed("poll", e)),
-        }
-        let readable: Vec<bool> = fds
-            .iter()
-            .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
-            .collect();
-        drop(fds);
-        if readable.first() == Some(&true) {
-            loop {
-                match listener.accept() {
-                    Ok((s, peer)) if expect.conv.proof == Proof::ControlPeer => {
-                        if peer.ip() != expect.peer {
-                            log.warn_limited(
-                                "bad-peer",
-                                &format!(
-                                    "closed a data connection from {peer}: not the control connection's peer"
-                                ),
-                            );
-                            continue;
-                        }
-                        let flow = accepted.len() as u32;
-                        let _ = sockopt::set_liveness(
-                            socket2::SockRef::from(&s),
-                            Duration::from_secs(30),
-                        );
-                        if s.set_nonblocking(false).is_ok() {
-                            accepted.push((flow, s));
-                        }
-                        if accepted.len() >= flows as usize {
-                            break;
-                        }
-                    }
-                    Ok((s, peer)) => {
-                        // room for every flow's connection still to come,
-                        // and a few strangers
-                        let room = MAX_PENDING + (flows as usize).saturating_sub(accepted.len());
-                        if pending.len() >= room || s.set_nonblocking(true).is_err() {
-                            continue;
-                        }
-                        pending.push((s, peer, [0; handshake::PREAMBLE_LEN], 0));
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    // Out of descriptors: the test cannot have its flows;
-                    // say so now rather than at the deadline.
-                    Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
-                        let why = shortage(e.raw_os_error()).unwrap_or_default();
-                        let whose = if e.raw_os_error() == Some(libc::ENFILE) {
-                            "the system"
-                        } else {
-                            "netserver"
-                        };
-                        return Err(ErrorMsg::new(
-                            ErrorCode::Resource,
-                            format!(
-                                "{whose} ran out of file descriptors after {} of {flows} data connections ({e}; {why}, or ask for fewer --flows)",
-                                accepted.len()
-                            ),
-                        ));
-                    }
-                    // Short of kernel memory (or a connection that went
-                    // before it was accepted): tried again shortly, until
-                    // the deadline, which then names what failed.
-                    Err(e) => {
-                        log.warn_limited("data-accept", &format!("data accept failed: {e}"));
-                        if shortage(e.raw_os_error()).is_some() {
-                            thread::sleep(Duration::from_millis(10));
-                        }
-                        last_error = Some(e);
-                        break;
-                    }
-                }
-            }
-        }
-        // Read what the pending connections sent; keep the unfinished ones.
-        let mut still = Vec::with_capacity(pending.len());
-        for (i, (s, peer, mut buf, mut got)) in pending.into_iter().enumerate() {
-            if readable.get(i + 1) != Some(&true) {
-                still.push((s, peer, buf, got));
-                continue;
-            }
-            let r = (&s).read(buf.get_mut(got..).unwrap_or_default());
-            match r {
-                Ok(0) => continue,
-                Ok(n) => got += n,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(_) => continue,
-            }
-            if got < handshake::PREAMBLE_LEN {
-                still.push((s, peer, buf, got));
-                continue;
-            }
-            let Ok(flow) = handshake::parse_preamble(&buf, expect.token) else {
-                log.warn_limited(
-                    "bad-token",
-                    &format!(
-                        "closed a data connection from {peer}: it did not present the test's token"
-                    ),
-                );
-                continue;
-            };
-            if flow >= flows || accepted.iter().any(|(n, _)| *n == flow) {
-                log.warn_limited(
-                    "bad-flow",
-                    &format!("closed a data connection from {peer}: bad flow number {flow}"),
-                );
-                continue;
-            }
-            if s.set_nonblocking(false).is_err() {
-                continue;
-            }
-            // A client that vanishes without a word is noticed.
-            let _ = sockopt::set_liveness(socket2::SockRef::from(&s), Duration::from_secs(30));
-            accepted.push((flow, s));
-        }
-        pending = still;
-    }
-    accepted.sort_by_key(|(n, _)| *n);
-    let streams: Vec<TcpStream> = accepted.into_iter().map(|(_, s)| s).collect();
-    for s in &streams {
-        ctl.register_stream(s);
-    }
-    // A late abort may have missed these sockets; check again.
-    if ctl.is_aborted() {
-        return Err(aborted());
-    }
-    Ok(streams)
 }

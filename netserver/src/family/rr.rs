@@ -12,18 +12,27 @@ use engine::{
     live::Live,
     rr, sockopt,
 };
-use proto::{ErrorCode, ErrorMsg, Grant, SideResults, TestKind};
+use proto::{ErrorCode, ErrorMsg, SideResults, TestKind};
 use socket2::SockRef;
 
 use super::{
-    Expect, GrantSides, Job, Setup, TestCtl, aborted, accept_flows, bind_data, bound_port, failed,
-    udp_hello,
+    Expect, GrantSides, Job, Prepared, Setup, TestCtl, aborted, accept_flows, bind_data,
+    bound_port, failed, udp_hello,
 };
 
-pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
+pub(crate) fn prepare(setup: &Setup<'_>) -> Result<Prepared, ErrorMsg> {
     let (spec, cfg) = (setup.spec, setup.cfg);
     let protocol = spec.kind.protocol();
     let sock = bind_data(spec, setup.local, cfg, protocol)?;
+    // TCP_CRR: a connection reaches accept once it has sent something (or
+    // after a second of silence), so that the responder never waits on one
+    // that has not (see engine's crr::responder).
+    if spec.kind.is_connection_test()
+        && setup.conv.crr_preamble() + spec.request_size as usize > 0
+        && !spec.defer_accept
+    {
+        sockopt::set_defer_accept(&sock, 1).map_err(|e| failed("data listener", e))?;
+    }
     let (send_buf, recv_buf) = sockopt::buffer_sizes(SockRef::from(&sock));
     let token = handshake::new_token().map_err(|e| failed("netserver", e))?;
     let grant = setup.grant(GrantSides {
@@ -36,6 +45,11 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
             u32::from(!spec.kind.is_connection_test() || spec.request_size > 0),
         ),
     });
+    let memory = spec.buffer_memory(
+        proto::test::Ring::new(0, 0),
+        proto::test::Ring::new(0, 0),
+        engine::cpu::count(),
+    );
     let deadline = Instant::now() + cfg.data_connect_timeout;
     let log = cfg.logger.clone();
     let spec = spec.clone();
@@ -47,6 +61,7 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
                 conv,
                 token: &token,
                 peer,
+                peer_port: spec.peer_data_port,
             };
             let conns = accept_flows(&sock, &expect, spec.flows, deadline, ctl, &log)?;
             drop(sock);
@@ -96,6 +111,7 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
                 conv,
                 token: &token,
                 peer,
+                peer_port: spec.peer_data_port,
             };
             let mut results = SideResults::default();
             if spec.flows > 1 {
@@ -180,6 +196,7 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
                     *t += n;
                 }
             }
+            ctl.saw_foreign(refused, true);
             if refused > 0 {
                 log.warn_limited(
                     "bad-token",
@@ -218,7 +235,7 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
             ));
         }
     };
-    Ok((grant, job))
+    Ok(Prepared { grant, job, memory })
 }
 
 /// A flow's counts, its socket buffer sizes and TCP_INFO at the end.

@@ -14,11 +14,12 @@ use engine::{
     stream::{self, Outcome, Until},
     timer::Timer,
 };
-use proto::{ErrorCode, ErrorMsg, Grant, Protocol, SideResults, TestEnd, TestKind, TestSpec};
+use proto::{ErrorCode, ErrorMsg, Protocol, SideResults, TestEnd, TestKind, TestSpec};
 use socket2::SockRef;
 
 use super::{
-    Expect, GrantSides, Job, Setup, TestCtl, aborted, accept_flows, bind_data, bound_port, failed,
+    Expect, GrantSides, Job, Prepared, Setup, TestCtl, aborted, accept_flows, bind_data,
+    bound_port, failed,
 };
 
 /// How long a sender waits for the receiver to close after the last byte.
@@ -26,7 +27,7 @@ const LINGER: Duration = Duration::from_secs(30);
 /// A receiving data connection silent this long is given up.
 const SILENCE: Duration = Duration::from_secs(120);
 
-pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
+pub(crate) fn prepare(setup: &Setup<'_>) -> Result<Prepared, ErrorMsg> {
     let (spec, cfg) = (setup.spec, setup.cfg);
     let listener = bind_data(spec, setup.local, cfg, Protocol::Tcp)?;
     let port = bound_port(&listener)?;
@@ -40,30 +41,14 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
         .server
         .recv_size
         .unwrap_or_else(|| proto::test::default_message_size(recv_buf, max));
-    let widths = (
-        send_width(spec, send_buf, send_size) as u32,
-        recv_width(spec, recv_buf, recv_size) as u32,
-    );
-    // The buffers this test will really allocate, against the session's cap.
-    let memory = spec.buffer_memory(
-        proto::test::Ring {
-            size: send_size,
-            width: widths.0,
-        },
-        proto::test::Ring {
-            size: recv_size,
-            width: widths.1,
-        },
-    );
-    if memory > cfg.limits.memory_per_session {
-        return Err(ErrorMsg::new(
-            ErrorCode::InvalidRequest,
-            format!(
-                "buffers: the test would need {memory} bytes of buffers on the server, more than its limit of {}",
-                cfg.limits.memory_per_session
-            ),
-        ));
-    }
+    // The rings as they will be allocated: netperf's width (or -W) within
+    // the cap, each buffer at the requested placement.
+    let send_at = Placement::new(spec.server.send_align, spec.server.send_offset);
+    let recv_at = Placement::new(spec.server.recv_align, spec.server.recv_offset);
+    let send_ring = Ring::resolve(send_size, spec.server.send_width, send_buf, send_at);
+    let recv_ring = Ring::resolve(recv_size, spec.server.recv_width, recv_buf, recv_at);
+    let widths = (send_ring.capped_width(), recv_ring.capped_width());
+    let memory = spec.buffer_memory(send_ring, recv_ring, engine::cpu::count());
     let token = handshake::new_token().map_err(|e| failed("netserver", e))?;
     let grant = setup.grant(GrantSides {
         data_port: port,
@@ -77,31 +62,29 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
     let log = cfg.logger.clone();
     let max_ms = cfg.limits.max_duration_ms;
     let (conv, peer) = (setup.conv, setup.peer);
+    let rings = Rings {
+        send: (send_size as usize, widths.0 as usize, send_at),
+        recv: (recv_size as usize, widths.1 as usize, recv_at),
+    };
     let job: Job = Box::new(move |ctl: &TestCtl| {
         let proof = Expect {
             conv,
             token: &token,
             peer,
+            peer_port: spec.peer_data_port,
         };
         let conns = accept_flows(&listener, &proof, spec.flows, deadline, ctl, &log)?;
         drop(listener);
-        run(&spec, conns, send_size, recv_size, max_ms, ctl)
+        run(&spec, conns, &rings, max_ms, ctl)
     });
-    Ok((grant, job))
+    Ok(Prepared { grant, job, memory })
 }
 
-/// The send ring's width: what netperf asked (`-W`), or netperf's rule.
-fn send_width(spec: &TestSpec, send_buf: u32, send_size: u32) -> usize {
-    spec.server
-        .send_width
-        .map_or_else(|| Ring::width_for(send_buf, send_size), |w| w as usize)
-}
-
-/// The receive ring's width, by the same rule.
-fn recv_width(spec: &TestSpec, recv_buf: u32, recv_size: u32) -> usize {
-    spec.server
-        .recv_width
-        .map_or_else(|| Ring::width_for(recv_buf, recv_size), |w| w as usize)
+/// The rings a flow sends from and receives into: (size, width,
+/// placement), as granted and counted.
+struct Rings {
+    send: (usize, usize, Placement),
+    recv: (usize, usize, Placement),
 }
 
 /// What the server fills its send buffers with: netperf's pattern, or,
@@ -120,23 +103,20 @@ pub(crate) fn server_fill(spec: &TestSpec) -> Vec<u8> {
 fn run_flows(
     spec: &TestSpec,
     conns: Vec<TcpStream>,
-    send_size: u32,
-    recv_size: u32,
+    rings: &Rings,
     until: &Until,
     ctl: &TestCtl,
 ) -> Result<SideResults, ErrorMsg> {
     let role = if spec.kind == TestKind::TcpMaerts {
         engine::evloop::Role::Send {
-            size: send_size as usize,
+            size: rings.send.0,
             total: match until {
                 Until::Bytes(n) => Some(n.div_ceil(u64::from(spec.flows.max(1)))),
                 Until::Stopped => None,
             },
         }
     } else {
-        engine::evloop::Role::Recv {
-            size: recv_size as usize,
-        }
+        engine::evloop::Role::Recv { size: rings.recv.0 }
     };
     super::run_flows_on_loops(spec, conns, role, ctl)
 }
@@ -150,8 +130,7 @@ struct End {
 fn run(
     spec: &TestSpec,
     conns: Vec<TcpStream>,
-    send_size: u32,
-    recv_size: u32,
+    rings: &Rings,
     max_ms: u64,
     ctl: &TestCtl,
 ) -> Result<SideResults, ErrorMsg> {
@@ -179,7 +158,7 @@ fn run(
         _ => Until::Stopped,
     };
     if conns.len() > 1 || spec.window.is_some() {
-        return run_flows(spec, conns, send_size, recv_size, &until, ctl);
+        return run_flows(spec, conns, rings, &until, ctl);
     }
     let fill = &server_fill(spec);
     // Each flow closes its connection as soon as its loop ends (the sender
@@ -187,23 +166,13 @@ fn run(
     let per_flow = |conn: TcpStream| -> Result<(Outcome, End), ErrorMsg> {
         let live = Live::new();
         let outcome = if spec.kind == TestKind::TcpMaerts {
-            let width = send_width(
-                spec,
-                sockopt::buffer_sizes(SockRef::from(&conn)).0,
-                send_size,
-            );
-            let at = Placement::new(spec.server.send_align, spec.server.send_offset);
-            let mut ring = Ring::placed(send_size as usize, width, fill, at);
+            let (size, width, at) = rings.send;
+            let mut ring = Ring::placed(size, width, fill, at);
             stream::send(&conn, &mut ring, until, &ctl.stop, &live, LINGER)
         } else {
             let _ = conn.set_read_timeout(Some(SILENCE));
-            let width = recv_width(
-                spec,
-                sockopt::buffer_sizes(SockRef::from(&conn)).1,
-                recv_size,
-            );
-            let at = Placement::new(spec.server.recv_align, spec.server.recv_offset);
-            let mut ring = Ring::placed(recv_size as usize, width, b"", at);
+            let (size, width, at) = rings.recv;
+            let mut ring = Ring::placed(size, width, b"", at);
             stream::tcp::receive_ring(&conn, &mut ring, &live, None)
         };
         let end = End {

@@ -7,13 +7,22 @@ use std::{
     time::{Duration, Instant},
 };
 
-use engine::{handshake, live::Live, netstat, sockopt, stream::udp, timer::Timer};
-use proto::{DropSource, ErrorMsg, Grant, Protocol, SideResults, TestEnd, TestKind};
+use engine::{
+    buffer::{Placement, Ring},
+    handshake,
+    live::Live,
+    netstat, sockopt,
+    stream::udp,
+    timer::Timer,
+};
+use proto::{DropSource, ErrorMsg, Protocol, SideResults, TestEnd, TestKind};
 use socket2::SockRef;
 
-use super::{Expect, GrantSides, Job, Setup, TestCtl, bind_data, bound_port, failed, udp_hello};
+use super::{
+    Expect, GrantSides, Job, Prepared, Setup, TestCtl, bind_data, bound_port, failed, udp_hello,
+};
 
-pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
+pub(crate) fn prepare(setup: &Setup<'_>) -> Result<Prepared, ErrorMsg> {
     let (spec, cfg, peer, conv) = (setup.spec, setup.cfg, setup.peer, setup.conv);
     let sock = bind_data(spec, setup.local, cfg, Protocol::Udp)?;
     let port = bound_port(&sock)?;
@@ -36,6 +45,11 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
         // netperf 2.7 reports the client's send width for both ends
         widths: (spec.server.send_width.unwrap_or(0), 1),
     });
+    let memory = spec.buffer_memory(
+        proto::test::Ring::new(0, 0),
+        proto::test::Ring::new(recv_size, 1),
+        engine::cpu::count(),
+    );
     let deadline = Instant::now() + cfg.data_connect_timeout;
     let inode = netstat::socket_inode(&sock);
     let connected = spec.connected_udp;
@@ -47,9 +61,10 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
             ctl.register(&sock);
             receive_flows(&spec, &sock, &token, peer, conv, recv_size, deadline, ctl)
         });
-        return Ok((grant, job));
+        return Ok(Prepared { grant, job, memory });
     }
     let fast = spec.udp_fast;
+    let peer_port = spec.peer_data_port;
     let job: Job = Box::new(move |ctl: &TestCtl| {
         let sock: UdpSocket = sock.into();
         ctl.register(&sock);
@@ -57,9 +72,10 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
             conv,
             token: &token,
             peer,
+            peer_port,
         };
         let link = udp_hello(&sock, &expect, connected, deadline, ctl)?;
-        let mut buf = vec![0u8; recv_size.max(1) as usize];
+        let mut buf = vec![0u8; proto::test::udp_receive_buffer(recv_size) as usize];
         let live = Live::new();
         let out = udp::receive(link, &mut buf, &token, &conv, ctl, &live, fast)
             .map_err(|e| failed("UDP data socket", e))?;
@@ -80,7 +96,7 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<(Grant, Job), ErrorMsg> {
             ..out.results(rcvbuf_drops, drops_source)
         })
     });
-    Ok((grant, job))
+    Ok(Prepared { grant, job, memory })
 }
 
 /// UDP_STREAM of many flows: a socket per flow, each connected to its
@@ -106,7 +122,7 @@ fn receive_flows(
                 .get(i)
                 .ok_or_else(|| failed("UDP flow", "no socket"))?;
             let inode = netstat::socket_inode(s);
-            let mut buf = vec![0u8; recv_size.max(1) as usize];
+            let mut buf = vec![0u8; proto::test::udp_receive_buffer(recv_size) as usize];
             let out = udp::receive(
                 udp::Link::connected(s),
                 &mut buf,
@@ -171,17 +187,16 @@ fn prepare_sender(
     sock: socket2::Socket,
     port: u16,
     (send_buf, recv_buf): (u32, u32),
-) -> Result<(Grant, Job), ErrorMsg> {
+) -> Result<Prepared, ErrorMsg> {
     let (spec, cfg, peer, conv) = (setup.spec, setup.cfg, setup.peer, setup.conv);
     let send_size = spec
         .server
         .send_size
         .unwrap_or_else(|| udp::default_send_size(send_buf, spec.family));
-    let width = spec.server.send_width.map_or_else(
-        || engine::buffer::Ring::width_for(send_buf, send_size),
-        |w| w as usize,
-    );
-    let width = engine::buffer::Ring::capped_width(send_size as usize, width);
+    let at = Placement::new(spec.server.send_align, spec.server.send_offset);
+    let ring = Ring::resolve(send_size, spec.server.send_width, send_buf, at);
+    let width = ring.capped_width() as usize;
+    let memory = spec.buffer_memory(ring, ring, engine::cpu::count());
     let token = handshake::new_token().map_err(|e| failed("netserver", e))?;
     let grant = setup.grant(GrantSides {
         data_port: port,
@@ -200,6 +215,7 @@ fn prepare_sender(
             conv,
             token: &token,
             peer,
+            peer_port: spec.peer_data_port,
         };
         // netperf 2.7 sends nothing first: its request named its data
         // port, at the control connection's peer address
@@ -217,8 +233,7 @@ fn prepare_sender(
         };
         let _timer = Timer::start(Duration::from_millis(millis), ctl.stop.clone())
             .map_err(|e| failed("timer", e))?;
-        let at = engine::buffer::Placement::new(spec.server.send_align, spec.server.send_offset);
-        let mut ring = engine::buffer::Ring::placed(
+        let mut ring = Ring::placed(
             send_size as usize,
             width,
             &super::stream::server_fill(&spec),
@@ -244,5 +259,5 @@ fn prepare_sender(
             ..out.results()
         })
     });
-    Ok((grant, job))
+    Ok(Prepared { grant, job, memory })
 }

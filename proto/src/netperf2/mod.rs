@@ -86,6 +86,21 @@ pub fn error_frame(kind: u32, errno: i32) -> Frame {
     Frame::new(kind, errno)
 }
 
+/// The errno a netperf 2.7 client is told for one of our error codes.
+pub fn errno_of(code: crate::message::ErrorCode) -> i32 {
+    use crate::message::ErrorCode;
+    match code {
+        ErrorCode::InvalidRequest | ErrorCode::Protocol => EINVAL,
+        ErrorCode::Busy => 16,
+        ErrorCode::Resource => 12,
+        ErrorCode::Timeout => 110,
+        ErrorCode::Auth => EACCES,
+        ErrorCode::Unsupported | ErrorCode::Version => EPROTONOSUPPORT,
+        ErrorCode::ShuttingDown => 108,
+        ErrorCode::TestFailed => 5,
+    }
+}
+
 /// CPU_CALIBRATE's answer: the meter's rate and the CPU count.
 pub fn cpu_calibrate_reply(rate: f32, cpus: u32) -> Frame {
     let mut f = Frame::new(CPU_CALIBRATE, 0);

@@ -3,6 +3,7 @@
 //! One test binary, one module per area.
 
 mod accuracy;
+mod attacks;
 mod confidence;
 mod errors;
 mod fleet;

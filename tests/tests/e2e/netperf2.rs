@@ -104,12 +104,19 @@ fn captured_tcp_rr_request_runs_twice_on_one_connection() {
 fn captured_udp_stream_request_counts_every_datagram() {
     let ns = Netserver::start(&[]);
     let mut c = control(&ns);
-    let req = stream("UDP_STREAM.c2s");
-    c.write_all(&req[..FRAME_LEN]).unwrap();
+    // netperf 2.7 names its data socket's port in the request (36951 in
+    // the capture): ours, here, and only datagrams from it are the test's
+    let u = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut req = Frame::from_bytes(&stream("UDP_STREAM.c2s")).unwrap();
+    assert_eq!(req.word(netperf2::frame::ts(100)), 36951);
+    req.set_word(
+        netperf2::frame::ts(100),
+        u32::from(u.local_addr().unwrap().port()),
+    );
+    c.write_all(req.as_bytes()).unwrap();
     let resp = read_frame(&mut c);
     assert_eq!(resp.int(1), 0);
     let g = netperf2::grant_of(&resp);
-    let u = UdpSocket::bind("127.0.0.1:0").unwrap();
     u.connect(("127.0.0.1", g.data_port)).unwrap();
     for _ in 0..200 {
         u.send(&[9u8; 1024]).unwrap();

@@ -195,12 +195,27 @@ fn idle_control_connection_is_closed() {
     assert!(start.elapsed() < Duration::from_secs(4));
 }
 
-/// Over a cap, a client is told "busy" at once.
+/// A session that holds a place with a test granted (and running until
+/// its data connections' deadline).
+fn testing(ns: &Netserver) -> RawClient {
+    let mut c = RawClient::hello(ns.addr());
+    let mut spec = TestSpec::new(TestKind::TcpStream, Family::V4);
+    spec.end = TestEnd::Time { millis: 10_000 };
+    c.send(&ClientMsg::Setup(Box::new(spec)));
+    assert!(matches!(
+        c.recv(Duration::from_secs(5)),
+        Some(ServerMsg::Ready(_))
+    ));
+    c
+}
+
+/// Over a cap held by sessions that run tests (idle ones make room, see
+/// attacks.rs), a client is told "busy" at once.
 #[test]
 fn over_cap_clients_are_told_busy_at_once() {
     let ns = Netserver::start(&["--max-sessions", "2", "--max-per-client", "10"]);
-    let _a = RawClient::hello(ns.addr());
-    let _b = RawClient::hello(ns.addr());
+    let _a = testing(&ns);
+    let _b = testing(&ns);
     let mut c = RawClient::connect(ns.addr());
     let start = Instant::now();
     let e = error_of(c.recv(Duration::from_secs(5)));
@@ -213,7 +228,7 @@ fn over_cap_clients_are_told_busy_at_once() {
     assert!(e.message.contains("2 sessions"), "{}", e.message);
     drop((_a, _b));
     let ns = Netserver::start(&["--max-per-client", "1"]);
-    let _a = RawClient::hello(ns.addr());
+    let _a = testing(&ns);
     let e = error_of(RawClient::connect(ns.addr()).recv(Duration::from_secs(5)));
     assert_eq!(e.code, ErrorCode::Busy);
     assert!(e.message.contains("from your address"), "{}", e.message);
@@ -600,79 +615,19 @@ fn running_out_of_descriptors_is_survived() {
     assert!(out.success(), "{out}\n{}", ns.log());
 }
 
-/// A pids cgroup holding one process, removed when dropped (after the
-/// process it holds has gone).
-struct PidsCgroup {
-    dir: std::path::PathBuf,
-}
-
-impl PidsCgroup {
-    /// Cgroup v1's pids hierarchy, or v2's unified one; None where neither
-    /// can be written (not root, no pids controller).
-    fn new(name: &str) -> Option<PidsCgroup> {
-        let v1 = std::path::Path::new("/sys/fs/cgroup/pids");
-        let base = if v1.join("cgroup.procs").exists() {
-            v1.to_path_buf()
-        } else {
-            let root = std::path::Path::new("/sys/fs/cgroup");
-            let ctl = std::fs::read_to_string(root.join("cgroup.controllers")).ok()?;
-            if !ctl.split_whitespace().any(|c| c == "pids") {
-                return None;
-            }
-            std::fs::write(root.join("cgroup.subtree_control"), "+pids").ok()?;
-            root.to_path_buf()
-        };
-        let dir = base.join(format!("{name}-{}", std::process::id()));
-        std::fs::create_dir(&dir).ok()?;
-        Some(PidsCgroup { dir })
-    }
-
-    fn adopt(&self, pid: u32) {
-        std::fs::write(self.dir.join("cgroup.procs"), pid.to_string()).unwrap();
-    }
-
-    fn set_max(&self, max: &str) {
-        std::fs::write(self.dir.join("pids.max"), max).unwrap();
-    }
-
-    fn current(&self) -> String {
-        std::fs::read_to_string(self.dir.join("pids.current"))
-            .unwrap()
-            .trim()
-            .to_string()
-    }
-}
-
-impl Drop for PidsCgroup {
-    fn drop(&mut self) {
-        for _ in 0..50 {
-            if std::fs::remove_dir(&self.dir).is_ok() {
-                return;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        eprintln!("could not remove {}", self.dir.display());
-    }
-}
-
 /// No thread can be started for a test (the daemon is at its cgroup's task
 /// limit; sessions themselves need none): the client is told why, and the
 /// daemon goes on serving once threads can be started again.
 #[test]
 fn failing_to_start_a_test_thread_is_survived() {
-    let Some(cg) = PidsCgroup::new("nptest-spawn") else {
-        let why = "no writable pids cgroup (needs root)";
-        assert!(
-            std::env::var("NETPERF_REQUIRE_NETNS").as_deref() != Ok("1"),
-            "{why} (NETPERF_REQUIRE_NETNS=1 requires the root-only tests)"
-        );
-        eprintln!("!!! SKIPPED: {why}");
+    let Some(cg) = harness::Cgroup::new("pids", "nptest-spawn") else {
+        harness::skip_unless_required("no writable pids cgroup (needs root)");
         return;
     };
     let ns = Netserver::start(&[]);
     cg.adopt(ns.pid());
     // Every task the daemon has now, and not one more.
-    cg.set_max(&cg.current());
+    cg.set("pids.max", &cg.get("pids.current"));
     let port = ns.port().to_string();
     for _ in 0..3 {
         let out = netperf_at(&port, &["-l", "1", "-P", "0"]);
@@ -687,7 +642,7 @@ fn failing_to_start_a_test_thread_is_survived() {
         "{}",
         ns.log()
     );
-    cg.set_max("max");
+    cg.set("pids.max", "max");
     thread::sleep(Duration::from_millis(200));
     let out = netperf_at(&port, &["-l", "1", "-P", "0"]).ok();
     assert!(num(fields(&out.stdout)[4]) > 0.0, "{out}\n{}", ns.log());

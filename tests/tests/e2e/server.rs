@@ -58,31 +58,53 @@ fn survives_bad_clients() {
     netperf_at(&port.to_string(), &["-l", "1", "-P", "0"]).ok();
 }
 
-/// With `--no-netperf2`, a netperf 2.7 client (its first 656-byte frame,
-/// DO_OMNI) is answered in its own frame with remote error 93
-/// (EPROTONOSUPPORT), which it prints, and the log says why; the next
-/// client of ours is served.
+/// With `--no-netperf2`, or `--key-file` without `--allow-netperf2`, a
+/// netperf 2.7 client (its first 656-byte frame, DO_OMNI) is answered in
+/// its own frame with remote error 93 (EPROTONOSUPPORT), which it prints;
+/// the frame and the log say it is the administrator's choice, and which
+/// one; the next client of ours is served.
 #[test]
 fn netperf_2_7_clients_are_told_in_their_own_frame() {
     use std::io::Read;
-    let ns = Netserver::start(&["--no-netperf2"]);
-    let port = ns.port();
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let mut omni = [0u8; 656];
-    omni[..8].copy_from_slice(&[0, 0, 0, 97, 0xff, 0xff, 0xff, 0xff]);
-    s.write_all(&omni).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut reply = Vec::new();
-    s.read_to_end(&mut reply).unwrap();
-    assert_eq!(reply.len(), 656);
-    let word = |i: usize| u32::from_be_bytes(reply[4 * i..4 * i + 4].try_into().unwrap());
-    assert_eq!((word(0), word(1)), (98, 93));
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !ns.log().contains("netperf 2.7's protocol") && Instant::now() < deadline {
-        thread::sleep(Duration::from_millis(50));
+    let key = std::env::temp_dir().join(format!("np2-refused-key-{}", std::process::id()));
+    std::fs::write(&key, "0123456789abcdef0123456789abcdef\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
-    assert!(ns.log().contains("does not speak yet"), "{}", ns.log());
-    netperf_at(&port.to_string(), &["-l", "1", "-P", "0"]).ok();
+    let key_arg = key.to_str().unwrap().to_string();
+    for (args, why) in [
+        (vec!["--no-netperf2"], "--no-netperf2"),
+        (vec!["--key-file", key_arg.as_str()], "--allow-netperf2"),
+    ] {
+        let ns = Netserver::start(&args);
+        let port = ns.port();
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut omni = [0u8; 656];
+        omni[..8].copy_from_slice(&[0, 0, 0, 97, 0xff, 0xff, 0xff, 0xff]);
+        s.write_all(&omni).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut reply = Vec::new();
+        s.read_to_end(&mut reply).unwrap();
+        assert_eq!(reply.len(), 656);
+        let word = |i: usize| u32::from_be_bytes(reply[4 * i..4 * i + 4].try_into().unwrap());
+        assert_eq!((word(0), word(1)), (98, 93));
+        let text = String::from_utf8_lossy(&reply[8..]);
+        assert!(text.contains(why) && !text.contains("yet"), "{text}");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !ns.log().contains("netperf 2.7 client") && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(50));
+        }
+        assert!(
+            ns.log().contains("refused by policy") && ns.log().contains(why),
+            "{}",
+            ns.log()
+        );
+        if args[0] == "--no-netperf2" {
+            netperf_at(&port.to_string(), &["-l", "1", "-P", "0"]).ok();
+        }
+    }
+    let _ = std::fs::remove_file(&key);
 }
 
 /// No -H and nothing listening: an embedded netserver runs the test, and
@@ -205,12 +227,19 @@ fn busy_netserver_is_retried_then_reported() {
     use std::io::Read;
     let ns = Netserver::start(&["--max-per-client", "1"]);
     let port = ns.port().to_string();
+    // a session with a test granted holds its place (an idle one would
+    // make room for a new client)
     let hold = || {
         let mut s = TcpStream::connect(ns.addr()).unwrap();
         s.write_all(&ClientMsg::Hello(Hello::new("holder")).encode().unwrap())
             .unwrap();
-        let mut b = [0u8; 64];
+        let mut b = [0u8; 256];
         assert!(s.read(&mut b).unwrap() > 0, "no server hello");
+        let mut spec = proto::TestSpec::new(proto::TestKind::TcpStream, proto::Family::V4);
+        spec.end = proto::TestEnd::Time { millis: 10_000 };
+        s.write_all(&ClientMsg::Setup(Box::new(spec)).encode().unwrap())
+            .unwrap();
+        assert!(s.read(&mut b).unwrap() > 0, "no grant");
         s
     };
     let holder = hold();

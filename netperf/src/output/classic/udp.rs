@@ -117,6 +117,15 @@ pub fn udp_loss_line(m: &Measurement) -> String {
         lost as f64 * 100.0 / sent as f64
     };
     let drops = match u.drops_source {
+        // The socket's drop counter counts every datagram it dropped:
+        // when others' came too, or it dropped more than were lost, it
+        // cannot say which of the lost were its.
+        proto::DropSource::Socket if u.foreign > 0 || u.rcvbuf_drops > lost => format!(
+            "the receiving socket's buffer dropped {} datagrams, this test's and others' alike, so up to {} of the lost there and at least {} elsewhere",
+            u.rcvbuf_drops,
+            u.rcvbuf_drops.min(lost),
+            lost.saturating_sub(u.rcvbuf_drops)
+        ),
         proto::DropSource::Socket => format!(
             "{} dropped by the receiving socket's buffer, {} elsewhere",
             u.rcvbuf_drops,
@@ -133,8 +142,12 @@ pub fn udp_loss_line(m: &Measurement) -> String {
         ),
         proto::DropSource::Unavailable => "receive-buffer drops unknown".to_string(),
     };
+    let strangers = match u.foreign {
+        0 => String::new(),
+        n => format!("; {n} datagrams from elsewhere reached the data socket and were not counted"),
+    };
     format!(
-        "Lost {lost} of {sent} datagrams ({pct:.3}%): {drops}; {} out of order, {} duplicated; jitter {:.3} ms\n",
+        "Lost {lost} of {sent} datagrams ({pct:.3}%): {drops}; {} out of order, {} duplicated; jitter {:.3} ms{strangers}\n",
         u.out_of_order,
         u.duplicates,
         u.jitter_ns as f64 / 1e6
