@@ -23,6 +23,7 @@ complete -c netserver -s f -d 'Accepted for netperf compatibility (sessions are 
 complete -c netserver -s N -d 'Accepted for netperf compatibility'
 complete -c netserver -s 4 -d 'IPv4 only'
 complete -c netserver -s 6 -d 'IPv6 only'
-complete -c netserver -s V -d 'Display the version and the control protocol version, and exit'
+complete -c netserver -s V -d 'Display netperf 2.7\'s version line, and exit'
+complete -c netserver -l version -d 'Display this netserver\'s version and its control protocol\'s, and exit'
 complete -c netserver -l allow-netperf2 -d 'With --key-file, serve netperf 2.7 clients too, which cannot prove the key'
 complete -c netserver -l no-netperf2 -d 'Do not serve netperf 2.7 clients (they are told so)'

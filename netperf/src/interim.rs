@@ -95,7 +95,7 @@ impl Spec {
     /// The amount done by a snapshot, in what the units count.
     fn amount(&self, s: &LiveSnapshot) -> f64 {
         match (self.transactions, self.units) {
-            (true, Units::Transactions) => s.transactions as f64,
+            (true, Units::Transactions | Units::Usec) => s.transactions as f64,
             (true, _) => s.transactions as f64 * self.bytes_per_transaction,
             (false, _) => s.bytes as f64,
         }

@@ -43,6 +43,10 @@ pub fn main_with(args: &[String]) -> ExitCode {
             println!("{}", cli::version());
             return ExitCode::SUCCESS;
         }
+        Ok(Invocation::OurVersion) => {
+            println!("{}", cli::our_version());
+            return ExitCode::SUCCESS;
+        }
         Ok(Invocation::ListSelectors { one_line, ours }) => {
             // netperf 2.7 lists them and exits with status 1
             use std::io::IsTerminal as _;

@@ -83,7 +83,7 @@ pub fn run(plan: &Plan) -> Result<Outcome> {
     // What the output is told of the request, taken once.
     let asked = Asked::of(plan);
     let endpoints = Endpoints::new(&asked, d.peer());
-    family::preflight(plan, engine::sockopt::family_of(&d.peer()))?;
+    family::preflight(plan, d)?;
     // A selection file that cannot be read fails before the test, not after.
     // OMNI without -o/-O/-k prints its default selection in columns.
     let selection = match (&plan.selection, plan.selector_output()) {

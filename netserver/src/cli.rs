@@ -51,7 +51,14 @@ pub const OPTIONS: &[OptDef] = &[
     OptDef::flag(
         "version",
         'V',
-        "Display the version and the control protocol version, and exit",
+        "Display netperf 2.7's version line, and exit",
+    ),
+    OptDef::long_only(
+        "our_version",
+        "version",
+        Arity::None,
+        "",
+        "Display this netserver's version and its control protocol's, and exit",
     ),
     OptDef::value(
         "num_cpus",
@@ -177,6 +184,8 @@ pub const OPTIONS: &[OptDef] = &[
 pub enum Invocation {
     Help,
     Version,
+    /// `--version`.
+    OurVersion,
     Run(Box<ServerOptions>),
 }
 
@@ -204,11 +213,15 @@ pub fn usage() -> String {
     )
 }
 
-/// netperf 2.7's line first (its netserver prints the same as netperf),
-/// then ours.
+/// `-V`: netperf 2.7's line (its netserver prints the same as netperf).
 pub fn version() -> String {
+    "Netperf version 2.7.1".to_string()
+}
+
+/// `--version`: ours, and the control protocol's.
+pub fn our_version() -> String {
     format!(
-        "Netperf version 2.7.1\nnetserver (rsnetperf) {}, control protocol version {}",
+        "netserver (rsnetperf) {}, control protocol version {}",
         env!("CARGO_PKG_VERSION"),
         proto::PROTOCOL_VERSION
     )
@@ -233,6 +246,7 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
         match occ.id {
             "help" => return Ok(Invocation::Help),
             "version" => return Ok(Invocation::Version),
+            "our_version" => return Ok(Invocation::OurVersion),
             "foreground" => o.foreground = true,
             "debug" => o.verbosity = o.verbosity.saturating_add(1),
             "no_fork" | "no_debug" => {}

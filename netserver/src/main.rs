@@ -48,6 +48,10 @@ fn main() -> ExitCode {
             println!("{}", cli::version());
             return ExitCode::SUCCESS;
         }
+        Ok(Invocation::OurVersion) => {
+            println!("{}", cli::our_version());
+            return ExitCode::SUCCESS;
+        }
         Ok(Invocation::Run(o)) => *o,
         Err(e) => {
             eprintln!("netserver: {e}");

@@ -6,9 +6,15 @@
 //! `M`, `G` by powers of 1024, `k`, `m`, `g` by powers of 1000; anything
 //! else is ignored, so `80000:80000` is 80000 and `64KB` is 65536);
 //! [`atoi`] and [`float`] read the leading number and ignore the rest, as C's
-//! `atoi` and `atof` do. Where netperf would silently read 0 (a word with no
-//! leading number at all, such as `abc`) or wrap a value past 32 bits, we
-//! refuse it with an error that names it.
+//! `atoi` and `atof` do.
+//!
+//! netperf 2.7's own options take any word, as its C converters do: a word
+//! with no leading number at all (`abc`, or nothing) is 0, trailing text is
+//! ignored; wrappers rely on it. [`convert`], [`atoi_lenient`] and [`atof`]
+//! read them so, and say whether the word was a clean number (the caller
+//! then says, in one line, what it was taken as). The strict readers
+//! ([`int`], [`atoi`], [`float`]) are for our own options. A value past 32
+//! bits, which netperf 2.7 wraps into nonsense, is an error either way.
 //!
 //! Pairs come in netperf's two flavours: [`pair`] (a lone value sets both,
 //! `a,` only the first, `,b` only the second) and [`pair_explicit`] (a lone
@@ -86,6 +92,91 @@ pub fn int(s: &str) -> Result<i64, ValueError> {
         }
     }
     signed(s, neg, &digits_of(digits), mult)
+}
+
+/// A number read as netperf 2.7 reads it, and whether its word was a
+/// clean number (else the caller says what it was taken as).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Lenient<T> {
+    pub value: T,
+    pub clean: bool,
+}
+
+/// Whether `s` is a sign, digits and at most one suffix letter of
+/// `suffixes` at its end, blanks around it aside.
+fn is_clean(s: &str, suffixes: &str) -> bool {
+    let t = s.trim();
+    let t = t.strip_prefix(['-', '+']).unwrap_or(t);
+    let t = t.strip_suffix(|c: char| suffixes.contains(c)).unwrap_or(t);
+    !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// netperf 2.7's `convert()` as it is: [`int`], but a word with no leading
+/// number (or nothing) is 0, as C's `atoi` makes it.
+pub fn convert(s: &str) -> Result<Lenient<i64>, ValueError> {
+    let clean = is_clean(s, "KMGkmg");
+    if leading_int(s).is_none() {
+        return Ok(Lenient { value: 0, clean });
+    }
+    int(s).map(|value| Lenient { value, clean })
+}
+
+/// C's `atoi` as netperf 2.7 uses it: [`atoi`], a word with no leading
+/// number 0.
+pub fn atoi_lenient(s: &str) -> Result<Lenient<i64>, ValueError> {
+    let clean = is_clean(s, "");
+    if leading_int(s).is_none() {
+        return Ok(Lenient { value: 0, clean });
+    }
+    atoi(s).map(|value| Lenient { value, clean })
+}
+
+/// C's `atof` as netperf 2.7 uses it: [`float`], a word with no leading
+/// number 0.
+pub fn atof(s: &str) -> Lenient<f64> {
+    match float(s) {
+        Ok(value) => Lenient {
+            value,
+            clean: s.trim().parse::<f64>().is_ok(),
+        },
+        Err(_) => Lenient {
+            value: 0.0,
+            clean: false,
+        },
+    }
+}
+
+/// A port as netperf 2.7 hands it to `getaddrinfo`: digits (past 65535
+/// they wrap, as glibc wraps them), or a service name of /etc/services.
+pub fn service_port(s: &str) -> Result<Lenient<u16>, ValueError> {
+    let t = s.trim();
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        let n: u64 = t.parse().map_err(|_| err(s, "is not a port number"))?;
+        return Ok(Lenient {
+            value: (n % 65_536) as u16,
+            clean: n <= 65_535,
+        });
+    }
+    let services = std::fs::read_to_string("/etc/services").unwrap_or_default();
+    let found = services.lines().find_map(|l| {
+        let l = l.split('#').next().unwrap_or("");
+        let mut w = l.split_whitespace();
+        let (name, port) = (w.next()?, w.next()?);
+        let (port, proto) = port.split_once('/')?;
+        (proto == "tcp" && (name == t || w.any(|alias| alias == t)))
+            .then(|| port.parse::<u16>().ok())
+            .flatten()
+    });
+    match found {
+        Some(value) => Ok(Lenient {
+            value,
+            clean: false,
+        }),
+        None => Err(err(
+            s,
+            "is not a port number (0 to 65535) or a service name of /etc/services",
+        )),
+    }
 }
 
 fn digits_of(d: &str) -> String {
@@ -261,8 +352,9 @@ pub enum AddrFamily {
 }
 
 /// netperf's `parse_address_family`: anything containing "6" is IPv6,
-/// "inet" or "4" IPv4, "unspec" or "0" either. netperf warns and falls back
-/// to either for anything else; we make it an error.
+/// "inet" or "4" IPv4, "unspec" or "0" either. netperf 2.7 warns and falls
+/// back to either for anything else; the caller does the same with the
+/// error this returns.
 pub fn address_family(s: &str) -> Result<AddrFamily, ValueError> {
     let t = s.to_ascii_lowercase();
     if t.contains('6') {
@@ -282,6 +374,40 @@ pub fn address_family(s: &str) -> Result<AddrFamily, ValueError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// netperf 2.7's converters, word by word (as its C code reads them,
+    /// checked against netperf 2.7.1): what is not a number is 0, trailing
+    /// text is ignored, and the word is marked as not clean.
+    #[test]
+    fn lenient_readings_are_netperf_2_7s() {
+        let c = |s: &str| convert(s).map(|l| (l.value, l.clean));
+        assert_eq!(c("tcp"), Ok((0, false)));
+        assert_eq!(c(""), Ok((0, false)));
+        assert_eq!(c("12abc"), Ok((12, false)));
+        assert_eq!(c("-5"), Ok((-5, true)));
+        assert_eq!(c("1.5"), Ok((1, false)));
+        assert_eq!(c("1.5K"), Ok((1024, false)));
+        assert_eq!(c("0x10"), Ok((0, false)));
+        assert_eq!(c("64K"), Ok((65_536, true)));
+        assert_eq!(c("64KB"), Ok((65_536, false)));
+        assert!(c("4G").is_err(), "wraps in netperf 2.7: refused");
+        let a = |s: &str| atoi_lenient(s).map(|l| (l.value, l.clean));
+        assert_eq!(a("tcp"), Ok((0, false)));
+        assert_eq!(a("2.5"), Ok((2, false)));
+        assert_eq!(a("7"), Ok((7, true)));
+        assert_eq!((atof("1.5").value, atof("1.5").clean), (1.5, true));
+        assert_eq!((atof("word").value, atof("word").clean), (0.0, false));
+        assert_eq!((atof("2s").value, atof("2s").clean), (2.0, false));
+        let p = |s: &str| service_port(s).map(|l| (l.value, l.clean));
+        assert_eq!(p("12865"), Ok((12865, true)));
+        assert_eq!(p("89535"), Ok((23999, false)));
+        assert!(p("12abc").is_err());
+        if std::fs::read_to_string("/etc/services")
+            .is_ok_and(|s| s.contains("http\t") || s.contains("http "))
+        {
+            assert_eq!(p("http"), Ok((80, false)));
+        }
+    }
 
     #[test]
     fn test_length_may_name_seconds() {

@@ -53,7 +53,14 @@ pub struct Hello {
 }
 
 /// The capabilities this build announces.
-pub const CAPABILITIES: &[&str] = &["flows", "window", "crr-server-closes", "tuning", "foreign"];
+pub const CAPABILITIES: &[&str] = &[
+    "flows",
+    "window",
+    "crr-server-closes",
+    "tuning",
+    "foreign",
+    "shared-port",
+];
 
 impl Hello {
     pub fn new(software: impl Into<String>) -> Hello {

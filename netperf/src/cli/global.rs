@@ -177,7 +177,14 @@ pub const OPTIONS: &[OptDef] = &[
     OptDef::flag(
         "version",
         'V',
-        "Display the version and the control protocol version, and exit",
+        "Display netperf 2.7's version line, and exit",
+    ),
+    OptDef::long_only(
+        "our_version",
+        "version",
+        Arity::None,
+        "",
+        "Display this netperf's version and its control protocol's, and exit",
     ),
     OptDef::value(
         "width",

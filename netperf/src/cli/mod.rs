@@ -25,12 +25,91 @@ fn bad(opt: &str, e: ValueError) -> CliError {
     CliError(format!("{opt}: {e}"))
 }
 
+/// One line saying what a word that is not a clean number was taken as,
+/// as netperf 2.7 reads it.
+fn taken(o: &str, s: &str, clean: bool, as_what: impl std::fmt::Display, w: &mut Vec<String>) {
+    if !clean {
+        warn(
+            w,
+            format!(
+                "warning: {o} '{s}' is not a clean number: taken as {as_what}, as netperf 2.7 reads it"
+            ),
+        );
+    }
+}
+
+/// A warning, once however often the option or value repeats (a lone
+/// value of a pair sets both sides).
+fn warn(w: &mut Vec<String>, line: String) {
+    if !w.contains(&line) {
+        w.push(line);
+    }
+}
+
+/// netperf 2.7's `convert()` of an option's value (see [`taken`]).
+fn num(o: &str, s: &str, w: &mut Vec<String>) -> Result<i64, CliError> {
+    let r = value::convert(s).map_err(|e| bad(o, e))?;
+    taken(o, s, r.clean, r.value, w);
+    Ok(r.value)
+}
+
+/// C's `atoi` of an option's value (see [`taken`]).
+fn atoi(o: &str, s: &str, w: &mut Vec<String>) -> Result<i64, CliError> {
+    let r = value::atoi_lenient(s).map_err(|e| bad(o, e))?;
+    taken(o, s, r.clean, r.value, w);
+    Ok(r.value)
+}
+
+/// [`num`] for a size or count: what does not fit a `u32` is refused (2.7
+/// would wrap or crash on it), a negative only where `negative` says what
+/// it means (`None`: refused).
+fn unsigned(o: &str, s: &str, w: &mut Vec<String>) -> Result<u32, CliError> {
+    let n = num(o, s, w)?;
+    u32::try_from(n).map_err(|_| {
+        CliError(if n < 0 {
+            format!("{o}: '{s}' must not be negative")
+        } else {
+            format!("{o}: '{s}' is more than {}", u32::MAX)
+        })
+    })
+}
+
+/// A port as netperf 2.7 gives it to getaddrinfo: digits (wrapped past
+/// 65535) or a service name.
+fn port_of(o: &str, s: &str, w: &mut Vec<String>) -> Result<u16, CliError> {
+    let r = value::service_port(s).map_err(|e| bad(o, e))?;
+    if !r.clean {
+        warn(
+            w,
+            format!(
+                "warning: {o} '{s}': port {}, as netperf 2.7's getaddrinfo reads it",
+                r.value
+            ),
+        );
+    }
+    Ok(r.value)
+}
+
+/// An address family after a comma; netperf 2.7 warns about a word it does
+/// not know and goes on with either family.
+fn family_of(o: &str, s: &str, w: &mut Vec<String>) -> AddrFamily {
+    value::address_family(s).unwrap_or_else(|e| {
+        warn(
+            w,
+            format!("warning: {o}: {e}; either family, as netperf 2.7 goes on"),
+        );
+        AddrFamily::Unspec
+    })
+}
+
 /// What the command line asks for.
 #[derive(Debug)]
 pub enum Invocation {
     Help,
     TestHelp,
     Version,
+    /// `--version`.
+    OurVersion,
     /// `-o ?` and `-k ?` (one line), `-O ?` (one per line): list the
     /// output selectors; with ours too at `-v 3` and above.
     ListSelectors {
@@ -58,17 +137,26 @@ pub enum Units {
     Bits(char),
     /// Transactions (the _RR tests' default).
     Transactions,
+    /// Microseconds a transaction (netperf 2.7's `-f u`): the inverse of
+    /// the rate, times a million.
+    Usec,
 }
 
 impl Units {
-    fn parse(s: &str) -> Result<Units, CliError> {
+    /// `-f`'s first letter; netperf 2.7 takes any other as KBytes (said on
+    /// stderr).
+    fn parse(s: &str, warnings: &mut Vec<String>) -> Units {
         match s.chars().next() {
-            Some(c @ ('B' | 'K' | 'M' | 'G')) => Ok(Units::Bytes(c)),
-            Some(c @ ('b' | 'k' | 'm' | 'g')) => Ok(Units::Bits(c)),
-            Some('x') => Ok(Units::Transactions),
-            _ => Err(CliError(format!(
-                "-f: '{s}' is not a unit (G M K B for bytes, g m k b for bits, x for transactions)"
-            ))),
+            Some(c @ ('B' | 'K' | 'M' | 'G')) => Units::Bytes(c),
+            Some(c @ ('b' | 'k' | 'm' | 'g')) => Units::Bits(c),
+            Some('x') => Units::Transactions,
+            Some('u') => Units::Usec,
+            _ => {
+                warnings.push(format!(
+                    "warning: -f '{s}' is not a unit (G M K B bytes, g m k b bits, x transactions, u microseconds a transaction): KBytes, as netperf 2.7 takes it"
+                ));
+                Units::Bytes('K')
+            }
         }
     }
 }
@@ -395,10 +483,15 @@ pub fn test_usage() -> String {
     )
 }
 
-/// The version line: netperf 2.7's first, since scripts test it, then ours.
+/// `-V`: netperf 2.7's one line, which scripts test.
 pub fn version() -> String {
+    "Netperf version 2.7.1".to_string()
+}
+
+/// `--version`: ours, and the control protocol's.
+pub fn our_version() -> String {
     format!(
-        "Netperf version 2.7.1\nrsnetperf {}, control protocol version {}",
+        "rsnetperf {}, control protocol version {}",
         env!("CARGO_PKG_VERSION"),
         proto::PROTOCOL_VERSION
     )
@@ -450,10 +543,11 @@ fn apply_global(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliEr
         match occ.id {
             "help" => return Ok(Some(Invocation::Help)),
             "version" => return Ok(Some(Invocation::Version)),
+            "our_version" => return Ok(Some(Invocation::OurVersion)),
             "local_align" | "remote_align" | "local_offset" | "remote_offset" => {
                 let (a, b) = value::pair(v);
-                let a = a.map(|x| size(o, x)).transpose()?;
-                let b = b.map(|x| size(o, x)).transpose()?;
+                let a = a.map(|x| unsigned(o, x, &mut plan.warnings)).transpose()?;
+                let b = b.map(|x| unsigned(o, x, &mut plan.warnings)).transpose()?;
                 let align = occ.id.ends_with("align");
                 if align && (a == Some(0) || b == Some(0)) {
                     return Err(CliError(format!(
@@ -477,12 +571,14 @@ fn apply_global(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliEr
                     *recv = b;
                 }
             }
-            "interval_burst" => plan
+            // netperf 2.7 says so only when the first value is given
+            "interval_burst" if value::pair_explicit(v).0.is_some() => plan
                 .notices
                 .push("Packet burst size is not compiled in. ".into()),
-            "interval_wait" => plan
+            "interval_wait" if value::pair_explicit(v).0.is_some() => plan
                 .notices
                 .push("Packet rate control is not compiled in.".into()),
+            "interval_burst" | "interval_wait" => {}
             "local_dirty" | "remote_dirty" => {
                 plan.notices.push("I don't know how to get dirty.".into())
             }
@@ -507,7 +603,7 @@ fn apply_global(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliEr
                 }
                 plan.interim = Some((secs.abs(), secs < 0.0));
             }
-            "format" => plan.units = Some(Units::parse(v)?),
+            "format" => plan.units = Some(Units::parse(v, &mut plan.warnings)),
             "fill" => {
                 let (local, remote) = value::pair_explicit(v);
                 if let Some(f) = local {
@@ -528,28 +624,57 @@ fn apply_global(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliEr
                     plan.host = Some(h.to_string());
                 }
                 if let Some(f) = fam {
-                    plan.family = value::address_family(f).map_err(|e| bad(o, e))?;
+                    plan.family = family_of(o, f, &mut plan.warnings);
                 }
             }
             "iterations" => {
                 let (max, min) = value::pair(v);
-                let max = max.map(value::int).transpose().map_err(|e| bad(o, e))?;
-                let min = min.map(value::int).transpose().map_err(|e| bad(o, e))?;
+                let max = max.map(|x| num(o, x, &mut plan.warnings)).transpose()?;
+                let min = min.map(|x| num(o, x, &mut plan.warnings)).transpose()?;
                 let prev = iterations.unwrap_or((None, None));
                 iterations = Some((max.or(prev.0), min.or(prev.1)));
             }
             "confidence" => {
                 let (level, width) = value::pair(v);
                 let level = level.map(value::float).transpose().map_err(|e| bad(o, e))?;
+                // netperf 2.7 takes a width that is 0 or not a number as 5%
                 let width = match (width, v.contains(',')) {
-                    (Some(w), true) => Some(value::float(w).map_err(|e| bad(o, e))?),
+                    (Some(w), true) => match value::atof(w) {
+                        r if r.value > 0.0 => {
+                            taken(o, w, r.clean, r.value, &mut plan.warnings);
+                            Some(r.value)
+                        }
+                        _ => {
+                            plan.warnings.push(format!(
+                                "warning: {o} width '{w}' is not more than 0: 5%, as netperf 2.7 takes it"
+                            ));
+                            None
+                        }
+                    },
                     _ => None,
                 };
                 let prev = level_width.unwrap_or((None, None));
                 level_width = Some((level.or(prev.0), width.or(prev.1)));
             }
             "length" => {
-                let n = value::test_length(v).map_err(|e| bad(o, e))?;
+                let r = value::convert(v).map_err(|e| bad(o, e))?;
+                let n = r.value;
+                // (`30s`, `30secs` are seconds, as netperf 2.7's manual says)
+                let seconds = ["seconds", "secs", "sec", "s"]
+                    .iter()
+                    .find_map(|u| v.trim().strip_suffix(u))
+                    .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+                taken(
+                    o,
+                    v,
+                    r.clean || seconds,
+                    if n == 0 {
+                        "0: the test runs until it is interrupted".to_string()
+                    } else {
+                        n.to_string()
+                    },
+                    &mut plan.warnings,
+                );
                 plan.length = if n < 0 {
                     Length::Count(n.unsigned_abs())
                 } else {
@@ -562,12 +687,12 @@ fn apply_global(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliEr
                     plan.local_host = Some(h.to_string());
                 }
                 if let Some(f) = fam {
-                    plan.local_family = value::address_family(f).map_err(|e| bad(o, e))?;
+                    plan.local_family = family_of(o, f, &mut plan.warnings);
                 }
             }
             "num_cpus" => {
                 plan.num_cpus =
-                    u32::try_from(value::atoi(v).map_err(|e| bad(o, e))?.max(0)).unwrap_or(u32::MAX)
+                    u32::try_from(atoi(o, v, &mut plan.warnings)?.max(0)).unwrap_or(u32::MAX)
             }
             "no_control" => {
                 return Err(CliError(
@@ -577,16 +702,16 @@ fn apply_global(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliEr
             "port" => {
                 let (port, lport) = value::pair_explicit(v);
                 if let Some(port) = port {
-                    plan.port = value::port(port).map_err(|e| bad(o, e))?;
+                    plan.port = port_of(o, port, &mut plan.warnings)?;
                 }
                 if let Some(l) = lport {
-                    plan.local_port = Some(value::port(l).map_err(|e| bad(o, e))?);
+                    plan.local_port = Some(port_of(o, l, &mut plan.warnings)?);
                 }
             }
-            "headers" => plan.headers = value::int(v).map_err(|e| bad(o, e))? != 0,
+            "headers" => plan.headers = num(o, v, &mut plan.warnings)? != 0,
             "result_confidence_only" => result_only = true,
             "wait" => {
-                let n = value::int(v).map_err(|e| bad(o, e))?;
+                let n = num(o, v, &mut plan.warnings)?;
                 plan.wait_secs = n.max(0) as u64;
             }
             "keepalive" => plan.keepalive = true,
@@ -599,32 +724,56 @@ fn apply_global(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliEr
                 })?;
             }
             "cpu_bind" => {
+                // netperf 2.7 leaves a CPU it cannot bind to (negative,
+                // or not this host's) unbound, and runs
                 let (l, r) = value::pair(v);
-                plan.local.cpu_bind = l.map(|x| size(o, x)).transpose()?;
-                plan.remote.cpu_bind = r.map(|x| size(o, x)).transpose()?;
+                let have = engine::cpu::count();
+                let mut cpu = |x: &str, ours: bool| -> Result<Option<u32>, CliError> {
+                    let n = num(o, x, &mut plan.warnings)?;
+                    let c = u32::try_from(n).ok().filter(|&c| !ours || c < have);
+                    if c.is_none() {
+                        warn(
+                            &mut plan.warnings,
+                            format!(
+                                "warning: {o} '{x}': {} has no CPU {n}: not bound, as netperf 2.7 goes on",
+                                if ours { "this host" } else { "a host" }
+                            ),
+                        );
+                    }
+                    Ok(c)
+                };
+                plan.local.cpu_bind = l.map(|x| cpu(x, true)).transpose()?.flatten();
+                plan.remote.cpu_bind = r.map(|x| cpu(x, false)).transpose()?.flatten();
             }
             "verbosity" => {
-                let n = value::int(v).map_err(|e| bad(o, e))?;
+                let n = num(o, v, &mut plan.warnings)?;
                 plan.verbosity = n.clamp(0, 9) as u8;
             }
             "width" => {
+                // 0 (or not a number) is netperf 2.7's default width
                 let (s, r) = value::pair(v);
                 if let Some(s) = s {
-                    plan.local.send_width = Some(size(o, s)?.max(1));
+                    plan.local.send_width =
+                        Some(unsigned(o, s, &mut plan.warnings)?).filter(|&w| w > 0);
                 }
                 if let Some(r) = r {
-                    plan.local.recv_width = Some(size(o, r)?.max(1));
+                    plan.local.recv_width =
+                        Some(unsigned(o, r, &mut plan.warnings)?).filter(|&w| w > 0);
                 }
             }
             "priority" => {
+                // netperf 2.7 sets a priority of 0 or more, leaves a negative
                 let (l, r) = value::pair(v);
-                plan.local.priority = l.map(|x| size(o, x)).transpose()?;
-                plan.remote.priority = r.map(|x| size(o, x)).transpose()?;
+                let mut prio = |x: &str| -> Result<Option<u32>, CliError> {
+                    Ok(u32::try_from(num(o, x, &mut plan.warnings)?).ok())
+                };
+                plan.local.priority = l.map(&mut prio).transpose()?.flatten();
+                plan.remote.priority = r.map(&mut prio).transpose()?.flatten();
             }
             "tos" => {
                 let (l, r) = value::pair(v);
-                plan.local.tos = l.map(|s| tos(o, s)).transpose()?.flatten();
-                plan.remote.tos = r.map(|s| tos(o, s)).transpose()?.flatten();
+                plan.local.tos = l.and_then(|s| tos(o, s, &mut plan.warnings));
+                plan.remote.tos = r.and_then(|s| tos(o, s, &mut plan.warnings));
             }
             "passphrase" => plan.auth = Some(AuthSource::Passphrase(v.to_string())),
             "ipv4" => plan.family = AddrFamily::V4,
@@ -704,7 +853,7 @@ fn confidence(
 /// C's notation (decimal, 0x hex, 0 octal), 0 to 255, the whole byte (ECN
 /// bits included). netperf 2.7 sets it only when it is more than 0, so 0
 /// means "leave it", as `None` here.
-fn tos(opt: &str, s: &str) -> Result<Option<u8>, CliError> {
+fn tos(opt: &str, s: &str, warnings: &mut Vec<String>) -> Option<u8> {
     const NAMES: &[(&str, u8)] = &[
         ("af11", 0x28),
         ("af12", 0x30),
@@ -747,10 +896,17 @@ fn tos(opt: &str, s: &str) -> Result<Option<u8>, CliError> {
         })
         .filter(|&v| v <= 255);
     match v {
-        Some(v) => Ok((v > 0).then_some(v as u8)),
-        None => Err(CliError(format!(
-            "{opt}: '{s}' is not a TOS byte (0 to 255 in decimal, 0x hex or 0 octal, or a name: ef, af11..af43, cs0..cs7, lowdelay, throughput, reliability)"
-        ))),
+        Some(v) => (v > 0).then_some(v as u8),
+        None => {
+            // netperf 2.7 leaves the TOS unset, without a word
+            warn(
+                warnings,
+                format!(
+                    "warning: {opt} '{s}' is not a TOS byte (0 to 255 in decimal, 0x hex or 0 octal, or a name: ef, af11..af43, cs0..cs7, lowdelay, throughput, reliability): not set, as netperf 2.7 leaves it"
+                ),
+            );
+            None
+        }
     }
 }
 
@@ -771,6 +927,32 @@ struct Shape {
     routing: Option<bool>,
 }
 
+/// OMNI's options that the classic grammar of TCP_SENDFILE, TCP_CC and
+/// TCP_MSS does not have (its letters are `aAbCDnNhHLmMpPrRsSTVwWz46`):
+/// netperf 2.7 reads each as -4 and ignores it.
+const CLASSIC_UNKNOWN: &[&str] = &[
+    "pktinfo",
+    "connection_test",
+    "direction",
+    "recv_timeout",
+    "mtu_discover",
+    "fastopen",
+    "so_debug",
+    "mss",
+    "check_interval",
+    "use_write",
+    "parallel",
+    "keyval",
+    "cong_control",
+    "multicast_ttl",
+    "csv",
+    "human",
+    "pacing",
+    "socket_type",
+    "uuid",
+    "dont_give_up",
+];
+
 fn apply_test(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliError> {
     let mut shape = Shape::default();
     let omni = plan.name == TestName::Omni;
@@ -781,12 +963,7 @@ fn apply_test(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliErro
         let size = |s: &str| size(o, s);
         // netperf 2.7's TCP_SENDFILE, TCP_CC and TCP_MSS have the classic
         // grammar, without OMNI's options.
-        if !omni_options
-            && matches!(
-                occ.id,
-                "direction" | "protocol" | "socket_type" | "keyval" | "csv" | "human" | "uuid"
-            )
-        {
+        if !omni_options && CLASSIC_UNKNOWN.contains(&occ.id) {
             plan.warnings.push(format!(
                 "warning: {o} is not an option of {}, ignored (netperf 2.7 reads it as -4)",
                 plan.name
@@ -794,15 +971,27 @@ fn apply_test(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliErro
             plan.data_family = AddrFamily::V4;
             continue;
         }
+        // the classic grammar takes -T's value and ignores it, and -z
+        if !omni_options && matches!(occ.id, "protocol" | "classic_z") {
+            continue;
+        }
         match occ.id {
             "help" => return Ok(Some(Invocation::TestHelp)),
             optparse::BAD_OPTION | "ipv4" => plan.data_family = AddrFamily::V4,
+            // OMNI has no -z: netperf 2.7 reads it as -4
+            "classic_z" => {
+                plan.warnings.push(format!(
+                    "warning: {o} is not an option of {}, ignored (netperf 2.7 reads it as -4)",
+                    plan.name
+                ));
+                plan.data_family = AddrFamily::V4;
+            }
             "ipv6" => plan.data_family = AddrFamily::V6,
             // netperf 2.7 takes a negative burst as none at all (its manual
             // still describes a ramp-up that a negative value skipped; we
             // never ramp up).
             "burst" => {
-                let n = value::atoi(v).map_err(|e| bad(o, e))?;
+                let n = atoi(o, v, &mut plan.warnings)?;
                 plan.burst = u32::try_from(n.max(0))
                     .map_err(|_| CliError(format!("{o}: '{v}' is more than {}", u32::MAX)))?;
             }
@@ -827,20 +1016,27 @@ fn apply_test(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliErro
                 plan.remote.nodelay = true;
             }
             "recv_timeout" => {
-                // netperf takes whole seconds; fractions are ours (-e 0.01).
-                let secs = value::float(v).map_err(|e| bad(o, e))?;
-                if !(0.001..=3600.0).contains(&secs) {
+                // netperf takes whole seconds; fractions are ours (-e
+                // 0.01). 0, or not a number, is no timeout, as in 2.7.
+                let r = value::atof(v);
+                if r.value == 0.0 {
+                    taken(o, v, r.clean, "0: no timeout", &mut plan.warnings);
+                    plan.recv_timeout = None;
+                    continue;
+                }
+                if !(0.001..=3600.0).contains(&r.value) {
                     return Err(CliError(format!(
-                        "{o}: '{v}' is not between 0.001 and 3600 seconds"
+                        "{o}: '{v}' is not between 0.001 and 3600 seconds (0: no timeout)"
                     )));
                 }
-                plan.recv_timeout = Some(std::time::Duration::from_secs_f64(secs));
+                taken(o, v, r.clean, r.value, &mut plan.warnings);
+                plan.recv_timeout = Some(std::time::Duration::from_secs_f64(r.value));
             }
             "mtu_discover" => plan.local_only.mtu_discover = true,
             "fastopen" => plan.local_only.fastopen = true,
             "so_debug" => plan.local_only.so_debug = true,
             "mss" => {
-                let n = value::atoi(v).map_err(|e| bad(o, e))?;
+                let n = atoi(o, v, &mut plan.warnings)?;
                 plan.local_only.mss = u32::try_from(n).ok().filter(|&n| n > 0);
             }
             "data_host" => {
@@ -849,7 +1045,7 @@ fn apply_test(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliErro
                     plan.data_host = Some(strip_mask(h).to_string());
                 }
                 if let Some(f) = fam {
-                    plan.data_family = value::address_family(f).map_err(|e| bad(o, e))?;
+                    plan.data_family = family_of(o, f, &mut plan.warnings);
                 }
             }
             "check_interval" => plan.warnings.push(format!(
@@ -887,29 +1083,44 @@ fn apply_test(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliErro
                     plan.data_local = Some(strip_mask(h).to_string());
                 }
                 if let Some(f) = fam {
-                    plan.data_family = value::address_family(f).map_err(|e| bad(o, e))?;
+                    plan.data_family = family_of(o, f, &mut plan.warnings);
                 }
             }
+            // A size of 0 (or not a number) is the default size, as in
+            // netperf 2.7. The classic TCP_SENDFILE, TCP_CC and TCP_MSS
+            // take the whole word as one size (`-m 1,64K` is 1024 there).
             "send_size" => {
-                let (l, r) = value::pair_explicit(v);
+                let (l, r) = if omni_options {
+                    value::pair_explicit(v)
+                } else {
+                    (Some(v), None)
+                };
                 if let Some(l) = l {
-                    plan.local.send_size = Some(size(l)?);
+                    plan.local.send_size =
+                        Some(unsigned(o, l, &mut plan.warnings)?).filter(|&n| n > 0);
                     shape.implied |= test_name::XMIT;
                 }
                 if let Some(r) = r {
-                    plan.remote.send_size = Some(size(r)?);
+                    plan.remote.send_size =
+                        Some(unsigned(o, r, &mut plan.warnings)?).filter(|&n| n > 0);
                     shape.implied |= test_name::RECV;
                 }
             }
             "recv_size" => {
                 // netperf: the first value is the remote receive size.
-                let (r, l) = value::pair_explicit(v);
+                let (r, l) = if omni_options {
+                    value::pair_explicit(v)
+                } else {
+                    (Some(v), None)
+                };
                 if let Some(r) = r {
-                    plan.remote.recv_size = Some(size(r)?);
+                    plan.remote.recv_size =
+                        Some(unsigned(o, r, &mut plan.warnings)?).filter(|&n| n > 0);
                     shape.implied |= test_name::XMIT;
                 }
                 if let Some(l) = l {
-                    plan.local.recv_size = Some(size(l)?);
+                    plan.local.recv_size =
+                        Some(unsigned(o, l, &mut plan.warnings)?).filter(|&n| n > 0);
                     shape.implied |= test_name::RECV;
                 }
             }
@@ -917,59 +1128,66 @@ fn apply_test(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliErro
             "remote_connected" => plan.remote_connected_udp = true,
             "port_range" => {
                 let (lo, hi) = value::pair(v);
-                let atoi_port = |s: &str| -> Result<u16, CliError> {
-                    let n = value::atoi(s).map_err(|e| bad(o, e))?;
+                let mut atoi_port = |s: &str| -> Result<u16, CliError> {
+                    let n = atoi(o, s, &mut plan.warnings)?;
                     u16::try_from(n).map_err(|_| {
                         CliError(format!("{o}: '{s}' is not a port number (0 to 65535)"))
                     })
                 };
-                let lo = lo.map(atoi_port).transpose()?;
-                let hi = hi.map(atoi_port).transpose()?;
+                let lo = lo.map(&mut atoi_port).transpose()?;
+                let hi = hi.map(&mut atoi_port).transpose()?;
                 let (lo, hi) = (lo.unwrap_or(5000), hi.unwrap_or(65535));
-                if lo == 0 || hi < lo {
+                // 0,0: netperf 2.7 binds port 0, the kernel choosing each
+                if hi < lo || (lo == 0 && hi != 0) {
                     return Err(CliError(format!("{o}: '{v}' is not a port range min,max")));
                 }
                 plan.port_range = Some((lo, hi));
             }
             "data_port" => {
                 let (l, r) = value::pair(v);
-                plan.local_data_port = l.map(value::port).transpose().map_err(|e| bad(o, e))?;
-                plan.remote_data_port = r.map(value::port).transpose().map_err(|e| bad(o, e))?;
+                plan.local_data_port = l.map(|x| port_of(o, x, &mut plan.warnings)).transpose()?;
+                plan.remote_data_port = r.map(|x| port_of(o, x, &mut plan.warnings)).transpose()?;
             }
             "pacing" => {
-                let n = value::atoi(v).map_err(|e| bad(o, e))?;
+                let n = atoi(o, v, &mut plan.warnings)?;
                 plan.local_only.pacing = u64::try_from(n).ok().filter(|&n| n > 0);
             }
             "rr_size" => {
                 let (q, r) = value::pair(v);
                 if let Some(q) = q {
-                    plan.request_size = size(q)?;
+                    plan.request_size = unsigned(o, q, &mut plan.warnings)?;
                     plan.request_size_given = true;
                 }
                 if let Some(r) = r {
-                    plan.response_size = size(r)?;
+                    plan.response_size = unsigned(o, r, &mut plan.warnings)?;
                 }
                 shape.implied |= test_name::XMIT | test_name::RECV;
             }
             "routing" => {
-                shape.routing = Some(value::atoi(v).map_err(|e| bad(o, e))? != 0);
+                shape.routing = Some(atoi(o, v, &mut plan.warnings)? != 0);
             }
-            "local_bufs" => {
+            // netperf 2.7 sets a buffer of 0 or more (0: the kernel's
+            // least), and leaves a negative one
+            "local_bufs" | "remote_bufs" => {
                 let (s, r) = value::pair(v);
-                if let Some(s) = s {
-                    plan.local.send_buf = Some(size(s)?);
+                let mut buf = |x: &str| -> Result<Option<u32>, CliError> {
+                    let n = num(o, x, &mut plan.warnings)?;
+                    Ok(u32::try_from(n).ok())
+                };
+                let (send, recv) = (
+                    s.map(&mut buf).transpose()?.flatten(),
+                    r.map(&mut buf).transpose()?.flatten(),
+                );
+                let side = if occ.id == "local_bufs" {
+                    &mut plan.local
+                } else {
+                    &mut plan.remote
+                };
+                if s.is_some() {
+                    side.send_buf = send;
                 }
-                if let Some(r) = r {
-                    plan.local.recv_buf = Some(size(r)?);
-                }
-            }
-            "remote_bufs" => {
-                let (s, r) = value::pair(v);
-                if let Some(s) = s {
-                    plan.remote.send_buf = Some(size(s)?);
-                }
-                if let Some(r) = r {
-                    plan.remote.recv_buf = Some(size(r)?);
+                if r.is_some() {
+                    side.recv_buf = recv;
                 }
             }
             "socket_type" => shape.socket_type = Some(v.to_string()),
@@ -989,7 +1207,9 @@ fn apply_test(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliErro
             "uuid" => plan.uuid = Some(v.chars().take(37).collect()),
             "copy_avoid" => plan.copy_avoidance = true,
             "defer_accept" => plan.defer_accept = true,
-            "send_width" => plan.local.send_width = Some(size(v)?.max(1)),
+            "send_width" => {
+                plan.local.send_width = Some(unsigned(o, v, &mut plan.warnings)?).filter(|&w| w > 0)
+            }
             "rate" => plan.rate_bps = Some(value::bits_per_second(v).map_err(|e| bad(o, e))?),
             "spin" => plan.spin = true,
             "batch" => {

@@ -200,6 +200,12 @@ pub const OPTIONS: &[OptDef] = &[
     )
     .hidden(),
     OptDef::value("wait", 'w', "x", "(accepted; no effect)").hidden(),
+    OptDef::flag(
+        "classic_z",
+        'z',
+        "(TCP_SENDFILE, TCP_CC, TCP_MSS: accepted; no effect)",
+    )
+    .hidden(),
     OptDef::value(
         "send_width",
         'W',

@@ -12,7 +12,7 @@ use std::{
     time::Duration,
 };
 
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, bail};
 use engine::{
     cpu,
     live::Live,
@@ -237,10 +237,39 @@ pub fn spec_for(plan: &Plan, family: Family) -> Result<TestSpec> {
     Ok(spec)
 }
 
-/// Check what can be checked once the control connection's family is
-/// known, before anything is printed or asked of the netserver.
-pub fn preflight(plan: &Plan, family: Family) -> Result<()> {
+/// Check what can be checked once the control connection is up, before
+/// anything is printed or asked of the netserver.
+pub fn preflight(plan: &Plan, d: &dyn Dialect) -> Result<()> {
+    let family = sockopt::family_of(&d.peer());
     spec_for(plan, family)?;
+    let (data_ip, ..) = data_endpoints(plan, d)?;
+    if let Some(port) = shared_port(plan, data_ip) {
+        let both = format!(
+            "-- -P {port}: netperf's and the netserver's data sockets would both be port {port} on this host ({data_ip})"
+        );
+        let two = format!(
+            "give two ports, -- -P {port},{}",
+            port.wrapping_add(1).max(1024)
+        );
+        match plan.test {
+            TestKind::UdpStream if plan.local_only.connected_udp => bail!(
+                "{both}, and a UDP socket connected to its own address (-- -n) gets its own datagrams back; leave out -n, or {two}"
+            ),
+            TestKind::UdpStream => {
+                if !d.is_netperf2() && !d.can("shared-port") {
+                    bail!(
+                        "{both}: the netserver at {} ({}) predates one port for both ends; {two}, or upgrade it",
+                        d.peer(),
+                        d.server_software()
+                    );
+                }
+            }
+            TestKind::UdpRr => {
+                bail!("{both}: the netserver's responses would come back to its own socket; {two}")
+            }
+            _ => bail!("{both}: a TCP connection cannot have the same address at both ends; {two}"),
+        }
+    }
     if plan.test == TestKind::UdpStream
         && let Some(size) = plan.local.send_size
     {
@@ -306,6 +335,21 @@ fn run_test(plan: &Plan, dialect: &mut dyn Dialect, ctx: &Context) -> Result<Mea
     }
 }
 
+/// The one port both ends' data sockets would have: `-- -P N` (or
+/// `-P N,N`) names the same port for both, and the netserver's data address
+/// is one of this host's (loopback, or an address we can bind), as with two
+/// host-network pods on one node. Only UDP_STREAM runs so (as netperf 2.7's
+/// does): its datagrams are taken by their address and port, without the
+/// hello, which would come back to the netserver's own socket.
+pub(crate) fn shared_port(plan: &Plan, data_ip: IpAddr) -> Option<u16> {
+    let port = plan.local_data_port.filter(|&p| p != 0)?;
+    if plan.remote_data_port != Some(port) {
+        return None;
+    }
+    let ours = data_ip.is_loopback() || std::net::UdpSocket::bind((data_ip, 0)).is_ok();
+    ours.then_some(port)
+}
+
 /// What every family does first: the request for this plan, and our data
 /// socket with its options. The socket is made before the netserver is
 /// asked, so that the buffer sizes we report are the ones the kernel gave
@@ -325,9 +369,26 @@ pub(crate) struct Prepared {
     pub lsr: u32,
     /// The TOS byte the kernel kept, when `-Y` set one.
     pub tos: Option<u32>,
+    /// Both ends' data sockets have this one port on this host (see
+    /// [`shared_port`]).
+    pub shared_port: Option<u16>,
 }
 
 impl Prepared {
+    /// The data path's conventions for this test: the dialect's, with a
+    /// UDP datagram proven by its address and port when both ends share
+    /// one (no hello: its echo would reach the netserver's own socket).
+    pub fn conventions(&self, d: &dyn Dialect) -> engine::conventions::Conventions {
+        let conv = d.conventions();
+        match self.shared_port {
+            Some(_) => engine::conventions::Conventions {
+                proof: engine::conventions::Proof::ControlPeer,
+                ..conv
+            },
+            None => conv,
+        }
+    }
+
     /// Where the netserver's data socket for `grant` is.
     pub fn data_addr(&self, grant: &Grant) -> SocketAddr {
         SocketAddr::new(self.data_ip, grant.data_port)
@@ -419,6 +480,15 @@ pub(crate) fn prepare(plan: &Plan, d: &dyn Dialect, protocol: Protocol) -> Resul
             "data socket: {protocol:?} over {family:?}, to {data_ip}, from {local_ip}; socket buffers {lss} send, {lsr} receive"
         )
     });
+    // netperf 2.7 binds a UDP data socket to the wildcard unless `-- -L`
+    // names an address: with one port for both ends on one host, the
+    // netserver's socket, bound to its address, is then the one the
+    // kernel hands the datagrams to.
+    let local_ip = if protocol == Protocol::Udp && plan.data_local.is_none() {
+        udp_stream::unspecified(family)
+    } else {
+        local_ip
+    };
     let mut p = Prepared {
         data_ip,
         local: SocketAddr::new(local_ip, port),
@@ -429,6 +499,7 @@ pub(crate) fn prepare(plan: &Plan, d: &dyn Dialect, protocol: Protocol) -> Resul
         lss,
         lsr,
         tos,
+        shared_port: shared_port(plan, data_ip),
     };
     if protocol == Protocol::Udp {
         udp_stream::bind_udp(&mut p)?;

@@ -49,6 +49,8 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
         .connect_timeout(&to.into(), Duration::from_secs(10))
         .with_context(|| format!("data connection to {to}"))?;
     let conn: TcpStream = p.sock.into();
+    // TCP_MSS reports the segment size right after connect, as netperf 2.7
+    let mss_at_connect = sockopt::mss(SockRef::from(&conn));
     handshake::present(&conn, &grant.token, 0, &d.conventions())?;
     pin(plan)?;
 
@@ -147,7 +149,11 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
     let (outcome, local_cpu) = outcome;
     m.elapsed = outcome.elapsed.as_secs_f64();
     m.latency = lat.and_then(|l| l.summary());
-    m.mss = sockopt::mss(SockRef::from(&conn));
+    m.mss = if plan.name == crate::cli::TestName::TcpMss {
+        mss_at_connect
+    } else {
+        sockopt::mss(SockRef::from(&conn))
+    };
     m.local = SideResults {
         tcp: sockopt::tcp_stats(&conn),
         cpu: local_cpu,

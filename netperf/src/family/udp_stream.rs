@@ -99,7 +99,7 @@ fn ring_width(plan: &Plan, p: &mut Prepared, size: u32) -> usize {
     width
 }
 
-fn unspecified(f: Family) -> std::net::IpAddr {
+pub(super) fn unspecified(f: Family) -> std::net::IpAddr {
     match f {
         Family::V4 => std::net::Ipv4Addr::UNSPECIFIED.into(),
         Family::V6 => std::net::Ipv6Addr::UNSPECIFIED.into(),
@@ -152,9 +152,15 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
 
     let grant = request(plan, d, &p.spec)?;
     let to = p.data_addr(&grant);
+    let conv = p.conventions(d);
     let (sock, _) = udp_socket(p)?;
     let link = link(plan, &sock, to)?;
-    hello(link, &grant, d)?;
+    udp::client_hello(
+        link,
+        &grant.token,
+        &conv,
+        Instant::now() + Duration::from_secs(10),
+    )?;
     pin(plan)?;
 
     let stop = StopFlag::new();
@@ -170,7 +176,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
             link,
             &mut ring,
             udp::test_id(&grant.token),
-            &d.conventions(),
+            &conv,
             until,
             plan.rate_bps,
             &stop,

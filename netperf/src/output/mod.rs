@@ -125,7 +125,7 @@ fn service_demand(asked: &Asked, m: &Measurement, cpu: Option<&proto::CpuStats>)
 /// The test's result in `units` per second. An _RR test in byte or bit
 /// units reports the bytes the netserver moved both ways, as netperf does.
 pub fn rate(units: Units, kind: TestKind, m: &Measurement) -> f64 {
-    if kind.is_rr() && units != Units::Transactions {
+    if kind.is_rr() && !matches!(units, Units::Transactions | Units::Usec) {
         let bytes = m.remote.bytes_sent + m.remote.bytes_received;
         return units.rate(bytes as f64, m.elapsed);
     }

@@ -15,6 +15,7 @@ impl Units {
             Units::Bits('m') => "10^6bits",
             Units::Bits('g') => "10^9bits",
             Units::Transactions => "Trans",
+            Units::Usec => "Usec",
             _ => "KBytes",
         }
     }
@@ -25,6 +26,15 @@ impl Units {
     pub fn rate(self, amount: f64, secs: f64) -> f64 {
         if secs <= 0.0 {
             return 0.0;
+        }
+        // netperf 2.7's `-f u`: microseconds an amount (a transaction, or
+        // for a stream test a byte), the inverse of the rate
+        if self == Units::Usec {
+            return if amount > 0.0 {
+                secs * 1e6 / amount
+            } else {
+                0.0
+            };
         }
         let per = match self {
             Units::Bytes('B') => 1.0,

@@ -3,7 +3,7 @@
 //! sends, to the one address that presented the test's token).
 
 use std::{
-    net::UdpSocket,
+    net::{SocketAddr, UdpSocket},
     time::{Duration, Instant},
 };
 
@@ -30,6 +30,19 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<Prepared, ErrorMsg> {
     if spec.kind == TestKind::UdpMaerts {
         return prepare_sender(setup, sock, port, (send_buf, recv_buf));
     }
+    // netperf's data socket and ours have one address and port (`-- -P N`
+    // on one host): its datagrams are taken by that address and port, as
+    // netperf 2.7's are; a hello's echo would only come back to us.
+    let shared = spec.peer_data_port == Some(port)
+        && sock.local_addr().ok().and_then(|a| a.as_socket()) == Some(SocketAddr::new(peer, port));
+    let conv = if shared {
+        engine::conventions::Conventions {
+            proof: engine::conventions::Proof::ControlPeer,
+            ..conv
+        }
+    } else {
+        conv
+    };
     // netperf 2.7's netserver receives with calls of its socket buffer's
     // size; never less than the largest datagram.
     let recv_size = spec

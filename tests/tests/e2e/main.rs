@@ -4,7 +4,9 @@
 
 mod accuracy;
 mod attacks;
+mod bugs27;
 mod confidence;
+mod dropin;
 mod errors;
 mod fleet;
 mod flows;

@@ -184,6 +184,13 @@ fn netserver_version_and_bad_options() {
     cmd.arg("-V");
     let out = run_with_deadline(cmd, Duration::from_secs(10));
     assert!(
+        out.success() && out.stdout == "Netperf version 2.7.1\n",
+        "{out}"
+    );
+    let mut cmd = Command::new(bin("netserver"));
+    cmd.arg("--version");
+    let out = run_with_deadline(cmd, Duration::from_secs(10));
+    assert!(
         out.success() && out.stdout.contains("control protocol version"),
         "{out}"
     );

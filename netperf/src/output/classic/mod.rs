@@ -53,13 +53,15 @@ pub fn title(asked: &Asked) -> &'static str {
 /// The first line, printed before the test runs.
 pub fn banner(asked: &Asked, ep: &Endpoints) -> String {
     let mut s = format!(
-        "{} from {} ({}) port 0 {} to {} ({}) port 0 {}",
+        "{} from {} ({}) port {} {} to {} ({}) port {} {}",
         title(asked),
         ep.local_name,
         ep.local_addr,
+        asked.local_data_port.unwrap_or(0),
         ep.family(),
         ep.remote_name,
         ep.remote_addr,
+        asked.remote_data_port.unwrap_or(0),
         ep.family()
     );
     if let Some(c) = &asked.confidence {
