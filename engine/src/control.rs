@@ -29,8 +29,8 @@ pub enum ControlError {
     /// The server refused or broke the conversation.
     #[error("{0}")]
     Session(ClientError),
-    /// The server is netperf 2.7's netserver: it answered our hello in its
-    /// own protocol.
+    /// The server is netperf 2.7's netserver (it answered our hello in its
+    /// own protocol), and this conversation must speak ours.
     #[error("the netserver speaks netperf 2.7's protocol")]
     Netperf2,
 }
@@ -68,20 +68,34 @@ impl ControlStream {
         &self.stream
     }
 
-    /// The socket, and what arrived and was not consumed.
-    pub fn into_parts(mut self) -> (TcpStream, Vec<u8>) {
-        let rest = self.core.take_input();
-        (self.stream, rest)
-    }
-
     /// The protocol core, to queue requests.
     pub fn core(&mut self) -> &mut ClientConn {
         self.since = Instant::now();
         &mut self.core
     }
 
-    pub fn session(&self) -> &proto::ClientSession {
-        self.core.session()
+    /// The socket alone (the conversation dropped).
+    pub fn into_stream(self) -> TcpStream {
+        self.stream
+    }
+
+    /// The core, to read what the netserver said of itself.
+    pub fn peer(&self) -> &ClientConn {
+        &self.core
+    }
+
+    /// End the conversation as its dialect does: our `Bye`, sent; or
+    /// netperf 2.7's half-close, and a moment (2 s at most) for the
+    /// netserver's end.
+    pub fn close(&mut self) {
+        self.core.bye();
+        let _ = self.flush();
+        if self.core.half_closes() {
+            let _ = self.stream.shutdown(std::net::Shutdown::Write);
+            let _ = self.stream.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut b = [0u8; 64];
+            while matches!(self.stream.read(&mut b), Ok(n) if n > 0) {}
+        }
     }
 
     /// Send what the core queued.

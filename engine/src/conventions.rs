@@ -102,6 +102,20 @@ impl From<proto::dialect::Dialect> for Conventions {
     }
 }
 
+impl Conventions {
+    /// The conventions with a netserver that can do what `c` says: its
+    /// dialect's, with TCP_CRR's closer as it closes.
+    pub fn with(c: &proto::Capabilities) -> Conventions {
+        let mut conv = Conventions::from(c.dialect);
+        // a netserver of this suite from before it closed TCP_CRR's
+        // connections first waits for ours to close
+        if !c.crr_server_closes {
+            conv.crr_closer = Closer::Requester;
+        }
+        conv
+    }
+}
+
 impl Default for Conventions {
     fn default() -> Conventions {
         Conventions::NATIVE

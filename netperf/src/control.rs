@@ -1,10 +1,9 @@
-//! The control connection, behind one interface.
-//!
-//! Everything the client needs from a netserver goes through [`Dialect`]:
-//! ask for a test, learn where to connect, say when it is done, get the
-//! server's counters. [`Native`] speaks this suite's protocol; a second
-//! dialect (netperf 2.7's own wire format, to use existing netservers) would
-//! implement the same trait, and nothing that runs tests would change.
+//! The control connection: one [`Control`] whatever the netserver
+//! speaks. The protocol core ([`proto::conn::ClientConn`]) holds the
+//! dialect as a value (ours, or netperf 2.7's 656-byte frames, found out
+//! from the netserver's answer to our hello); this file moves its bytes
+//! (through [`engine::control::ControlStream`]), connects, and starts the
+//! embedded netserver when none answers on loopback.
 
 use std::{
     io,
@@ -19,67 +18,29 @@ use engine::{
 };
 use optparse::value::AddrFamily;
 use proto::{
-    ClientDone, ClientError, ClientEvent, ClientSession, Grant, ProtoError, SideResults, TestSpec,
-    conn::ClientConn,
+    Capabilities, ClientDone, ClientError, ClientEvent, ClientSession, Grant, ProtoError,
+    SideResults, TestSpec,
+    conn::{ClientConn, Speak},
 };
 use socket2::{Domain, Socket, Type};
 
-use crate::{
-    cli::{DialectChoice, Plan},
-    netperf2::Netperf2,
-};
+use crate::cli::{DialectChoice, Plan};
 
 /// How long we wait for the netserver's hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long we keep trying a netserver that says it is busy (a script's
 /// previous runs may still be closing their sessions).
 const BUSY_RETRY: Duration = Duration::from_secs(3);
-/// How long we wait for a setup reply (the server binds a socket).
+/// How long we wait for a setup reply (the server binds a socket); netperf
+/// 2.7 waits 120 s.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(20);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// netperf 2.7 waits this long for CPU_CALIBRATE's answer.
+const CALIBRATE_WAIT: Duration = Duration::from_secs(160);
 
-/// A control conversation with a netserver.
-pub trait Dialect {
-    /// The netserver's own description of itself.
-    fn server_software(&self) -> &str;
-    /// The netserver's CPU count and CPU meter rate (REM_CPU).
-    fn server_cpu(&self) -> (u32, u32);
-    /// The netserver's control address; data connections go to its IP.
-    fn peer(&self) -> SocketAddr;
-    /// Our end of the control connection.
-    fn local(&self) -> SocketAddr;
-    /// Ask for a test; the server prepares its data sockets.
-    fn setup(&mut self, spec: &TestSpec) -> Result<Grant>;
-    /// Our data phase is over: report it and collect the server's counters,
-    /// waiting at most `wait`.
-    fn finish(&mut self, done: ClientDone, wait: Duration) -> Result<SideResults>;
-    /// End the conversation politely.
-    fn bye(&mut self);
-    /// After our data path failed: what the netserver said, if it said why
-    /// within `wait`.
-    fn server_said(&mut self, _wait: Duration) -> Option<String> {
-        None
-    }
-    /// Whether the netserver announced `capability` in its hello.
-    fn can(&self, _capability: &str) -> bool {
-        false
-    }
-    /// Whether this is netperf 2.7's netserver (which reports less).
-    fn is_netperf2(&self) -> bool {
-        false
-    }
-    /// Learn the netserver's CPU count and meter rate if the hello did not
-    /// say them (netperf 2.7's CPU_CALIBRATE, for REM_CPU).
-    fn calibrate(&mut self) -> Result<()> {
-        Ok(())
-    }
-    /// The data path's conventions of this dialect.
-    fn conventions(&self) -> engine::conventions::Conventions;
-}
-
-/// This suite's own control protocol.
+/// A control conversation with a netserver, whichever protocol it speaks.
 #[derive(Debug)]
-pub struct Native {
+pub struct Control {
     ctl: ControlStream,
     peer: SocketAddr,
     local: SocketAddr,
@@ -90,44 +51,36 @@ fn describe(e: ControlError, peer: SocketAddr) -> anyhow::Error {
         ControlError::Timeout(what, d) => {
             anyhow!("no {what} from {peer} within {} s", d.as_secs_f64().round())
         }
-        ControlError::Closed => anyhow!("netserver at {peer} closed the control connection"),
+        ControlError::Closed => anyhow!(
+            "netserver at {peer} closed the control connection (netperf 2.7's netserver does so when its -Z passphrase is missing or wrong)"
+        ),
         ControlError::Io(e) => anyhow!("control connection to {peer}: {e}"),
         ControlError::Proto(e) => anyhow!("control connection to {peer}: {e}"),
         ControlError::Session(ClientError::Server(m)) if m.code == proto::ErrorCode::Busy => {
             anyhow::Error::new(Busy(m.message))
         }
+        ControlError::Session(ClientError::Server(m)) if m.message.starts_with("remote error") => {
+            anyhow!("netserver at {peer}: {}", m.message)
+        }
         ControlError::Session(e) => anyhow!("{e}"),
-        ControlError::Netperf2 => anyhow!("the netserver at {peer} speaks netperf 2.7's protocol"),
+        ControlError::Netperf2 => anyhow!(
+            "--dialect native: the netserver at {peer} is netperf 2.7's (it answered in its own protocol)"
+        ),
     }
 }
 
-/// The outcome of our hello: our protocol, or netperf 2.7's (the stream
-/// and what of its answer arrived), or a close without a word.
+/// What became of our hello.
 enum Hello {
-    Native(Box<Native>),
-    Netperf2(TcpStream, Vec<u8>),
+    Up(Box<Control>),
+    /// Closed without a word: netserver 2.7 with `-Z` does so.
     Closed,
 }
 
-impl Native {
-    /// Say hello over a connected control stream.
-    pub fn handshake(stream: TcpStream, key: Option<&Key>, optional: bool) -> Result<Native> {
-        match Native::hello(stream, key, optional)? {
-            Hello::Native(n) => Ok(*n),
-            Hello::Netperf2(s, _) => bail!(
-                "{} answered in netperf 2.7's protocol: it is netperf 2.7's netserver",
-                s.peer_addr()
-                    .map_or_else(|_| "the netserver".into(), |a| a.to_string())
-            ),
-            Hello::Closed => bail!("the netserver closed the control connection at our hello"),
-        }
-    }
-
-    /// Say hello, and learn which protocol the netserver speaks.
-    fn hello(stream: TcpStream, key: Option<&Key>, optional: bool) -> Result<Hello> {
+impl Control {
+    /// Say hello over a connected control stream, in our protocol (or
+    /// netperf 2.7's, when the netserver answers in it and `speak` lets us).
+    fn hello(stream: TcpStream, key: Option<&Key>, optional: bool, speak: Speak) -> Result<Hello> {
         let peer = stream.peer_addr()?;
-        let local = stream.local_addr()?;
-        let _ = stream.set_nodelay(true);
         let mut nonce = [0u8; 32];
         getrandom::fill(&mut nonce).map_err(|e| anyhow!("no secure random numbers: {e}"))?;
         let auth = key.map(|k| Box::new(k.clone()) as Box<dyn proto::Authenticator>);
@@ -135,15 +88,34 @@ impl Native {
         if optional {
             session = session.auth_optional();
         }
-        let core = ClientConn::new(session, &software(), Instant::now(), HELLO_TIMEOUT)
+        let core = ClientConn::new(session, &software(), Instant::now(), HELLO_TIMEOUT, speak)
             .map_err(|e| describe(e.into(), peer))?;
-        let mut ctl = ControlStream::new(stream, core);
-        match ctl.next_event() {
+        let c = Control::over(stream, core)?;
+        c.established(key)
+    }
+
+    /// netperf 2.7's protocol from the first frame (`--dialect netperf2`,
+    /// or a netserver 2.7 that wants `-Z`'s passphrase first).
+    fn netperf2(stream: TcpStream, passphrase: Option<&str>) -> Result<Control> {
+        Control::over(stream, ClientConn::netperf2(passphrase))
+    }
+
+    fn over(stream: TcpStream, core: ClientConn) -> Result<Control> {
+        let peer = stream.peer_addr()?;
+        let local = stream.local_addr()?;
+        let _ = stream.set_nodelay(true);
+        Ok(Control {
+            ctl: ControlStream::new(stream, core),
+            peer,
+            local,
+        })
+    }
+
+    /// Wait for the hello to be answered.
+    fn established(mut self, key: Option<&Key>) -> Result<Hello> {
+        let peer = self.peer;
+        match self.ctl.next_event() {
             Ok(ClientEvent::Established) => {}
-            Err(ControlError::Netperf2) => {
-                let (s, rest) = ctl.into_parts();
-                return Ok(Hello::Netperf2(s, rest));
-            }
             Err(ControlError::Closed) => return Ok(Hello::Closed),
             Err(ControlError::Timeout(..) | ControlError::Proto(ProtoError::Malformed(_))) => {
                 bail!(
@@ -153,51 +125,54 @@ impl Native {
             Err(e) => return Err(describe(e, peer)),
             Ok(other) => bail!("unexpected {other:?} from {peer} during hello"),
         }
-        if key.is_some() && ctl.session().auth_nonces().is_none() && debug() {
+        crate::debug::line(1, || {
+            format!(
+                "{peer} is {} ({:?})",
+                self.caps().software,
+                self.caps().dialect
+            )
+        });
+        if key.is_some() && !self.ctl.peer().authenticated() && debug() {
             eprintln!(
                 "netperf: -Z: the netserver at {peer} asks for no passphrase; running without one, as netperf 2.7 does"
             );
         }
-        Ok(Hello::Native(Box::new(Native { ctl, peer, local })))
-    }
-}
-
-impl Dialect for Native {
-    fn conventions(&self) -> engine::conventions::Conventions {
-        let mut conv = engine::conventions::Conventions::NATIVE;
-        // a netserver of this suite from before it closed TCP_CRR's
-        // connections first waits for ours to close
-        if !self.can("crr-server-closes") {
-            conv.crr_closer = engine::conventions::Closer::Requester;
-        }
-        conv
+        Ok(Hello::Up(Box::new(self)))
     }
 
-    fn server_cpu(&self) -> (u32, u32) {
-        self.ctl.session().server_cpu()
+    /// What the netserver can do and tells.
+    pub fn caps(&self) -> &Capabilities {
+        self.ctl.peer().capabilities()
     }
 
-    fn server_software(&self) -> &str {
-        self.ctl.session().server_software()
+    /// The data path's conventions with this netserver.
+    pub fn conventions(&self) -> engine::conventions::Conventions {
+        engine::conventions::Conventions::with(self.caps())
     }
 
-    fn can(&self, capability: &str) -> bool {
-        self.ctl.session().server_can(capability)
+    /// The netserver's CPU count and CPU meter rate (REM_CPU).
+    pub fn server_cpu(&self) -> (u32, u32) {
+        self.ctl.peer().server_cpu()
     }
 
-    fn server_said(&mut self, wait: Duration) -> Option<String> {
-        self.ctl.server_error_within(wait).map(|m| m.message)
-    }
-
-    fn peer(&self) -> SocketAddr {
+    /// The netserver's control address; data connections go to its IP.
+    pub fn peer(&self) -> SocketAddr {
         self.peer
     }
 
-    fn local(&self) -> SocketAddr {
+    /// Our end of the control connection.
+    pub fn local(&self) -> SocketAddr {
         self.local
     }
 
-    fn setup(&mut self, spec: &TestSpec) -> Result<Grant> {
+    /// After our data path failed: what the netserver said, if it said why
+    /// within `wait`.
+    pub fn server_said(&mut self, wait: Duration) -> Option<String> {
+        self.ctl.server_error_within(wait).map(|m| m.message)
+    }
+
+    /// Ask for a test; the server prepares its data sockets.
+    pub fn setup(&mut self, spec: &TestSpec) -> Result<Grant> {
         self.ctl
             .core()
             .setup(spec.clone(), Instant::now(), SETUP_TIMEOUT)
@@ -208,7 +183,9 @@ impl Dialect for Native {
         }
     }
 
-    fn finish(&mut self, done: ClientDone, wait: Duration) -> Result<SideResults> {
+    /// Our data phase is over: report it and collect the server's counters,
+    /// waiting at most `wait`.
+    pub fn finish(&mut self, done: ClientDone, wait: Duration) -> Result<SideResults> {
         self.ctl
             .core()
             .done(done, Instant::now(), wait)
@@ -222,9 +199,21 @@ impl Dialect for Native {
         }
     }
 
-    fn bye(&mut self) {
-        self.ctl.core().bye();
-        let _ = self.ctl.flush();
+    /// Learn the netserver's CPU count and meter rate if the hello did not
+    /// say them (netperf 2.7's CPU_CALIBRATE, for REM_CPU).
+    pub fn calibrate(&mut self) -> Result<()> {
+        if !self.ctl.core().calibrate(Instant::now(), CALIBRATE_WAIT) {
+            return Ok(());
+        }
+        match self.ctl.next_event().map_err(|e| describe(e, self.peer))? {
+            ClientEvent::Calibrated => Ok(()),
+            other => bail!("unexpected {other:?} instead of the CPU calibration"),
+        }
+    }
+
+    /// End the conversation politely.
+    pub fn bye(&mut self) {
+        self.ctl.close();
     }
 }
 
@@ -239,18 +228,10 @@ pub fn software() -> String {
 
 /// An established control conversation, and the embedded netserver behind
 /// it when there was none to talk to.
+#[derive(Debug)]
 pub struct Connection {
-    pub dialect: Box<dyn Dialect>,
+    pub control: Control,
     pub embedded: Option<netserver::Embedded>,
-}
-
-impl std::fmt::Debug for Connection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Connection")
-            .field("peer", &self.dialect.peer())
-            .field("embedded", &self.embedded.is_some())
-            .finish()
-    }
 }
 
 /// Resolve `-H`, connect, say hello. When the target is a loopback address
@@ -288,7 +269,7 @@ pub fn connect(plan: &Plan) -> Result<Connection> {
                     )
                 });
                 return Ok(Connection {
-                    dialect: open(stream, *addr, plan, key.as_ref())?,
+                    control: open(stream, *addr, plan, key.as_ref())?,
                     embedded: None,
                 });
             }
@@ -316,12 +297,15 @@ pub fn connect(plan: &Plan) -> Result<Connection> {
                 embedded.addr()
             )
         })?;
+        let control = match Control::hello(stream, key.as_ref(), optional_auth(plan), Speak::Ours)?
+        {
+            Hello::Up(c) => *c,
+            Hello::Closed => {
+                bail!("the embedded netserver closed the control connection at our hello")
+            }
+        };
         return Ok(Connection {
-            dialect: Box::new(Native::handshake(
-                stream,
-                key.as_ref(),
-                optional_auth(plan),
-            )?),
+            control,
             embedded: Some(embedded),
         });
     }
@@ -385,7 +369,7 @@ impl Unreachable {
     }
 }
 
-/// Whether `-d` was given (debug lines on stderr).
+/// Whether `-d` was given.
 fn debug() -> bool {
     crate::debug::level() > 0
 }
@@ -398,39 +382,26 @@ fn optional_auth(plan: &Plan) -> bool {
 
 /// Say hello in the protocol the netserver speaks (`--dialect`, or found
 /// out from its answer); while it says it is busy, try again for a while.
-fn open(
-    stream: TcpStream,
-    addr: SocketAddr,
-    plan: &Plan,
-    key: Option<&Key>,
-) -> Result<Box<dyn Dialect>> {
+fn open(stream: TcpStream, addr: SocketAddr, plan: &Plan, key: Option<&Key>) -> Result<Control> {
     let passphrase = match &plan.auth {
         Some(crate::cli::AuthSource::Passphrase(p)) => Some(p.as_str()),
         _ => None,
     };
     if plan.dialect == DialectChoice::Netperf2 {
-        return Ok(Box::new(Netperf2::new(stream, &[], passphrase)?));
+        return Control::netperf2(stream, passphrase);
     }
+    let speak = match plan.dialect {
+        DialectChoice::Native => Speak::Ours,
+        _ => Speak::Either,
+    };
     let give_up = std::time::Instant::now() + BUSY_RETRY;
     let mut stream = stream;
     let reconnect = || {
         connect_one(addr, plan).with_context(|| format!("cannot connect to netserver at {addr}"))
     };
     loop {
-        match Native::hello(stream, key, optional_auth(plan)) {
-            Ok(Hello::Native(n)) => return Ok(n),
-            Ok(Hello::Netperf2(s, rest)) => {
-                if plan.dialect == DialectChoice::Native {
-                    bail!(
-                        "--dialect native: the netserver at {addr} is netperf 2.7's (it answered in its own protocol)"
-                    );
-                }
-                crate::debug::line(1, || {
-                    format!("{addr} is netperf 2.7's netserver: speaking its protocol")
-                });
-                // a netserver 2.7 without -Z ignores passphrases: none needed
-                return Ok(Box::new(Netperf2::new(s, &rest, None)?));
-            }
+        match Control::hello(stream, key, optional_auth(plan), speak) {
+            Ok(Hello::Up(c)) => return Ok(*c),
             Ok(Hello::Closed) => {
                 // netserver 2.7 started with -Z closes without a word on
                 // any first frame but its passphrase
@@ -438,7 +409,7 @@ fn open(
                     crate::debug::line(1, || {
                         format!("{addr} closed at our hello: trying netperf 2.7's protocol with -Z")
                     });
-                    return Ok(Box::new(Netperf2::new(reconnect()?, &[], Some(p))?));
+                    return Control::netperf2(reconnect()?, Some(p));
                 }
                 bail!(
                     "netserver at {addr} closed the control connection without a word (netperf 2.7's netserver does so when it was started with -Z: give netperf -Z with its passphrase)"

@@ -4,8 +4,8 @@
 //! # Layout
 //! - [`cli`]: the grammar, in two stages (global options, then test
 //!   options after `--`), producing one validated [`cli::Plan`].
-//! - [`control`]: the control connection behind the [`control::Dialect`]
-//!   trait, and the embedded netserver fallback.
+//! - [`control`]: the control connection ([`control::Control`], whichever
+//!   protocol the netserver speaks), and the embedded netserver fallback.
 //! - [`family`]: the client's side of each test family, one file each.
 //! - [`run`]: one invocation from connection to output.
 //! - [`output`]: figures and formats (the classic tables).
@@ -20,7 +20,6 @@ pub mod debug;
 pub mod family;
 pub mod interim;
 pub mod interrupt;
-pub mod netperf2;
 pub mod output;
 pub mod run;
 

@@ -72,7 +72,7 @@ pub fn run(plan: &Plan) -> Result<Outcome> {
     let mut ctx = Context::new(plan, read_fill(plan)?);
     let mut conn = control::connect(plan)?;
     let embedded = conn.embedded.is_some();
-    let d = conn.dialect.as_mut();
+    let d = &mut conn.control;
     if plan.name.is_info() {
         let text = info(plan, d)?;
         emit(&mut out, text.as_bytes())?;
@@ -114,8 +114,8 @@ pub fn run(plan: &Plan) -> Result<Outcome> {
     // stdout is not held locked: interim results print from their own
     // thread while the test runs.
     let extras = extras(plan);
-    if d.is_netperf2() {
-        for note in netperf2_notes(plan, extras) {
+    if !d.caps().details {
+        for note in reports_less(plan, extras) {
             eprintln!("netperf: {note}");
         }
     }
@@ -142,7 +142,7 @@ pub fn run(plan: &Plan) -> Result<Outcome> {
             asked: &asked,
             control_local: d.local(),
             control_remote: d.peer(),
-            server_software: d.server_software(),
+            server_software: &d.caps().software,
             embedded,
             runs: &runs,
             figures: &figures,
@@ -244,7 +244,7 @@ type Runs = Vec<(Measurement, Figures)>;
 fn iterations(
     plan: &Plan,
     asked: &Asked,
-    d: &mut dyn control::Dialect,
+    d: &mut control::Control,
     ctx: &Context,
     out: &mut impl Write,
     extras: bool,
@@ -290,7 +290,7 @@ fn iterations(
 }
 
 /// LOC_CPU, REM_CPU and UUID: one figure, with no newline, as netperf 2.7.
-fn info(plan: &Plan, d: &mut dyn control::Dialect) -> Result<String> {
+fn info(plan: &Plan, d: &mut control::Control) -> Result<String> {
     let (cpus, rate, side) = match plan.name {
         TestName::LocCpu => (engine::cpu::count(), engine::cpu::meter_rate(), "local"),
         TestName::RemCpu => {
@@ -311,9 +311,10 @@ fn info(plan: &Plan, d: &mut dyn control::Dialect) -> Result<String> {
     Ok(s)
 }
 
-/// What netperf 2.7's netserver cannot tell us, for what this run would
-/// show: one line each, so that nothing reads as a figure it is not.
-fn netperf2_notes(plan: &Plan, extras: bool) -> Vec<&'static str> {
+/// What a netserver that reports counters only (netperf 2.7's) cannot tell
+/// us, for what this run would show: one line each, so that nothing reads
+/// as a figure it is not.
+fn reports_less(plan: &Plan, extras: bool) -> Vec<&'static str> {
     let mut notes = Vec::new();
     let udp_receiver = matches!(plan.test, proto::TestKind::UdpStream);
     if udp_receiver && (extras || plan.json) {

@@ -109,8 +109,6 @@ impl WaitingRoom {
         }
         match proto::dialect::sniff(first) {
             proto::dialect::Sniff::NeedMore => false,
-            // what no session will take: one tells it why
-            proto::dialect::Sniff::Unknown => true,
             proto::dialect::Sniff::Is(proto::dialect::Dialect::Netperf2) => {
                 n >= proto::dialect::NETPERF2_FRAME
             }

@@ -415,16 +415,9 @@ impl Session {
                     log.warn_limited(
                         "protocol",
                         &format!(
-                            "{}: {} ({} bytes): closed",
+                            "{}: a {dialect:?} client, refused by policy: {} (answered: remote error 93; {} bytes): closed",
                             self.peer,
-                            match dialect {
-                                Some(proto::dialect::Dialect::Netperf2) => format!(
-                                    "a netperf 2.7 client, refused by policy: {} (answered: remote error 93)",
-                                    self.shared.config.netperf2_refused.unwrap_or_default().text()
-                                ),
-                                Some(d) => format!("speaks {d:?}, which this netserver does not serve here"),
-                                None => "does not speak this netserver's protocol".to_string(),
-                            },
+                            self.shared.config.netperf2_refused.unwrap_or_default().text(),
                             bytes.len()
                         ),
                     );

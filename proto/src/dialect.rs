@@ -22,8 +22,6 @@ pub enum Dialect {
 pub enum Sniff {
     NeedMore,
     Is(Dialect),
-    /// Neither.
-    Unknown,
 }
 
 /// Bytes that decide: our frame header, the hello's variant and magic.
@@ -129,7 +127,6 @@ fn netperf2_error(first: &[u8], errno: i32, why: &str) -> [u8; NETPERF2_FRAME] {
 fn looks_like_netperf2(first: &[u8]) -> bool {
     match sniff(first) {
         Sniff::Is(d) => d == Dialect::Netperf2,
-        Sniff::Unknown => false,
         Sniff::NeedMore => {
             first
                 .first_chunk::<4>()

@@ -28,6 +28,7 @@
     )
 )]
 
+pub mod capabilities;
 pub mod codec;
 pub mod conn;
 pub mod dialect;
@@ -38,6 +39,7 @@ pub mod netperf2;
 pub mod session;
 pub mod test;
 
+pub use capabilities::{Capabilities, Feature};
 pub use error::{ProtoError, SpecError};
 pub use message::{
     ClientMsg, ErrorCode, ErrorMsg, Hello, MAGIC, PROTOCOL_VERSION, ServerHello, ServerMsg,

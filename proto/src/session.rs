@@ -351,6 +351,8 @@ pub enum ClientEvent {
     Established,
     Granted(Grant),
     Results(Box<SideResults>),
+    /// The netserver's CPU figures came (netperf 2.7's CPU_CALIBRATE).
+    Calibrated,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -20,7 +20,7 @@ use proto::{ClientDone, Protocol, SideResults, TestKind};
 use super::{Context, Measurement, length_timer, pin, prepare, request, results_wait};
 use crate::{
     cli::{Length, Plan},
-    control::Dialect,
+    control::Control,
     interrupt,
 };
 
@@ -46,7 +46,7 @@ pub(super) fn share(total: u64, flows: u32, i: usize) -> u64 {
     total / n + u64::from((i as u64) < total % n)
 }
 
-pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
+pub fn run_once(plan: &Plan, d: &mut Control, ctx: &Context) -> Result<Measurement> {
     let what = if plan.flows > 1 {
         "--flows"
     } else {
@@ -72,24 +72,14 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
             bail!("--warmup/--cooldown: a window needs a timed test (-l SECS), not a count")
         }
     };
-    if window.is_some() && !d.is_netperf2() && !d.can("window") {
-        bail!(
-            "--warmup/--cooldown: the netserver at {} ({}) predates them; upgrade it, or run without",
-            d.peer(),
-            d.server_software()
-        );
+    if let Some(why) = window.and_then(|_| d.caps().lacks(proto::Feature::Window)) {
+        bail!("{why}");
     }
-    if d.is_netperf2() {
-        bail!(
-            "{what}: netperf 2.7's netserver runs one flow per test and counts all of it; run several netperf processes against it, or use this suite's netserver"
-        );
-    }
-    if plan.flows > 1 && !d.can("flows") {
-        bail!(
-            "--flows: the netserver at {} ({}) runs one flow per test: it predates --flows; upgrade it, or run several netperf processes",
-            d.peer(),
-            d.server_software()
-        );
+    if let Some(why) = (plan.flows > 1)
+        .then(|| d.caps().lacks(proto::Feature::Flows))
+        .flatten()
+    {
+        bail!("{why}");
     }
     raise_open_files(plan.flows);
     let mut p = prepare(plan, d, Protocol::Tcp)?;
@@ -237,7 +227,7 @@ fn connect_all(
     p: &super::Prepared,
     to: SocketAddr,
     grant: &proto::Grant,
-    d: &dyn Dialect,
+    d: &Control,
 ) -> Result<Vec<TcpStream>> {
     let mut conns = Vec::with_capacity(plan.flows as usize);
     for i in 0..plan.flows {

@@ -24,7 +24,7 @@ use socket2::{SockRef, Socket};
 
 use crate::{
     cli::{Length, Plan},
-    control::Dialect,
+    control::Control,
     interim,
 };
 use optparse::value::AddrFamily;
@@ -239,7 +239,7 @@ pub fn spec_for(plan: &Plan, family: Family) -> Result<TestSpec> {
 
 /// Check what can be checked once the control connection is up, before
 /// anything is printed or asked of the netserver.
-pub fn preflight(plan: &Plan, d: &dyn Dialect) -> Result<()> {
+pub fn preflight(plan: &Plan, d: &Control) -> Result<()> {
     let family = sockopt::family_of(&d.peer());
     spec_for(plan, family)?;
     let (data_ip, ..) = data_endpoints(plan, d)?;
@@ -256,12 +256,8 @@ pub fn preflight(plan: &Plan, d: &dyn Dialect) -> Result<()> {
                 "{both}, and a UDP socket connected to its own address (-- -n) gets its own datagrams back; leave out -n, or {two}"
             ),
             TestKind::UdpStream => {
-                if !d.is_netperf2() && !d.can("shared-port") {
-                    bail!(
-                        "{both}: the netserver at {} ({}) predates one port for both ends; {two}, or upgrade it",
-                        d.peer(),
-                        d.server_software()
-                    );
+                if let Some(why) = d.caps().lacks(proto::Feature::SharedPort) {
+                    bail!("{both}: {why}; or {two}");
                 }
             }
             TestKind::UdpRr => {
@@ -280,7 +276,7 @@ pub fn preflight(plan: &Plan, d: &dyn Dialect) -> Result<()> {
 
 /// Run one iteration of the plan's test. If it fails and the netserver
 /// said why (it is shutting down, it gave up on a flow), that is the error.
-pub fn run_once(plan: &Plan, dialect: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
+pub fn run_once(plan: &Plan, dialect: &mut Control, ctx: &Context) -> Result<Measurement> {
     if let Ok(mut b) = ctx.began.lock() {
         *b = None;
     }
@@ -301,7 +297,7 @@ pub fn run_once(plan: &Plan, dialect: &mut dyn Dialect, ctx: &Context) -> Result
     })
 }
 
-fn run_test(plan: &Plan, dialect: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
+fn run_test(plan: &Plan, dialect: &mut Control, ctx: &Context) -> Result<Measurement> {
     if (plan.flows > 1 || plan.window.is_some())
         && matches!(
             plan.name,
@@ -378,7 +374,7 @@ impl Prepared {
     /// The data path's conventions for this test: the dialect's, with a
     /// UDP datagram proven by its address and port when both ends share
     /// one (no hello: its echo would reach the netserver's own socket).
-    pub fn conventions(&self, d: &dyn Dialect) -> engine::conventions::Conventions {
+    pub fn conventions(&self, d: &Control) -> engine::conventions::Conventions {
         let conv = d.conventions();
         match self.shared_port {
             Some(_) => engine::conventions::Conventions {
@@ -399,10 +395,7 @@ impl Prepared {
 /// `-- -H`, `-- -L` and `-- -4`/`-6` say. Returns (the netserver's data
 /// address, the address we bind to, whether it must be sent to the
 /// netserver, the family).
-pub(crate) fn data_endpoints(
-    plan: &Plan,
-    d: &dyn Dialect,
-) -> Result<(IpAddr, IpAddr, bool, Family)> {
+pub(crate) fn data_endpoints(plan: &Plan, d: &Control) -> Result<(IpAddr, IpAddr, bool, Family)> {
     let peer = d.peer();
     let control_family = sockopt::family_of(&peer);
     let family = match plan.data_family {
@@ -461,7 +454,7 @@ pub(crate) fn resolve_in(host: &str, family: Family) -> Result<IpAddr> {
         })
 }
 
-pub(crate) fn prepare(plan: &Plan, d: &dyn Dialect, protocol: Protocol) -> Result<Prepared> {
+pub(crate) fn prepare(plan: &Plan, d: &Control, protocol: Protocol) -> Result<Prepared> {
     let (data_ip, local_ip, send_addr, family) = data_endpoints(plan, d)?;
     let mut spec = spec_for(plan, family)?;
     if send_addr {
@@ -521,7 +514,7 @@ pub(crate) fn local_opts(plan: &Plan) -> sockopt::LocalOpts {
 }
 
 /// Ask the netserver to set up its side; then the global `-w` pause.
-pub(crate) fn request(plan: &Plan, d: &mut dyn Dialect, spec: &TestSpec) -> Result<Grant> {
+pub(crate) fn request(plan: &Plan, d: &mut Control, spec: &TestSpec) -> Result<Grant> {
     crate::debug::line(1, || {
         format!(
             "requesting {} ({:?} data, ends {:?}) of the netserver at {}",

@@ -19,7 +19,7 @@ use socket2::SockRef;
 use super::{Context, Measurement, bind_local, length_timer, pin, prepare, request, results_wait};
 use crate::{
     cli::{Length, Plan},
-    control::Dialect,
+    control::Control,
     interrupt,
 };
 
@@ -40,7 +40,7 @@ pub fn default_ports() -> (u16, u16) {
     }
 }
 
-pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
+pub fn run_once(plan: &Plan, d: &mut Control, ctx: &Context) -> Result<Measurement> {
     let p = prepare(plan, d, plan.test.protocol())?;
     let grant = request(plan, d, &p.spec)?;
     let to = p.data_addr(&grant);
@@ -134,7 +134,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
     m.local_tos = tos;
     m.remote_addr = Some(to);
     m.local.cpu = local_cpu;
-    check_counts(plan.test, &m, &outcome, d.is_netperf2())?;
+    check_counts(plan.test, &m, &outcome, d.caps().exact_counts)?;
     Ok(m)
 }
 
@@ -142,7 +142,7 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
 /// own transactions (its share of a count), on a thread each, started
 /// together; the netserver answers each flow from a socket of its own.
 /// Latency is over every transaction of every flow (the histograms merged).
-pub fn run_udp_flows(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
+pub fn run_udp_flows(plan: &Plan, d: &mut Control, ctx: &Context) -> Result<Measurement> {
     let n = plan.flows;
     let (mut p, socks) = super::udp_stream::flow_sockets(plan, d)?;
     p.spec.flows = n;
@@ -223,19 +223,10 @@ pub fn run_udp_flows(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<
 /// connection per transaction from its own share of the local port range,
 /// on a thread each, started together; each connection's preamble names
 /// its flow, so the netserver counts every flow's transactions.
-pub fn run_crr_flows(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
+pub fn run_crr_flows(plan: &Plan, d: &mut Control, ctx: &Context) -> Result<Measurement> {
     let n = plan.flows;
-    if d.is_netperf2() {
-        anyhow::bail!(
-            "--flows: netperf 2.7's netserver runs one flow per test; run several netperf processes against it, or use this suite's netserver"
-        );
-    }
-    if !d.can("flows") {
-        anyhow::bail!(
-            "--flows: the netserver at {} ({}) runs one flow per test: it predates --flows; upgrade it, or run several netperf processes",
-            d.peer(),
-            d.server_software()
-        );
+    if let Some(why) = d.caps().lacks(proto::Feature::Flows) {
+        anyhow::bail!("{why}");
     }
     super::flows::raise_open_files(n);
     let mut p = prepare(plan, d, Protocol::Tcp)?;
@@ -400,10 +391,10 @@ fn measurement(
 /// may have answered requests whose responses were lost, never fewer.
 /// netserver 2.7 ends a connection-per-transaction test on its own timer,
 /// and may count the connection it accepted as that fired: one more.
-fn check_counts(kind: TestKind, m: &Measurement, o: &RrOutcome, netperf2: bool) -> Result<()> {
+fn check_counts(kind: TestKind, m: &Measurement, o: &RrOutcome, exact: bool) -> Result<()> {
     let (ours, theirs) = (m.local.transactions, m.remote.transactions);
     let agree = match kind.protocol() {
-        Protocol::Tcp if netperf2 && kind.is_connection_test() => {
+        Protocol::Tcp if !exact && kind.is_connection_test() => {
             theirs >= ours && theirs <= ours + 1
         }
         Protocol::Tcp => ours == theirs,

@@ -18,7 +18,7 @@ use proto::{ClientDone, DropSource, Family, Protocol, SideResults, UdpFast};
 use super::{Context, Measurement, Prepared, length_timer, pin, prepare, request, results_wait};
 use crate::{
     cli::{Length, Plan},
-    control::Dialect,
+    control::Control,
     interrupt,
 };
 
@@ -109,7 +109,7 @@ pub(super) fn unspecified(f: Family) -> std::net::IpAddr {
 /// `--batch` and `--gso` for datagrams of `size` bytes: how many a call
 /// moves, told to the netserver when it can take them. netperf 2.7's
 /// netserver receives one a call whatever we send.
-fn udp_fast(plan: &Plan, d: &dyn Dialect, size: u32, family: Family) -> Result<UdpFast> {
+fn udp_fast(plan: &Plan, d: &Control, size: u32, family: Family) -> Result<UdpFast> {
     let segments = match plan.udp_gso {
         None => 1,
         Some(bytes) => {
@@ -127,17 +127,17 @@ fn udp_fast(plan: &Plan, d: &dyn Dialect, size: u32, family: Family) -> Result<U
         batch: plan.udp_batch.max(1),
         segments,
     };
-    if fast.is_on() && !d.is_netperf2() && !d.can("tuning") {
-        bail!(
-            "--batch, --gso: the netserver at {} ({}) predates them; upgrade it",
-            d.peer(),
-            d.server_software()
-        );
+    if let Some(why) = fast
+        .is_on()
+        .then(|| d.caps().lacks(proto::Feature::UdpFast))
+        .flatten()
+    {
+        bail!("{why}");
     }
     Ok(fast)
 }
 
-pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
+pub fn run_once(plan: &Plan, d: &mut Control, ctx: &Context) -> Result<Measurement> {
     let mut p = prepare(plan, d, Protocol::Udp)?;
     let family = p.family;
     sockopt::set_recv_err(&p.sock, family)?;
@@ -214,18 +214,9 @@ pub fn run_once(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measu
 
 /// A UDP test of many flows: the prepared socket (flow 0's) and the other
 /// flows' sockets, set up alike, after checking the netserver can run it.
-pub(super) fn flow_sockets(plan: &Plan, d: &mut dyn Dialect) -> Result<(Prepared, Vec<UdpSocket>)> {
-    if d.is_netperf2() {
-        bail!(
-            "--flows: netperf 2.7's netserver runs one flow per test; run several netperf processes against it, or use this suite's netserver"
-        );
-    }
-    if !d.can("flows") {
-        bail!(
-            "--flows: the netserver at {} ({}) runs one flow per test: it predates --flows; upgrade it, or run several netperf processes",
-            d.peer(),
-            d.server_software()
-        );
+pub(super) fn flow_sockets(plan: &Plan, d: &mut Control) -> Result<(Prepared, Vec<UdpSocket>)> {
+    if let Some(why) = d.caps().lacks(proto::Feature::Flows) {
+        bail!("{why}");
     }
     super::flows::raise_open_files(plan.flows);
     let p = prepare(plan, d, Protocol::Udp)?;
@@ -258,7 +249,7 @@ pub(super) fn flow_hellos<'a>(
     socks: &'a [UdpSocket],
     to: SocketAddr,
     grant: &proto::Grant,
-    d: &dyn Dialect,
+    d: &Control,
 ) -> Result<Vec<udp::Link<'a>>> {
     let links: Vec<udp::Link<'a>> = socks
         .iter()
@@ -307,7 +298,7 @@ fn sender_sizes(
 /// a thread each; the netserver receives each flow on a socket of its own
 /// and counts it exactly, so each flow's loss is what it sent less what
 /// arrived.
-pub fn run_flows(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
+pub fn run_flows(plan: &Plan, d: &mut Control, ctx: &Context) -> Result<Measurement> {
     let n = plan.flows;
     let (mut p, mut socks) = flow_sockets(plan, d)?;
     p.spec.flows = n;
@@ -427,7 +418,7 @@ pub fn run_flows(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Meas
 
 /// Our UDP data socket's hello, by the dialect's conventions, answered
 /// within 10 s.
-pub(crate) fn hello(link: udp::Link<'_>, grant: &proto::Grant, d: &dyn Dialect) -> Result<()> {
+pub(crate) fn hello(link: udp::Link<'_>, grant: &proto::Grant, d: &Control) -> Result<()> {
     udp::client_hello(
         link,
         &grant.token,
@@ -461,7 +452,7 @@ impl udp::Drain for Receiving {
 
 /// netperf 2.7's UDP receive test (OMNI `-d recv -T udp`, TCP_MAERTS
 /// `-- -T udp`): the netserver sends, we count exactly what arrives.
-pub fn run_maerts(plan: &Plan, d: &mut dyn Dialect, ctx: &Context) -> Result<Measurement> {
+pub fn run_maerts(plan: &Plan, d: &mut Control, ctx: &Context) -> Result<Measurement> {
     let p = prepare(plan, d, Protocol::Udp)?;
     let (lss, lsr, tos) = (p.lss, p.lsr, p.tos);
     let grant = request(plan, d, &p.spec)?;

@@ -41,7 +41,7 @@ use std::{
 use engine::{
     buffer::Ring,
     control::{ControlError, ControlStream},
-    conventions::{Closer, Conventions},
+    conventions::Conventions,
     crr::{self, CrrRequester},
     handshake,
     live::Live,
@@ -52,7 +52,8 @@ use engine::{
 };
 use proto::{
     ClientDone, ClientError, ClientEvent, ClientSession, ErrorCode, Grant, SideResults, TestEnd,
-    TestKind, TestSpec, conn::ClientConn,
+    TestKind, TestSpec,
+    conn::{ClientConn, Speak},
 };
 
 const USAGE: &str = "\
@@ -310,8 +311,14 @@ struct Control {
 /// Our hello frame, as the protocol core queues it first.
 fn hello_bytes() -> Result<Vec<u8>> {
     let session = ClientSession::new(None, [0u8; 32]);
-    let core = ClientConn::new(session, &software(), Instant::now(), CONTROL_WAIT)
-        .map_err(|e| describe(e.into(), "hello"))?;
+    let core = ClientConn::new(
+        session,
+        &software(),
+        Instant::now(),
+        CONTROL_WAIT,
+        Speak::Ours,
+    )
+    .map_err(|e| describe(e.into(), "hello"))?;
     Ok(core.output().to_vec())
 }
 
@@ -348,8 +355,14 @@ impl Control {
         let mut nonce = [0u8; 32];
         getrandom::fill(&mut nonce).map_err(|e| format!("no secure random numbers: {e}"))?;
         let session = ClientSession::new(None, nonce);
-        let core = ClientConn::new(session, &software(), Instant::now(), CONTROL_WAIT)
-            .map_err(|e| describe(e.into(), "hello"))?;
+        let core = ClientConn::new(
+            session,
+            &software(),
+            Instant::now(),
+            CONTROL_WAIT,
+            Speak::Ours,
+        )
+        .map_err(|e| describe(e.into(), "hello"))?;
         let mut ctl = ControlStream::new(stream, core);
         match ctl.next_event() {
             Ok(ClientEvent::Established) => Ok(Control { ctl, peer, local }),
@@ -360,11 +373,7 @@ impl Control {
 
     /// The data path's conventions, as netperf chooses them.
     fn conventions(&self) -> Conventions {
-        let mut conv = Conventions::NATIVE;
-        if !self.ctl.session().server_can("crr-server-closes") {
-            conv.crr_closer = Closer::Requester;
-        }
-        conv
+        Conventions::with(self.ctl.peer().capabilities())
     }
 
     fn setup(&mut self, spec: &TestSpec) -> Result<Grant> {
@@ -405,7 +414,7 @@ impl Control {
 
     /// The control socket alone, to drop it.
     fn ctl_into_stream(self) -> TcpStream {
-        self.ctl.into_parts().0
+        self.ctl.into_stream()
     }
 
     /// Where the test's data sockets are.
@@ -1424,7 +1433,7 @@ fn main() -> ExitCode {
     let busy = AtomicU64::new(0);
     let software = match Control::open(o.server, &busy) {
         Ok(c) => {
-            let s = c.ctl.session().server_software().to_string();
+            let s = c.ctl.peer().capabilities().software.clone();
             c.bye();
             s
         }

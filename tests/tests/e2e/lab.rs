@@ -555,6 +555,7 @@ fn idle_session(addr: SocketAddr) -> engine::control::ControlStream {
         "rsnetperf lab test",
         Instant::now(),
         Duration::from_secs(5),
+        proto::conn::Speak::Ours,
     )
     .unwrap();
     let mut ctl = engine::control::ControlStream::new(stream, core);

@@ -1,0 +1,139 @@
+//! What the netserver at the other end can do, as one typed value: from
+//! the capabilities its hello names (ours), or what netperf 2.7's netserver
+//! is known to do. The client asks this value, never which protocol it
+//! speaks.
+
+use crate::dialect::Dialect;
+
+/// A feature a test may need of the netserver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Feature {
+    /// More than one data connection in a test (`--flows`).
+    Flows,
+    /// Traffic before and after the measured interval (`--warmup`,
+    /// `--cooldown`).
+    Window,
+    /// Our UDP fast paths, told to the receiver (`--batch`, `--gso`).
+    UdpFast,
+    /// Both data sockets with one port on one host (`-- -P N`).
+    SharedPort,
+}
+
+impl Feature {
+    fn option(self) -> &'static str {
+        match self {
+            Feature::Flows => "--flows",
+            Feature::Window => "--warmup/--cooldown",
+            Feature::UdpFast => "--batch, --gso",
+            Feature::SharedPort => "-- -P with one port for both ends",
+        }
+    }
+}
+
+/// What a netserver can do and tells.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Its protocol, for the data path's conventions and for messages.
+    pub dialect: Dialect,
+    /// Its own description of itself.
+    pub software: String,
+    pub flows: bool,
+    pub window: bool,
+    /// It takes our UDP fast paths' settings (netperf 2.7's needs none: it
+    /// receives one datagram a call whatever we send).
+    pub udp_fast: bool,
+    pub shared_port: bool,
+    /// It closes a TCP_CRR connection first, after its response.
+    pub crr_server_closes: bool,
+    /// It tells how many connections it turned away from the data port.
+    pub foreign: bool,
+    /// It reports where UDP datagrams were lost, TCP_INFO, and the like
+    /// (netperf 2.7's reports counters, buffers, CPU and retransmissions).
+    pub details: bool,
+    /// It counts exactly what its side moved, as ours checks (netperf
+    /// 2.7's ends a test on its own timer: it does not count the send the
+    /// timer cut short, and may count one connection more).
+    pub exact_counts: bool,
+}
+
+impl Capabilities {
+    /// What a netserver of ours can do, from the names in its hello.
+    pub fn from_names(software: &str, names: &[String]) -> Capabilities {
+        let has = |n: &str| names.iter().any(|c| c == n);
+        Capabilities {
+            dialect: Dialect::Native,
+            software: software.to_string(),
+            flows: has("flows"),
+            window: has("window"),
+            udp_fast: has("tuning"),
+            shared_port: has("shared-port"),
+            crr_server_closes: has("crr-server-closes"),
+            foreign: has("foreign"),
+            details: true,
+            exact_counts: true,
+        }
+    }
+
+    /// What netperf 2.7's netserver does.
+    pub fn netperf2() -> Capabilities {
+        Capabilities {
+            dialect: Dialect::Netperf2,
+            software: "netperf 2.7 netserver".to_string(),
+            flows: false,
+            window: false,
+            udp_fast: true,
+            shared_port: true,
+            crr_server_closes: true,
+            foreign: false,
+            details: false,
+            exact_counts: false,
+        }
+    }
+
+    fn has(&self, f: Feature) -> bool {
+        match f {
+            Feature::Flows => self.flows,
+            Feature::Window => self.window,
+            Feature::UdpFast => self.udp_fast,
+            Feature::SharedPort => self.shared_port,
+        }
+    }
+
+    /// Why `f` cannot run against this netserver, in one line naming the
+    /// option and what to do; `None` when it can.
+    pub fn lacks(&self, f: Feature) -> Option<String> {
+        if self.has(f) {
+            return None;
+        }
+        let what = f.option();
+        Some(match self.dialect {
+            Dialect::Netperf2 => format!(
+                "{what}: netperf 2.7's netserver runs one flow per test, with no window; run several netperf processes against it, or use this suite's netserver"
+            ),
+            Dialect::Native => format!(
+                "{what}: the netserver ({}) predates it; upgrade it",
+                self.software
+            ),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_become_fields_and_refusals_say_why() {
+        let c = Capabilities::from_names("x 1.0", &["flows".into(), "tuning".into()]);
+        assert!(c.flows && c.udp_fast && !c.window && c.details);
+        assert_eq!(c.lacks(Feature::Flows), None);
+        assert!(c.lacks(Feature::Window).unwrap().contains("x 1.0"));
+        let hp = Capabilities::netperf2();
+        assert!(
+            hp.lacks(Feature::Flows)
+                .unwrap()
+                .contains("netperf 2.7's netserver")
+        );
+        assert_eq!(hp.lacks(Feature::UdpFast), None);
+    }
+}

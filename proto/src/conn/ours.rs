@@ -1,0 +1,407 @@
+//! This suite's protocol on a control connection: length-prefixed frames
+//! (capped both ways), sealed once a key is agreed, carrying
+//! [`crate::message`]'s messages; the sessions ([`crate::session`]) decide
+//! what each one means.
+
+use std::time::Instant;
+
+use super::{
+    ClientConnError, ClientSpeaker, FLOWS_PER_FRAME, MAX_FLOWS_REPORTED, Sealer, ServerEvent,
+    ServerSpeaker, Shared,
+};
+use crate::{
+    capabilities::Capabilities,
+    codec,
+    error::ProtoError,
+    frame,
+    message::{ClientMsg, ErrorCode, ErrorMsg, ServerMsg},
+    session::{Authenticator, ClientEvent, ClientSession, ServerAction, ServerSession},
+    test::{ClientDone, FlowCounters, ForeignConnections, Grant, Limits, SideResults, TestSpec},
+};
+
+/// Encode one message as a frame, sealed if `sealer` is given; the body is
+/// checked against the cap before it goes out.
+fn encode_frame<M: serde::Serialize>(
+    msg: &M,
+    sealer: &mut Option<Box<dyn Sealer>>,
+    out: &mut Vec<u8>,
+) -> Result<(), ProtoError> {
+    let mut body = Vec::new();
+    codec::encode_into(msg, &mut body)?;
+    if let Some(s) = sealer {
+        s.seal(&mut body);
+    }
+    if body.len() > frame::MAX_FRAME {
+        return Err(ProtoError::FrameTooLarge {
+            len: body.len(),
+            max: frame::MAX_FRAME,
+        });
+    }
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(&body);
+    Ok(())
+}
+
+/// Take the first whole frame off `inbuf`, opened if sealed. `Ok(None)`:
+/// more bytes are needed.
+fn take_frame(
+    inbuf: &mut Vec<u8>,
+    sealer: &mut Option<Box<dyn Sealer>>,
+) -> Result<Option<Vec<u8>>, ProtoError> {
+    let Some((body, used)) = frame::split(inbuf)? else {
+        return Ok(None);
+    };
+    let body = match sealer {
+        Some(s) => s.open(body).map_err(ProtoError::Auth)?,
+        None => body.to_vec(),
+    };
+    inbuf.drain(..used);
+    Ok(Some(body))
+}
+
+/// Our server end.
+pub(crate) struct OurServer {
+    session: ServerSession,
+    sealer: Option<Box<dyn Sealer>>,
+}
+
+impl OurServer {
+    pub(crate) fn new(
+        software: String,
+        limits: Limits,
+        auth: Option<Box<dyn Authenticator>>,
+        nonce: [u8; 32],
+        cpu: (u32, u32),
+    ) -> OurServer {
+        OurServer {
+            session: ServerSession::new(software, limits, auth, nonce).with_cpu_info(cpu.0, cpu.1),
+            sealer: None,
+        }
+    }
+
+    /// Queue one message, sealed if the session is; a message that would
+    /// not fit a frame is replaced by an error saying so.
+    fn send(&mut self, s: &mut Shared, msg: &ServerMsg) {
+        if let Err(e) = encode_frame(msg, &mut self.sealer, &mut s.outbuf) {
+            s.log(0, format!("cannot send a reply: {e}"));
+            let err = ServerMsg::Error(ErrorMsg::new(
+                ErrorCode::TestFailed,
+                format!("netserver cannot send its reply: {e}"),
+            ));
+            let _ = encode_frame(&err, &mut self.sealer, &mut s.outbuf);
+        }
+    }
+
+    /// Results, with what was turned away from the data port and per-flow
+    /// counters in frames of their own first, when there are some.
+    fn send_results(&mut self, s: &mut Shared, mut r: Box<SideResults>) {
+        if r.foreign_connections.closed > 0 && self.session.peer_can("foreign") {
+            self.send(s, &ServerMsg::Foreign(r.foreign_connections));
+        }
+        // a windowed test's whole-run counters first, in frames of their own
+        let totals = std::mem::take(&mut r.totals);
+        for (i, chunk) in totals.chunks(FLOWS_PER_FRAME).enumerate() {
+            self.send(
+                s,
+                &ServerMsg::FlowTotals {
+                    first: (i * FLOWS_PER_FRAME) as u32,
+                    counters: chunk.to_vec(),
+                },
+            );
+        }
+        if r.flows.len() > FLOWS_PER_FRAME {
+            let flows = std::mem::take(&mut r.flows);
+            for (i, chunk) in flows.chunks(FLOWS_PER_FRAME).enumerate() {
+                self.send(
+                    s,
+                    &ServerMsg::Flows {
+                        first: (i * FLOWS_PER_FRAME) as u32,
+                        counters: chunk.to_vec(),
+                    },
+                );
+            }
+            r.flow_count = flows.len() as u32;
+        } else if !r.flows.is_empty() {
+            r.flow_count = r.flows.len() as u32;
+        }
+        self.send(s, &ServerMsg::Results(r.clone()));
+        s.event(ServerEvent::ResultsSent(r));
+    }
+
+    fn act(&mut self, s: &mut Shared, action: ServerAction, now: Instant) {
+        match action {
+            ServerAction::Reply(m) => {
+                self.send(s, &m);
+                // The proofs are exchanged: seal every frame from now on.
+                if matches!(m, ServerMsg::AuthOk { .. }) {
+                    self.sealer = self.session.sealer();
+                }
+            }
+            ServerAction::ReplyAndClose(m) => {
+                if let ServerMsg::Error(e) = &m {
+                    if e.code == ErrorCode::Auth {
+                        s.event(ServerEvent::AuthFailed);
+                    }
+                    s.log(1, format!("refused: {}", e.message));
+                }
+                s.abort_test();
+                self.send(s, &m);
+                s.close(now);
+            }
+            ServerAction::Prepare(spec) => s.event(ServerEvent::Prepare(spec)),
+            ServerAction::ClientDone(done) => s.event(ServerEvent::ClientDone(done)),
+            ServerAction::SendResults(m) => {
+                s.test_over(now);
+                match m {
+                    ServerMsg::Results(r) => self.send_results(s, r),
+                    m => self.send(s, &m),
+                }
+            }
+            ServerAction::Close => s.close(now),
+        }
+    }
+}
+
+impl ServerSpeaker for OurServer {
+    fn established(&self) -> bool {
+        self.session.established()
+    }
+
+    fn process(&mut self, s: &mut Shared, now: Instant) {
+        while !s.closing() {
+            let next = take_frame(&mut s.inbuf, &mut self.sealer)
+                .and_then(|b| b.map(|b| ClientMsg::decode(&b)).transpose());
+            match next {
+                Ok(Some(msg)) => {
+                    let test = matches!(
+                        msg,
+                        ClientMsg::Setup(_)
+                            | ClientMsg::SetupWindowed(..)
+                            | ClientMsg::SetupTuned(..)
+                    );
+                    if s.request(now, false) {
+                        let text = format!(
+                            "{} requests without a test: closing the connection",
+                            super::MAX_REQUESTS_WITHOUT_TEST
+                        );
+                        s.log(1, format!("refused: {text}"));
+                        self.tell(s, &ErrorMsg::new(ErrorCode::Protocol, text));
+                        s.close(now);
+                        return;
+                    }
+                    let was = self.session.established();
+                    let action = self.session.handle(msg);
+                    if test && matches!(action, ServerAction::Prepare(_)) {
+                        s.request(now, true);
+                    }
+                    self.act(s, action, now);
+                    if !was && self.session.established() {
+                        s.event(ServerEvent::Established);
+                    }
+                }
+                Ok(None) => return,
+                Err(e) => {
+                    s.log(1, e.to_string());
+                    let msg = self.session.protocol_error(&e);
+                    s.abort_test();
+                    self.send(s, &msg);
+                    s.close(now);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn granted(&mut self, s: &mut Shared, grant: Grant, now: Instant) {
+        let m = self.session.granted(grant);
+        s.test_granted(now);
+        self.send(s, &m);
+    }
+
+    fn prepare_failed(&mut self, s: &mut Shared, err: ErrorMsg) {
+        let m = self.session.prepare_failed(err);
+        self.send(s, &m);
+    }
+
+    fn test_ended(&mut self, s: &mut Shared, outcome: Result<SideResults, ErrorMsg>, now: Instant) {
+        if let Some(action) = self.session.test_ended(outcome) {
+            if matches!(action, ServerAction::ReplyAndClose(_)) {
+                s.test_deadline = None;
+            }
+            self.act(s, action, now);
+        }
+    }
+
+    fn tell(&mut self, s: &mut Shared, err: &ErrorMsg) {
+        self.send(s, &ServerMsg::Error(err.clone()));
+    }
+}
+
+/// Our client end: the session, the sealing, and the counters that come in
+/// frames of their own before a test's results.
+pub(crate) struct OurClient {
+    session: ClientSession,
+    sealer: Option<Box<dyn Sealer>>,
+    capabilities: Capabilities,
+    flows: Vec<FlowCounters>,
+    /// A windowed test's whole-run counters, from `FlowTotals` frames.
+    totals: Vec<FlowCounters>,
+    /// What the server turned away from the data port, from a `Foreign`
+    /// frame.
+    foreign: ForeignConnections,
+}
+
+impl OurClient {
+    /// The hello is queued in `out`, padded to netperf 2.7's 656 bytes: our
+    /// netserver reads the hello and ignores what follows it; netperf
+    /// 2.7's reads one whole request of an unknown type and answers it at
+    /// once (serv_errno 998), which tells us what it is without waiting.
+    pub(crate) fn new(
+        session: ClientSession,
+        software: &str,
+        out: &mut Vec<u8>,
+    ) -> Result<OurClient, ClientConnError> {
+        let mut c = OurClient {
+            session,
+            sealer: None,
+            capabilities: Capabilities::from_names("", &[]),
+            flows: Vec::new(),
+            totals: Vec::new(),
+            foreign: ForeignConnections::default(),
+        };
+        let start = out.len();
+        c.send(&ClientSession::hello(software), out)?;
+        let total = crate::netperf2::FRAME_LEN;
+        if out.len() - start < total
+            && let Some(len) = out.get_mut(start..start + 4)
+        {
+            len.copy_from_slice(&((total - 4) as u32).to_be_bytes());
+            out.resize(start + total, 0);
+        }
+        Ok(c)
+    }
+
+    fn send(&mut self, msg: &ClientMsg, out: &mut Vec<u8>) -> Result<(), ClientConnError> {
+        Ok(encode_frame(msg, &mut self.sealer, out)?)
+    }
+
+    /// Gather a frame of flow counters; whether `msg` was one.
+    fn gather(&mut self, msg: &ServerMsg) -> Result<bool, ClientConnError> {
+        let (list, first, counters) = match msg {
+            ServerMsg::Foreign(f) => {
+                self.foreign = *f;
+                return Ok(true);
+            }
+            ServerMsg::Flows { first, counters } => (&mut self.flows, first, counters),
+            ServerMsg::FlowTotals { first, counters } => (&mut self.totals, first, counters),
+            _ => return Ok(false),
+        };
+        if *first as usize != list.len() {
+            return Err(ProtoError::Malformed(format!(
+                "flow counters from flow {first}, expected {}",
+                list.len()
+            ))
+            .into());
+        }
+        if list.len() + counters.len() > MAX_FLOWS_REPORTED {
+            return Err(ProtoError::Malformed(format!(
+                "counters of more than {MAX_FLOWS_REPORTED} flows"
+            ))
+            .into());
+        }
+        list.extend_from_slice(counters);
+        Ok(true)
+    }
+
+    /// The results, with what came before them in frames of their own.
+    fn complete(&mut self, mut r: Box<SideResults>) -> Result<Box<SideResults>, ClientConnError> {
+        if !self.flows.is_empty() {
+            r.flows = std::mem::take(&mut self.flows);
+        }
+        r.totals = std::mem::take(&mut self.totals);
+        r.foreign_connections = std::mem::take(&mut self.foreign);
+        if !r.totals.is_empty() && r.totals.len() != (r.flow_count.max(1) as usize) {
+            return Err(ProtoError::Malformed(format!(
+                "results of {} flows carried whole-run counters of {}",
+                r.flow_count,
+                r.totals.len()
+            ))
+            .into());
+        }
+        if r.flows.len() != r.flow_count as usize && !(r.flow_count <= 1 && r.flows.is_empty()) {
+            return Err(ProtoError::Malformed(format!(
+                "results of {} flows carried counters of {}",
+                r.flow_count,
+                r.flows.len()
+            ))
+            .into());
+        }
+        Ok(r)
+    }
+}
+
+impl ClientSpeaker for OurClient {
+    fn setup(&mut self, spec: TestSpec, out: &mut Vec<u8>) -> Result<(), ClientConnError> {
+        let m = self.session.setup(spec)?;
+        self.send(&m, out)
+    }
+
+    fn done(&mut self, done: ClientDone, out: &mut Vec<u8>) -> Result<(), ClientConnError> {
+        let m = self.session.done(done)?;
+        self.send(&m, out)?;
+        self.flows.clear();
+        self.foreign = ForeignConnections::default();
+        Ok(())
+    }
+
+    fn calibrate(&mut self, _out: &mut Vec<u8>) -> bool {
+        // the hello told
+        false
+    }
+
+    fn bye(&mut self, out: &mut Vec<u8>) {
+        let _ = self.send(&ClientMsg::Bye, out);
+    }
+
+    fn handle(
+        &mut self,
+        inbuf: &mut Vec<u8>,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<ClientEvent>, ClientConnError> {
+        while let Some(body) = take_frame(inbuf, &mut self.sealer)? {
+            let msg = ServerMsg::decode(&body)?;
+            if self.gather(&msg)? {
+                continue;
+            }
+            if let ServerMsg::Hello(h) = &msg {
+                self.capabilities =
+                    Capabilities::from_names(&h.hello.software, &h.hello.capabilities);
+            }
+            match self.session.handle(msg)? {
+                ClientEvent::Send(m) => self.send(&m, out)?,
+                ClientEvent::Established => {
+                    // The proofs are exchanged: seal every frame from now on.
+                    self.sealer = self.session.sealer();
+                    return Ok(Some(ClientEvent::Established));
+                }
+                ClientEvent::Results(r) => {
+                    return Ok(Some(ClientEvent::Results(self.complete(r)?)));
+                }
+                e => return Ok(Some(e)),
+            }
+        }
+        Ok(None)
+    }
+
+    fn capabilities(&self) -> &Capabilities {
+        &self.capabilities
+    }
+
+    fn server_cpu(&self) -> (u32, u32) {
+        self.session.server_cpu()
+    }
+
+    fn authenticated(&self) -> bool {
+        self.session.auth_nonces().is_some()
+    }
+}
