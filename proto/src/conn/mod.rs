@@ -173,16 +173,23 @@ impl Shared {
         self.idle_since = now;
     }
 
-    /// A message arrived; one more request, unless it begins a test
-    /// (`test`). Whether it is one too many without a test.
-    pub(crate) fn request(&mut self, now: Instant, test: bool) -> bool {
+    /// A request arrived: one more since the last test. Past the limit,
+    /// the reason to close with (logged), for the speaker to tell.
+    pub(crate) fn request(&mut self, now: Instant) -> Option<ErrorMsg> {
         self.idle_since = now;
-        if test {
-            self.requests = 0;
-            return false;
-        }
         self.requests = self.requests.saturating_add(1);
-        self.requests > MAX_REQUESTS_WITHOUT_TEST
+        if self.requests <= MAX_REQUESTS_WITHOUT_TEST {
+            return None;
+        }
+        let text =
+            format!("{MAX_REQUESTS_WITHOUT_TEST} requests without a test: closing the connection");
+        self.log(1, format!("refused: {text}"));
+        Some(ErrorMsg::new(ErrorCode::Protocol, text))
+    }
+
+    /// A test begins: the count of requests starts again.
+    pub(crate) fn test_requested(&mut self) {
+        self.requests = 0;
     }
 }
 

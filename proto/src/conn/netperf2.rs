@@ -156,7 +156,7 @@ impl Netperf2Server {
                 let spec = Box::new(sv.spec.clone());
                 self.served = Some(sv);
                 self.padded = false;
-                s.request(now, true);
+                s.test_requested();
                 s.event(ServerEvent::Prepare(spec));
             }
             Err(r) => {
@@ -181,13 +181,8 @@ impl ServerSpeaker for Netperf2Server {
                 return;
             };
             s.inbuf.drain(..FRAME_LEN);
-            if s.request(now, false) {
-                let text = format!(
-                    "{} requests without a test: closing the connection",
-                    super::MAX_REQUESTS_WITHOUT_TEST
-                );
-                s.log(1, format!("refused: {text}"));
-                self.tell(s, &ErrorMsg::new(ErrorCode::Protocol, text));
+            if let Some(err) = s.request(now) {
+                self.tell(s, &err);
                 s.close(now);
                 return;
             }

@@ -173,26 +173,15 @@ impl ServerSpeaker for OurServer {
                 .and_then(|b| b.map(|b| ClientMsg::decode(&b)).transpose());
             match next {
                 Ok(Some(msg)) => {
-                    let test = matches!(
-                        msg,
-                        ClientMsg::Setup(_)
-                            | ClientMsg::SetupWindowed(..)
-                            | ClientMsg::SetupTuned(..)
-                    );
-                    if s.request(now, false) {
-                        let text = format!(
-                            "{} requests without a test: closing the connection",
-                            super::MAX_REQUESTS_WITHOUT_TEST
-                        );
-                        s.log(1, format!("refused: {text}"));
-                        self.tell(s, &ErrorMsg::new(ErrorCode::Protocol, text));
+                    if let Some(err) = s.request(now) {
+                        self.tell(s, &err);
                         s.close(now);
                         return;
                     }
                     let was = self.session.established();
                     let action = self.session.handle(msg);
-                    if test && matches!(action, ServerAction::Prepare(_)) {
-                        s.request(now, true);
+                    if matches!(action, ServerAction::Prepare(_)) {
+                        s.test_requested();
                     }
                     self.act(s, action, now);
                     if !was && self.session.established() {
