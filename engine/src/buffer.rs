@@ -149,8 +149,7 @@ impl Ring {
 
     /// netperf's ring width for a socket buffer and message size.
     pub fn width_for(sock_buf: u32, msg: u32) -> usize {
-        let w = (sock_buf / msg.max(1)) as usize + 1;
-        w.max(2)
+        proto::test::Ring::width_for(sock_buf, msg) as usize
     }
 
     pub fn size(&self) -> usize {

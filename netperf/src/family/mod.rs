@@ -1,75 +1,102 @@
-//! The client's side of each test family: its data phase and what it
-//! measured. One file per family.
+//! The client's side of every test: one driver ([`lifecycle`]) runs each
+//! of them, and each family (one file) implements the small
+//! [`lifecycle::Family`] trait for what differs: how its data connections
+//! open, its data phase, how its counts must agree. One flow is the case
+//! N = 1 of a family's N flows.
+//!
+//! # Layout
+//! - [`lifecycle`]: the one driver, the request built once, the prepared
+//!   data socket.
+//! - [`stream`]: TCP_STREAM, TCP_MAERTS, TCP_SENDFILE, TCP_MSS.
+//! - [`rr`]: TCP_RR (and what request/response families share).
+//! - [`crr`]: TCP_CRR, TCP_CC.
+//! - [`udp`]: UDP_STREAM (we send), netperf 2.7's UDP receive test, UDP_RR.
+//! - this file: what a test measured ([`Measurement`], a [`Side`] each
+//!   way), what a run carries ([`Context`]), and helpers the families
+//!   share.
 
-pub mod flows;
+pub mod crr;
+pub mod lifecycle;
 pub mod rr;
 pub mod stream;
-pub mod udp_stream;
+pub mod udp;
 
 use std::{
-    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
+    net::SocketAddr,
     sync::{Arc, atomic::AtomicU32},
     time::Duration,
 };
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::Result;
 use engine::{
     cpu,
     live::Live,
     sockopt,
     timer::{StopFlag, Timer},
 };
-use proto::{CpuStats, Family, Grant, Limits, Protocol, SideResults, TestEnd, TestKind, TestSpec};
-use socket2::{SockRef, Socket};
+use proto::{CpuStats, SideResults, SideSpec, TestKind};
+
+pub use lifecycle::{preflight, run_once, spec_for};
 
 use crate::{
     cli::{Length, Plan},
-    control::Control,
     interim,
 };
-use optparse::value::AddrFamily;
+
+/// One side of a test as it ran: its counters, and how its data sockets
+/// were set up (what was asked of them, what they got).
+#[derive(Clone, Debug, Default)]
+pub struct Side {
+    /// What the side counted (and, for the netserver, reported).
+    pub counts: SideResults,
+    /// What was asked for this side (`-s`, `-m`, `-a`, ...).
+    pub asked: SideSpec,
+    /// Socket buffer sizes when the data sockets were set up.
+    pub send_buf: u32,
+    pub recv_buf: u32,
+    /// Message sizes the side used.
+    pub send_size: u32,
+    pub recv_size: u32,
+    /// Buffers in its send and receive rings (netperf's *_WIDTH).
+    pub send_width: u32,
+    pub recv_width: u32,
+    /// Its end of the data connection.
+    pub addr: Option<SocketAddr>,
+    /// The TOS byte its data socket kept (`-Y`), read back (ours only).
+    pub tos: Option<u32>,
+}
+
+impl std::ops::Deref for Side {
+    type Target = SideResults;
+    fn deref(&self) -> &SideResults {
+        &self.counts
+    }
+}
+
+impl std::ops::DerefMut for Side {
+    fn deref_mut(&mut self) -> &mut SideResults {
+        &mut self.counts
+    }
+}
 
 /// What one iteration of a test measured, on both sides.
 #[derive(Clone, Debug, Default)]
 pub struct Measurement {
     /// Our elapsed time, seconds: the interval every rate is computed over.
     pub elapsed: f64,
-    /// Our counters.
-    pub local: SideResults,
-    /// The netserver's counters.
-    pub remote: SideResults,
-    /// Socket buffer sizes when the data sockets were set up.
-    pub local_send_buf: u32,
-    pub local_recv_buf: u32,
-    pub remote_send_buf: u32,
-    pub remote_recv_buf: u32,
-    /// Message sizes each side used.
-    pub local_send_size: u32,
-    pub local_recv_size: u32,
-    pub remote_send_size: u32,
-    pub remote_recv_size: u32,
-    /// Buffers in our send and receive rings (netperf's LOCAL_*_WIDTH), and
-    /// in the netserver's.
-    pub local_send_width: u32,
-    pub local_recv_width: u32,
-    pub remote_send_width: u32,
-    pub remote_recv_width: u32,
+    pub local: Side,
+    pub remote: Side,
     /// TCP maximum segment size of our data connection.
     pub mss: Option<u32>,
-    /// The TOS byte our data socket kept (`-Y`), read back.
-    pub local_tos: Option<u32>,
     /// Sends that failed with a transient error (UDP: netperf's "Errors").
     pub send_errors: u64,
     /// Round-trip latency of the transactions (_RR tests).
     pub latency: Option<engine::latency::LatencySummary>,
     /// UDP_RR: transactions with no response within the receive timeout.
     pub lost: u64,
-    /// The data connection's ends (ours, the netserver's).
-    pub local_addr: Option<std::net::SocketAddr>,
-    pub remote_addr: Option<std::net::SocketAddr>,
     /// `--flows`: each flow's local port and retransmissions, in flow
     /// order (their counters are in `local.flows` and `remote.flows`).
-    pub flows: Vec<flows::FlowEnd>,
+    pub flows: Vec<FlowEnd>,
 }
 
 impl Measurement {
@@ -84,6 +111,23 @@ impl Measurement {
             TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr | TestKind::TcpCc => {
                 self.local.transactions as f64
             }
+        }
+    }
+}
+
+/// A flow's view at the end: its local port and TCP's retransmissions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FlowEnd {
+    pub local_port: u16,
+    pub retransmits: Option<u64>,
+}
+
+impl FlowEnd {
+    /// A flow whose data socket is at `addr`.
+    pub fn at(addr: Option<SocketAddr>) -> FlowEnd {
+        FlowEnd {
+            local_port: addr.map_or(0, |a| a.port()),
+            retransmits: None,
         }
     }
 }
@@ -127,6 +171,11 @@ impl Context {
         }
     }
 
+    /// The counters flow `i` publishes to.
+    pub fn live_of(&self, i: usize) -> &Live {
+        self.live.flow(i).unwrap_or(&self.live)
+    }
+
     /// What our own counters saw of a data phase that began, for an error
     /// that cost the netserver's figures: no result is lost without a word.
     fn own_figures(&self, plan: &Plan) -> Option<String> {
@@ -150,6 +199,12 @@ impl Context {
         Some(format!(
             "netperf's own figures up to then: {what}; the netserver's figures are missing"
         ))
+    }
+
+    fn unbegun(&self) {
+        if let Ok(mut b) = self.began.lock() {
+            *b = None;
+        }
     }
 
     /// The data phase starts: reset the live counters, start the interim
@@ -198,308 +253,6 @@ impl Phase {
     }
 }
 
-/// The request that goes on the wire for this plan, with the family of the
-/// data connections.
-pub fn spec_for(plan: &Plan, family: Family) -> Result<TestSpec> {
-    let mut spec = TestSpec::new(plan.test, family);
-    spec.end = match (plan.length, plan.test.is_rr()) {
-        (Length::Seconds(s), _) => TestEnd::Time { millis: s * 1000 },
-        // netperf 2.7 counts bytes in every stream test, UDP's too.
-        (Length::Count(n), false) => TestEnd::Bytes(n),
-        (Length::Count(n), true) => TestEnd::Transactions(n),
-    };
-    spec.server = plan.remote.clone();
-    (spec.request_size, spec.response_size) = match plan.test {
-        // TCP_CC carries nothing; the sizes netperf prints are for show.
-        TestKind::TcpCc => (0, 0),
-        _ => (plan.request_size, plan.response_size),
-    };
-    spec.burst = plan.effective_burst();
-    spec.recv_timeout_ms = plan
-        .recv_timeout
-        .map(|d| u32::try_from(d.as_millis()).unwrap_or(u32::MAX).max(1));
-    spec.spin = plan.spin;
-    spec.rate_bps = plan.rate_bps;
-    spec.measure_cpu = plan.remote_cpu;
-    spec.num_cpus = plan.num_cpus;
-    spec.data_port = plan.remote_data_port.filter(|&p| p != 0);
-    spec.keepalive = plan.keepalive;
-    spec.defer_accept = plan.defer_accept;
-    spec.fastopen = plan.local_only.fastopen;
-    spec.connected_udp = plan.remote_connected_udp;
-    spec.remote_fill = plan.remote_fill;
-    // Refuse what no netserver would run before asking one (the server
-    // checks again against its own limits).
-    spec.validate(&Limits {
-        max_duration_ms: u64::MAX,
-        ..Limits::default()
-    })?;
-    Ok(spec)
-}
-
-/// Check what can be checked once the control connection is up, before
-/// anything is printed or asked of the netserver.
-pub fn preflight(plan: &Plan, d: &Control) -> Result<()> {
-    let family = sockopt::family_of(&d.peer());
-    spec_for(plan, family)?;
-    let (data_ip, ..) = data_endpoints(plan, d)?;
-    if let Some(port) = shared_port(plan, data_ip) {
-        let both = format!(
-            "-- -P {port}: netperf's and the netserver's data sockets would both be port {port} on this host ({data_ip})"
-        );
-        let two = format!(
-            "give two ports, -- -P {port},{}",
-            port.wrapping_add(1).max(1024)
-        );
-        match plan.test {
-            TestKind::UdpStream if plan.local_only.connected_udp => bail!(
-                "{both}, and a UDP socket connected to its own address (-- -n) gets its own datagrams back; leave out -n, or {two}"
-            ),
-            TestKind::UdpStream => {
-                if let Some(why) = d.caps().lacks(proto::Feature::SharedPort) {
-                    bail!("{both}: {why}; or {two}");
-                }
-            }
-            TestKind::UdpRr => {
-                bail!("{both}: the netserver's responses would come back to its own socket; {two}")
-            }
-            _ => bail!("{both}: a TCP connection cannot have the same address at both ends; {two}"),
-        }
-    }
-    if plan.test == TestKind::UdpStream
-        && let Some(size) = plan.local.send_size
-    {
-        udp_stream::send_size(plan, size, family)?;
-    }
-    Ok(())
-}
-
-/// Run one iteration of the plan's test. If it fails and the netserver
-/// said why (it is shutting down, it gave up on a flow), that is the error.
-pub fn run_once(plan: &Plan, dialect: &mut Control, ctx: &Context) -> Result<Measurement> {
-    if let Ok(mut b) = ctx.began.lock() {
-        *b = None;
-    }
-    run_test(plan, dialect, ctx).map_err(|e| {
-        // (an error that is already the netserver's word needs no wait)
-        let e = if e.to_string().starts_with("netserver") {
-            e
-        } else {
-            match dialect.server_said(Duration::from_millis(500)) {
-                Some(why) => anyhow::anyhow!("netserver: {why} (here: {e:#})"),
-                None => e,
-            }
-        };
-        match ctx.own_figures(plan) {
-            Some(ours) => anyhow::anyhow!("{e:#}\n{ours}"),
-            None => e,
-        }
-    })
-}
-
-fn run_test(plan: &Plan, dialect: &mut Control, ctx: &Context) -> Result<Measurement> {
-    if (plan.flows > 1 || plan.window.is_some())
-        && matches!(
-            plan.name,
-            crate::cli::test_name::TestName::TcpSendfile | crate::cli::test_name::TestName::TcpMss
-        )
-    {
-        anyhow::bail!(
-            "--flows, --warmup, --cooldown: {} runs one flow, as netperf 2.7 does (TCP_STREAM takes them)",
-            plan.name.name()
-        );
-    }
-    if plan.flows > 1 && plan.test == TestKind::UdpStream && plan.window.is_none() {
-        return udp_stream::run_flows(plan, dialect, ctx);
-    }
-    if plan.flows > 1 && plan.test == TestKind::UdpRr && plan.window.is_none() {
-        return rr::run_udp_flows(plan, dialect, ctx);
-    }
-    if plan.flows > 1 && plan.test.is_connection_test() && plan.window.is_none() {
-        return rr::run_crr_flows(plan, dialect, ctx);
-    }
-    if plan.flows > 1 || plan.window.is_some() {
-        return flows::run_once(plan, dialect, ctx);
-    }
-    match plan.test {
-        TestKind::TcpStream | TestKind::TcpMaerts => stream::run_once(plan, dialect, ctx),
-        TestKind::UdpStream => udp_stream::run_once(plan, dialect, ctx),
-        TestKind::UdpMaerts => udp_stream::run_maerts(plan, dialect, ctx),
-        TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr | TestKind::TcpCc => {
-            rr::run_once(plan, dialect, ctx)
-        }
-    }
-}
-
-/// The one port both ends' data sockets would have: `-- -P N` (or
-/// `-P N,N`) names the same port for both, and the netserver's data address
-/// is one of this host's (loopback, or an address we can bind), as with two
-/// host-network pods on one node. Only UDP_STREAM runs so (as netperf 2.7's
-/// does): its datagrams are taken by their address and port, without the
-/// hello, which would come back to the netserver's own socket.
-pub(crate) fn shared_port(plan: &Plan, data_ip: IpAddr) -> Option<u16> {
-    let port = plan.local_data_port.filter(|&p| p != 0)?;
-    if plan.remote_data_port != Some(port) {
-        return None;
-    }
-    let ours = data_ip.is_loopback() || std::net::UdpSocket::bind((data_ip, 0)).is_ok();
-    ours.then_some(port)
-}
-
-/// What every family does first: the request for this plan, and our data
-/// socket with its options. The socket is made before the netserver is
-/// asked, so that the buffer sizes we report are the ones the kernel gave
-/// before the connection (netperf does the same).
-pub(crate) struct Prepared {
-    /// The address data connections go to (the port is the grant's).
-    pub data_ip: IpAddr,
-    /// The address our data sockets bind to, and whether to bind (TCP
-    /// binds only when asked: `-- -L` or `-- -P lport`).
-    pub local: SocketAddr,
-    pub bind: bool,
-    pub family: Family,
-    pub spec: TestSpec,
-    pub sock: Socket,
-    /// Our socket buffer sizes, send and receive.
-    pub lss: u32,
-    pub lsr: u32,
-    /// The TOS byte the kernel kept, when `-Y` set one.
-    pub tos: Option<u32>,
-    /// Both ends' data sockets have this one port on this host (see
-    /// [`shared_port`]).
-    pub shared_port: Option<u16>,
-}
-
-impl Prepared {
-    /// The data path's conventions for this test: the dialect's, with a
-    /// UDP datagram proven by its address and port when both ends share
-    /// one (no hello: its echo would reach the netserver's own socket).
-    pub fn conventions(&self, d: &Control) -> engine::conventions::Conventions {
-        let conv = d.conventions();
-        match self.shared_port {
-            Some(_) => engine::conventions::Conventions {
-                proof: engine::conventions::Proof::ControlPeer,
-                ..conv
-            },
-            None => conv,
-        }
-    }
-
-    /// Where the netserver's data socket for `grant` is.
-    pub fn data_addr(&self, grant: &Grant) -> SocketAddr {
-        SocketAddr::new(self.data_ip, grant.data_port)
-    }
-}
-
-/// The data connections' addresses: the control connection's, or what
-/// `-- -H`, `-- -L` and `-- -4`/`-6` say. Returns (the netserver's data
-/// address, the address we bind to, whether it must be sent to the
-/// netserver, the family).
-pub(crate) fn data_endpoints(plan: &Plan, d: &Control) -> Result<(IpAddr, IpAddr, bool, Family)> {
-    let peer = d.peer();
-    let control_family = sockopt::family_of(&peer);
-    let family = match plan.data_family {
-        AddrFamily::V4 => Family::V4,
-        AddrFamily::V6 => Family::V6,
-        AddrFamily::Unspec => control_family,
-    };
-    let data_ip = match (&plan.data_host, family == control_family) {
-        (None, true) => peer.ip(),
-        (Some(h), _) => resolve_in(h, family).with_context(|| format!("-- -H {h}"))?,
-        (None, false) => {
-            let h = plan.host_name();
-            resolve_in(h, family).with_context(|| {
-                format!(
-                    "-- -{}: {h} has no address of that family",
-                    fam_digit(family)
-                )
-            })?
-        }
-    };
-    let local_ip = match &plan.data_local {
-        Some(l) => resolve_in(l, family).with_context(|| format!("-- -L {l}"))?,
-        None if family == control_family && data_ip == peer.ip() => d.local().ip(),
-        None => match family {
-            Family::V4 => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-            Family::V6 => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
-        },
-    };
-    Ok((data_ip, local_ip, data_ip != peer.ip(), family))
-}
-
-fn fam_digit(f: Family) -> char {
-    match f {
-        Family::V4 => '4',
-        Family::V6 => '6',
-    }
-}
-
-/// The first address of `host` in `family`.
-pub(crate) fn resolve_in(host: &str, family: Family) -> Result<IpAddr> {
-    use std::net::ToSocketAddrs;
-    let want = |a: &SocketAddr| sockopt::family_of(a) == family;
-    (host, 0)
-        .to_socket_addrs()
-        .with_context(|| format!("cannot resolve {host}"))?
-        .find(want)
-        .map(|a| a.ip())
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "{host} has no {} address",
-                match family {
-                    Family::V4 => "IPv4",
-                    Family::V6 => "IPv6",
-                }
-            )
-        })
-}
-
-pub(crate) fn prepare(plan: &Plan, d: &Control, protocol: Protocol) -> Result<Prepared> {
-    let (data_ip, local_ip, send_addr, family) = data_endpoints(plan, d)?;
-    let mut spec = spec_for(plan, family)?;
-    if send_addr {
-        spec.data_addr = Some(data_ip);
-    }
-    let sock = sockopt::new_socket(family, protocol)?;
-    sockopt::apply_side(&sock, &plan.local, family, protocol, plan.keepalive)
-        .context("local data socket")?;
-    sockopt::apply_local(&sock, &local_opts(plan), family, protocol)
-        .context("local data socket")?;
-    let (lss, lsr) = sockopt::buffer_sizes(SockRef::from(&sock));
-    let tos = plan.local.tos.and_then(|_| sockopt::tos(&sock, family));
-    let port = plan.local_data_port.unwrap_or(0);
-    crate::debug::line(1, || {
-        format!(
-            "data socket: {protocol:?} over {family:?}, to {data_ip}, from {local_ip}; socket buffers {lss} send, {lsr} receive"
-        )
-    });
-    // netperf 2.7 binds a UDP data socket to the wildcard unless `-- -L`
-    // names an address: with one port for both ends on one host, the
-    // netserver's socket, bound to its address, is then the one the
-    // kernel hands the datagrams to.
-    let local_ip = if protocol == Protocol::Udp && plan.data_local.is_none() {
-        udp_stream::unspecified(family)
-    } else {
-        local_ip
-    };
-    let mut p = Prepared {
-        data_ip,
-        local: SocketAddr::new(local_ip, port),
-        bind: plan.data_local.is_some() || port != 0,
-        family,
-        spec,
-        sock,
-        lss,
-        lsr,
-        tos,
-        shared_port: shared_port(plan, data_ip),
-    };
-    if protocol == Protocol::Udp {
-        udp_stream::bind_udp(&mut p)?;
-    }
-    Ok(p)
-}
-
 /// What we set on our own data sockets only.
 pub(crate) fn local_opts(plan: &Plan) -> sockopt::LocalOpts {
     let l = &plan.local_only;
@@ -511,50 +264,6 @@ pub(crate) fn local_opts(plan: &Plan) -> sockopt::LocalOpts {
         mtu_discover: l.mtu_discover,
         fastopen: l.fastopen,
     }
-}
-
-/// Ask the netserver to set up its side; then the global `-w` pause.
-pub(crate) fn request(plan: &Plan, d: &mut Control, spec: &TestSpec) -> Result<Grant> {
-    crate::debug::line(1, || {
-        format!(
-            "requesting {} ({:?} data, ends {:?}) of the netserver at {}",
-            spec.kind,
-            spec.family,
-            spec.end,
-            d.peer()
-        )
-    });
-    crate::debug::line(2, || format!("request: {spec:?}"));
-    let grant = d.setup(spec)?;
-    crate::debug::line(1, || {
-        format!(
-            "granted: data port {}, netserver's socket buffers {} send, {} receive; message sizes {} send, {} receive",
-            grant.data_port, grant.send_buf, grant.recv_buf, grant.send_size, grant.recv_size
-        )
-    });
-    if plan.wait_secs > 0 {
-        std::thread::sleep(Duration::from_secs(plan.wait_secs));
-    }
-    Ok(grant)
-}
-
-/// `-- -L addr` and `-- -P lport`: bind our data socket where asked.
-pub(crate) fn bind_local(p: &Prepared) -> Result<()> {
-    if p.bind {
-        let _ = p.sock.set_reuse_address(true);
-        p.sock
-            .bind(&p.local.into())
-            .with_context(|| format!("-- -L/-P: cannot bind the data socket to {}", p.local))?;
-    }
-    Ok(())
-}
-
-/// `-T`: pin this thread to the local CPU asked for.
-pub(crate) fn pin(plan: &Plan) -> Result<()> {
-    if let Some(cpu) = plan.local.cpu_bind {
-        sockopt::pin_current_thread(cpu)?;
-    }
-    Ok(())
 }
 
 /// A flow's own thread (UDP and connection-per-transaction flows run one
@@ -582,6 +291,38 @@ pub(crate) fn length_timer(plan: &Plan, stop: &StopFlag) -> Result<Option<Timer>
     })
 }
 
+/// A count (`-l -N`) shared out among the flows, the first ones taking the
+/// remainder.
+pub(crate) fn share(total: u64, flows: u32, i: usize) -> u64 {
+    let n = u64::from(flows.max(1));
+    total / n + u64::from((i as u64) < total % n)
+}
+
+/// Threads at each end: `--threads`, or the CPUs; never more than flows.
+pub fn threads(plan: &Plan) -> usize {
+    let t = plan
+        .threads
+        .map_or_else(|| engine::cpu::count().max(1) as usize, |t| t as usize);
+    t.clamp(1, plan.flows.max(1) as usize)
+}
+
+/// The soft and hard limits of open files.
+pub fn open_files_limit() -> (u64, u64) {
+    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .unwrap_or((1024, 1024))
+}
+
+/// Enough descriptors for `flows` connections and some to spare, as far as
+/// the hard limit allows.
+pub fn raise_open_files(flows: u32) {
+    let (soft, hard) = open_files_limit();
+    let want = (u64::from(flows) + 64).min(hard);
+    if want > soft {
+        let _ =
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, want, hard);
+    }
+}
+
 /// The netserver's counters arrived.
 pub(crate) fn got_results(r: &SideResults) {
     crate::debug::line(1, || {
@@ -598,10 +339,13 @@ pub(crate) fn got_results(r: &SideResults) {
     crate::debug::line(2, || format!("results: {r:?}"));
 }
 
-/// How long to wait for the server's results after our data phase.
-pub(crate) fn results_wait(plan: &Plan) -> Duration {
-    match plan.length {
-        Length::Seconds(s) => Duration::from_secs(30 + s),
-        Length::Count(_) => Duration::from_secs(330),
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn counts_share_out_exactly() {
+        let total: u64 = (0..7).map(|i| super::share(100, 7, i)).sum();
+        assert_eq!(total, 100);
+        assert_eq!(super::share(100, 7, 0), 15);
+        assert_eq!(super::share(100, 7, 6), 14);
     }
 }

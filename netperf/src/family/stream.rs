@@ -1,170 +1,308 @@
-//! TCP_STREAM (we send) and TCP_MAERTS (the netserver sends).
+//! TCP_STREAM (we send), TCP_MAERTS (the netserver sends), TCP_SENDFILE
+//! (TCP_STREAM from a file) and TCP_MSS (a connection's segment size). One
+//! flow runs on this thread, with netperf's ring of buffers at their
+//! placement and its system calls; many flows (or a window) on event loops
+//! ([`engine::evloop`]), counted flow by flow.
 
 use std::{
     fs::File, io::Write as _, net::TcpStream, os::unix::fs::OpenOptionsExt as _, time::Duration,
 };
 
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, bail};
 use engine::{
     buffer::{Placement, Ring},
-    handshake,
+    evloop::{self, Role},
     latency::Latency,
     sockopt,
     stream::{self, Until, tcp::SendCall},
-    timer::StopFlag,
+    timer::{StopFlag, Timer},
 };
-use proto::{ClientDone, Protocol, SideResults, TestKind};
+use proto::{Capabilities, SideResults, TestKind};
 use socket2::SockRef;
 
-use super::{Context, Measurement, bind_local, length_timer, pin, prepare, request, results_wait};
-use crate::{
-    cli::{Length, Plan},
-    control::Control,
-    interrupt,
+use super::{
+    FlowEnd,
+    lifecycle::{Family, Local, Ours, Prepared, Run, connect_flows},
 };
+use crate::cli::{Length, Plan, TestName};
 
 /// How long a sender waits for the receiver to close after the last byte.
 const LINGER: Duration = Duration::from_secs(60);
 
-pub fn run_once(plan: &Plan, d: &mut Control, ctx: &Context) -> Result<Measurement> {
-    let mut p = prepare(plan, d, Protocol::Tcp)?;
-    let sending = plan.test == TestKind::TcpStream;
-    // Our send ring, sized before the request: netperf 2.7 tells the
-    // netserver its send width.
-    let send_size = plan
-        .local
-        .send_size
-        .unwrap_or_else(|| proto::test::default_message_size(p.lss, u32::MAX));
-    let at = Placement::new(plan.local.send_align, plan.local.send_offset);
-    let send_width =
-        Ring::resolve(send_size, plan.local.send_width, p.lss, at).capped_width() as usize;
-    if sending && p.spec.server.send_width.is_none() {
-        p.spec.server.send_width = Some(send_width as u32);
-    }
-    let grant = request(plan, d, &p.spec)?;
-    bind_local(&p)?;
-    let to = p.data_addr(&grant);
-    let (lss, lsr, tos) = (p.lss, p.lsr, p.tos);
-    p.sock
-        .connect_timeout(&to.into(), Duration::from_secs(10))
-        .with_context(|| format!("data connection to {to}"))?;
-    let conn: TcpStream = p.sock.into();
-    // TCP_MSS reports the segment size right after connect, as netperf 2.7
-    let mss_at_connect = sockopt::mss(SockRef::from(&conn));
-    handshake::present(&conn, &grant.token, 0, &d.conventions())?;
-    pin(plan)?;
+/// The TCP stream tests' family.
+#[derive(Default)]
+pub(crate) struct Streams {
+    conns: Vec<TcpStream>,
+    /// Our first connection's segment size right after connect (TCP_MSS's
+    /// figure, as netperf 2.7 reads it).
+    mss_at_connect: Option<u32>,
+    /// The netserver's send size, as granted.
+    their_send_size: u64,
+}
 
-    let stop = StopFlag::new();
-    let mut m = Measurement {
-        local_addr: conn.local_addr().ok(),
-        remote_addr: Some(to),
-        local_send_buf: lss,
-        local_recv_buf: lsr,
-        remote_send_buf: grant.send_buf,
-        remote_recv_buf: grant.recv_buf,
-        remote_send_size: grant.send_size,
-        remote_recv_size: grant.recv_size,
-        remote_send_width: grant.send_width,
-        remote_recv_width: grant.recv_width,
-        local_tos: tos,
-        ..Measurement::default()
-    };
-    let mut lat = ctx.stats.then(Latency::new);
-    let outcome = match plan.test {
-        TestKind::TcpStream => {
-            let size = send_size;
+/// The measured interval inside the traffic, with a window: its bounds
+/// and the whole run's length.
+pub(crate) fn window(plan: &Plan) -> Result<Option<((Duration, Duration), Duration)>> {
+    match (plan.window, plan.length) {
+        (None, _) => Ok(None),
+        (Some(w), Length::Seconds(s)) if s > 0 => {
+            let length = Duration::from_secs(s);
+            Ok(Some((w.bounds(length), w.total(length))))
+        }
+        (Some(_), _) => {
+            bail!("--warmup/--cooldown: a window needs a timed test (-l SECS), not a count")
+        }
+    }
+}
+
+/// The timer of a test that may have a window: the whole run's length
+/// with one, `-l` without.
+pub(crate) fn window_timer(plan: &Plan, stop: &StopFlag) -> Result<Option<Timer>> {
+    Ok(match window(plan)? {
+        Some((_, total)) => Some(Timer::start(total, stop.clone())?),
+        None => super::length_timer(plan, stop)?,
+    })
+}
+
+/// Whether the flows run on event loops: many, or a window.
+fn on_loops(plan: &Plan) -> bool {
+    plan.flows > 1 || plan.window.is_some()
+}
+
+impl Family for Streams {
+    fn resolve(&self, plan: &Plan, p: &Prepared) -> Result<Ours> {
+        let mut sizes = plan
+            .local
+            .resolve(plan.test, p.family, (p.lss, p.lsr), u32::MAX);
+        // the direction we do not use says 0, as netperf 2.7's; flows on
+        // event loops have one buffer each way
+        match (plan.test, on_loops(plan)) {
+            (TestKind::TcpStream, false) => (sizes.recv_size, sizes.recv_width) = (0, 0),
+            (_, false) => (sizes.send_size, sizes.send_width) = (0, 0),
+            (_, true) => (sizes.send_width, sizes.recv_width) = (1, 1),
+        }
+        Ok(Ours {
+            sizes,
+            ..Ours::default()
+        })
+    }
+
+    fn connect(&mut self, r: &Run<'_>, p: Prepared) -> Result<()> {
+        (self.conns, self.mss_at_connect) = connect_flows(r, p)?;
+        self.their_send_size = u64::from(r.grant.send_size);
+        Ok(())
+    }
+
+    fn timer(&self, plan: &Plan, stop: &StopFlag) -> Result<Option<Timer>> {
+        match plan.test {
+            // the netserver's clock ends TCP_MAERTS
+            TestKind::TcpMaerts => Ok(None),
+            _ => window_timer(plan, stop),
+        }
+    }
+
+    fn run(&mut self, r: &Run<'_>, ours: &Ours) -> Result<Local> {
+        if on_loops(r.plan) {
+            return self.run_loops(r, ours);
+        }
+        let plan = r.plan;
+        let conn = self
+            .conns
+            .pop()
+            .ok_or_else(|| anyhow::anyhow!("no data connection"))?;
+        let mut lat = r.ctx.stats.then(Latency::new);
+        let s = ours.sizes;
+        let outcome = if plan.test == TestKind::TcpStream {
             let at = Placement::new(plan.local.send_align, plan.local.send_offset);
-            let mut ring = Ring::placed(size as usize, send_width, &ctx.fill, at);
-            m.local_send_size = size;
-            m.local_send_width = ring.width() as u32;
+            let mut ring =
+                Ring::placed(s.send_size as usize, s.send_width as usize, &r.ctx.fill, at);
             let until = match plan.length {
                 Length::Count(n) => Until::Bytes(n),
                 Length::Seconds(_) => Until::Stopped,
             };
-            let file = if plan.sendfile() {
-                Some(sendfile_source(plan, &ring)?)
-            } else {
-                None
-            };
-            let _timer = length_timer(plan, &stop)?;
-            let _int = interrupt::stop_on_interrupt(&stop);
-            let phase = ctx.begin(plan)?;
-            let o = match &file {
-                Some(f) => stream::tcp::send_file(
+            if plan.sendfile() {
+                let f = sendfile_source(plan, &ring)?;
+                stream::tcp::send_file(
                     &conn,
-                    f,
-                    size as usize,
+                    &f,
+                    s.send_size as usize,
                     ring.width(),
                     until,
-                    &stop,
-                    &ctx.live,
+                    r.stop,
+                    &r.ctx.live,
                     LINGER,
                     lat.as_mut(),
-                )?,
-                None => {
-                    let how = if plan.zerocopy {
-                        SendCall::ZeroCopy
-                    } else if plan.local_only.use_write {
-                        SendCall::Write
-                    } else {
-                        SendCall::Send
-                    };
-                    stream::tcp::send_with(
-                        &conn,
-                        &mut ring,
-                        until,
-                        &stop,
-                        &ctx.live,
-                        LINGER,
-                        how,
-                        lat.as_mut(),
-                    )?
-                }
-            };
-            (o, phase.end())
-        }
-        _ => {
-            let size = plan
-                .local
-                .recv_size
-                .unwrap_or_else(|| proto::test::default_message_size(lsr, u32::MAX));
-            m.local_recv_size = size;
-            let width = plan
-                .local
-                .recv_width
-                .map_or_else(|| Ring::width_for(lsr, size), |w| w as usize);
+                )?
+            } else {
+                let how = if plan.zerocopy {
+                    SendCall::ZeroCopy
+                } else if plan.local_only.use_write {
+                    SendCall::Write
+                } else {
+                    SendCall::Send
+                };
+                stream::tcp::send_with(
+                    &conn,
+                    &mut ring,
+                    until,
+                    r.stop,
+                    &r.ctx.live,
+                    LINGER,
+                    how,
+                    lat.as_mut(),
+                )?
+            }
+        } else {
             let at = Placement::new(plan.local.recv_align, plan.local.recv_offset);
-            let mut ring = Ring::placed(size as usize, width, b"", at);
-            m.local_recv_width = ring.width() as u32;
+            let mut ring = Ring::placed(s.recv_size as usize, s.recv_width as usize, b"", at);
             let silence = match plan.length {
-                Length::Seconds(s) if s > 0 => Duration::from_secs(s + 30),
+                Length::Seconds(secs) if secs > 0 => Duration::from_secs(secs + 30),
                 _ => Duration::from_secs(330),
             };
             conn.set_read_timeout(Some(silence))?;
-            let phase = ctx.begin(plan)?;
-            let o = stream::tcp::receive_ring(&conn, &mut ring, &ctx.live, lat.as_mut())?;
-            (o, phase.end())
+            stream::tcp::receive_ring(&conn, &mut ring, &r.ctx.live, lat.as_mut())?
+        };
+        let mut counts = SideResults {
+            tcp: sockopt::tcp_stats(&conn),
+            ..outcome.results()
+        };
+        (counts.send_buf_end, counts.recv_buf_end) = sockopt::buffer_sizes(SockRef::from(&conn));
+        let local = Local {
+            counts,
+            elapsed: outcome.elapsed,
+            latency: lat.and_then(|l| l.summary()),
+            mss: if plan.name == TestName::TcpMss {
+                self.mss_at_connect
+            } else {
+                sockopt::mss(SockRef::from(&conn))
+            },
+            addr: conn.local_addr().ok(),
+            ..Local::default()
+        };
+        // closed before the results are asked for: a sending netserver
+        // waits for it
+        drop(conn);
+        Ok(local)
+    }
+
+    fn check(
+        &self,
+        plan: &Plan,
+        local: &Local,
+        remote: &SideResults,
+        caps: &Capabilities,
+    ) -> Result<()> {
+        if on_loops(plan) {
+            return check_flows(plan.test, &local.counts, remote);
         }
+        check_bytes(
+            plan.test,
+            &local.counts,
+            remote,
+            self.their_send_size,
+            caps.exact_counts,
+        )
+    }
+}
+
+impl Streams {
+    /// Many flows (or a window): every connection on event loops, a count
+    /// shared out among them.
+    fn run_loops(&mut self, r: &Run<'_>, ours: &Ours) -> Result<Local> {
+        let (send, recv) = (ours.sizes.send_size as usize, ours.sizes.recv_size as usize);
+        let test = r.plan.test;
+        loops_local(r, std::mem::take(&mut self.conns), |share| match test {
+            TestKind::TcpStream => Role::Send {
+                size: send,
+                total: share,
+            },
+            _ => Role::Recv { size: recv },
+        })
+    }
+}
+
+/// Flows on event loops, each with the role `role` makes of its share of
+/// a count: what our side counted.
+pub(crate) fn loops_local(
+    r: &Run<'_>,
+    conns: Vec<TcpStream>,
+    role: impl Fn(Option<u64>) -> Role,
+) -> Result<Local> {
+    let plan = r.plan;
+    let n = plan.flows.max(1);
+    let count = match plan.length {
+        Length::Count(c) => Some(c),
+        Length::Seconds(_) => None,
     };
-    let (outcome, local_cpu) = outcome;
-    m.elapsed = outcome.elapsed.as_secs_f64();
-    m.latency = lat.and_then(|l| l.summary());
-    m.mss = if plan.name == crate::cli::TestName::TcpMss {
-        mss_at_connect
-    } else {
-        sockopt::mss(SockRef::from(&conn))
+    let mut ends: Vec<FlowEnd> = conns
+        .iter()
+        .map(|c| FlowEnd::at(c.local_addr().ok()))
+        .collect();
+    let addr = conns.first().and_then(|c| c.local_addr().ok());
+    let report = run_on_loops(plan, r, conns, count, window(plan)?, |i| {
+        role(count.map(|c| super::share(c, n, i)))
+    })?;
+    for (e, t) in ends.iter_mut().zip(&report.tcp) {
+        e.retransmits = t.as_ref().map(|t| t.retransmits);
+    }
+    let counts = report.results();
+    Ok(Local {
+        elapsed: Duration::from_nanos(counts.elapsed_ns),
+        counts,
+        latency: report.latency.and_then(|l| l.summary()),
+        flows: ends,
+        addr,
+        ..Local::default()
+    })
+}
+
+/// Flows on event loops ([`engine::evloop`]): flows whose share of a count
+/// differs run as two groups, together (a loop's plan has one role).
+pub(crate) fn run_on_loops(
+    plan: &Plan,
+    r: &Run<'_>,
+    mut conns: Vec<TcpStream>,
+    count: Option<u64>,
+    window: Option<((Duration, Duration), Duration)>,
+    role: impl Fn(usize) -> Role,
+) -> Result<evloop::Report> {
+    let n = plan.flows.max(1);
+    let evplan = |role: Role| evloop::Plan {
+        role,
+        threads: super::threads(plan),
+        cpus: plan.cpus.clone(),
+        linger: Duration::from_secs(60),
+        silence: match plan.length {
+            Length::Seconds(s) if s > 0 => {
+                window.map_or(Duration::from_secs(s), |(_, total)| total) + Duration::from_secs(30)
+            }
+            _ => Duration::from_secs(330),
+        },
+        window: window.map(|(bounds, _)| bounds),
     };
-    m.local = SideResults {
-        tcp: sockopt::tcp_stats(&conn),
-        cpu: local_cpu,
-        ..outcome.results()
-    };
-    (m.local.send_buf_end, m.local.recv_buf_end) = sockopt::buffer_sizes(SockRef::from(&conn));
-    // Close before asking for results: a sending netserver waits for it.
-    drop(conn);
-    m.remote = d.finish(ClientDone::default(), results_wait(plan))?;
-    check_counts(plan.test, &m, d.caps().exact_counts)?;
-    Ok(m)
+    let live = &r.ctx.live;
+    if count.is_none_or(|c| c % u64::from(n) == 0) {
+        return Ok(evloop::run(conns, &evplan(role(0)), r.stop, live)?);
+    }
+    let cut = (count.unwrap_or(0) % u64::from(n)) as usize;
+    let rest = conns.split_off(cut);
+    let (pa, pb) = (evplan(role(0)), evplan(role(cut)));
+    let (a, b) = std::thread::scope(|s| {
+        let ha = s.spawn(|| evloop::run(conns, &pa, r.stop, live));
+        let b = evloop::run(rest, &pb, r.stop, live);
+        (ha.join(), b)
+    });
+    let mut a = a.map_err(|_| anyhow::anyhow!("a flow thread panicked"))??;
+    let b = b?;
+    a.flows.extend(b.flows);
+    a.tcp.extend(b.tcp);
+    if let Some(lb) = b.latency {
+        match &mut a.latency {
+            Some(la) => la.merge(&lb),
+            None => a.latency = Some(lb),
+        }
+    }
+    Ok(a)
 }
 
 /// TCP_SENDFILE's file: the `-F` fill file, which must hold the whole ring
@@ -176,7 +314,7 @@ fn sendfile_source(plan: &Plan, ring: &Ring) -> Result<File> {
         let f = File::open(path).with_context(|| format!("-F {}", path.display()))?;
         let len = f.metadata()?.len();
         if len < need {
-            anyhow::bail!(
+            bail!(
                 "-F {}: TCP_SENDFILE sends from the file itself, which must hold {} messages of {} bytes ({need} bytes); it has {len}",
                 path.display(),
                 ring.width(),
@@ -197,22 +335,60 @@ fn sendfile_source(plan: &Plan, ring: &Ring) -> Result<File> {
 }
 
 /// TCP is reliable: what one side sent, the other received, to the byte.
-/// netserver 2.7, as a sender, does not count the send its timer cut
-/// short: what we received may exceed its count by less than one message
-/// (the figure is ours, as netperf 2.7's).
-fn check_counts(kind: TestKind, m: &Measurement, exact: bool) -> Result<()> {
+/// A netserver that does not count exactly (netserver 2.7, as a sender)
+/// leaves out the send its timer cut short: what we received may exceed
+/// its count by less than one of its messages (the figure is ours, as
+/// netperf 2.7's).
+fn check_bytes(
+    kind: TestKind,
+    local: &SideResults,
+    remote: &SideResults,
+    their_message: u64,
+    exact: bool,
+) -> Result<()> {
     let (sent, got) = match kind {
-        TestKind::TcpStream => (m.local.bytes_sent, m.remote.bytes_received),
-        _ => (m.remote.bytes_sent, m.local.bytes_received),
+        TestKind::TcpStream => (local.bytes_sent, remote.bytes_received),
+        _ => (remote.bytes_sent, local.bytes_received),
     };
-    let cut_short = !exact
-        && kind == TestKind::TcpMaerts
-        && got >= sent
-        && got - sent < u64::from(m.remote_send_size.max(1));
+    let cut_short =
+        !exact && kind == TestKind::TcpMaerts && got >= sent && got - sent < their_message.max(1);
     if sent != got && !cut_short {
-        anyhow::bail!(
+        bail!(
             "byte counts disagree: {sent} sent, {got} received (the data connection was disturbed)"
         );
+    }
+    Ok(())
+}
+
+/// Flow by flow, what one end sent the other received, and both ran the
+/// same transactions. With a window, the whole run's counts are checked
+/// (the window's edges fall by each end's own clock).
+pub(crate) fn check_flows(kind: TestKind, local: &SideResults, remote: &SideResults) -> Result<()> {
+    let (ours, theirs) = if local.totals.is_empty() {
+        (&local.flows, &remote.flows)
+    } else {
+        (&local.totals, &remote.totals)
+    };
+    if theirs.len() != ours.len() {
+        bail!(
+            "the netserver reported {} flows, we ran {}",
+            theirs.len(),
+            ours.len()
+        );
+    }
+    for (i, (a, b)) in ours.iter().zip(theirs).enumerate() {
+        let agree = match kind {
+            TestKind::TcpStream => a.bytes_sent == b.bytes_received,
+            TestKind::TcpMaerts => a.bytes_received == b.bytes_sent,
+            _ => {
+                a.transactions == b.transactions
+                    && a.bytes_sent == b.bytes_received
+                    && a.bytes_received == b.bytes_sent
+            }
+        };
+        if !agree {
+            bail!("flow {i}: counts disagree: ours {a:?}, the netserver's {b:?}");
+        }
     }
     Ok(())
 }

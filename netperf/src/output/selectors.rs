@@ -227,7 +227,7 @@ static SELECTORS: &[Sel] = &[
         "DEST_FAMILY",
         ["Destination", "Family", "", ""],
         Fmt::Int,
-        |c| int(family_number(c.m.remote_addr))
+        |c| int(family_number(c.m.remote.addr))
     ),
     sel!("THROUGHPUT", ["Throughput", "", "", ""], Fmt::F(2), |c| f(
         c.f.result
@@ -394,16 +394,16 @@ static SELECTORS: &[Sel] = &[
         "LSS_SIZE",
         ["Local", "Send Socket", "Size", "Initial"],
         Fmt::Int,
-        |c| int(c.m.local_send_buf)
+        |c| int(c.m.local.send_buf)
     ),
     sel!(
         "LSS_SIZE_END",
         ["Local", "Send Socket", "Size", "Final"],
         Fmt::Int,
         |c| int(if c.asked.local.send_buf.is_some() {
-            c.m.local_send_buf
+            c.m.local.send_buf
         } else {
-            end_or(c.m.local.send_buf_end, c.m.local_send_buf)
+            end_or(c.m.local.send_buf_end, c.m.local.send_buf)
         })
     ),
     sel!(
@@ -416,16 +416,16 @@ static SELECTORS: &[Sel] = &[
         "LSR_SIZE",
         ["Local", "Recv Socket", "Size", "Initial"],
         Fmt::Int,
-        |c| int(c.m.local_recv_buf)
+        |c| int(c.m.local.recv_buf)
     ),
     sel!(
         "LSR_SIZE_END",
         ["Local", "Recv Socket", "Size", "Final"],
         Fmt::Int,
         |c| int(if c.asked.local.recv_buf.is_some() {
-            c.m.local_recv_buf
+            c.m.local.recv_buf
         } else {
-            end_or(c.m.local.recv_buf_end, c.m.local_recv_buf)
+            end_or(c.m.local.recv_buf_end, c.m.local.recv_buf)
         })
     ),
     sel!(
@@ -435,7 +435,7 @@ static SELECTORS: &[Sel] = &[
         |c| match c.asked.test.direction() {
             // netperf 2.7's send size of an _RR test stays 0 (requests
             // have their own)
-            Direction::Send => int(c.m.local_send_size),
+            Direction::Send => int(c.m.local.send_size),
             _ => int(0),
         }
     ),
@@ -444,7 +444,7 @@ static SELECTORS: &[Sel] = &[
         ["Local", "Recv", "Size", ""],
         Fmt::Int,
         |c| match c.asked.test.direction() {
-            Direction::Receive => int(c.m.local_recv_size),
+            Direction::Receive => int(c.m.local.recv_size),
             _ => int(0),
         }
     ),
@@ -494,13 +494,13 @@ static SELECTORS: &[Sel] = &[
         "LOCAL_SEND_WIDTH",
         ["Local", "Send", "Width", ""],
         Fmt::Int,
-        |c| int(c.m.local_send_width)
+        |c| int(c.m.local.send_width)
     ),
     sel!(
         "LOCAL_RECV_WIDTH",
         ["Local", "Recv", "Width", ""],
         Fmt::Int,
-        |c| int(c.m.local_recv_width)
+        |c| int(c.m.local.recv_width)
     ),
     sel!(
         "LOCAL_SEND_OFFSET",
@@ -630,13 +630,13 @@ static SELECTORS: &[Sel] = &[
         "RSS_SIZE",
         ["Remote", "Send Socket", "Size", "Initial"],
         Fmt::Int,
-        |c| int(c.m.remote_send_buf)
+        |c| int(c.m.remote.send_buf)
     ),
     sel!(
         "RSS_SIZE_END",
         ["Remote", "Send Socket", "Size", "Final"],
         Fmt::Int,
-        |c| int(end_or(c.m.remote.send_buf_end, c.m.remote_send_buf))
+        |c| int(end_or(c.m.remote.send_buf_end, c.m.remote.send_buf))
     ),
     sel!(
         "RSR_SIZE_REQ",
@@ -648,13 +648,13 @@ static SELECTORS: &[Sel] = &[
         "RSR_SIZE",
         ["Remote", "Recv Socket", "Size", "Initial"],
         Fmt::Int,
-        |c| int(c.m.remote_recv_buf)
+        |c| int(c.m.remote.recv_buf)
     ),
     sel!(
         "RSR_SIZE_END",
         ["Remote", "Recv Socket", "Size", "Final"],
         Fmt::Int,
-        |c| int(end_or(c.m.remote.recv_buf_end, c.m.remote_recv_buf))
+        |c| int(end_or(c.m.remote.recv_buf_end, c.m.remote.recv_buf))
     ),
     sel!(
         "REMOTE_SEND_SIZE",
@@ -665,7 +665,7 @@ static SELECTORS: &[Sel] = &[
             // not use
             Direction::Send => int(-1),
             _ if c.asked.test == TestKind::TcpCc => int(-1),
-            _ => int(c.m.remote_send_size),
+            _ => int(c.m.remote.send_size),
         }
     ),
     sel!(
@@ -675,7 +675,7 @@ static SELECTORS: &[Sel] = &[
         |c| match c.asked.test.direction() {
             Direction::Receive => int(-1),
             _ if c.asked.test == TestKind::TcpCc => int(-1),
-            _ => int(c.m.remote_recv_size),
+            _ => int(c.m.remote.recv_size),
         }
     ),
     sel!(
@@ -724,13 +724,13 @@ static SELECTORS: &[Sel] = &[
         "REMOTE_SEND_WIDTH",
         ["Remote", "Send", "Width", ""],
         Fmt::Int,
-        |c| int(c.m.remote_send_width)
+        |c| int(c.m.remote.send_width)
     ),
     sel!(
         "REMOTE_RECV_WIDTH",
         ["Remote", "Recv", "Width", ""],
         Fmt::Int,
-        |c| int(c.m.remote_recv_width)
+        |c| int(c.m.remote.recv_width)
     ),
     sel!(
         "REMOTE_SEND_OFFSET",
@@ -899,7 +899,7 @@ static SELECTORS: &[Sel] = &[
         ["Local", "Socket", "TOS", ""],
         Fmt::Hex2,
         // what the kernel kept (Linux drops ECN bits on TCP), as netperf 2.7
-        |c| opt_int(c.m.local_tos.or(c.asked.local.tos.map(u32::from)))
+        |c| opt_int(c.m.local.tos.or(c.asked.local.tos.map(u32::from)))
     ),
     sel!(
         "REMOTE_SOCKET_TOS",
@@ -1860,15 +1860,21 @@ mod tests {
     fn ctx_out(p: &Asked, style: SelectorStyle, spec: &str) -> String {
         let m = Measurement {
             elapsed: 1.0,
-            local_send_buf: 16384,
-            local_send_size: 16384,
-            remote_recv_buf: 131072,
-            local: proto::SideResults {
-                bytes_sent: 1_000_000,
-                tcp: Some(proto::TcpStats {
-                    cong_control: "bbr".into(),
+            local: crate::family::Side {
+                send_buf: 16384,
+                send_size: 16384,
+                counts: proto::SideResults {
+                    bytes_sent: 1_000_000,
+                    tcp: Some(proto::TcpStats {
+                        cong_control: "bbr".into(),
+                        ..Default::default()
+                    }),
                     ..Default::default()
-                }),
+                },
+                ..Default::default()
+            },
+            remote: crate::family::Side {
+                recv_buf: 131072,
                 ..Default::default()
             },
             ..Measurement::default()

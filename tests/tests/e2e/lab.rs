@@ -162,6 +162,14 @@ fn sighup_reopens_the_log_file() {
         thread::sleep(Duration::from_millis(20));
     }
     netperf_at(&port, &["-t", "TCP_RR", "-l", "1", "-P", "0"]).ok();
+    // the log has a writer thread of its own: its line may still be on
+    // its way when netperf is done
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !std::fs::read_to_string(&path).is_ok_and(|t| t.contains("TCP_RR"))
+        && Instant::now() < deadline
+    {
+        thread::sleep(Duration::from_millis(20));
+    }
     drop(ns);
     let old = std::fs::read_to_string(&moved).unwrap();
     let new = std::fs::read_to_string(&path).unwrap_or_default();

@@ -93,7 +93,7 @@ pub fn block(asked: &Asked, m: &Measurement) -> String {
             unit_label(asked),
             if udp { "Lost" } else { "Retrans" }
         );
-        let remote_port = m.remote_addr.map_or(0, |a| a.port());
+        let remote_port = m.remote.addr.map_or(0, |a| a.port());
         for (i, v) in x.iter().enumerate() {
             let f = m.local.flows.get(i).copied().unwrap_or_default();
             let r = m.remote.flows.get(i).copied().unwrap_or_default();

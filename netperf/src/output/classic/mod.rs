@@ -221,6 +221,7 @@ fn terse_sd(asked: &Asked, f: &Figures) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::family::Side;
 
     /// What the output would be told for these words of a command line.
     fn asked(words: &[&str]) -> Asked {
@@ -230,12 +231,18 @@ mod tests {
     fn measurement() -> Measurement {
         Measurement {
             elapsed: 10.0,
-            local_send_buf: 16384,
-            local_recv_buf: 131072,
-            remote_send_buf: 16384,
-            remote_recv_buf: 131072,
-            local_send_size: 16384,
-            remote_send_size: 16384,
+            local: Side {
+                send_buf: 16384,
+                recv_buf: 131072,
+                send_size: 16384,
+                ..Side::default()
+            },
+            remote: Side {
+                send_buf: 16384,
+                recv_buf: 131072,
+                send_size: 16384,
+                ..Side::default()
+            },
             ..Measurement::default()
         }
     }
@@ -310,16 +317,22 @@ bytes  bytes   bytes    secs.    10^6bits/sec  \n\
         let p = asked(&["-t", "UDP_STREAM", "-P", "0"]);
         let m = Measurement {
             elapsed: 1.0,
-            local_send_buf: 212992,
-            local_send_size: 65507,
-            remote_recv_buf: 212992,
-            local: proto::SideResults {
-                send_calls: 36086,
-                ..Default::default()
+            local: Side {
+                send_buf: 212992,
+                send_size: 65507,
+                counts: proto::SideResults {
+                    send_calls: 36086,
+                    ..Default::default()
+                },
+                ..Side::default()
             },
-            remote: proto::SideResults {
-                recv_calls: 13183,
-                ..Default::default()
+            remote: Side {
+                recv_buf: 212992,
+                counts: proto::SideResults {
+                    recv_calls: 13183,
+                    ..Default::default()
+                },
+                ..Side::default()
             },
             ..Measurement::default()
         };
@@ -340,21 +353,27 @@ bytes  bytes   bytes    secs.    10^6bits/sec  \n\
     #[test]
     fn udp_loss_line_attributes_the_loss() {
         let m = Measurement {
-            local: proto::SideResults {
-                send_calls: 1000,
-                ..Default::default()
+            local: Side {
+                counts: proto::SideResults {
+                    send_calls: 1000,
+                    ..Default::default()
+                },
+                ..Side::default()
             },
-            remote: proto::SideResults {
-                udp: Some(proto::UdpRecvStats {
-                    received: 950,
-                    out_of_order: 3,
-                    duplicates: 1,
-                    foreign: 0,
-                    rcvbuf_drops: 40,
-                    drops_source: proto::DropSource::Socket,
-                    jitter_ns: 12_000,
-                }),
-                ..Default::default()
+            remote: Side {
+                counts: proto::SideResults {
+                    udp: Some(proto::UdpRecvStats {
+                        received: 950,
+                        out_of_order: 3,
+                        duplicates: 1,
+                        foreign: 0,
+                        rcvbuf_drops: 40,
+                        drops_source: proto::DropSource::Socket,
+                        jitter_ns: 12_000,
+                    }),
+                    ..Default::default()
+                },
+                ..Side::default()
             },
             ..Measurement::default()
         };
@@ -368,10 +387,16 @@ bytes  bytes   bytes    secs.    10^6bits/sec  \n\
     fn rr_table_matches_netperf() {
         let p = asked(&["-t", "TCP_RR"]);
         let m = Measurement {
-            local_send_buf: 16384,
-            local_recv_buf: 131072,
-            remote_send_buf: 16384,
-            remote_recv_buf: 131072,
+            local: Side {
+                send_buf: 16384,
+                recv_buf: 131072,
+                ..Side::default()
+            },
+            remote: Side {
+                send_buf: 16384,
+                recv_buf: 131072,
+                ..Side::default()
+            },
             ..Measurement::default()
         };
         let f = Figures {

@@ -111,8 +111,8 @@ fn rr_cpu(asked: &Asked, m: &Measurement, f: &Figures, brand: &str, s: &mut Stri
     let _ = write!(
         s,
         "{:<6} {:<6} {:<6}  {:<6} {:<6.2}  {:<6.2}{gap}{:<6.2} {:<6.2} {:<6.3}  {:<6.3}",
-        m.local_send_buf,
-        m.local_recv_buf,
+        m.local.send_buf,
+        m.local.recv_buf,
         asked.request_size,
         asked.response_size,
         f.elapsed,
@@ -127,7 +127,7 @@ fn rr_cpu(asked: &Asked, m: &Measurement, f: &Figures, brand: &str, s: &mut Stri
     } else {
         let _ = writeln!(s, " {brand}");
     }
-    let _ = writeln!(s, "{:<6} {:<6}", m.remote_send_buf, m.remote_recv_buf);
+    let _ = writeln!(s, "{:<6} {:<6}", m.remote.send_buf, m.remote.recv_buf);
 }
 
 /// The RR table without CPU columns.
@@ -155,15 +155,15 @@ fn rr_plain(asked: &Asked, m: &Measurement, f: &Figures, brand: &str, s: &mut St
     let _ = writeln!(
         s,
         "{:<6} {:<6} {:<6}   {:<6}  {:<6.2}   {:7.2}   {}",
-        m.local_send_buf,
-        m.local_recv_buf,
+        m.local.send_buf,
+        m.local.recv_buf,
         asked.request_size,
         asked.response_size,
         f.elapsed,
         f.result,
         brand
     );
-    let _ = writeln!(s, "{:<6} {:<6}", m.remote_send_buf, m.remote_recv_buf);
+    let _ = writeln!(s, "{:<6} {:<6}", m.remote.send_buf, m.remote.recv_buf);
 }
 
 /// UDP_RR: transactions that got no response in time.
@@ -177,7 +177,7 @@ pub fn udp_rr_loss_line(asked: &Asked, m: &Measurement) -> String {
     };
     let timeout = asked
         .recv_timeout
-        .unwrap_or(crate::family::rr::DEFAULT_UDP_TIMEOUT)
+        .unwrap_or(crate::family::udp::DEFAULT_UDP_TIMEOUT)
         .as_secs_f64();
     format!(
         "Lost {} of {tried} transactions ({pct:.3}%): no response within {timeout:.3} s\n",

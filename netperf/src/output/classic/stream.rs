@@ -28,8 +28,8 @@ pub fn stream(asked: &Asked, m: &Measurement, f: &Figures) -> String {
         );
     }
     let (recv_buf, send_buf, msg) = match asked.name {
-        TestName::TcpMaerts => (m.local_recv_buf, m.remote_send_buf, m.remote_send_size),
-        _ => (m.remote_recv_buf, m.local_send_buf, m.local_send_size),
+        TestName::TcpMaerts => (m.local.recv_buf, m.remote.send_buf, m.remote.send_size),
+        _ => (m.remote.recv_buf, m.local.send_buf, m.local.send_size),
     };
     let _ = writeln!(
         s,
@@ -69,9 +69,9 @@ fn stream_cpu(asked: &Asked, m: &Measurement, f: &Figures) -> String {
         );
     }
     let (recv_buf, send_buf, msg) = if maerts {
-        (m.local_recv_buf, m.remote_send_buf, m.remote_send_size)
+        (m.local.recv_buf, m.remote.send_buf, m.remote.send_size)
     } else {
-        (m.remote_recv_buf, m.local_send_buf, m.local_send_size)
+        (m.remote.recv_buf, m.local.send_buf, m.local.send_size)
     };
     let _ = writeln!(
         s,
