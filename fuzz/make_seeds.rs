@@ -40,7 +40,11 @@ fn main() {
         conversations.push((format!("conversation-{}", kind.name()), frames(&msgs)));
     }
     // buffers placed at the largest alignment and offset, the widest ring
-    for kind in [TestKind::TcpMaerts, TestKind::TcpStream, TestKind::UdpStream] {
+    for kind in [
+        TestKind::TcpMaerts,
+        TestKind::TcpStream,
+        TestKind::UdpStream,
+    ] {
         let mut spec = TestSpec::new(kind, Family::V4);
         spec.server.send_size = Some(1);
         spec.server.recv_size = Some(1);
@@ -50,7 +54,11 @@ fn main() {
         spec.server.recv_align = proto::test::MAX_PLACEMENT;
         spec.server.send_offset = proto::test::MAX_PLACEMENT - 1;
         spec.server.recv_offset = proto::test::MAX_PLACEMENT - 1;
-        let msgs = vec![hello.clone(), ClientMsg::Setup(Box::new(spec)), ClientMsg::Bye];
+        let msgs = vec![
+            hello.clone(),
+            ClientMsg::Setup(Box::new(spec)),
+            ClientMsg::Bye,
+        ];
         conversations.push((format!("placed-{}", kind.name()), frames(&msgs)));
     }
     // netperf 2.7's requests of the same

@@ -106,19 +106,6 @@ impl Ring {
         )
     }
 
-    /// The ring a side gets for messages of `size` bytes at `at`: the width
-    /// netperf asked (`-W`), or netperf's rule for its socket buffer
-    /// ([`Ring::width_for`]), within the memory cap.
-    pub fn resolve(
-        size: u32,
-        asked: Option<u32>,
-        sock_buf: u32,
-        at: Placement,
-    ) -> proto::test::Ring {
-        let width = asked.map_or_else(|| Ring::width_for(sock_buf, size), |w| w as usize);
-        Ring::shape(size as usize, width, at)
-    }
-
     /// As [`Ring::new`], each buffer at `at`.
     pub fn placed(size: usize, width: usize, fill: &[u8], at: Placement) -> Ring {
         let shape = Ring::shape(size.max(1), width, at);
@@ -145,11 +132,6 @@ impl Ring {
             width,
             next: 0,
         }
-    }
-
-    /// netperf's ring width for a socket buffer and message size.
-    pub fn width_for(sock_buf: u32, msg: u32) -> usize {
-        proto::test::Ring::width_for(sock_buf, msg) as usize
     }
 
     pub fn size(&self) -> usize {
@@ -217,9 +199,10 @@ mod tests {
 
     #[test]
     fn width_follows_netperf() {
-        assert_eq!(Ring::width_for(16384, 16384), 2);
-        assert_eq!(Ring::width_for(131072, 1024), 129);
-        assert_eq!(Ring::width_for(0, 100), 2);
+        use proto::test::Ring as Shape;
+        assert_eq!(Shape::width_for(16384, 16384), 2);
+        assert_eq!(Shape::width_for(131072, 1024), 129);
+        assert_eq!(Shape::width_for(0, 100), 2);
     }
 
     #[test]

@@ -18,13 +18,17 @@ pub fn check(spec: &TestSpec) {
         };
         let ring = |asked: Option<u32>, width: Option<u32>, align: u32, offset: u32| {
             let size = size(asked);
-            let width = width.map_or_else(|| Ring::width_for(sock_buf, size), |w| w as usize);
+            let width = width.map_or_else(
+                || proto::test::Ring::width_for(sock_buf, size) as usize,
+                |w| w as usize,
+            );
             (size, width, Placement::new(align, offset))
         };
         let s = &spec.server;
         let send = ring(s.send_size, s.send_width, s.send_align, s.send_offset);
         let recv = ring(s.recv_size, s.recv_width, s.recv_align, s.recv_offset);
-        let shape = |(size, width, at): (u32, usize, Placement)| Ring::shape(size as usize, width, at);
+        let shape =
+            |(size, width, at): (u32, usize, Placement)| Ring::shape(size as usize, width, at);
         let (ss, rs) = (shape(send), shape(recv));
         for (r, (size, width, at)) in [(ss, send), (rs, recv)] {
             let one = r.lead() + r.stride();

@@ -59,7 +59,10 @@ fuzz_target!(|data: &[u8]| {
     };
     let policy = Netperf2Policy {
         serve: true,
-        passphrase: data.first().filter(|c| **c & 2 == 2).map(|_| "pass".to_string()),
+        passphrase: data
+            .first()
+            .filter(|c| **c & 2 == 2)
+            .map(|_| "pass".to_string()),
         control_family: Family::V4,
         ..Netperf2Policy::default()
     };

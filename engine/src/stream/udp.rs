@@ -107,20 +107,6 @@ impl<'a> Link<'a> {
     }
 }
 
-/// netperf's cap on a default UDP send size (its UDP_LENGTH_MAX).
-pub const DEFAULT_MAX: u32 = 65_507;
-
-/// netperf's default UDP send size: the send buffer's size, capped at
-/// 65507 (and at what one datagram of `family` carries), or 4096 when the
-/// buffer size is unknown.
-pub fn default_send_size(send_buf: u32, family: proto::Family) -> u32 {
-    if send_buf > 0 {
-        send_buf.min(DEFAULT_MAX).min(family.max_udp_payload())
-    } else {
-        4096
-    }
-}
-
 /// netperf 2.7's conventions have no hello: wait for the first datagram
 /// from `peer` (its address, and its port unless that is 0: netperf 2.7's
 /// request names its data port when it has bound one) and leave it queued,

@@ -32,22 +32,21 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<Prepared, ErrorMsg> {
     let listener = bind_data(spec, setup.local, cfg, Protocol::Tcp)?;
     let port = bound_port(&listener)?;
     let (send_buf, recv_buf) = sockopt::buffer_sizes(SockRef::from(&listener));
-    let max = cfg.limits.max_message;
-    let send_size = spec
-        .server
-        .send_size
-        .unwrap_or_else(|| proto::test::default_message_size(send_buf, max));
-    let recv_size = spec
-        .server
-        .recv_size
-        .unwrap_or_else(|| proto::test::default_message_size(recv_buf, max));
-    // The rings as they will be allocated: netperf's width (or -W) within
-    // the cap, each buffer at the requested placement.
-    let send_at = Placement::new(spec.server.send_align, spec.server.send_offset);
-    let recv_at = Placement::new(spec.server.recv_align, spec.server.recv_offset);
-    let send_ring = Ring::resolve(send_size, spec.server.send_width, send_buf, send_at);
-    let recv_ring = Ring::resolve(recv_size, spec.server.recv_width, recv_buf, recv_at);
-    let widths = (send_ring.capped_width(), recv_ring.capped_width());
+    // our side, resolved as netperf resolves its own: the rings as they
+    // will be allocated, each buffer at the requested placement
+    let side = &spec.server;
+    let r = side.resolve(
+        spec.kind,
+        spec.family,
+        (send_buf, recv_buf),
+        cfg.limits.max_message,
+    );
+    let (send_size, recv_size) = (r.send_size, r.recv_size);
+    let send_at = Placement::new(side.send_align, side.send_offset);
+    let recv_at = Placement::new(side.recv_align, side.recv_offset);
+    let send_ring = Ring::shape(send_size as usize, r.send_width as usize, send_at);
+    let recv_ring = Ring::shape(recv_size as usize, r.recv_width as usize, recv_at);
+    let widths = (r.send_width, r.recv_width);
     let memory = spec.buffer_memory(send_ring, recv_ring, engine::cpu::count());
     let token = handshake::new_token().map_err(|e| failed("netserver", e))?;
     let grant = setup.grant(GrantSides {

@@ -47,8 +47,13 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<Prepared, ErrorMsg> {
     // size; never less than the largest datagram.
     let recv_size = spec
         .server
-        .recv_size
-        .unwrap_or_else(|| recv_buf.max(spec.family.max_udp_payload()));
+        .resolve(
+            spec.kind,
+            spec.family,
+            (send_buf, recv_buf),
+            cfg.limits.max_message,
+        )
+        .recv_size;
     let token = handshake::new_token().map_err(|e| failed("netserver", e))?;
     let grant = setup.grant(GrantSides {
         data_port: port,
@@ -202,13 +207,15 @@ fn prepare_sender(
     (send_buf, recv_buf): (u32, u32),
 ) -> Result<Prepared, ErrorMsg> {
     let (spec, cfg, peer, conv) = (setup.spec, setup.cfg, setup.peer, setup.conv);
-    let send_size = spec
-        .server
-        .send_size
-        .unwrap_or_else(|| udp::default_send_size(send_buf, spec.family));
+    let r = spec.server.resolve(
+        spec.kind,
+        spec.family,
+        (send_buf, recv_buf),
+        cfg.limits.max_message,
+    );
+    let (send_size, width) = (r.send_size, r.send_width as usize);
     let at = Placement::new(spec.server.send_align, spec.server.send_offset);
-    let ring = Ring::resolve(send_size, spec.server.send_width, send_buf, at);
-    let width = ring.capped_width() as usize;
+    let ring = Ring::shape(send_size as usize, width, at);
     let memory = spec.buffer_memory(ring, ring, engine::cpu::count());
     let token = handshake::new_token().map_err(|e| failed("netserver", e))?;
     let grant = setup.grant(GrantSides {
