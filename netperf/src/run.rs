@@ -11,7 +11,7 @@ use anyhow::{Context as _, Result, anyhow};
 use crate::{
     cli::{Plan, SelectorStyle, TestName},
     confidence::{self, Sample, Verdict},
-    control,
+    control, debug,
     family::{self, Context, Measurement},
     interim::Sink,
     output::{Endpoints, Figures, asked::Asked, classic, json, selectors, units},
@@ -73,6 +73,7 @@ pub fn run(plan: &Plan) -> Result<Outcome> {
     let mut conn = control::connect(plan)?;
     let embedded = conn.embedded.is_some();
     let d = &mut conn.control;
+    debug::control(plan, &d.peer());
     if plan.name.is_info() {
         let text = info(plan, d)?;
         emit(&mut out, text.as_bytes())?;
@@ -119,6 +120,7 @@ pub fn run(plan: &Plan) -> Result<Outcome> {
             eprintln!("netperf: {note}");
         }
     }
+    debug::data_endpoints(plan, &d.peer(), plan.test.protocol());
     if plan.headers && !plan.json {
         emit(&mut out, classic::banner(&asked, &endpoints).as_bytes())?;
         out.flush().map_err(|_| StdoutClosed)?;
@@ -184,6 +186,7 @@ pub fn run(plan: &Plan) -> Result<Outcome> {
         }
     }
     out.flush().map_err(|_| StdoutClosed)?;
+    debug::hp(|| "shutdown_control: shutdown of control connection requested.".into());
     d.bye();
     let (lines, affected) = foreign_traffic(&runs);
     for l in lines {
@@ -256,13 +259,15 @@ fn iterations(
     let Some(c) = confidence else {
         let m = family::run_once(plan, d, ctx)?;
         let f = Figures::of(asked, &m);
+        trace_iteration(1, &f);
         return Ok((vec![(m, f)], None));
     };
     let (runs, verdict) = confidence::iterate(
         c,
-        |_| {
+        |i| {
             let m = family::run_once(plan, d, ctx)?;
             let f = Figures::of(asked, &m);
+            trace_iteration(i as usize, &f);
             let sample = Sample {
                 result: f.result,
                 local_cpu: f.local_cpu,
@@ -287,6 +292,17 @@ fn iterations(
         },
     )?;
     Ok((runs.into_iter().map(|(_, r)| r).collect(), Some(verdict)))
+}
+
+/// netperf 2.7's `-d` line of an iteration's figures.
+fn trace_iteration(itr: usize, f: &Figures) {
+    debug::iteration(
+        itr,
+        f.elapsed,
+        f.result,
+        [f.local_cpu, f.remote_cpu],
+        [f.local_sd, f.remote_sd],
+    );
 }
 
 /// LOC_CPU, REM_CPU and UUID: one figure, with no newline, as netperf 2.7.

@@ -22,7 +22,7 @@ use super::{Context, FlowEnd, Measurement, Side, crr, rr, stream, udp};
 use crate::{
     cli::{Length, Plan, TestName},
     control::Control,
-    interrupt,
+    debug, interrupt,
 };
 
 /// What our side of a test is, resolved before the netserver is asked.
@@ -172,10 +172,13 @@ fn run_test(plan: &Plan, d: &mut Control, ctx: &Context) -> Result<Measurement> 
     if plan.flows > 1 {
         super::raise_open_files(plan.flows);
     }
-    let p = prepare(plan, d, plan.test.protocol())?;
+    let protocol = plan.test.protocol();
+    let p = prepare(plan, d, protocol)?;
     let ours = fam.resolve(plan, &p)?;
+    let trace = Trace::new(plan, &p, &ours);
     let spec = request_of(plan, &p, &ours)?;
     let grant = request(plan, d, &spec)?;
+    debug::hp(|| format!("remote listen done.\nremote port is {}", grant.data_port));
     let to = SocketAddr::new(p.data_ip, grant.data_port);
     let local_setup = (p.lss, p.lsr, p.tos);
     let stop = StopFlag::new();
@@ -191,12 +194,17 @@ fn run_test(plan: &Plan, d: &mut Control, ctx: &Context) -> Result<Measurement> 
     if let Some(cpu) = plan.local.cpu_bind {
         sockopt::pin_current_thread(cpu)?;
     }
+    if let Length::Seconds(s) = plan.length {
+        debug::hp(|| format!("About to start a timer for {s} seconds."));
+    }
     let _timer = fam.timer(plan, &stop)?;
     let _int = interrupt::stop_on_interrupt(&stop);
     let phase = ctx.begin(plan)?;
     let mut local = fam.run(&r, &ours)?;
     local.counts.cpu = phase.end();
+    trace.ended(plan, protocol);
     let remote = d.finish(fam.done(&local), results_wait(plan))?;
+    debug::hp(|| "remote results obtained".into());
     fam.check(plan, &local, &remote, d.caps())?;
     let (lss, lsr, tos) = local_setup;
     let rs = fam.remote_sizes(plan, &grant);
@@ -236,6 +244,83 @@ fn run_test(plan: &Plan, d: &mut Control, ctx: &Context) -> Result<Measurement> 
         lost: local.lost,
         flows: local.flows,
     })
+}
+
+/// netperf 2.7's `-d` lines about our first data socket: made, its
+/// buffers, our rings; at the end, the buffers a TCP connection grew to
+/// (when `-s`/`-S` left them to the kernel), and its close.
+struct Trace {
+    /// The socket's descriptor, as netperf 2.7 prints it.
+    fd: i64,
+    /// Another handle on the first data connection, read once the data
+    /// phase is over (TCP's stream and request/response tests; TCP_CRR's
+    /// first connection is long closed by then).
+    probe: Option<Socket>,
+}
+
+impl Trace {
+    fn new(plan: &Plan, p: &Prepared, ours: &Ours) -> Trace {
+        if debug::level() == 0 {
+            return Trace {
+                fd: -1,
+                probe: None,
+            };
+        }
+        let fd = debug::descriptor(&p.sock);
+        debug::hp(|| format!("create_data_socket: socket {fd} obtained..."));
+        debug::socket_size("send", p.lss);
+        debug::socket_size("receive", p.lsr);
+        let s = ours.sizes;
+        if s.send_width > 0 {
+            debug::hp(|| {
+                format!(
+                    "send_omni_inner: {} entry send_ring obtained...",
+                    s.send_width
+                )
+            });
+        }
+        if s.recv_width > 0 {
+            debug::hp(|| {
+                format!(
+                    "send_omni_inner: {} entry recv_ring obtained...",
+                    s.recv_width
+                )
+            });
+        }
+        let connected = matches!(
+            plan.test,
+            TestKind::TcpStream | TestKind::TcpMaerts | TestKind::TcpRr
+        );
+        Trace {
+            fd,
+            probe: connected.then(|| p.sock.try_clone().ok()).flatten(),
+        }
+    }
+
+    fn ended(self, plan: &Plan, protocol: Protocol) {
+        if debug::level() == 0 {
+            return;
+        }
+        if let Some(sock) = &self.probe {
+            let (send, recv) = sockopt::buffer_sizes(SockRef::from(sock));
+            if plan.local.recv_buf.is_none() {
+                debug::socket_size("receive", recv);
+            }
+            if plan.local.send_buf.is_none() {
+                debug::socket_size("send", send);
+            }
+        }
+        let number = match protocol {
+            Protocol::Tcp => 6,
+            Protocol::Udp => 17,
+        };
+        debug::hp(|| {
+            format!(
+                "disconnect_data_socket sock {} init 1 do_close 1 protocol {number}",
+                self.fd
+            )
+        });
+    }
 }
 
 /// The request that goes on the wire for this plan, before our data socket
@@ -489,7 +574,7 @@ fn prepare(plan: &Plan, d: &Control, protocol: Protocol) -> Result<Prepared> {
     let (lss, lsr) = sockopt::buffer_sizes(SockRef::from(&sock));
     let tos = plan.local.tos.and_then(|_| sockopt::tos(&sock, family));
     let port = plan.local_data_port.unwrap_or(0);
-    crate::debug::line(1, || {
+    debug::line(1, || {
         format!(
             "data socket: {protocol:?} over {family:?}, to {data_ip}, from {local_ip}; socket buffers {lss} send, {lsr} receive"
         )
@@ -542,7 +627,7 @@ fn prepare(plan: &Plan, d: &Control, protocol: Protocol) -> Result<Prepared> {
 
 /// Ask the netserver to set up its side; then the global `-w` pause.
 fn request(plan: &Plan, d: &mut Control, spec: &TestSpec) -> Result<Grant> {
-    crate::debug::line(1, || {
+    debug::line(1, || {
         format!(
             "requesting {} ({:?} data, ends {:?}) of the netserver at {}",
             spec.kind,
@@ -551,9 +636,9 @@ fn request(plan: &Plan, d: &mut Control, spec: &TestSpec) -> Result<Grant> {
             d.peer()
         )
     });
-    crate::debug::line(2, || format!("request: {spec:?}"));
+    debug::line(2, || format!("request: {spec:?}"));
     let grant = d.setup(spec)?;
-    crate::debug::line(1, || {
+    debug::line(1, || {
         format!(
             "granted: data port {}, netserver's socket buffers {} send, {} receive; message sizes {} send, {} receive",
             grant.data_port, grant.send_buf, grant.recv_buf, grant.send_size, grant.recv_size

@@ -1,7 +1,7 @@
 //! The last classes of drop-in behaviour, as netperf 2.7.1 shows them (run
 //! side by side when this was written): one host and one data port, the
 //! data ports in the banner, numbers netperf 2.7 reads leniently, `-V`,
-//! TCP_MSS.
+//! TCP_MSS, the `-d` lines that wrappers scrape.
 
 use harness::{Netserver, fields, free_port, netperf, netperf_at, num};
 
@@ -154,4 +154,100 @@ fn version_and_mss_as_netperf_2_7() {
     let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
     let fresh = socket2::SockRef::from(&c).tcp_mss().unwrap();
     assert_eq!(mss as u32, fresh, "{out}");
+}
+
+/// `-d` writes netperf 2.7's describing lines to stdout, where wrappers
+/// scrape them, in 2.7's order around the banner and the table: the
+/// control endpoints, our data socket's buffers (the table's figures), our
+/// ring, the netserver's data port (the one `-- -P` asked for), the timer;
+/// then, when the kernel chose our buffers, the sizes they grew to. Our
+/// own debug lines stay on stderr.
+#[test]
+fn debug_lines_that_wrappers_scrape_are_on_stdout() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    let data = free_port();
+    let ports = format!(",{data}");
+    let out = netperf_at(
+        &port,
+        &[
+            "-t",
+            "TCP_STREAM",
+            "-l",
+            "1",
+            "-d",
+            "--",
+            "-s",
+            "65536",
+            "-m",
+            "1000",
+            "-P",
+            &ports,
+        ],
+    )
+    .ok();
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    let at = |prefix: &str| {
+        lines
+            .iter()
+            .position(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line '{prefix}...': {out}"))
+    };
+    assert_eq!(lines[0], format!("remotehost is 127.0.0.1 and port {port}"));
+    assert_eq!(
+        lines[at("successful connection")],
+        format!("successful connection to remote netserver at 127.0.0.1 and {port}")
+    );
+    assert!(lines[at("complete_addrinfo")].contains(&format!("port {data} family AF_INET")));
+    let banner = at("MIGRATED TCP STREAM TEST");
+    let socket = at("create_data_socket: socket ");
+    assert!(
+        at("local_data_address not set") < banner && banner < socket,
+        "{out}"
+    );
+    let size = |which: &str| -> u32 {
+        let l = lines[at(&format!("netperf: get_sock_buffer: {which} socket size"))];
+        l.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    // the kernel doubles what -s asked for, and the table says so
+    assert_eq!((size("send"), size("receive")), (131072, 131072), "{out}");
+    let ring = lines[at("send_omni_inner: ")];
+    assert!(ring.ends_with(" entry send_ring obtained..."), "{ring}");
+    let width: u32 = fields(ring)[1].parse().unwrap();
+    assert_eq!(width, 131072 / 1000 + 1, "{out}");
+    assert_eq!(
+        lines[at("remote listen done.") + 1],
+        format!("remote port is {data}")
+    );
+    assert_eq!(
+        lines[at("About to start")],
+        "About to start a timer for 1 seconds."
+    );
+    // -s was given: netperf 2.7 reads no sizes at the end
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.contains("get_sock_buffer"))
+            .count(),
+        2,
+        "{out}"
+    );
+    let table = at("Recv   Send    Send");
+    assert!(
+        at("remote results obtained") < at("calculate_confidence: itr  1;")
+            && at("calculate_confidence") < table
+    );
+    let row = fields(lines[table + 5]);
+    assert_eq!((row[1], row[2]), ("131072", "1000"), "{out}");
+    assert_eq!(
+        *lines.last().unwrap(),
+        "shutdown_control: shutdown of control connection requested."
+    );
+    assert!(!out.stderr.contains("remote port is"), "{out}");
+    // and when the kernel chose our buffers, the sizes they ended at
+    let out = netperf_at(&port, &["-t", "TCP_RR", "-l", "1", "-d"]).ok();
+    let after_timer = out.stdout.split("About to start a timer").nth(1).unwrap();
+    assert_eq!(after_timer.matches("get_sock_buffer").count(), 2, "{out}");
+    let unset = netperf_at(&port, &["-t", "TCP_RR", "-l", "1"]).ok();
+    assert!(!unset.stdout.contains("remote port is"), "{unset}");
 }

@@ -165,3 +165,50 @@ fn passphrases_both_ways() {
         assert!(!run_with_deadline(c, Duration::from_secs(30)).success());
     }
 }
+
+/// `-d`: from the control connection on, ours prints netperf 2.7's lines
+/// that describe the run, in its order, on stdout, and 2.7 prints them so
+/// against our netserver too. netperf 2.7's own internals are left out of
+/// the comparison (its argument vector, struct sizes, globals, signal
+/// catchers, getaddrinfo dumps, its frames' sizes, TCP_CRR's lines per
+/// connection).
+#[test]
+fn debug_lines_as_netperf_2_7_1() {
+    let Some(dir) = reference() else { return };
+    let (_hp, hp_port) = hp_netserver(&dir, &[]);
+    let ours = Netserver::start(&[]);
+    let describing = |s: String| -> Vec<String> {
+        let s = s
+            .split_once("remotehost is")
+            .map(|(_, rest)| format!("remotehost is{rest}"))
+            .unwrap_or_default();
+        shape(&s)
+            .into_iter()
+            .filter(|l| {
+                !l.starts_with("recv_response:")
+                    && !l.starts_with("Adjusting elapsed_time")
+                    && !l.starts_with('\t')
+                    && !l.starts_with("resolve_host")
+                    && !l.starts_with("getaddrinfo")
+                    && !l.starts_with("cannonical")
+                    && !l.starts_with("flags:")
+                    && !l.starts_with("sa_family")
+            })
+            .collect()
+    };
+    for test in ["TCP_STREAM", "TCP_MAERTS", "TCP_RR", "UDP_STREAM", "UDP_RR"] {
+        for extra in [
+            &[][..],
+            &["--", "-s", "65536", "-m", "1000", "-P", "0,0"][..],
+        ] {
+            let mut args = vec!["-t", test, "-l", "1", "-d"];
+            args.extend_from_slice(extra);
+            let want = describing(run(dir.join("netperf"), hp_port, &args));
+            assert!(want.iter().any(|l| l.starts_with("remote port is")));
+            let ours_to_hp = describing(run(bin("netperf"), hp_port, &args));
+            assert_eq!(ours_to_hp, want, "our netperf -> netserver 2.7 {args:?}");
+            let hp_to_ours = describing(run(dir.join("netperf"), ours.port(), &args));
+            assert_eq!(hp_to_ours, want, "netperf 2.7 -> our netserver {args:?}");
+        }
+    }
+}
