@@ -486,7 +486,9 @@ impl Prepared {
     pub fn another(&self, plan: &Plan, protocol: Protocol) -> Result<Socket> {
         let s = new_data_socket(plan, self.family, protocol)?;
         if self.bind || protocol == Protocol::Udp {
-            let _ = s.set_reuse_address(true);
+            // (no SO_REUSEADDR: on an ephemeral port it lets the kernel
+            // give two UDP flows one port, and the netserver's socket of
+            // one would take the other's datagrams)
             let local = SocketAddr::new(self.local.ip(), 0);
             s.bind(&local.into())
                 .with_context(|| format!("-- -L: cannot bind a data socket to {local}"))?;

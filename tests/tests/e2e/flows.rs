@@ -317,6 +317,25 @@ fn udp_rr_flows_share_a_count_exactly() {
     assert_eq!(d["latency_usec"]["count"], 1001);
 }
 
+/// Five hundred UDP flows, each on a port of its own, each counted at
+/// both ends. (Their sockets once took ephemeral ports with SO_REUSEADDR,
+/// which lets the kernel hand out a port that another such socket holds:
+/// a flow sharing a port with another, or with some other program's
+/// socket, had its hello taken by a socket that was not its netserver's,
+/// and 400 flows failed on a machine that had run the suite.)
+#[test]
+fn five_hundred_udp_flows_each_have_a_port() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    let d = json(
+        &port,
+        &["-t", "UDP_RR", "-l", "-5000", "--", "--flows", "500"],
+    );
+    let ours = flows(&d["local"], "transactions");
+    assert_eq!(ours, vec![10; 500]);
+    assert_eq!(flows(&d["remote"], "transactions"), ours);
+}
+
 /// TCP_CRR `--flows`: each flow opens its connections from its own share
 /// of the port range; the netserver counts every flow's transactions by
 /// the flow its connections name, and both ends agree flow by flow.
