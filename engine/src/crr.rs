@@ -72,14 +72,14 @@ pub struct CrrRequester {
 
 /// The next local port, cycling through the range.
 #[derive(Debug)]
-struct Ports {
+pub(crate) struct Ports {
     lo: u16,
     hi: u16,
     next: u16,
 }
 
 impl Ports {
-    fn new((lo, hi): (u16, u16)) -> Ports {
+    pub(crate) fn new((lo, hi): (u16, u16)) -> Ports {
         Ports { lo, hi, next: lo }
     }
 
@@ -103,6 +103,16 @@ fn out_of_ports(ports: &Ports, e: &io::Error) -> EngineError {
 
 /// One connected socket, bound to the next free port of the range.
 fn connect(p: &CrrRequester, ports: &mut Ports) -> Result<TcpStream, EngineError> {
+    open(p, ports, false).map(Into::into)
+}
+
+/// A socket bound to the next free port of the range and connecting to
+/// the responder: connected, or (`nonblocking`) with its connect under way.
+pub(crate) fn open(
+    p: &CrrRequester,
+    ports: &mut Ports,
+    nonblocking: bool,
+) -> Result<Socket, EngineError> {
     let family = sockopt::family_of(&p.server);
     let mut tried = 0u32;
     loop {
@@ -134,8 +144,15 @@ fn connect(p: &CrrRequester, ports: &mut Ports) -> Result<TcpStream, EngineError
             }
             return Err(EngineError::io(format!("binding to local port {port}"), e));
         }
+        if nonblocking {
+            sock.set_nonblocking(true)
+                .map_err(|e| EngineError::io("making a connection non-blocking", e))?;
+        }
         match sock.connect(&p.server.into()) {
-            Ok(()) => return Ok(sock.into()),
+            Ok(()) => return Ok(sock),
+            Err(e) if nonblocking && e.raw_os_error() == Some(libc::EINPROGRESS) => {
+                return Ok(sock);
+            }
             Err(e) if busy(&e) => {
                 if tried >= ports.len() {
                     return Err(out_of_ports(ports, &e));
@@ -147,7 +164,7 @@ fn connect(p: &CrrRequester, ports: &mut Ports) -> Result<TcpStream, EngineError
 }
 
 /// A request: the preamble first if the conventions want one.
-fn fill_request(token: &Token, flow: u32, req: usize, conv: &Conventions) -> Vec<u8> {
+pub(crate) fn fill_request(token: &Token, flow: u32, req: usize, conv: &Conventions) -> Vec<u8> {
     let mut v = match conv.proof {
         Proof::Preamble => handshake::preamble(token, flow).to_vec(),
         Proof::ControlPeer => Vec::new(),

@@ -19,6 +19,30 @@ pub fn udp_socket_drops(inode: u64) -> Option<u64> {
         .find_map(|text| drops_in(&text, inode))
 }
 
+/// [`udp_socket_drops`] of many sockets, the tables read once: each
+/// socket's drops, in order (`None` where it has no inode or no line).
+pub fn udp_sockets_drops(inodes: &[Option<u64>]) -> Vec<Option<u64>> {
+    let mut found = std::collections::HashMap::new();
+    for text in ["/proc/net/udp", "/proc/net/udp6"]
+        .iter()
+        .filter_map(|p| fs::read_to_string(p).ok())
+    {
+        for line in text.lines().skip(1) {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            if let (Some(Ok(ino)), Some(Ok(drops))) = (
+                cols.get(9).map(|c| c.parse::<u64>()),
+                cols.last().map(|c| c.parse::<u64>()),
+            ) {
+                found.insert(ino, drops);
+            }
+        }
+    }
+    inodes
+        .iter()
+        .map(|i| i.and_then(|i| found.get(&i).copied()))
+        .collect()
+}
+
 fn drops_in(table: &str, inode: u64) -> Option<u64> {
     table.lines().skip(1).find_map(|line| {
         let cols: Vec<&str> = line.split_whitespace().collect();
@@ -84,6 +108,7 @@ mod tests {
         let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let ino = socket_inode(&s).unwrap();
         assert_eq!(udp_socket_drops(ino), Some(0));
+        assert_eq!(udp_sockets_drops(&[Some(ino), None]), [Some(0), None]);
         assert!(host_udp_counter("InErrors").is_some());
     }
 }

@@ -43,6 +43,12 @@ impl Window {
                 .is_none_or(|&(oldest, _)| seq - oldest < distinct)
     }
 
+    /// When the oldest request in flight went (nanoseconds).
+    #[inline]
+    pub fn oldest_sent(&self) -> Option<u64> {
+        self.slots.front().map(|&(_, t)| t)
+    }
+
     /// Request `seq` went at `sent_at` (nanoseconds).
     #[inline]
     pub fn push(&mut self, seq: u64, sent_at: u64) {

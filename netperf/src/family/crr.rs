@@ -4,11 +4,12 @@
 //! each connection's preamble names its flow, so the netserver counts every
 //! flow's transactions.
 
-use std::net::SocketAddr;
+use std::{net::SocketAddr, time::Duration};
 
 use anyhow::{Result, bail};
 use engine::{
     crr::{self, CrrRequester},
+    evloop,
     rr::{RrOutcome, Until},
 };
 use proto::{Capabilities, Grant, SideResults, TestKind, test::Resolved};
@@ -100,8 +101,7 @@ impl Family for Crr {
             conv: r.conv,
             flow: 0,
         };
-        let flow = |i: usize| -> Result<RrOutcome> {
-            super::pin_flow(plan, i)?;
+        let flow = |i: usize| -> CrrRequester {
             // each flow its own slice of the port range (0,0: the kernel's)
             let ports = if n == 1 || (lo, hi) == (0, 0) {
                 (lo, hi)
@@ -111,7 +111,7 @@ impl Family for Crr {
                 let last = (first + share - 1).min(u32::from(hi));
                 (first as u16, last as u16)
             };
-            let p = CrrRequester {
+            CrrRequester {
                 ports,
                 until: match plan.length {
                     Length::Count(c) => Until::Transactions(super::share(c, n, i)),
@@ -119,15 +119,21 @@ impl Family for Crr {
                 },
                 flow: i as u32,
                 ..base.clone()
-            };
-            Ok(crr::requester(&p, r.stop, r.ctx.live_of(i))?)
+            }
         };
-        let outcomes = if n == 1 {
-            vec![flow(0)]
+        let outcomes: Vec<Result<RrOutcome>> = if n == 1 {
+            vec![Ok(crr::requester(&flow(0), r.stop, &r.ctx.live)?)]
         } else {
-            engine::flow::together(n as usize, flow, || {
-                anyhow::anyhow!("a flow thread panicked")
-            })
+            let plan = evloop::crr::CrrPlan {
+                threads: super::threads(plan),
+                cpus: &plan.cpus,
+                linger: Duration::from_secs(60),
+            };
+            let flows = (0..n as usize).map(flow).collect();
+            evloop::crr::run(flows, &plan, r.stop, &r.ctx.live)?
+                .into_iter()
+                .map(Ok)
+                .collect()
         };
         let mut local = merge(outcomes, n > 1)?;
         local.addr = Some(SocketAddr::new(base.local_ip, 0));

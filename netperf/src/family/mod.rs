@@ -266,22 +266,6 @@ pub(crate) fn local_opts(plan: &Plan) -> sockopt::LocalOpts {
     }
 }
 
-/// A flow's own thread (UDP and connection-per-transaction flows run one
-/// each): pinned to `--cpus` in turn. `--threads` does not apply to them;
-/// said once on stderr.
-pub(crate) fn pin_flow(plan: &Plan, i: usize) -> Result<()> {
-    if i == 0 && plan.threads.is_some() {
-        eprintln!(
-            "netperf: --threads: {} runs a thread per flow; --threads applies to TCP_STREAM, TCP_MAERTS and TCP_RR",
-            plan.name.name()
-        );
-    }
-    if let Some(cpu) = plan.cpus.get(i % plan.cpus.len().max(1)) {
-        sockopt::pin_current_thread(*cpu)?;
-    }
-    Ok(())
-}
-
 /// The timer that ends a timed test (`-l` seconds); none for a count or
 /// for `-l 0`.
 pub(crate) fn length_timer(plan: &Plan, stop: &StopFlag) -> Result<Option<Timer>> {

@@ -12,6 +12,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use engine::{
     buffer::{Buffer, Placement, Ring},
+    evloop,
     latency::Latency,
     netstat, rr, sockopt,
     stream::udp::{self, Until},
@@ -81,7 +82,15 @@ fn open_flows(r: &Run<'_>, p: Prepared) -> Result<Vec<UdpSocket>> {
         socks.push(s.into());
     }
     for (i, s) in socks.iter().enumerate() {
-        let link = link(r.plan, s, r.to)?;
+        // many flows run on event loops over connected sockets (each
+        // flow's hello makes the netserver's socket of that flow one too)
+        let link = if n > 1 {
+            s.connect(r.to)
+                .with_context(|| format!("UDP data socket to {}", r.to))?;
+            udp::Link::connected(s)
+        } else {
+            link(r.plan, s, r.to)?
+        };
         udp::client_hello_flow(
             link,
             &r.grant.token,
@@ -104,24 +113,43 @@ fn link<'a>(plan: &Plan, sock: &'a UdpSocket, to: SocketAddr) -> Result<udp::Lin
     }
 }
 
-/// Run `flow(i)` for each of `n` flows: on this thread for one, on a
-/// thread each, started together, for many.
-fn each_flow<T: Send>(
-    plan: &Plan,
-    n: usize,
-    flow: impl Fn(usize) -> Result<T> + Sync,
-) -> Vec<Result<T>> {
-    if n <= 1 {
-        return vec![flow(0)];
+/// How many flows' event loops run: the plan's threads at each end.
+fn udp_plan<'a>(
+    plan: &'a Plan,
+    r: &'a Run<'_>,
+    role: evloop::udp::UdpRole,
+    fast: UdpFast,
+) -> evloop::udp::UdpPlan<'a> {
+    evloop::udp::UdpPlan {
+        role,
+        threads: super::threads(plan),
+        cpus: &plan.cpus,
+        conv: r.conv,
+        fast,
+        token: &r.grant.token,
+        drain: None,
+        linger: Duration::from_secs(60),
     }
-    engine::flow::together(
-        n,
-        |i| {
-            super::pin_flow(plan, i)?;
-            flow(i)
-        },
-        || anyhow::anyhow!("a flow thread panicked"),
-    )
+}
+
+/// Each flow's socket (another handle on it) and its count.
+fn with_counts(
+    socks: &[UdpSocket],
+    count: impl Fn(usize) -> Option<u64>,
+) -> Result<Vec<(UdpSocket, Option<u64>)>> {
+    socks
+        .iter()
+        .enumerate()
+        .map(|(i, s)| Ok((s.try_clone()?, count(i))))
+        .collect()
+}
+
+/// Our side's results of many flows, flow by flow.
+fn flow_ends(socks: &[UdpSocket]) -> Vec<super::FlowEnd> {
+    socks
+        .iter()
+        .map(|s| super::FlowEnd::at(s.local_addr().ok()))
+        .collect()
 }
 
 /// UDP_STREAM: we send.
@@ -164,74 +192,79 @@ impl Family for UdpSend {
         let size = ours.sizes.send_size;
         let id = udp::test_id(&r.grant.token);
         let rate = plan.rate_bps.map(|b| (b / n as u64).max(1));
-        let at = Placement::new(plan.local.send_align, plan.local.send_offset);
-        let lone = n == 1;
-        let outcomes = each_flow(
-            plan,
-            n,
-            |i| -> Result<(udp::SendOutcome, Option<Latency>)> {
-                // a count in whole datagrams, as one flow sends it, shared out
-                let until = match plan.length {
-                    Length::Count(total) if !lone => {
-                        let datagrams = total.div_ceil(u64::from(size));
-                        Until::Bytes(super::share(datagrams, n as u32, i) * u64::from(size))
-                    }
-                    Length::Count(total) => Until::Bytes(total),
-                    Length::Seconds(_) => Until::Stopped,
-                };
-                let s = self
-                    .socks
-                    .get(i)
-                    .ok_or_else(|| anyhow::anyhow!("flow {i}"))?;
-                let mut ring = Ring::placed(
-                    size as usize,
-                    ours.sizes.send_width as usize,
-                    &r.ctx.fill,
-                    at,
-                );
-                let mut lat = (lone && r.ctx.stats).then(Latency::new);
-                let o = udp::send(
-                    link(plan, s, r.to)?,
-                    &mut ring,
-                    id,
-                    &r.conv,
-                    until,
-                    rate,
-                    r.stop,
-                    r.ctx.live_of(i),
-                    lat.as_mut(),
-                    ours.udp_fast,
-                )?;
-                Ok((o, lat))
-            },
-        );
         let mut local = Local {
             addr: self.socks.first().and_then(|s| s.local_addr().ok()),
             ..Local::default()
         };
-        for o in outcomes {
-            let (o, lat) = o?;
+        if n == 1 {
+            let s = self
+                .socks
+                .first()
+                .ok_or_else(|| anyhow::anyhow!("no data socket"))?;
+            let until = match plan.length {
+                Length::Count(total) => Until::Bytes(total),
+                Length::Seconds(_) => Until::Stopped,
+            };
+            let at = Placement::new(plan.local.send_align, plan.local.send_offset);
+            let mut ring = Ring::placed(
+                size as usize,
+                ours.sizes.send_width as usize,
+                &r.ctx.fill,
+                at,
+            );
+            let mut lat = r.ctx.stats.then(Latency::new);
+            let o = udp::send(
+                link(plan, s, r.to)?,
+                &mut ring,
+                id,
+                &r.conv,
+                until,
+                rate,
+                r.stop,
+                &r.ctx.live,
+                lat.as_mut(),
+                ours.udp_fast,
+            )?;
+            local.send_errors = o.failed;
+            local.elapsed = o.elapsed;
+            self.sent = o.sent;
+            local.counts = o.results();
+            local.latency = lat.and_then(|l| l.summary());
+            return Ok(local);
+        }
+        // a count in whole datagrams, as one flow sends it, shared out
+        let flows = with_counts(&self.socks, |i| match plan.length {
+            Length::Count(total) => {
+                let datagrams = total.div_ceil(u64::from(size));
+                Some(super::share(datagrams, n as u32, i) * u64::from(size))
+            }
+            Length::Seconds(_) => None,
+        })?;
+        let role = evloop::udp::UdpRole::Send {
+            size: size as usize,
+            rate_bps: rate,
+            id,
+        };
+        let ends = evloop::udp::run(
+            flows,
+            &udp_plan(plan, r, role, ours.udp_fast),
+            r.stop,
+            &r.ctx.live,
+        )?;
+        for e in ends {
+            let evloop::udp::UdpFlowEnd::Sent(o) = e else {
+                bail!("a UDP flow ended as no sender does");
+            };
             local.send_errors += o.failed;
             local.elapsed = local.elapsed.max(o.elapsed);
             self.sent += o.sent;
-            if lone {
-                local.counts = o.results();
-                local.latency = lat.and_then(|l| l.summary());
-            } else {
-                local
-                    .counts
-                    .add_flow(&o.results().totals(), engine::flow::nanos(o.elapsed));
-            }
+            local
+                .counts
+                .add_flow(&o.results().totals(), engine::flow::nanos(o.elapsed));
         }
-        if !lone {
-            local.counts.send_errors = local.send_errors;
-            local.counts.close_flows();
-            local.flows = self
-                .socks
-                .iter()
-                .map(|s| super::FlowEnd::at(s.local_addr().ok()))
-                .collect();
-        }
+        local.counts.send_errors = local.send_errors;
+        local.counts.close_flows();
+        local.flows = flow_ends(&self.socks);
         Ok(local)
     }
 
@@ -397,31 +430,51 @@ impl Family for UdpRr {
         let plan = r.plan;
         let n = self.socks.len().max(1);
         let timeout = plan.recv_timeout.unwrap_or(DEFAULT_UDP_TIMEOUT);
-        let outcomes = each_flow(plan, n, |i| -> Result<rr::RrOutcome> {
+        let outcomes: Vec<Result<rr::RrOutcome>> = if n == 1 {
             let s = self
                 .socks
-                .get(i)
-                .ok_or_else(|| anyhow::anyhow!("flow {i}"))?;
-            let params = super::rr::requester(plan, r.ctx.timing, n as u32, i);
-            Ok(rr::udp_requester(
+                .first()
+                .ok_or_else(|| anyhow::anyhow!("no data socket"))?;
+            let params = super::rr::requester(plan, r.ctx.timing, 1, 0);
+            vec![Ok(rr::udp_requester(
                 link(plan, s, r.to)?,
                 &params,
                 &r.conv,
                 timeout,
                 r.stop,
-                r.ctx.live_of(i),
-            )?)
-        });
+                &r.ctx.live,
+            )?)]
+        } else {
+            let flows = with_counts(&self.socks, |i| match plan.length {
+                Length::Count(c) => Some(super::share(c, n as u32, i)),
+                Length::Seconds(_) => None,
+            })?;
+            let role = evloop::udp::UdpRole::Request {
+                req: plan.request_size as usize,
+                resp: plan.response_size as usize,
+                burst: plan.effective_burst(),
+                timing: r.ctx.timing,
+                timeout,
+            };
+            evloop::udp::run(
+                flows,
+                &udp_plan(plan, r, role, UdpFast::default()),
+                r.stop,
+                &r.ctx.live,
+            )?
+            .into_iter()
+            .map(|e| match e {
+                evloop::udp::UdpFlowEnd::Requested(o) => Ok(o),
+                _ => bail!("a UDP_RR flow ended as no requester does"),
+            })
+            .collect()
+        };
         let stale = outcomes.iter().flatten().map(|o| o.stale).sum();
         self.stale = stale;
         let mut local = super::crr::merge(outcomes, n > 1)?;
         local.addr = self.socks.first().and_then(|s| s.local_addr().ok());
         if n > 1 {
-            local.flows = self
-                .socks
-                .iter()
-                .map(|s| super::FlowEnd::at(s.local_addr().ok()))
-                .collect();
+            local.flows = flow_ends(&self.socks);
         }
         Ok(local)
     }

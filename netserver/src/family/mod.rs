@@ -479,6 +479,39 @@ pub(crate) fn run_flows_on_loops(
     Ok(report.results())
 }
 
+/// UDP tests of many flows on the engine's event loops (as many threads as
+/// CPUs, at most one a flow), each flow on its own connected socket; a
+/// receiver learns from the session when netperf is done.
+pub(crate) fn run_udp_flows_on_loops(
+    spec: &TestSpec,
+    socks: Vec<UdpSocket>,
+    role: engine::evloop::udp::UdpRole,
+    conv: Conventions,
+    token: &Token,
+    ctl: &TestCtl,
+) -> Result<Vec<engine::evloop::udp::UdpFlowEnd>, ErrorMsg> {
+    let threads = (engine::cpu::count().max(1) as usize).min(socks.len());
+    let receiving = matches!(role, engine::evloop::udp::UdpRole::Recv);
+    let plan = engine::evloop::udp::UdpPlan {
+        role,
+        threads,
+        cpus: &[],
+        conv,
+        fast: spec.udp_fast,
+        token,
+        drain: receiving.then_some(ctl as &(dyn Drain + Sync)),
+        linger: Duration::from_secs(60),
+    };
+    let flows = socks.into_iter().map(|s| (s, None)).collect();
+    engine::evloop::udp::run(flows, &plan, &ctl.stop, &engine::live::Live::new()).map_err(|e| {
+        if ctl.is_aborted() {
+            aborted()
+        } else {
+            failed("UDP data sockets", e)
+        }
+    })
+}
+
 /// UDP tests of many flows: a socket per flow, bound where `sock` is and
 /// connected to that flow's sender once its hello arrives (see
 /// [`udp::server_hellos`]), each registered for an abort.

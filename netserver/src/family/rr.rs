@@ -115,29 +115,14 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<Prepared, ErrorMsg> {
             };
             let mut results = SideResults::default();
             if spec.flows > 1 {
-                // a socket per flow, answered on a thread each
+                // a socket per flow, answered on the event loops
                 let socks = super::udp_flow_sockets(&spec, &sock, &token, peer, deadline, ctl)?;
-                let outcomes = engine::flow::together(
-                    socks.len(),
-                    |i| {
-                        let u = socks
-                            .get(i)
-                            .ok_or_else(|| failed("UDP flow", "no socket"))?;
-                        rr::udp_responder(
-                            engine::stream::udp::Link::connected(u),
-                            &conv,
-                            req,
-                            resp,
-                            spec.spin,
-                            &ctl.stop,
-                            &Live::new(),
-                        )
-                        .map_err(|e| failed("UDP data socket", e))
-                    },
-                    || failed("UDP flow", "its thread panicked"),
-                );
-                for o in outcomes {
-                    add(&mut results, &o?);
+                let role = engine::evloop::udp::UdpRole::Respond { req, resp };
+                for e in super::run_udp_flows_on_loops(&spec, socks, role, conv, &token, ctl)? {
+                    match e {
+                        engine::evloop::udp::UdpFlowEnd::Answered(o) => add(&mut results, &o),
+                        _ => return Err(failed("UDP flow", "ended as no responder does")),
+                    }
                 }
             } else {
                 let link = udp_hello(&sock, &expect, spec.connected_udp, deadline, ctl)?;

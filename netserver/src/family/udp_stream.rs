@@ -77,7 +77,7 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<Prepared, ErrorMsg> {
         let job: Job = Box::new(move |ctl: &TestCtl| {
             let sock: UdpSocket = sock.into();
             ctl.register(&sock);
-            receive_flows(&spec, &sock, &token, peer, conv, recv_size, deadline, ctl)
+            receive_flows(&spec, &sock, &token, peer, conv, deadline, ctl)
         });
         return Ok(Prepared { grant, job, memory });
     }
@@ -118,8 +118,9 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<Prepared, ErrorMsg> {
 }
 
 /// UDP_STREAM of many flows: a socket per flow, each connected to its
-/// flow's sender (see [`udp::server_hellos`]), received on a thread each;
-/// each flow's datagrams and its socket's drops counted on their own.
+/// flow's sender (see [`udp::server_hellos`]), received on the event
+/// loops; each flow's datagrams and its socket's drops counted on their
+/// own.
 #[allow(clippy::too_many_arguments)]
 fn receive_flows(
     spec: &proto::TestSpec,
@@ -127,44 +128,30 @@ fn receive_flows(
     token: &proto::Token,
     peer: std::net::IpAddr,
     conv: engine::conventions::Conventions,
-    recv_size: u32,
     deadline: Instant,
     ctl: &TestCtl,
 ) -> Result<SideResults, ErrorMsg> {
     let socks = super::udp_flow_sockets(spec, sock, token, peer, deadline, ctl)?;
-    let live = Live::new();
-    let outcomes = engine::flow::together(
-        socks.len(),
-        |i| {
-            let s = socks
-                .get(i)
-                .ok_or_else(|| failed("UDP flow", "no socket"))?;
-            let inode = netstat::socket_inode(s);
-            let mut buf = vec![0u8; proto::test::udp_receive_buffer(recv_size) as usize];
-            let out = udp::receive(
-                udp::Link::connected(s),
-                &mut buf,
-                token,
-                &conv,
-                ctl,
-                &live,
-                spec.udp_fast,
-            )
-            .map_err(|e| failed("UDP data socket", e))?;
-            let drops = inode.and_then(netstat::udp_socket_drops);
-            Ok(out.results(
-                drops.unwrap_or(0),
-                if drops.is_some() && spec.udp_fast.segments > 1 {
-                    DropSource::SocketCoalesced
-                } else if drops.is_some() {
-                    DropSource::Socket
-                } else {
-                    DropSource::Unavailable
-                },
-            ))
-        },
-        || failed("UDP flow", "its thread panicked"),
-    );
+    // each flow's socket's own drop counter, read once it is drained
+    let inodes: Vec<Option<u64>> = socks.iter().map(netstat::socket_inode).collect();
+    let role = engine::evloop::udp::UdpRole::Recv;
+    let ends = super::run_udp_flows_on_loops(spec, socks, role, conv, token, ctl)?;
+    let drops = netstat::udp_sockets_drops(&inodes);
+    let outcomes = ends.into_iter().zip(drops).map(|(e, drops)| {
+        let engine::evloop::udp::UdpFlowEnd::Received(out) = e else {
+            return Err(failed("UDP flow", "ended as no receiver does"));
+        };
+        Ok(out.results(
+            drops.unwrap_or(0),
+            if drops.is_some() && spec.udp_fast.segments > 1 {
+                DropSource::SocketCoalesced
+            } else if drops.is_some() {
+                DropSource::Socket
+            } else {
+                DropSource::Unavailable
+            },
+        ))
+    });
     let mut all = SideResults::default();
     let mut udp_all = proto::UdpRecvStats {
         received: 0,

@@ -1,7 +1,7 @@
 //! `--flows N`: many data connections in one test, on event loops at both
 //! ends; the aggregate, the per-flow spread and fairness; exact counts.
 
-use harness::{Netserver, fields, netperf_at, num};
+use harness::{Netserver, bin, fields, footprint, netperf_at, num};
 
 fn json(port: &str, args: &[&str]) -> serde_json::Value {
     let mut a = vec!["--json"];
@@ -389,4 +389,88 @@ fn interim_results_carry_the_aggregate_and_every_flow() {
     let first = d["interim"][0]["rate"].as_f64().unwrap_or(0.0);
     assert!(first > 0.0, "{d}");
     assert!(d["interim"][0].get("flows").is_none(), "{d}");
+}
+
+/// A thousand flows of UDP_RR, UDP_STREAM and TCP_CRR: every flow counted
+/// at both ends, flow by flow, and each end runs them on a few event-loop
+/// threads (as many as CPUs), not a thread a flow: the most threads either
+/// process had during the run is far below the flows' number.
+#[test]
+fn a_thousand_flows_of_every_test_on_event_loops() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    for (test, extra) in [
+        ("UDP_RR", &[][..]),
+        ("UDP_STREAM", &["-m", "1024"][..]),
+        // (ports of their own: other tests sweep the default range, and
+        // may leave it in TIME_WAIT where they close first)
+        ("TCP_CRR", &["-p", "61000,65535"][..]),
+    ] {
+        let out_path =
+            std::env::temp_dir().join(format!("flows-{}-{test}.json", std::process::id()));
+        let mut cmd = std::process::Command::new(bin("netperf"));
+        cmd.args([
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--json",
+            "-t",
+            test,
+            "-l",
+            "2",
+            "--",
+        ])
+        .args(extra)
+        .args(["--flows", "1000"])
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(out_path.with_extension("err")).unwrap());
+        let mut child = cmd.spawn().unwrap();
+        let (mut ours, mut theirs) = (0, 0);
+        let t0 = std::time::Instant::now();
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st;
+            }
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(60),
+                "{test} hangs"
+            );
+            ours = ours.max(footprint(child.id()).threads);
+            theirs = theirs.max(footprint(ns.pid()).threads);
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let text = std::fs::read_to_string(&out_path).unwrap();
+        let err = std::fs::read_to_string(out_path.with_extension("err")).unwrap();
+        let _ = std::fs::remove_file(&out_path);
+        let _ = std::fs::remove_file(out_path.with_extension("err"));
+        assert!(status.success(), "{test}: {status:?}\n{text}\n{err}");
+        let d: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let (local, remote) = match test {
+            "UDP_STREAM" => (
+                flows(&d["local"], "bytes_sent"),
+                flows(&d["remote"], "bytes_received"),
+            ),
+            _ => (
+                flows(&d["local"], "transactions"),
+                flows(&d["remote"], "transactions"),
+            ),
+        };
+        assert_eq!((local.len(), remote.len()), (1000, 1000), "{test}");
+        for (i, (a, b)) in local.iter().zip(&remote).enumerate() {
+            assert!(*a > 0 && *b > 0, "{test} flow {i}: {a} and {b}");
+            match test {
+                // the netserver answered every request we saw answered
+                "UDP_RR" => assert!(b >= a, "{test} flow {i}: {a} > {b}"),
+                // what arrived, of what went
+                "UDP_STREAM" => assert!(b <= a, "{test} flow {i}: {b} > {a}"),
+                _ => assert_eq!(a, b, "{test} flow {i}"),
+            }
+        }
+        assert!(
+            ours <= cpus + 8 && theirs <= cpus + 8,
+            "{test}: netperf had up to {ours} threads, netserver {theirs}, for 1000 flows on {cpus} CPUs"
+        );
+    }
 }

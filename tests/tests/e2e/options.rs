@@ -407,7 +407,8 @@ fn passphrase_against_a_netserver_without_one() {
     assert_eq!(out.stdout.lines().count(), 1, "{out}");
     assert_eq!(out.stderr, "", "{out}");
     let out = netperf_at(&port, &["-Z", "secret", "-d", "-l", "-1000", "-P", "0"]).ok();
-    assert_eq!(out.stdout.lines().count(), 1, "{out}");
+    // (stdout has netperf 2.7's debug lines around the row)
+    assert!(out.stdout.contains("remote results obtained"), "{out}");
     assert!(out.stderr.contains("asks for no passphrase"), "{out}");
 }
 

@@ -1,5 +1,7 @@
 //! Many flows per thread: the flow state machines of [`crate::flow`] driven
 //! on mio event loops over non-blocking sockets, a few threads per end.
+//! This module runs TCP's stream and request/response flows; [`udp`] runs
+//! UDP_RR's and UDP_STREAM's, [`crr`] TCP_CRR's requesters.
 //! Used for tests of more than one flow; one flow keeps the blocking loops
 //! (their fast path).
 //!
@@ -19,6 +21,9 @@ use std::{
 };
 
 use mio::{Events, Interest, Poll, Token};
+
+pub mod crr;
+pub mod udp;
 
 use crate::{
     EngineError, clock,
@@ -157,47 +162,18 @@ pub fn run(
     live: &Live,
 ) -> Result<Report, EngineError> {
     let n = conns.len();
-    let threads = plan.threads.clamp(1, n.max(1));
-    let mut shares: Vec<Vec<(usize, TcpStream)>> = (0..threads).map(|_| Vec::new()).collect();
-    for (i, c) in conns.into_iter().enumerate() {
-        if let Some(s) = shares.get_mut(i % threads) {
-            s.push((i, c));
-        }
-    }
     let start = Instant::now();
     type Share = (Vec<Done>, Latency, Option<Duration>);
-    let results: Vec<Result<Share, EngineError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = shares
-            .into_iter()
-            .enumerate()
-            .map(|(t, share)| {
-                let cpu = (!plan.cpus.is_empty())
-                    .then(|| plan.cpus.get(t % plan.cpus.len()).copied())
-                    .flatten();
-                s.spawn(move || {
-                    if let Some(c) = cpu {
-                        crate::sockopt::pin_current_thread(c)?;
-                    }
-                    run_share(share, plan, stop, live, start)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(EngineError::Invalid("a flow thread panicked".into())))
-            })
-            .collect()
-    });
+    let results: Vec<Share> = spread(conns, plan.threads, &plan.cpus, |share| {
+        run_share(share, plan, stop, live, start)
+    })?;
     let mut flows = vec![Ended::default(); n];
     let mut tcp = vec![None; n];
     let mut bufs_end = (0, 0);
     let mut latency: Option<Latency> = None;
     let mut windowed = vec![proto::FlowCounters::default(); n];
     let mut open_for: Vec<Duration> = Vec::new();
-    for r in results {
-        let (ended, lat, open) = r?;
+    for (ended, lat, open) in results {
         open_for.extend(open);
         for d in ended {
             if let (Some(slot), Some(w)) = (windowed.get_mut(d.index), d.window) {
@@ -235,6 +211,66 @@ pub fn run(
         latency,
         window,
     })
+}
+
+/// Run `items` on `threads` threads (at least one, at most one an item),
+/// item `i` on thread `i % threads`, the threads pinned to `cpus` in turn;
+/// `f` runs a thread's share (each item with its index). Every thread's
+/// result, or the first error.
+pub(crate) fn spread<C: Send, R: Send>(
+    items: Vec<C>,
+    threads: usize,
+    cpus: &[u32],
+    f: impl Fn(Vec<(usize, C)>) -> Result<R, EngineError> + Sync,
+) -> Result<Vec<R>, EngineError> {
+    let threads = threads.clamp(1, items.len().max(1));
+    let mut shares: Vec<Vec<(usize, C)>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, c) in items.into_iter().enumerate() {
+        if let Some(s) = shares.get_mut(i % threads) {
+            s.push((i, c));
+        }
+    }
+    std::thread::scope(|s| {
+        let handles: Vec<_> = shares
+            .into_iter()
+            .enumerate()
+            .map(|(t, share)| {
+                let cpu = (!cpus.is_empty())
+                    .then(|| cpus.get(t % cpus.len()).copied())
+                    .flatten();
+                let f = &f;
+                s.spawn(move || {
+                    if let Some(c) = cpu {
+                        crate::sockopt::pin_current_thread(c)?;
+                    }
+                    f(share)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(EngineError::Invalid("a flow thread panicked".into())))
+            })
+            .collect()
+    })
+}
+
+/// Wait at most `timeout` for events (a signal's interruption is a
+/// wake-up like any other).
+pub(crate) fn wait(
+    poll: &mut Poll,
+    events: &mut Events,
+    timeout: Duration,
+    what: &str,
+) -> Result<(), EngineError> {
+    match poll.poll(events, Some(timeout)) {
+        Err(e) if e.kind() != io::ErrorKind::Interrupted => {
+            Err(EngineError::io(format!("waiting for {what}"), e))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// A flow at its end.
@@ -383,15 +419,12 @@ fn run_share(
     }
     open -= slots.iter().filter(|s| s.phase == Phase::Done).count();
     while open > 0 {
-        poll.poll(&mut events, Some(Duration::from_millis(20)))
-            .or_else(|e| {
-                if e.kind() == io::ErrorKind::Interrupted {
-                    Ok(())
-                } else {
-                    Err(e)
-                }
-            })
-            .map_err(|e| EngineError::io("waiting for data connections", e))?;
+        wait(
+            &mut poll,
+            &mut events,
+            Duration::from_millis(20),
+            "data connections",
+        )?;
         let stopping = stop.is_set();
         let now = Instant::now();
         window.tick(&mut slots, now);
@@ -539,17 +572,47 @@ fn publish(s: &mut Slot, live: &Live) {
         Machine::Req(f, _) => (f.counters.bytes_received, f.counters.transactions),
         Machine::Resp(f) => (f.counters.bytes_received, f.counters.transactions),
     };
-    // a flow's own counters where the run keeps them per flow
-    if let Some(l) = live.flow(s.index) {
+    publish_flow(live, s.index, &mut s.published, bytes, tx);
+}
+
+/// Flow `index` has counted `bytes` and `tx` transactions so far: into its
+/// own live counters where the run keeps them per flow, else what is new
+/// since `published` into the run's.
+pub(crate) fn publish_flow(
+    live: &Live,
+    index: usize,
+    published: &mut (u64, u64),
+    bytes: u64,
+    tx: u64,
+) {
+    if let Some(l) = live.flow(index) {
         l.publish(bytes, 0);
         l.publish_transactions(tx);
         return;
     }
-    let (b0, t0) = s.published;
+    let (b0, t0) = *published;
     if bytes != b0 || tx != t0 {
         live.add(bytes - b0, 0, tx - t0);
-        s.published = (bytes, tx);
+        *published = (bytes, tx);
     }
+}
+
+/// The threads' shares of `n` flows' ends, each with its flow's index, put
+/// back in the flows' order.
+pub(crate) fn in_order<T>(
+    n: usize,
+    shares: Vec<Vec<(usize, T)>>,
+    what: &str,
+) -> Result<Vec<T>, EngineError> {
+    let mut ends: Vec<Option<T>> = (0..n).map(|_| None).collect();
+    for (i, end) in shares.into_iter().flatten() {
+        if let Some(slot) = ends.get_mut(i) {
+            *slot = Some(end);
+        }
+    }
+    ends.into_iter()
+        .map(|e| e.ok_or_else(|| EngineError::Invalid(format!("{what} did not end"))))
+        .collect()
 }
 
 /// A lone flow's blocking calls wake this often to look at the clock.
