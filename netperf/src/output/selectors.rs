@@ -66,12 +66,84 @@ pub struct Ctx<'a> {
     pub uuid: &'a str,
 }
 
+/// A selector: its name, its four header words, its format, its value.
+#[derive(Clone, Copy)]
 struct Sel {
     name: &'static str,
     header: [&'static str; 4],
     fmt: Fmt,
-    value: fn(&Ctx) -> Value,
+    value: Get,
 }
+
+/// Where a selector's value comes from.
+#[derive(Clone, Copy)]
+enum Get {
+    Any(fn(&Ctx) -> Value),
+    /// A side's (see [`SIDED`]): ours, or the netserver's.
+    Side(bool, fn(&Ctx, &SideView) -> Value),
+}
+
+impl Sel {
+    fn value(&self, c: &Ctx) -> Value {
+        match self.value {
+            Get::Any(f) => f(c),
+            Get::Side(remote, f) => f(c, &SideView::of(c, remote)),
+        }
+    }
+}
+
+/// One side of the run, as a selector of [`SIDED`] sees it.
+struct SideView<'a> {
+    /// What it measured and the sizes it ran with.
+    m: &'a crate::family::Side,
+    /// What the command line asked of it.
+    asked: &'a proto::SideSpec,
+    /// Its CPU utilisation and service demand, as printed.
+    cpu: Option<f64>,
+    sd: Option<f64>,
+}
+
+impl<'a> SideView<'a> {
+    fn of(c: &Ctx<'a>, remote: bool) -> SideView<'a> {
+        if remote {
+            SideView {
+                m: &c.m.remote,
+                asked: &c.asked.remote,
+                cpu: c.f.remote_cpu,
+                sd: c.f.remote_sd,
+            }
+        } else {
+            SideView {
+                m: &c.m.local,
+                asked: &c.asked.local,
+                cpu: c.f.local_cpu,
+                sd: c.f.local_sd,
+            }
+        }
+    }
+}
+
+/// A selector of each side, named for both.
+struct SideSel {
+    names: [&'static str; 2],
+    /// The header after "Local" or "Remote".
+    header: [&'static str; 3],
+    fmt: Fmt,
+    value: fn(&Ctx, &SideView) -> Value,
+}
+
+/// Every selector: [`SELECTORS`], then each of [`SIDED`] for both sides.
+static ALL: std::sync::LazyLock<Vec<Sel>> = std::sync::LazyLock::new(|| {
+    let sided = SIDED.iter().flat_map(|s| {
+        [("Local", false), ("Remote", true)].map(|(word, remote)| Sel {
+            name: s.names[usize::from(remote)],
+            header: [word, s.header[0], s.header[1], s.header[2]],
+            fmt: s.fmt,
+            value: Get::Side(remote, s.value),
+        })
+    });
+    SELECTORS.iter().copied().chain(sided).collect()
+});
 
 fn int(v: impl TryInto<i64>) -> Value {
     Value::Int(v.try_into().unwrap_or(i64::MAX))
@@ -133,6 +205,17 @@ macro_rules! sel {
         Sel {
             name: $name,
             header: [$a, $b, $c, $d],
+            fmt: $fmt,
+            value: Get::Any($v),
+        }
+    };
+}
+
+macro_rules! side {
+    ([$l:literal, $r:literal], [$b:literal, $c:literal, $d:literal], $fmt:expr, $v:expr) => {
+        SideSel {
+            names: [$l, $r],
+            header: [$b, $c, $d],
             fmt: $fmt,
             value: $v,
         }
@@ -233,30 +316,6 @@ static SELECTORS: &[Sel] = &[
         c.f.result
     )),
     sel!(
-        "LOCAL_SEND_THROUGHPUT",
-        ["Local", "Send", "Throughput", ""],
-        Fmt::F(2),
-        |c| rate_of(c, c.m.local.bytes_sent)
-    ),
-    sel!(
-        "LOCAL_RECV_THROUGHPUT",
-        ["Local", "Recv", "Throughput", ""],
-        Fmt::F(2),
-        |c| rate_of(c, c.m.local.bytes_received)
-    ),
-    sel!(
-        "REMOTE_SEND_THROUGHPUT",
-        ["Remote", "Send", "Throughput", ""],
-        Fmt::F(2),
-        |c| rate_of(c, c.m.remote.bytes_sent)
-    ),
-    sel!(
-        "REMOTE_RECV_THROUGHPUT",
-        ["Remote", "Recv", "Throughput", ""],
-        Fmt::F(2),
-        |c| rate_of(c, c.m.remote.bytes_received)
-    ),
-    sel!(
         "THROUGHPUT_UNITS",
         ["Throughput", "Units", "", ""],
         Fmt::PerSec,
@@ -338,27 +397,6 @@ static SELECTORS: &[Sel] = &[
         |c| opt_int(c.m.mss)
     ),
     sel!(
-        "LOCAL_TRANSPORT_RETRANS",
-        ["Local", "Transport", "Retransmissions", ""],
-        Fmt::Int,
-        |c| if c.asked.test.is_connection_test() {
-            // netperf 2.7 reads it on a socket already closed
-            int(-1)
-        } else {
-            opt_int(c.m.local.tcp.as_ref().map(|t| t.retransmits))
-        }
-    ),
-    sel!(
-        "REMOTE_TRANSPORT_RETRANS",
-        ["Remote", "Transport", "Retransmissions", ""],
-        Fmt::Int,
-        |c| if c.asked.test.is_connection_test() {
-            int(-1)
-        } else {
-            opt_int(c.m.remote.tcp.as_ref().map(|t| t.retransmits))
-        }
-    ),
-    sel!(
         "REQUEST_SIZE",
         ["Request", "Size", "Bytes", ""],
         Fmt::Int,
@@ -385,18 +423,6 @@ static SELECTORS: &[Sel] = &[
         |c| int(c.asked.burst)
     ),
     sel!(
-        "LSS_SIZE_REQ",
-        ["Local", "Send Socket", "Size", "Requested"],
-        Fmt::Int,
-        |c| opt_int(c.asked.local.send_buf)
-    ),
-    sel!(
-        "LSS_SIZE",
-        ["Local", "Send Socket", "Size", "Initial"],
-        Fmt::Int,
-        |c| int(c.m.local.send_buf)
-    ),
-    sel!(
         "LSS_SIZE_END",
         ["Local", "Send Socket", "Size", "Final"],
         Fmt::Int,
@@ -405,18 +431,6 @@ static SELECTORS: &[Sel] = &[
         } else {
             end_or(c.m.local.send_buf_end, c.m.local.send_buf)
         })
-    ),
-    sel!(
-        "LSR_SIZE_REQ",
-        ["Local", "Recv Socket", "Size", "Requested"],
-        Fmt::Int,
-        |c| opt_int(c.asked.local.recv_buf)
-    ),
-    sel!(
-        "LSR_SIZE",
-        ["Local", "Recv Socket", "Size", "Initial"],
-        Fmt::Int,
-        |c| int(c.m.local.recv_buf)
     ),
     sel!(
         "LSR_SIZE_END",
@@ -449,120 +463,6 @@ static SELECTORS: &[Sel] = &[
         }
     ),
     sel!(
-        "LOCAL_SEND_CALLS",
-        ["Local", "Send", "Calls", ""],
-        Fmt::Int,
-        |c| int(c.m.local.send_calls)
-    ),
-    sel!(
-        "LOCAL_RECV_CALLS",
-        ["Local", "Recv", "Calls", ""],
-        Fmt::Int,
-        |c| int(c.m.local.recv_calls)
-    ),
-    sel!(
-        "LOCAL_BYTES_PER_RECV",
-        ["Local", "Bytes", "Per", "Recv"],
-        Fmt::F(2),
-        |c| per(c.m.local.bytes_received, c.m.local.recv_calls)
-    ),
-    sel!(
-        "LOCAL_BYTES_PER_SEND",
-        ["Local", "Bytes", "Per", "Send"],
-        Fmt::F(2),
-        |c| per(c.m.local.bytes_sent, c.m.local.send_calls)
-    ),
-    sel!(
-        "LOCAL_BYTES_RECVD",
-        ["Local", "Bytes", "Received", ""],
-        Fmt::Int,
-        |c| int(c.m.local.bytes_received)
-    ),
-    sel!(
-        "LOCAL_BYTES_SENT",
-        ["Local", "Bytes", "Sent", ""],
-        Fmt::Int,
-        |c| int(c.m.local.bytes_sent)
-    ),
-    sel!(
-        "LOCAL_BYTES_XFERD",
-        ["Local", "Bytes", "Xferred", ""],
-        Fmt::F(0),
-        |c| f((c.m.local.bytes_sent + c.m.local.bytes_received) as f64)
-    ),
-    sel!(
-        "LOCAL_SEND_WIDTH",
-        ["Local", "Send", "Width", ""],
-        Fmt::Int,
-        |c| int(c.m.local.send_width)
-    ),
-    sel!(
-        "LOCAL_RECV_WIDTH",
-        ["Local", "Recv", "Width", ""],
-        Fmt::Int,
-        |c| int(c.m.local.recv_width)
-    ),
-    sel!(
-        "LOCAL_SEND_OFFSET",
-        ["Local", "Send", "Offset", ""],
-        Fmt::Int,
-        |c| int(c.asked.local.send_offset)
-    ),
-    sel!(
-        "LOCAL_RECV_OFFSET",
-        ["Local", "Recv", "Offset", ""],
-        Fmt::Int,
-        |c| int(c.asked.local.recv_offset)
-    ),
-    sel!(
-        "LOCAL_RECV_ALIGN",
-        ["Local", "Recv", "Alignment", ""],
-        Fmt::Int,
-        |c| int(c.asked.local.recv_align)
-    ),
-    sel!(
-        "LOCAL_SEND_ALIGN",
-        ["Local", "Send", "Alignment", ""],
-        Fmt::Int,
-        |c| int(c.asked.local.send_align)
-    ),
-    sel!(
-        "LOCAL_CPU_UTIL",
-        ["Local", "CPU", "Util", "%"],
-        Fmt::F(2),
-        |c| opt_f(c.f.local_cpu)
-    ),
-    sel!(
-        "LOCAL_CPU_PERCENT_USER",
-        ["Local", "CPU", "User", "%"],
-        Fmt::F(2),
-        |c| f(c.m.local.cpu.as_ref().map_or(0.0, |u| u.user))
-    ),
-    sel!(
-        "LOCAL_CPU_PERCENT_SYSTEM",
-        ["Local", "CPU", "System", "%"],
-        Fmt::F(2),
-        |c| f(c.m.local.cpu.as_ref().map_or(0.0, |u| u.system))
-    ),
-    sel!(
-        "LOCAL_CPU_PERCENT_IOWAIT",
-        ["Local", "CPU", "I/O", "%"],
-        Fmt::F(2),
-        |c| f(c.m.local.cpu.as_ref().map_or(0.0, |u| u.iowait))
-    ),
-    sel!(
-        "LOCAL_CPU_PERCENT_IRQ",
-        ["Local", "CPU", "IRQ", "%"],
-        Fmt::F(2),
-        |c| f(c.m.local.cpu.as_ref().map_or(0.0, |u| u.irq))
-    ),
-    sel!(
-        "LOCAL_CPU_PERCENT_SWINTR",
-        ["Local", "CPU", "swintr", "%"],
-        Fmt::F(2),
-        |c| f(c.m.local.cpu.as_ref().map_or(0.0, |u| u.softirq))
-    ),
-    sel!(
         "LOCAL_CPU_PEAK_UTIL",
         ["Local", "Peak", "Per CPU", "Util %"],
         Fmt::F(2),
@@ -573,18 +473,6 @@ static SELECTORS: &[Sel] = &[
         ["Local", "Peak", "Per CPU", "ID"],
         Fmt::Int,
         |c| opt_int(c.m.local.cpu.as_ref().map(|u| u.peak_cpu))
-    ),
-    sel!(
-        "LOCAL_CPU_BIND",
-        ["Local", "CPU", "Bind", ""],
-        Fmt::Int,
-        |c| opt_int(c.asked.local.cpu_bind)
-    ),
-    sel!(
-        "LOCAL_SD",
-        ["Local", "Service", "Demand", ""],
-        Fmt::F(3),
-        |c| opt_f(c.f.local_sd)
     ),
     sel!(
         "SD_UNITS",
@@ -600,55 +488,10 @@ static SELECTORS: &[Sel] = &[
         )
     ),
     sel!(
-        "LOCAL_CPU_METHOD",
-        ["Local", "CPU", "Util", "Method"],
-        Fmt::Str,
-        |c| Value::Str(if c.m.local.cpu.is_some() { "S" } else { "U" }.into())
-    ),
-    sel!(
-        "LOCAL_CPU_COUNT",
-        ["Local", "CPU", "Count", ""],
-        Fmt::Int,
-        |c| int(c.m.local.cpu.as_ref().map_or(0, |u| u.num_cpus))
-    ),
-    sel!(
-        "LOCAL_NODELAY",
-        ["Local", "NODELAY", "", ""],
-        Fmt::Int,
-        |c| int(i64::from(c.asked.local.nodelay))
-    ),
-    sel!("LOCAL_CORK", ["Local", "Cork", "", ""], Fmt::Int, |c| int(
-        i64::from(c.asked.local_only.cork)
-    )),
-    sel!(
-        "RSS_SIZE_REQ",
-        ["Remote", "Send Socket", "Size", "Requested"],
-        Fmt::Int,
-        |c| opt_int(c.asked.remote.send_buf)
-    ),
-    sel!(
-        "RSS_SIZE",
-        ["Remote", "Send Socket", "Size", "Initial"],
-        Fmt::Int,
-        |c| int(c.m.remote.send_buf)
-    ),
-    sel!(
         "RSS_SIZE_END",
         ["Remote", "Send Socket", "Size", "Final"],
         Fmt::Int,
         |c| int(end_or(c.m.remote.send_buf_end, c.m.remote.send_buf))
-    ),
-    sel!(
-        "RSR_SIZE_REQ",
-        ["Remote", "Recv Socket", "Size", "Requested"],
-        Fmt::Int,
-        |c| opt_int(c.asked.remote.recv_buf)
-    ),
-    sel!(
-        "RSR_SIZE",
-        ["Remote", "Recv Socket", "Size", "Initial"],
-        Fmt::Int,
-        |c| int(c.m.remote.recv_buf)
     ),
     sel!(
         "RSR_SIZE_END",
@@ -679,120 +522,6 @@ static SELECTORS: &[Sel] = &[
         }
     ),
     sel!(
-        "REMOTE_SEND_CALLS",
-        ["Remote", "Send", "Calls", ""],
-        Fmt::Int,
-        |c| int(c.m.remote.send_calls)
-    ),
-    sel!(
-        "REMOTE_RECV_CALLS",
-        ["Remote", "Recv", "Calls", ""],
-        Fmt::Int,
-        |c| int(c.m.remote.recv_calls)
-    ),
-    sel!(
-        "REMOTE_BYTES_PER_RECV",
-        ["Remote", "Bytes", "Per", "Recv"],
-        Fmt::F(2),
-        |c| per(c.m.remote.bytes_received, c.m.remote.recv_calls)
-    ),
-    sel!(
-        "REMOTE_BYTES_PER_SEND",
-        ["Remote", "Bytes", "Per", "Send"],
-        Fmt::F(2),
-        |c| per(c.m.remote.bytes_sent, c.m.remote.send_calls)
-    ),
-    sel!(
-        "REMOTE_BYTES_RECVD",
-        ["Remote", "Bytes", "Received", ""],
-        Fmt::Int,
-        |c| int(c.m.remote.bytes_received)
-    ),
-    sel!(
-        "REMOTE_BYTES_SENT",
-        ["Remote", "Bytes", "Sent", ""],
-        Fmt::Int,
-        |c| int(c.m.remote.bytes_sent)
-    ),
-    sel!(
-        "REMOTE_BYTES_XFERD",
-        ["Remote", "Bytes", "Xferred", ""],
-        Fmt::F(0),
-        |c| f((c.m.remote.bytes_sent + c.m.remote.bytes_received) as f64)
-    ),
-    sel!(
-        "REMOTE_SEND_WIDTH",
-        ["Remote", "Send", "Width", ""],
-        Fmt::Int,
-        |c| int(c.m.remote.send_width)
-    ),
-    sel!(
-        "REMOTE_RECV_WIDTH",
-        ["Remote", "Recv", "Width", ""],
-        Fmt::Int,
-        |c| int(c.m.remote.recv_width)
-    ),
-    sel!(
-        "REMOTE_SEND_OFFSET",
-        ["Remote", "Send", "Offset", ""],
-        Fmt::Int,
-        |c| int(c.asked.remote.send_offset)
-    ),
-    sel!(
-        "REMOTE_RECV_OFFSET",
-        ["Remote", "Recv", "Offset", ""],
-        Fmt::Int,
-        |c| int(c.asked.remote.recv_offset)
-    ),
-    sel!(
-        "REMOTE_RECV_ALIGN",
-        ["Remote", "Recv", "Alignment", ""],
-        Fmt::Int,
-        |c| int(c.asked.remote.recv_align)
-    ),
-    sel!(
-        "REMOTE_SEND_ALIGN",
-        ["Remote", "Send", "Alignment", ""],
-        Fmt::Int,
-        |c| int(c.asked.remote.send_align)
-    ),
-    sel!(
-        "REMOTE_CPU_UTIL",
-        ["Remote", "CPU", "Util", "%"],
-        Fmt::F(2),
-        |c| opt_f(c.f.remote_cpu)
-    ),
-    sel!(
-        "REMOTE_CPU_PERCENT_USER",
-        ["Remote", "CPU", "User", "%"],
-        Fmt::F(2),
-        |c| f(c.m.remote.cpu.as_ref().map_or(0.0, |u| u.user))
-    ),
-    sel!(
-        "REMOTE_CPU_PERCENT_SYSTEM",
-        ["Remote", "CPU", "System", "%"],
-        Fmt::F(2),
-        |c| f(c.m.remote.cpu.as_ref().map_or(0.0, |u| u.system))
-    ),
-    sel!(
-        "REMOTE_CPU_PERCENT_IOWAIT",
-        ["Remote", "CPU", "I/O", "%"],
-        Fmt::F(2),
-        |c| f(c.m.remote.cpu.as_ref().map_or(0.0, |u| u.iowait))
-    ),
-    sel!(
-        "REMOTE_CPU_PERCENT_IRQ",
-        ["Remote", "CPU", "IRQ", "%"],
-        Fmt::F(2),
-        |c| f(c.m.remote.cpu.as_ref().map_or(0.0, |u| u.irq))
-    ),
-    sel!(
-        "REMOTE_CPU_PERCENT_SWINTR",
-        ["Remote", "CPU", "swintr", "%"],
-        Fmt::F(2),
-        |c| f(c.m.remote.cpu.as_ref().map_or(0.0, |u| u.softirq))
-    ),
-    sel!(
         "REMOTE_CPU_PEAK_UTIL",
         ["Remote", "Peak", "Per CPU", "Util %"],
         Fmt::F(2),
@@ -803,42 +532,6 @@ static SELECTORS: &[Sel] = &[
         ["Remote", "Peak", "Per CPU", "ID"],
         Fmt::Int,
         |c| int(c.m.remote.cpu.as_ref().map_or(0, |u| u.peak_cpu))
-    ),
-    sel!(
-        "REMOTE_CPU_BIND",
-        ["Remote", "CPU", "Bind", ""],
-        Fmt::Int,
-        |c| opt_int(c.asked.remote.cpu_bind)
-    ),
-    sel!(
-        "REMOTE_SD",
-        ["Remote", "Service", "Demand", ""],
-        Fmt::F(3),
-        |c| opt_f(c.f.remote_sd)
-    ),
-    sel!(
-        "REMOTE_CPU_METHOD",
-        ["Remote", "CPU", "Util", "Method"],
-        Fmt::Str,
-        |c| Value::Str(if c.m.remote.cpu.is_some() { "S" } else { "U" }.into())
-    ),
-    sel!(
-        "REMOTE_CPU_COUNT",
-        ["Remote", "CPU", "Count", ""],
-        Fmt::Int,
-        |c| int(c.m.remote.cpu.as_ref().map_or(0, |u| u.num_cpus))
-    ),
-    sel!(
-        "REMOTE_NODELAY",
-        ["Remote", "NODELAY", "", ""],
-        Fmt::Int,
-        |c| int(i64::from(c.asked.remote.nodelay))
-    ),
-    sel!(
-        "REMOTE_CORK",
-        ["Remote", "Cork", "", ""],
-        Fmt::Int,
-        |c| int(i64::from(c.asked.local_only.cork))
     ),
     sel!(
         "MIN_LATENCY",
@@ -881,18 +574,6 @@ static SELECTORS: &[Sel] = &[
         ["Stddev", "Latency", "Microseconds", ""],
         Fmt::F(2),
         |c| lat(c, |l| l.stddev / 1000.0)
-    ),
-    sel!(
-        "LOCAL_SOCKET_PRIO",
-        ["Local", "Socket", "Priority", ""],
-        Fmt::Int,
-        |c| opt_int(c.asked.local.priority)
-    ),
-    sel!(
-        "REMOTE_SOCKET_PRIO",
-        ["Remote", "Socket", "Priority", ""],
-        Fmt::Int,
-        |c| opt_int(c.asked.remote.priority)
     ),
     sel!(
         "LOCAL_SOCKET_TOS",
@@ -948,331 +629,6 @@ static SELECTORS: &[Sel] = &[
         ["Remote", "Fill", "File", ""],
         Fmt::Str,
         |_| Value::Str(String::new())
-    ),
-    // netperf 2.7 answers these with "Deprecated" or a fixed value; so do we.
-    sel!(
-        "LOCAL_DRIVER_NAME",
-        ["Local", "Driver", "Name", ""],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "LOCAL_DRIVER_VERSION",
-        ["Local", "Driver", "Version", ""],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "LOCAL_DRIVER_FIRMWARE",
-        ["Local", "Driver", "Firmware", ""],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "LOCAL_DRIVER_BUS",
-        ["Local", "Driver", "Bus", ""],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "REMOTE_DRIVER_NAME",
-        ["Remote", "Driver", "Name", ""],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "REMOTE_DRIVER_VERSION",
-        ["Remote", "Driver", "Version", ""],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "REMOTE_DRIVER_FIRMWARE",
-        ["Remote", "Driver", "Firmware", ""],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "REMOTE_DRIVER_BUS",
-        ["Remote", "Driver", "Bus", ""],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "LOCAL_INTERFACE_NAME",
-        ["Local", "Interface", "Name", ""],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "REMOTE_INTERFACE_NAME",
-        ["Remote", "Interface", "Name", ""],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "LOCAL_INTERFACE_SLOT",
-        ["Local", "Interface", "Slot", ""],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "REMOTE_INTERFACE_SLOT",
-        ["Remote", "Interface", "Slot", ""],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "REMOTE_MACHINE",
-        ["Remote", "Machine", "", ""],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "REMOTE_VERSION",
-        ["Remote", "Version", "", ""],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "REMOTE_RELEASE",
-        ["Remote", "Release", "", ""],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "REMOTE_SYSNAME",
-        ["Remote", "Sysname", "", ""],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "LOCAL_MACHINE",
-        ["Local", "Machine", "", ""],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "LOCAL_VERSION",
-        ["Local", "Version", "", ""],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "LOCAL_RELEASE",
-        ["Local", "Release", "", ""],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "LOCAL_SYSNAME",
-        ["Local", "Sysname", "", ""],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "LOCAL_SECURITY_ENABLED",
-        ["Local", "OS", "Security", "Enabled"],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "LOCAL_SECURITY_TYPE",
-        ["Local", "OS", "Security", "Type"],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "LOCAL_SECURITY_SPECIFIC",
-        ["Local", "OS", "Security", "Specific"],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "REMOTE_SECURITY_ENABLED",
-        ["Remote", "OS", "Security", "Enabled"],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "REMOTE_SECURITY_TYPE",
-        ["Remote", "OS", "Security", "Type"],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "REMOTE_SECURITY_SPECIFIC",
-        ["Remote", "OS", "Security", "Specific"],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "REMOTE_SYSTEM_MODEL",
-        ["Remote", "System", "Model", ""],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "REMOTE_CPU_MODEL",
-        ["Remote", "CPU", "Model", ""],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "LOCAL_SYSTEM_MODEL",
-        ["Local", "System", "Model", ""],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "LOCAL_CPU_MODEL",
-        ["Local", "CPU", "Model", ""],
-        Fmt::Str,
-        |_| Value::Str("Deprecated".into())
-    ),
-    sel!(
-        "LOCAL_SEND_DIRTY_COUNT",
-        ["Local", "Send", "Dirty", "Count"],
-        Fmt::Int,
-        |_| int(-1)
-    ),
-    sel!(
-        "LOCAL_RECV_DIRTY_COUNT",
-        ["Local", "Recv", "Dirty", "Count"],
-        Fmt::Int,
-        |_| int(-1)
-    ),
-    sel!(
-        "LOCAL_RECV_CLEAN_COUNT",
-        ["Local", "Recv", "Clean", "Count"],
-        Fmt::Int,
-        |_| int(-1)
-    ),
-    sel!(
-        "REMOTE_SEND_DIRTY_COUNT",
-        ["Remote", "Send", "Dirty", "Count"],
-        Fmt::Int,
-        |_| int(-1)
-    ),
-    sel!(
-        "REMOTE_RECV_DIRTY_COUNT",
-        ["Remote", "Recv", "Dirty", "Count"],
-        Fmt::Int,
-        |_| int(-1)
-    ),
-    sel!(
-        "REMOTE_RECV_CLEAN_COUNT",
-        ["Remote", "Recv", "Clean", "Count"],
-        Fmt::Int,
-        |_| int(-1)
-    ),
-    sel!(
-        "LOCAL_INTERFACE_SUBDEVICE",
-        ["Local", "Interface", "Subdevice", ""],
-        Fmt::Hex4,
-        |_| int(-2)
-    ),
-    sel!(
-        "LOCAL_INTERFACE_DEVICE",
-        ["Local", "Interface", "Device", ""],
-        Fmt::Hex4,
-        |_| int(-2)
-    ),
-    sel!(
-        "LOCAL_INTERFACE_SUBVENDOR",
-        ["Local", "Interface", "Subvendor", ""],
-        Fmt::Hex4,
-        |_| int(-2)
-    ),
-    sel!(
-        "LOCAL_INTERFACE_VENDOR",
-        ["Local", "Interface", "Vendor", ""],
-        Fmt::Hex4,
-        |_| int(-2)
-    ),
-    sel!(
-        "REMOTE_INTERFACE_SUBDEVICE",
-        ["Remote", "Interface", "Subdevice", ""],
-        Fmt::Hex4,
-        |_| int(-2)
-    ),
-    sel!(
-        "REMOTE_INTERFACE_DEVICE",
-        ["Remote", "Interface", "Device", ""],
-        Fmt::Hex4,
-        |_| int(-2)
-    ),
-    sel!(
-        "REMOTE_INTERFACE_SUBVENDOR",
-        ["Remote", "Interface", "Subvendor", ""],
-        Fmt::Hex4,
-        |_| int(-2)
-    ),
-    sel!(
-        "REMOTE_INTERFACE_VENDOR",
-        ["Remote", "Interface", "Vendor", ""],
-        Fmt::Hex4,
-        |_| int(-2)
-    ),
-    sel!(
-        "REMOTE_INTERVAL_USECS",
-        ["Remote", "Interval", "Usecs", ""],
-        Fmt::Int,
-        |_| int(0)
-    ),
-    sel!(
-        "REMOTE_INTERVAL_BURST",
-        ["Remote", "Interval", "Burst", ""],
-        Fmt::Int,
-        |_| int(0)
-    ),
-    sel!(
-        "LOCAL_INTERVAL_USECS",
-        ["Local", "Interval", "Usecs", ""],
-        Fmt::Int,
-        |_| int(0)
-    ),
-    sel!(
-        "LOCAL_INTERVAL_BURST",
-        ["Local", "Interval", "Burst", ""],
-        Fmt::Int,
-        |_| int(0)
-    ),
-    sel!(
-        "LOCAL_SECURITY_ENABLED_NUM",
-        ["Local", "OS", "Security", "Enabled Num"],
-        Fmt::Int,
-        |_| int(0)
-    ),
-    sel!(
-        "LOCAL_SECURITY_TYPE_ID",
-        ["Local", "OS", "Security", "Type ID"],
-        Fmt::Int,
-        |_| int(0)
-    ),
-    sel!(
-        "REMOTE_SECURITY_ENABLED_NUM",
-        ["Remote", "OS", "Security", "Enabled"],
-        Fmt::Int,
-        |_| int(0)
-    ),
-    sel!(
-        "REMOTE_SECURITY_TYPE_ID",
-        ["Remote", "OS", "Security", "Type"],
-        Fmt::Int,
-        |_| int(0)
-    ),
-    sel!(
-        "REMOTE_CPU_FREQUENCY",
-        ["Remote", "CPU", "Frequency", "MHz"],
-        Fmt::Int,
-        |_| int(0)
-    ),
-    sel!(
-        "LOCAL_CPU_FREQUENCY",
-        ["Local", "CPU", "Frequency", "MHz"],
-        Fmt::Int,
-        |_| int(0)
     ),
     // ours
     sel!(
@@ -1358,28 +714,400 @@ static SELECTORS: &[Sel] = &[
         }
     ),
     sel!(
-        "LOCAL_TRANSPORT_RTT",
-        ["Local", "Transport", "RTT", "Microseconds"],
+        "LOCAL_SECURITY_TYPE_ID",
+        ["Local", "OS", "Security", "Type ID"],
         Fmt::Int,
-        |c| opt_int(c.m.local.tcp.as_ref().map(|t| t.rtt_us))
+        |_| int(0)
     ),
     sel!(
-        "REMOTE_TRANSPORT_RTT",
-        ["Remote", "Transport", "RTT", "Microseconds"],
+        "REMOTE_SECURITY_TYPE_ID",
+        ["Remote", "OS", "Security", "Type"],
         Fmt::Int,
-        |c| opt_int(c.m.remote.tcp.as_ref().map(|t| t.rtt_us))
+        |_| int(0)
     ),
     sel!(
-        "LOCAL_TRANSPORT_CWND",
-        ["Local", "Transport", "Cwnd", "Segments"],
+        "LOCAL_SECURITY_ENABLED_NUM",
+        ["Local", "OS", "Security", "Enabled Num"],
         Fmt::Int,
-        |c| opt_int(c.m.local.tcp.as_ref().map(|t| t.cwnd))
+        |_| int(0)
     ),
     sel!(
-        "REMOTE_TRANSPORT_CWND",
-        ["Remote", "Transport", "Cwnd", "Segments"],
+        "REMOTE_SECURITY_ENABLED_NUM",
+        ["Remote", "OS", "Security", "Enabled"],
         Fmt::Int,
-        |c| opt_int(c.m.remote.tcp.as_ref().map(|t| t.cwnd))
+        |_| int(0)
+    ),
+];
+
+/// The selectors that name one side, each for both: `LOCAL_X` and
+/// `REMOTE_X` (or `LSS_`/`RSS_`, `LSR_`/`RSR_`), the same header after
+/// "Local" or "Remote", the same value of that side.
+static SIDED: &[SideSel] = &[
+    side!(
+        ["LOCAL_SEND_THROUGHPUT", "REMOTE_SEND_THROUGHPUT"],
+        ["Send", "Throughput", ""],
+        Fmt::F(2),
+        |c, s| rate_of(c, s.m.bytes_sent)
+    ),
+    side!(
+        ["LOCAL_RECV_THROUGHPUT", "REMOTE_RECV_THROUGHPUT"],
+        ["Recv", "Throughput", ""],
+        Fmt::F(2),
+        |c, s| rate_of(c, s.m.bytes_received)
+    ),
+    side!(
+        ["LOCAL_TRANSPORT_RETRANS", "REMOTE_TRANSPORT_RETRANS"],
+        ["Transport", "Retransmissions", ""],
+        Fmt::Int,
+        |c, s| if c.asked.test.is_connection_test() {
+            // netperf 2.7 reads it on a socket already closed
+            int(-1)
+        } else {
+            opt_int(s.m.tcp.as_ref().map(|t| t.retransmits))
+        }
+    ),
+    side!(
+        ["LSS_SIZE_REQ", "RSS_SIZE_REQ"],
+        ["Send Socket", "Size", "Requested"],
+        Fmt::Int,
+        |_, s| opt_int(s.asked.send_buf)
+    ),
+    side!(
+        ["LSS_SIZE", "RSS_SIZE"],
+        ["Send Socket", "Size", "Initial"],
+        Fmt::Int,
+        |_, s| int(s.m.send_buf)
+    ),
+    side!(
+        ["LSR_SIZE_REQ", "RSR_SIZE_REQ"],
+        ["Recv Socket", "Size", "Requested"],
+        Fmt::Int,
+        |_, s| opt_int(s.asked.recv_buf)
+    ),
+    side!(
+        ["LSR_SIZE", "RSR_SIZE"],
+        ["Recv Socket", "Size", "Initial"],
+        Fmt::Int,
+        |_, s| int(s.m.recv_buf)
+    ),
+    side!(
+        ["LOCAL_SEND_CALLS", "REMOTE_SEND_CALLS"],
+        ["Send", "Calls", ""],
+        Fmt::Int,
+        |_, s| int(s.m.send_calls)
+    ),
+    side!(
+        ["LOCAL_RECV_CALLS", "REMOTE_RECV_CALLS"],
+        ["Recv", "Calls", ""],
+        Fmt::Int,
+        |_, s| int(s.m.recv_calls)
+    ),
+    side!(
+        ["LOCAL_BYTES_PER_RECV", "REMOTE_BYTES_PER_RECV"],
+        ["Bytes", "Per", "Recv"],
+        Fmt::F(2),
+        |_, s| per(s.m.bytes_received, s.m.recv_calls)
+    ),
+    side!(
+        ["LOCAL_BYTES_PER_SEND", "REMOTE_BYTES_PER_SEND"],
+        ["Bytes", "Per", "Send"],
+        Fmt::F(2),
+        |_, s| per(s.m.bytes_sent, s.m.send_calls)
+    ),
+    side!(
+        ["LOCAL_BYTES_RECVD", "REMOTE_BYTES_RECVD"],
+        ["Bytes", "Received", ""],
+        Fmt::Int,
+        |_, s| int(s.m.bytes_received)
+    ),
+    side!(
+        ["LOCAL_BYTES_SENT", "REMOTE_BYTES_SENT"],
+        ["Bytes", "Sent", ""],
+        Fmt::Int,
+        |_, s| int(s.m.bytes_sent)
+    ),
+    side!(
+        ["LOCAL_BYTES_XFERD", "REMOTE_BYTES_XFERD"],
+        ["Bytes", "Xferred", ""],
+        Fmt::F(0),
+        |_, s| f((s.m.bytes_sent + s.m.bytes_received) as f64)
+    ),
+    side!(
+        ["LOCAL_SEND_WIDTH", "REMOTE_SEND_WIDTH"],
+        ["Send", "Width", ""],
+        Fmt::Int,
+        |_, s| int(s.m.send_width)
+    ),
+    side!(
+        ["LOCAL_RECV_WIDTH", "REMOTE_RECV_WIDTH"],
+        ["Recv", "Width", ""],
+        Fmt::Int,
+        |_, s| int(s.m.recv_width)
+    ),
+    side!(
+        ["LOCAL_SEND_OFFSET", "REMOTE_SEND_OFFSET"],
+        ["Send", "Offset", ""],
+        Fmt::Int,
+        |_, s| int(s.asked.send_offset)
+    ),
+    side!(
+        ["LOCAL_RECV_OFFSET", "REMOTE_RECV_OFFSET"],
+        ["Recv", "Offset", ""],
+        Fmt::Int,
+        |_, s| int(s.asked.recv_offset)
+    ),
+    side!(
+        ["LOCAL_RECV_ALIGN", "REMOTE_RECV_ALIGN"],
+        ["Recv", "Alignment", ""],
+        Fmt::Int,
+        |_, s| int(s.asked.recv_align)
+    ),
+    side!(
+        ["LOCAL_SEND_ALIGN", "REMOTE_SEND_ALIGN"],
+        ["Send", "Alignment", ""],
+        Fmt::Int,
+        |_, s| int(s.asked.send_align)
+    ),
+    side!(
+        ["LOCAL_CPU_UTIL", "REMOTE_CPU_UTIL"],
+        ["CPU", "Util", "%"],
+        Fmt::F(2),
+        |_, s| opt_f(s.cpu)
+    ),
+    side!(
+        ["LOCAL_CPU_PERCENT_USER", "REMOTE_CPU_PERCENT_USER"],
+        ["CPU", "User", "%"],
+        Fmt::F(2),
+        |_, s| f(s.m.cpu.as_ref().map_or(0.0, |u| u.user))
+    ),
+    side!(
+        ["LOCAL_CPU_PERCENT_SYSTEM", "REMOTE_CPU_PERCENT_SYSTEM"],
+        ["CPU", "System", "%"],
+        Fmt::F(2),
+        |_, s| f(s.m.cpu.as_ref().map_or(0.0, |u| u.system))
+    ),
+    side!(
+        ["LOCAL_CPU_PERCENT_IOWAIT", "REMOTE_CPU_PERCENT_IOWAIT"],
+        ["CPU", "I/O", "%"],
+        Fmt::F(2),
+        |_, s| f(s.m.cpu.as_ref().map_or(0.0, |u| u.iowait))
+    ),
+    side!(
+        ["LOCAL_CPU_PERCENT_IRQ", "REMOTE_CPU_PERCENT_IRQ"],
+        ["CPU", "IRQ", "%"],
+        Fmt::F(2),
+        |_, s| f(s.m.cpu.as_ref().map_or(0.0, |u| u.irq))
+    ),
+    side!(
+        ["LOCAL_CPU_PERCENT_SWINTR", "REMOTE_CPU_PERCENT_SWINTR"],
+        ["CPU", "swintr", "%"],
+        Fmt::F(2),
+        |_, s| f(s.m.cpu.as_ref().map_or(0.0, |u| u.softirq))
+    ),
+    side!(
+        ["LOCAL_CPU_BIND", "REMOTE_CPU_BIND"],
+        ["CPU", "Bind", ""],
+        Fmt::Int,
+        |_, s| opt_int(s.asked.cpu_bind)
+    ),
+    side!(
+        ["LOCAL_SD", "REMOTE_SD"],
+        ["Service", "Demand", ""],
+        Fmt::F(3),
+        |_, s| opt_f(s.sd)
+    ),
+    side!(
+        ["LOCAL_CPU_METHOD", "REMOTE_CPU_METHOD"],
+        ["CPU", "Util", "Method"],
+        Fmt::Str,
+        |_, s| Value::Str(if s.m.cpu.is_some() { "S" } else { "U" }.into())
+    ),
+    side!(
+        ["LOCAL_CPU_COUNT", "REMOTE_CPU_COUNT"],
+        ["CPU", "Count", ""],
+        Fmt::Int,
+        |_, s| int(s.m.cpu.as_ref().map_or(0, |u| u.num_cpus))
+    ),
+    side!(
+        ["LOCAL_NODELAY", "REMOTE_NODELAY"],
+        ["NODELAY", "", ""],
+        Fmt::Int,
+        |_, s| int(i64::from(s.asked.nodelay))
+    ),
+    side!(
+        ["LOCAL_CORK", "REMOTE_CORK"],
+        ["Cork", "", ""],
+        Fmt::Int,
+        |c, _| int(i64::from(c.asked.local_only.cork))
+    ),
+    side!(
+        ["LOCAL_SOCKET_PRIO", "REMOTE_SOCKET_PRIO"],
+        ["Socket", "Priority", ""],
+        Fmt::Int,
+        |_, s| opt_int(s.asked.priority)
+    ),
+    // netperf 2.7 answers these with "Deprecated" or a fixed value; so do we.
+    side!(
+        ["LOCAL_DRIVER_NAME", "REMOTE_DRIVER_NAME"],
+        ["Driver", "Name", ""],
+        Fmt::Str,
+        |_, _| Value::Str("Deprecated".into())
+    ),
+    side!(
+        ["LOCAL_DRIVER_VERSION", "REMOTE_DRIVER_VERSION"],
+        ["Driver", "Version", ""],
+        Fmt::Str,
+        |_, _| Value::Str("Deprecated".into())
+    ),
+    side!(
+        ["LOCAL_DRIVER_FIRMWARE", "REMOTE_DRIVER_FIRMWARE"],
+        ["Driver", "Firmware", ""],
+        Fmt::Str,
+        |_, _| Value::Str("Deprecated".into())
+    ),
+    side!(
+        ["LOCAL_DRIVER_BUS", "REMOTE_DRIVER_BUS"],
+        ["Driver", "Bus", ""],
+        Fmt::Str,
+        |_, _| Value::Str("Deprecated".into())
+    ),
+    side!(
+        ["LOCAL_INTERFACE_NAME", "REMOTE_INTERFACE_NAME"],
+        ["Interface", "Name", ""],
+        Fmt::Str,
+        |_, _| Value::Str("Deprecated".into())
+    ),
+    side!(
+        ["LOCAL_INTERFACE_SLOT", "REMOTE_INTERFACE_SLOT"],
+        ["Interface", "Slot", ""],
+        Fmt::Str,
+        |_, _| Value::Str("Deprecated".into())
+    ),
+    side!(
+        ["LOCAL_MACHINE", "REMOTE_MACHINE"],
+        ["Machine", "", ""],
+        Fmt::Str,
+        |_, _| Value::Str("Deprecated".into())
+    ),
+    side!(
+        ["LOCAL_VERSION", "REMOTE_VERSION"],
+        ["Version", "", ""],
+        Fmt::Str,
+        |_, _| Value::Str("Deprecated".into())
+    ),
+    side!(
+        ["LOCAL_RELEASE", "REMOTE_RELEASE"],
+        ["Release", "", ""],
+        Fmt::Str,
+        |_, _| Value::Str("Deprecated".into())
+    ),
+    side!(
+        ["LOCAL_SYSNAME", "REMOTE_SYSNAME"],
+        ["Sysname", "", ""],
+        Fmt::Str,
+        |_, _| Value::Str("Deprecated".into())
+    ),
+    side!(
+        ["LOCAL_SECURITY_ENABLED", "REMOTE_SECURITY_ENABLED"],
+        ["OS", "Security", "Enabled"],
+        Fmt::Str,
+        |_, _| Value::Str("Deprecated".into())
+    ),
+    side!(
+        ["LOCAL_SECURITY_TYPE", "REMOTE_SECURITY_TYPE"],
+        ["OS", "Security", "Type"],
+        Fmt::Str,
+        |_, _| Value::Str("Deprecated".into())
+    ),
+    side!(
+        ["LOCAL_SECURITY_SPECIFIC", "REMOTE_SECURITY_SPECIFIC"],
+        ["OS", "Security", "Specific"],
+        Fmt::Str,
+        |_, _| Value::Str("Deprecated".into())
+    ),
+    side!(
+        ["LOCAL_SYSTEM_MODEL", "REMOTE_SYSTEM_MODEL"],
+        ["System", "Model", ""],
+        Fmt::Str,
+        |_, _| Value::Str("Deprecated".into())
+    ),
+    side!(
+        ["LOCAL_CPU_MODEL", "REMOTE_CPU_MODEL"],
+        ["CPU", "Model", ""],
+        Fmt::Str,
+        |_, _| Value::Str("Deprecated".into())
+    ),
+    side!(
+        ["LOCAL_SEND_DIRTY_COUNT", "REMOTE_SEND_DIRTY_COUNT"],
+        ["Send", "Dirty", "Count"],
+        Fmt::Int,
+        |_, _| int(-1)
+    ),
+    side!(
+        ["LOCAL_RECV_DIRTY_COUNT", "REMOTE_RECV_DIRTY_COUNT"],
+        ["Recv", "Dirty", "Count"],
+        Fmt::Int,
+        |_, _| int(-1)
+    ),
+    side!(
+        ["LOCAL_RECV_CLEAN_COUNT", "REMOTE_RECV_CLEAN_COUNT"],
+        ["Recv", "Clean", "Count"],
+        Fmt::Int,
+        |_, _| int(-1)
+    ),
+    side!(
+        ["LOCAL_INTERFACE_SUBDEVICE", "REMOTE_INTERFACE_SUBDEVICE"],
+        ["Interface", "Subdevice", ""],
+        Fmt::Hex4,
+        |_, _| int(-2)
+    ),
+    side!(
+        ["LOCAL_INTERFACE_DEVICE", "REMOTE_INTERFACE_DEVICE"],
+        ["Interface", "Device", ""],
+        Fmt::Hex4,
+        |_, _| int(-2)
+    ),
+    side!(
+        ["LOCAL_INTERFACE_SUBVENDOR", "REMOTE_INTERFACE_SUBVENDOR"],
+        ["Interface", "Subvendor", ""],
+        Fmt::Hex4,
+        |_, _| int(-2)
+    ),
+    side!(
+        ["LOCAL_INTERFACE_VENDOR", "REMOTE_INTERFACE_VENDOR"],
+        ["Interface", "Vendor", ""],
+        Fmt::Hex4,
+        |_, _| int(-2)
+    ),
+    side!(
+        ["LOCAL_INTERVAL_USECS", "REMOTE_INTERVAL_USECS"],
+        ["Interval", "Usecs", ""],
+        Fmt::Int,
+        |_, _| int(0)
+    ),
+    side!(
+        ["LOCAL_INTERVAL_BURST", "REMOTE_INTERVAL_BURST"],
+        ["Interval", "Burst", ""],
+        Fmt::Int,
+        |_, _| int(0)
+    ),
+    side!(
+        ["LOCAL_CPU_FREQUENCY", "REMOTE_CPU_FREQUENCY"],
+        ["CPU", "Frequency", "MHz"],
+        Fmt::Int,
+        |_, _| int(0)
+    ),
+    side!(
+        ["LOCAL_TRANSPORT_RTT", "REMOTE_TRANSPORT_RTT"],
+        ["Transport", "RTT", "Microseconds"],
+        Fmt::Int,
+        |_, s| opt_int(s.m.tcp.as_ref().map(|t| t.rtt_us))
+    ),
+    side!(
+        ["LOCAL_TRANSPORT_CWND", "REMOTE_TRANSPORT_CWND"],
+        ["Transport", "Cwnd", "Segments"],
+        Fmt::Int,
+        |_, s| opt_int(s.m.tcp.as_ref().map(|t| t.cwnd))
     ),
 ];
 
@@ -1584,7 +1312,7 @@ const NETPERF_ORDER: [&str; 173] = [
 const ALL_BLOCK_STARTS: [&str; 3] = ["LOCAL_CPU_UTIL", "LOCAL_SEND_THROUGHPUT", "LOCAL_SYSNAME"];
 
 fn find(name: &str) -> Option<&'static Sel> {
-    SELECTORS.iter().find(|s| s.name.eq_ignore_ascii_case(name))
+    ALL.iter().find(|s| s.name.eq_ignore_ascii_case(name))
 }
 
 /// `--flows`: (min, median, max) of the flows' throughputs in the result's
@@ -1602,8 +1330,7 @@ fn flow_spread(c: &Ctx) -> (f64, f64, f64, f64) {
 /// Every selector name: netperf 2.7's in its order, then ours.
 pub fn names() -> impl Iterator<Item = &'static str> {
     NETPERF_ORDER.into_iter().chain(
-        SELECTORS
-            .iter()
+        ALL.iter()
             .map(|s| s.name)
             .filter(|n| !NETPERF_ORDER.contains(n)),
     )
@@ -1724,7 +1451,7 @@ pub fn resolve(asked: &Asked, spec: Option<&str>) -> Result<Selection, String> {
 }
 
 fn render(s: &Sel, c: &Ctx) -> Option<String> {
-    let v = (s.value)(c);
+    let v = s.value(c);
     Some(match (s.fmt, v) {
         (_, Value::None) => return None,
         (Fmt::Quoted, Value::Str(x)) => format!("\"{x}\""),
@@ -2024,7 +1751,7 @@ mod tests {
                 confidence: None,
                 uuid: "u",
             };
-            for s in SELECTORS {
+            for s in ALL.iter() {
                 assert!(render(s, &c).is_some(), "{} has no value in {kind}", s.name);
             }
         }
