@@ -132,12 +132,12 @@ impl Authenticator for Key {
         role: Role,
         server_nonce: &[u8; 32],
         client_nonce: &[u8; 32],
-    ) -> Box<dyn proto::conn::Sealer> {
+    ) -> Box<dyn proto::session::Sealer> {
         Box::new(self.channel(role, server_nonce, client_nonce))
     }
 }
 
-impl proto::conn::Sealer for Channel {
+impl proto::session::Sealer for Channel {
     fn seal(&mut self, body: &mut Vec<u8>) {
         Channel::seal(self, body);
     }

@@ -82,10 +82,24 @@ impl Conventions {
         }
     }
 
+    /// What a new data connection presents first: our preamble (the
+    /// test's token and the flow's number), or nothing (netperf 2.7's).
+    pub fn present(
+        &self,
+        w: impl std::io::Write,
+        token: &proto::test::Token,
+        flow: u32,
+    ) -> Result<(), crate::EngineError> {
+        match self.proof {
+            Proof::Preamble => crate::handshake::write_preamble(w, token, flow),
+            Proof::ControlPeer => Ok(()),
+        }
+    }
+
     /// Bytes of a UDP_RR message that carry its tag (0 without tags).
     pub fn udp_rr_tag_len(&self, req: usize, resp: usize) -> usize {
         if self.udp_rr_tags {
-            crate::rr::tag_len(req, resp)
+            proto::test::udp_rr_tag_len(req, resp)
         } else {
             0
         }

@@ -111,10 +111,6 @@ impl StreamRecv {
         }
         self.done
     }
-
-    pub fn is_done(&self) -> bool {
-        self.done
-    }
 }
 
 /// The requesting side of request/response over a byte stream: up to

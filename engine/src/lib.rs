@@ -11,6 +11,11 @@
 //! flag when a timed test is over.
 //!
 //! # Layout
+//! - [`flow`]: the per-flow state machines (what a flow does next, what it
+//!   counted), without I/O; the blocking loops drive one flow, [`evloop`]
+//!   many ([`evloop::udp`] UDP's, [`evloop::crr`] TCP_CRR's requesters).
+//! - [`conventions`]: what the two ends of a data connection agree on
+//!   beside the test's bytes (ours, or netperf 2.7's), a value.
 //! - [`stream`]: TCP_STREAM, TCP_MAERTS and UDP_STREAM, sender and receiver roles.
 //! - [`netstat`]: the kernel's UDP counters (per socket and per host).
 //! - [`rr`]: TCP_RR and UDP_RR, requester and responder.
@@ -25,7 +30,8 @@
 //! - [`buffer`]: rings of send buffers.
 //! - [`timer`]: the stop flag and the thread that raises it.
 //! - [`live`]: counters readable while a test runs.
-//! - [`sys`]: the only unsafe code: thin system-call wrappers.
+//! - [`sys`]: the only unsafe code: thin system-call wrappers, one file a
+//!   platform (`sys/linux.rs`; a portable fallback elsewhere).
 
 #![deny(unsafe_code)]
 #![cfg_attr(

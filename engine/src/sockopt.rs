@@ -214,11 +214,11 @@ pub fn congestion_control(sock: SockRef<'_>) -> Option<String> {
 pub fn tcp_stats(sock: &impl AsFd) -> Option<TcpStats> {
     let info = sys::tcp_info(&sock.as_fd()).ok()?;
     Some(TcpStats {
-        retransmits: u64::from(info.tcpi_total_retrans),
-        mss: info.tcpi_snd_mss,
-        rtt_us: info.tcpi_rtt,
-        rttvar_us: info.tcpi_rttvar,
-        cwnd: info.tcpi_snd_cwnd,
+        retransmits: u64::from(info.total_retrans),
+        mss: info.snd_mss,
+        rtt_us: info.rtt_us,
+        rttvar_us: info.rttvar_us,
+        cwnd: info.snd_cwnd,
         cong_control: congestion_control(SockRef::from(sock)).unwrap_or_default(),
     })
 }

@@ -192,7 +192,7 @@ impl Control {
             .map_err(|e| describe(e.into(), self.peer))?;
         match self.ctl.next_event().map_err(|e| describe(e, self.peer))? {
             ClientEvent::Results(r) => {
-                crate::family::got_results(&r);
+                crate::debug::got_results(&r);
                 Ok(*r)
             }
             other => bail!("unexpected {other:?} instead of results"),

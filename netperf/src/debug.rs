@@ -172,3 +172,19 @@ pub fn descriptor(s: &socket2::Socket) -> i64 {
         s.as_raw_socket() as i64
     }
 }
+
+/// The netserver's counters arrived.
+pub(crate) fn got_results(r: &proto::SideResults) {
+    line(1, || {
+        format!(
+            "netserver's counters: {} bytes sent in {} calls, {} received in {} calls, {} transactions, over {:.3} s",
+            r.bytes_sent,
+            r.send_calls,
+            r.bytes_received,
+            r.recv_calls,
+            r.transactions,
+            r.elapsed_ns as f64 / 1e9
+        )
+    });
+    line(2, || format!("results: {r:?}"));
+}

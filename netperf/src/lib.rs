@@ -6,9 +6,13 @@
 //!   options after `--`), producing one validated [`cli::Plan`].
 //! - [`control`]: the control connection ([`control::Control`], whichever
 //!   protocol the netserver speaks), and the embedded netserver fallback.
-//! - [`family`]: the client's side of each test family, one file each.
-//! - [`run`]: one invocation from connection to output.
-//! - [`output`]: figures and formats (the classic tables).
+//! - [`family`]: the one test lifecycle (`family::lifecycle`: prepare,
+//!   request, connect the flows, timer, data phase, finish, check,
+//!   measurement) and each family's part of it (stream, rr, crr, udp).
+//! - [`run`]: one invocation from connection to output, iterations and
+//!   confidence included.
+//! - [`output`]: figures and formats (the classic tables, selectors, JSON).
+//! - [`debug`]: `-d`: netperf 2.7's debug lines, and ours.
 //! - [`interrupt`]: Ctrl-C ends a test early with its results.
 
 #![forbid(unsafe_code)]

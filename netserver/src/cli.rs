@@ -7,7 +7,7 @@ use optparse::{
     value::{self, AddrFamily},
 };
 
-use crate::Config;
+use crate::config::Config;
 
 /// Every option netserver takes: the source of its help and man page.
 pub const OPTIONS: &[OptDef] = &[
@@ -302,7 +302,8 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
                 if n < 1 << 20 {
                     return Err(CliError(format!("{spelled}: '{v}' is less than 1M")));
                 }
-                o.config.memory_budget = std::sync::Arc::new(crate::MemoryBudget::new(n as u64));
+                o.config.memory_budget =
+                    std::sync::Arc::new(crate::admission::MemoryBudget::new(n as u64));
             }
             "log_file" => o.log_file = Some(PathBuf::from(v)),
             "handshake_timeout" => {

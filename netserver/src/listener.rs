@@ -27,7 +27,7 @@ use std::os::fd::AsRawFd;
 use mio::{Events, Interest, Poll, Token, Waker, unix::SourceFd};
 use proto::{ErrorCode, ErrorMsg};
 
-use crate::{Refusal, Shared, session};
+use crate::{admission::Refusal, session, shared::Shared};
 
 const WAKE: Token = Token(usize::MAX);
 /// Tokens of waiting connections start here (listeners are below).
@@ -220,31 +220,19 @@ pub(crate) fn accept_loop(
     let mut retry_at: Option<Instant> = None;
     // Once shutting down: until when the sessions may take to end.
     let mut stopping: Option<Instant> = None;
-    // Idle again (no session, no test's worker): when to give the heap
-    // back, and whether it was since the last activity.
-    let mut trim_at: Option<Instant> = None;
-    let mut trimmed = true;
+    let mut trim = Trim::default();
     loop {
         let now = Instant::now();
         if shared.shutdown.is_triggered() && stopping.is_none() {
             stopping = Some(now + SHUTDOWN_WAIT);
-            for l in listeners.drain(..) {
-                let _ = poll.registry().deregister(&mut SourceFd(&l.as_raw_fd()));
-            }
-            room.expire(
+            stop_accepting(
+                &mut listeners,
                 &poll,
+                &mut room,
+                &mut sessions,
+                &mut held,
                 now,
-                ErrorCode::ShuttingDown,
-                "netserver is shutting down",
             );
-            sessions.shut_down(poll.registry());
-            for h in held.drain() {
-                refuse(
-                    &h.stream,
-                    ErrorCode::ShuttingDown,
-                    "netserver is shutting down",
-                );
-            }
         }
         if listeners.is_empty() && sessions.len() == 0 {
             return Ok(());
@@ -253,27 +241,13 @@ pub(crate) fn accept_loop(
             sessions.drop_all(poll.registry());
             return Ok(());
         }
-        let idle = sessions.len() == 0 && shared.workers.alive() == 0;
-        if !idle {
-            (trimmed, trim_at) = (false, None);
-        } else if !trimmed {
-            match trim_at {
-                None => trim_at = Some(now + TRIM_AFTER),
-                Some(t) if now >= t => {
-                    // what the tests' threads freed goes back to the
-                    // system: an idle daemon is back to its idle size
-                    engine::sys::trim_heap();
-                    (trimmed, trim_at) = (true, None);
-                }
-                Some(_) => {}
-            }
-        }
+        trim.tick(sessions.len() == 0 && shared.workers.alive() == 0, now);
         let wake_at = [
             retry_at,
             room.next_deadline(first_bytes),
             sessions.next_deadline(),
             stopping,
-            trim_at,
+            trim.at,
             held.next_due(),
         ]
         .into_iter()
@@ -363,6 +337,70 @@ pub(crate) fn accept_loop(
     }
 }
 
+/// Shutting down: no more accepting; those waiting, held or in session
+/// are told.
+fn stop_accepting(
+    listeners: &mut Vec<TcpListener>,
+    poll: &Poll,
+    room: &mut WaitingRoom,
+    sessions: &mut session::Sessions,
+    held: &mut Held,
+    now: Instant,
+) {
+    for l in listeners.drain(..) {
+        let _ = poll.registry().deregister(&mut SourceFd(&l.as_raw_fd()));
+    }
+    room.expire(
+        poll,
+        now,
+        ErrorCode::ShuttingDown,
+        "netserver is shutting down",
+    );
+    sessions.shut_down(poll.registry());
+    for h in held.drain() {
+        refuse(
+            &h.stream,
+            ErrorCode::ShuttingDown,
+            "netserver is shutting down",
+        );
+    }
+}
+
+/// Idle again (no session, no test's worker): when to give the heap back,
+/// and whether it was since the last activity.
+struct Trim {
+    at: Option<Instant>,
+    trimmed: bool,
+}
+
+impl Default for Trim {
+    fn default() -> Self {
+        Trim {
+            at: None,
+            trimmed: true,
+        }
+    }
+}
+
+impl Trim {
+    fn tick(&mut self, idle: bool, now: Instant) {
+        if !idle {
+            (self.trimmed, self.at) = (false, None);
+        } else if !self.trimmed {
+            match self.at {
+                None => self.at = Some(now + TRIM_AFTER),
+                Some(t) if now >= t => {
+                    // what the tests' threads freed goes back to the
+                    // system: an idle daemon is back to its idle size
+                    engine::sys::trim_heap();
+                    (self.trimmed, self.at) = (true, None);
+                }
+                Some(_) => {}
+            }
+        }
+    }
+}
+
 /// Accept until the listener would block (at most [`ACCEPT_BUDGET`]), into
 /// the waiting room. Returns when to accept again: after a back-off if a
 /// resource ran out, at once if the budget did.
@@ -380,7 +418,9 @@ fn drain(
                 // Over a session cap, with no idle session to take the
                 // place of: told at once, as before its first bytes it
                 // would only wait to be told.
-                if let Err(why) = shared.census.would_admit(peer.ip(), &shared.config)
+                if let Err(why) = shared
+                    .census
+                    .would_admit(peer.ip(), shared.config.session_caps())
                     && !sessions.has_idle(why.only(peer.ip()))
                 {
                     busy(&stream, peer, why, shared);
@@ -441,7 +481,7 @@ fn is_resource_error(e: &io::Error) -> bool {
 
 /// Make a new connection a session of the loop, under its waiting token,
 /// or refuse it. An address that failed to authenticate too often lately
-/// gets a turn at a time ([`crate::Failures::turn`]): the connection is
+/// gets a turn at a time ([`crate::admission::Failures::turn`]): the connection is
 /// held until then, not refused, so the right key still gets in. At a
 /// session cap, the idlest session that runs no test makes room.
 #[allow(clippy::too_many_arguments)]
@@ -458,13 +498,13 @@ fn admit(
     let cfg = &shared.config;
     let log = &cfg.logger;
     let turn = if its_turn {
-        crate::Turn::Now
+        crate::admission::Turn::Now
     } else {
         shared.failures.turn(peer.ip(), Instant::now())
     };
     match turn {
-        crate::Turn::Now => {}
-        crate::Turn::At(at) => {
+        crate::admission::Turn::Now => {}
+        crate::admission::Turn::At(at) => {
             if held.per_address(peer.ip()) >= Held::MAX_PER_ADDRESS {
                 let text = "too many authentication attempts from your address are waiting their turn; try again shortly";
                 log.warn_limited("auth-held", &format!("refused {peer}: {text}"));
@@ -486,7 +526,7 @@ fn admit(
             return;
         }
     }
-    if let Err(why) = shared.census.admit(peer.ip(), cfg) {
+    if let Err(why) = shared.census.admit(peer.ip(), cfg.session_caps()) {
         let Some(gone) = sessions.evict_idle(poll.registry(), why.only(peer.ip())) else {
             busy(&stream, peer, why, shared);
             return;
@@ -495,7 +535,7 @@ fn admit(
             "evicted",
             &format!("closed the idlest session, of {gone}, to make room for {peer}"),
         );
-        if let Err(why) = shared.census.admit(peer.ip(), cfg) {
+        if let Err(why) = shared.census.admit(peer.ip(), cfg.session_caps()) {
             busy(&stream, peer, why, shared);
             return;
         }

@@ -11,7 +11,7 @@ use std::{
 };
 
 use netserver::{
-    Logger, Shutdown,
+    Error, Logger, Shutdown,
     cli::{self, Invocation, ServerOptions},
 };
 use nix::sys::signal::{SigSet, Signal};
@@ -81,7 +81,7 @@ enum Start {
     StdinListener(TcpListener),
 }
 
-fn how_started() -> Result<Start, String> {
+fn how_started() -> Result<Start, Error> {
     use std::os::fd::AsFd;
     // systemd: LISTEN_PID is ours, LISTEN_FDS listeners from fd 3
     let ours = std::env::var("LISTEN_PID")
@@ -96,20 +96,20 @@ fn how_started() -> Result<Start, String> {
         let mut listeners = Vec::new();
         for fd in 3..3 + n.clamp(0, 64) {
             let owned = engine::sys::inherited_fd(fd)
-                .map_err(|e| format!("LISTEN_FDS: descriptor {fd}: {e}"))?;
+                .map_err(|e| Error::Setup(format!("LISTEN_FDS: descriptor {fd}: {e}")))?;
             let s = Socket::from(owned);
             let inet = matches!(s.domain(), Ok(d) if d == Domain::IPV4 || d == Domain::IPV6);
             if !inet || s.r#type().ok() != Some(Type::STREAM) || !s.is_listener().unwrap_or(false) {
-                return Err(format!(
+                return Err(Error::Setup(format!(
                     "LISTEN_FDS: descriptor {fd} is not a listening TCP socket (netserver.socket needs ListenStream=)"
-                ));
+                )));
             }
             s.set_cloexec(true)
-                .map_err(|e| format!("LISTEN_FDS: descriptor {fd}: {e}"))?;
+                .map_err(|e| Error::Setup(format!("LISTEN_FDS: descriptor {fd}: {e}")))?;
             listeners.push(TcpListener::from(s));
         }
         if listeners.is_empty() {
-            return Err("LISTEN_FDS: systemd passed no sockets".into());
+            return Err(Error::Setup("LISTEN_FDS: systemd passed no sockets".into()));
         }
         return Ok(Start::Activated(listeners));
     }
@@ -123,7 +123,7 @@ fn how_started() -> Result<Start, String> {
             let owned = stdin
                 .as_fd()
                 .try_clone_to_owned()
-                .map_err(|e| format!("standard input: {e}"))?;
+                .map_err(|e| Error::system("standard input", e))?;
             if s.is_listener().unwrap_or(false) {
                 Ok(Start::StdinListener(TcpListener::from(owned)))
             } else {
@@ -134,7 +134,7 @@ fn how_started() -> Result<Start, String> {
     }
 }
 
-fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), String> {
+fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
     let listeners = match how_started()? {
         Start::Bind => bind_listeners(&opts)?,
         Start::Activated(l) => {
@@ -147,16 +147,7 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), String> {
             // stdout and stderr are the client's connection too: nothing
             // may be printed; the log goes only to --log-file.
             opts.config.logger = match &opts.log_file {
-                Some(path) => Logger::new(
-                    Box::new(
-                        OpenOptions::new()
-                            .create(true)
-                            .append(true)
-                            .open(path)
-                            .map_err(|e| format!("--log-file {}: {e}", path.display()))?,
-                    ),
-                    opts.verbosity,
-                ),
+                Some(path) => Logger::new(Box::new(open_log(path)?), opts.verbosity),
                 None => Logger::discard(),
             };
             // (an error printed on stderr would go to the client)
@@ -193,20 +184,11 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), String> {
         .log_file
         .as_ref()
         .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()));
-    let log_file = match &opts.log_file {
-        Some(path) => Some(
-            OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .map_err(|e| format!("--log-file {}: {e}", path.display()))?,
-        ),
-        None => None,
-    };
+    let log_file = opts.log_file.as_deref().map(open_log).transpose()?;
     if !opts.foreground {
         // Detach as netserver does: fork, new session, cwd /, stdio to
         // /dev/null. No thread exists yet, so forking is safe.
-        nix::unistd::daemon(false, false).map_err(|e| format!("cannot detach: {e}"))?;
+        nix::unistd::daemon(false, false).map_err(|e| Error::system("cannot detach", e))?;
     }
     opts.config.logger = match log_file {
         Some(f) => Logger::new(Box::new(f), opts.verbosity),
@@ -222,7 +204,7 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), String> {
     signals.add(Signal::SIGHUP);
     signals
         .thread_block()
-        .map_err(|e| format!("cannot block signals: {e}"))?;
+        .map_err(|e| Error::system("cannot block signals", e))?;
     // (after the mask: the log's thread inherits it)
     opts.config.logger.start();
     let shutdown = Shutdown::new();
@@ -237,6 +219,25 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), String> {
             opts.config.memory_budget.limit()
         ),
     );
+    signal_thread(signals, log_path, log, s)?;
+
+    let log = opts.config.logger.clone();
+    let r = netserver::run(listeners, opts.config, shutdown)
+        .map_err(|e| Error::system("accept loop", e));
+    // the last lines (why it stopped) reach the log before the process ends
+    log.sync(Duration::from_secs(2));
+    r
+}
+
+/// The one thread that takes the daemon's signals (the others have them
+/// blocked): SIGHUP reopens the log file (logrotate moved it), SIGINT and
+/// SIGTERM shut the daemon down.
+fn signal_thread(
+    signals: SigSet,
+    log_path: Option<std::path::PathBuf>,
+    log: Logger,
+    s: Shutdown,
+) -> Result<(), Error> {
     thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
@@ -280,19 +281,25 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), String> {
                 }
             }
         })
-        .map_err(|e| format!("cannot start the signal thread: {e}"))?;
+        .map(drop)
+        .map_err(|e| Error::system("cannot start the signal thread", e))
+}
 
-    let log = opts.config.logger.clone();
-    let r =
-        netserver::run(listeners, opts.config, shutdown).map_err(|e| format!("accept loop: {e}"));
-    // the last lines (why it stopped) reach the log before the process ends
-    log.sync(Duration::from_secs(2));
-    r
+/// Open (append to) the `--log-file`.
+fn open_log(path: &std::path::Path) -> Result<std::fs::File, Error> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|source| Error::LogFile {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 /// Bind the control listeners: both families by default, as netperf's
 /// netserver does with AF_UNSPEC.
-fn bind_listeners(opts: &ServerOptions) -> Result<Vec<TcpListener>, String> {
+fn bind_listeners(opts: &ServerOptions) -> Result<Vec<TcpListener>, Error> {
     let wants = |ip: &IpAddr| match opts.family {
         AddrFamily::Unspec => true,
         AddrFamily::V4 => ip.is_ipv4(),
@@ -302,13 +309,15 @@ fn bind_listeners(opts: &ServerOptions) -> Result<Vec<TcpListener>, String> {
         Some(name) => {
             let mut ips: Vec<IpAddr> = (name.as_str(), 0)
                 .to_socket_addrs()
-                .map_err(|e| format!("-L {name}: cannot resolve: {e}"))?
+                .map_err(|e| Error::Setup(format!("-L {name}: cannot resolve: {e}")))?
                 .map(|a| a.ip())
                 .filter(|ip| wants(ip))
                 .collect();
             ips.dedup();
             if ips.is_empty() {
-                return Err(format!("-L {name}: no address of the requested family"));
+                return Err(Error::Setup(format!(
+                    "-L {name}: no address of the requested family"
+                )));
             }
             (ips, true)
         }
@@ -337,11 +346,11 @@ fn bind_listeners(opts: &ServerOptions) -> Result<Vec<TcpListener>, String> {
             Err(e) if !explicit && ip.is_ipv6() && !listeners.is_empty() => {
                 let _ = e;
             }
-            Err(e) => {
-                return Err(format!(
-                    "cannot listen on {}: {e}",
-                    SocketAddr::new(ip, port)
-                ));
+            Err(source) => {
+                return Err(Error::Listen {
+                    addr: SocketAddr::new(ip, port),
+                    source,
+                });
             }
         }
     }

@@ -22,7 +22,7 @@ use proto::{
     conn::{ServerConn, ServerEvent, Timeouts},
 };
 
-use crate::{Shared, family, log::escape};
+use crate::{family, log::escape, shared::Shared};
 
 /// Once we decide to close, how long we try to deliver our last message.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
@@ -30,7 +30,7 @@ const CLOSE_GRACE: Duration = Duration::from_secs(2);
 const READ_BUDGET: usize = 64 * 1024;
 
 /// The core's deadlines, from the daemon's configuration.
-pub(crate) fn timeouts(cfg: &crate::Config) -> Timeouts {
+pub(crate) fn timeouts(cfg: &crate::config::Config) -> Timeouts {
     Timeouts {
         first_bytes: cfg.first_byte_timeout,
         handshake: cfg.handshake_timeout,
@@ -359,7 +359,7 @@ impl Session {
             n => n,
         };
         let core = ServerConn::new(
-            crate::software(),
+            crate::config::software(),
             cfg.limits.clone(),
             auth,
             nonce,

@@ -75,11 +75,6 @@ impl OptDef {
         self
     }
 
-    pub const fn with_long(mut self, long: &'static str) -> OptDef {
-        self.long = Some(long);
-        self
-    }
-
     pub const fn long_only(
         id: &'static str,
         long: &'static str,

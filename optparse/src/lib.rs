@@ -19,4 +19,6 @@ pub mod clap;
 pub mod getopt;
 pub mod value;
 
-pub use getopt::{Arity, BAD_OPTION, OptDef, OptError, Parsed, help, parse, parse_lenient};
+pub use getopt::{
+    Arity, BAD_OPTION, Occurrence, OptDef, OptError, Parsed, help, parse, parse_lenient,
+};

@@ -11,7 +11,12 @@
 //! - [`test`]: [`TestKind`], [`TestSpec`], [`Grant`], [`SideResults`].
 //! - [`session`]: [`ServerSession`] and [`ClientSession`] state machines.
 //! - [`conn`]: the control core: a session over bytes and time, with its
-//!   framing, sealing and deadlines ([`conn::ServerConn`], [`conn::ClientConn`]).
+//!   framing, sealing and deadlines ([`conn::ServerConn`], [`conn::ClientConn`]);
+//!   the dialect a connection speaks is a value inside it, a speaker of
+//!   ours (`conn::ours`) or of netperf 2.7 (`conn::netperf2`), never a branch.
+//! - [`netperf2`]: netperf 2.7's fixed-layout messages, both ways.
+//! - [`capabilities`]: what the peer can do, typed ([`Capabilities`],
+//!   [`Feature`]).
 //! - [`dialect`]: which protocol a connection speaks, from its first bytes.
 //! - [`error`]: [`ProtoError`], [`SpecError`].
 //!

@@ -18,6 +18,16 @@ pub enum Role {
     Server,
 }
 
+/// Seals frame bodies once both ends proved the key, and checks the
+/// peer's. The implementation (HMAC-SHA256 with sequence numbers) lives
+/// outside this crate.
+pub trait Sealer: Send {
+    /// Append what proves the body's origin and order.
+    fn seal(&mut self, body: &mut Vec<u8>);
+    /// Check a sealed body and return the message within.
+    fn open(&mut self, sealed: &[u8]) -> Result<Vec<u8>, String>;
+}
+
 /// Proves and checks knowledge of a shared key over both nonces. The
 /// implementation (HMAC-SHA256 with a constant-time compare) lives outside
 /// this crate, which has no cryptography of its own.
@@ -29,7 +39,7 @@ pub trait Authenticator: Send + Sync {
         role: Role,
         server_nonce: &[u8; 32],
         client_nonce: &[u8; 32],
-    ) -> Box<dyn crate::conn::Sealer>;
+    ) -> Box<dyn Sealer>;
     fn verify(
         &self,
         role: Role,
@@ -152,7 +162,7 @@ impl ServerSession {
     }
 
     /// After a successful authentication, what seals our frames.
-    pub fn sealer(&self) -> Option<Box<dyn crate::conn::Sealer>> {
+    pub fn sealer(&self) -> Option<Box<dyn Sealer>> {
         let (s, c) = self.authenticated?;
         Some(self.auth.as_ref()?.sealer(Role::Server, &s, &c))
     }
@@ -172,14 +182,6 @@ impl ServerSession {
         !matches!(
             self.state,
             ServerState::AwaitHello | ServerState::AwaitAuth { .. } | ServerState::Closed
-        )
-    }
-
-    /// True while a test is being prepared or run.
-    pub fn in_test(&self) -> bool {
-        matches!(
-            self.state,
-            ServerState::Preparing | ServerState::Testing { .. }
         )
     }
 
@@ -444,7 +446,7 @@ impl ClientSession {
     }
 
     /// After a successful authentication, what seals our frames.
-    pub fn sealer(&self) -> Option<Box<dyn crate::conn::Sealer>> {
+    pub fn sealer(&self) -> Option<Box<dyn Sealer>> {
         let (s, c) = self.authenticated?;
         Some(self.auth.as_ref()?.sealer(Role::Client, &s, &c))
     }
@@ -600,14 +602,14 @@ mod tests {
         fn verify(&self, role: Role, s: &[u8; 32], c: &[u8; 32], p: &[u8; 32]) -> bool {
             self.proof(role, s, c) == *p
         }
-        fn sealer(&self, _: Role, _: &[u8; 32], _: &[u8; 32]) -> Box<dyn crate::conn::Sealer> {
+        fn sealer(&self, _: Role, _: &[u8; 32], _: &[u8; 32]) -> Box<dyn Sealer> {
             Box::new(Plain)
         }
     }
 
     /// Seals nothing (the in-memory tests look at messages, not MACs).
     struct Plain;
-    impl crate::conn::Sealer for Plain {
+    impl Sealer for Plain {
         fn seal(&mut self, _: &mut Vec<u8>) {}
         fn open(&mut self, sealed: &[u8]) -> Result<Vec<u8>, String> {
             Ok(sealed.to_vec())

@@ -141,14 +141,6 @@ impl Family {
             Family::V6 => 65_527,
         }
     }
-
-    /// netperf's spelling in its banner.
-    pub fn af_name(self) -> &'static str {
-        match self {
-            Family::V4 => "AF_INET",
-            Family::V6 => "AF_INET6",
-        }
-    }
 }
 
 /// When a test ends: after a time, or after a count whose unit depends on the
@@ -223,7 +215,9 @@ pub struct TestSpec {
     pub measure_cpu: bool,
     /// Number of CPUs to assume for utilisation (`-n`), 0 = count them.
     pub num_cpus: u32,
-    /// Interim report interval wanted from the server, milliseconds.
+    /// Reserved: an interim report interval from the server, never asked
+    /// for (netperf's interim results are its own); kept, as `None`, for
+    /// the layout of the frames older peers send and read.
     pub interim_ms: Option<u32>,
     /// Data port the client asks the server to listen on (`-P ,port`).
     pub data_port: Option<u16>,
@@ -384,6 +378,25 @@ impl TestSpec {
     /// Check every field against the server's limits. The error names the
     /// netperf option that sets the field.
     pub fn validate(&self, limits: &Limits) -> Result<(), SpecError> {
+        self.check_sizes(limits)?;
+        self.check_counts(limits)?;
+        self.check_end(limits)?;
+        self.check_server_side()?;
+        let memory = self.server_memory();
+        if memory > limits.memory_per_session {
+            return Err(SpecError::new(
+                "buffers",
+                format!(
+                    "the test would need {memory} bytes of buffers on the server, more than its limit of {}",
+                    limits.memory_per_session
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Message sizes, the UDP fast paths, socket buffers.
+    fn check_sizes(&self, limits: &Limits) -> Result<(), SpecError> {
         let max_msg = match self.kind.protocol() {
             Protocol::Udp => self.family.max_udp_payload(),
             Protocol::Tcp => limits.max_message,
@@ -444,6 +457,11 @@ impl TestSpec {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Flows and the burst.
+    fn check_counts(&self, limits: &Limits) -> Result<(), SpecError> {
         if self.flows == 0 || self.flows > limits.max_flows {
             return Err(SpecError::new(
                 "--flows",
@@ -486,6 +504,11 @@ impl TestSpec {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// How the test ends: its length or count, its window, timeouts, rate.
+    fn check_end(&self, limits: &Limits) -> Result<(), SpecError> {
         match self.end {
             TestEnd::Time { millis } if millis > limits.max_duration_ms => {
                 return Err(SpecError::new(
@@ -556,6 +579,11 @@ impl TestSpec {
         {
             return Err(SpecError::new("--rate", "must be more than 0 bits/s"));
         }
+        Ok(())
+    }
+
+    /// What the server's side is asked to set: congestion control, buffer placement, widths, priority, CPU.
+    fn check_server_side(&self) -> Result<(), SpecError> {
         if let Some(cc) = &self.server.cong_control
             && (cc.is_empty()
                 || cc.len() > 15
@@ -621,16 +649,6 @@ impl TestSpec {
             return Err(SpecError::new(
                 "-D (interim interval)",
                 "must be more than 0",
-            ));
-        }
-        let memory = self.server_memory();
-        if memory > limits.memory_per_session {
-            return Err(SpecError::new(
-                "buffers",
-                format!(
-                    "the test would need {memory} bytes of buffers on the server, more than its limit of {}",
-                    limits.memory_per_session
-                ),
             ));
         }
         Ok(())

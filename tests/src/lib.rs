@@ -131,6 +131,12 @@ impl Netserver {
         &self.addrs
     }
 
+    /// Run netperf against this netserver: `-H 127.0.0.1 -p port`, then
+    /// `args`.
+    pub fn netperf(&self, args: &[&str]) -> Output {
+        netperf_at(&self.port().to_string(), args)
+    }
+
     pub fn port(&self) -> u16 {
         self.addr().port()
     }
@@ -182,14 +188,19 @@ impl Drop for Netserver {
     }
 }
 
-/// strace is in CI (`.ci/run` installs it); elsewhere the test says so.
+/// strace is in CI (`.ci/run` installs it and sets NETPERF_REQUIRE_STRACE):
+/// there a test that needs it fails without it; elsewhere it says it
+/// skipped.
 pub fn have_strace() -> bool {
     if Command::new("strace").arg("-V").output().is_ok() {
         return true;
     }
+    let required = ["NETPERF_REQUIRE_STRACE", "NETPERF_REQUIRE_NETNS"]
+        .iter()
+        .any(|v| std::env::var(v).as_deref() == Ok("1"));
     assert!(
-        std::env::var("NETPERF_REQUIRE_NETNS").as_deref() != Ok("1"),
-        "strace is not installed"
+        !required,
+        "strace is not installed, and NETPERF_REQUIRE_STRACE=1 requires it"
     );
     eprintln!("!!! SKIPPED: strace is not installed");
     false
@@ -337,6 +348,15 @@ pub fn netperf_at(port: &str, args: &[&str]) -> Output {
     let mut all = vec!["-H", "127.0.0.1", "-p", port];
     all.extend_from_slice(args);
     netperf(&all)
+}
+
+/// One line for the common case: a fresh netserver on 127.0.0.1, netperf
+/// run against it with `args` (after `-H 127.0.0.1 -p port`), and what it
+/// printed, with the netserver's log kept for a failure.
+pub fn netperf_vs_netserver(args: &[&str]) -> (Output, Netserver) {
+    let ns = Netserver::start(&[]);
+    let out = ns.netperf(args);
+    (out, ns)
 }
 
 /// A TCP port on 127.0.0.1 with nothing listening (bound, then released).

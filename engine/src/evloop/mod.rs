@@ -330,38 +330,7 @@ fn run_share(
     // A thread with one flow blocks in its system calls, as a single-flow
     // test does: an event loop would only add a wait per message.
     let alone = share.len() == 1;
-    let mut slots = Vec::with_capacity(share.len());
-    for (k, (index, c)) in share.into_iter().enumerate() {
-        if alone {
-            // (the timeouts let the thread look at the clock and the stop
-            // flag while the peer is quiet)
-            c.set_read_timeout(Some(BLOCKING_TICK))
-                .and_then(|()| c.set_write_timeout(Some(BLOCKING_TICK)))
-                .map_err(|e| EngineError::io("setting a data connection's timeouts", e))?;
-        } else {
-            c.set_nonblocking(true)
-                .map_err(|e| EngineError::io("making a data connection non-blocking", e))?;
-        }
-        let mut sock = mio::net::TcpStream::from_std(c);
-        if !alone {
-            poll.registry()
-                .register(&mut sock, Token(k), Interest::READABLE | Interest::WRITABLE)
-                .map_err(|e| EngineError::io("registering a data connection", e))?;
-        }
-        slots.push(Slot {
-            index,
-            sock,
-            machine: machine(plan.role),
-            phase: Phase::Running,
-            ended: None,
-            at_open: None,
-            at_close: None,
-            tcp: None,
-            bufs_end: (0, 0),
-            last_progress: start,
-            published: (0, 0),
-        });
-    }
+    let mut slots = register(share, plan, &poll, alone, start)?;
     let mut bufs = buffers(plan.role);
     let timing = matches!(plan.role, Role::Request { timing: true, .. });
     // One transaction in flight: after a flow sends a whole message, the
@@ -457,25 +426,73 @@ fn run_share(
     let open_for = window.open_for();
     let ended = slots
         .into_iter()
-        .map(|s| {
-            let counters = counters_of(&s);
-            let elapsed = s.ended.unwrap_or(start).duration_since(start);
-            // a flow that ended inside the window counts to its end; one
-            // that ended before it opened, nothing
-            let in_window = open_for.map(|_| {
-                let close = s.at_close.unwrap_or(counters);
-                close.since(s.at_open.unwrap_or(close))
-            });
-            Done {
-                index: s.index,
-                ended: Ended { counters, elapsed },
-                window: in_window,
-                tcp: s.tcp,
-                bufs_end: s.bufs_end,
-            }
-        })
+        .map(|s| done_of(s, start, open_for))
         .collect();
     Ok((ended, lat, open_for))
+}
+
+/// The share's connections set up for its driver (blocking with a tick for
+/// a lone flow, else non-blocking and registered with `poll`), each with
+/// its flow machine.
+fn register(
+    share: Vec<(usize, TcpStream)>,
+    plan: &Plan,
+    poll: &Poll,
+    alone: bool,
+    start: Instant,
+) -> Result<Vec<Slot>, EngineError> {
+    let mut slots = Vec::with_capacity(share.len());
+    for (k, (index, c)) in share.into_iter().enumerate() {
+        if alone {
+            // (the timeouts let the thread look at the clock and the stop
+            // flag while the peer is quiet)
+            c.set_read_timeout(Some(BLOCKING_TICK))
+                .and_then(|()| c.set_write_timeout(Some(BLOCKING_TICK)))
+                .map_err(|e| EngineError::io("setting a data connection's timeouts", e))?;
+        } else {
+            c.set_nonblocking(true)
+                .map_err(|e| EngineError::io("making a data connection non-blocking", e))?;
+        }
+        let mut sock = mio::net::TcpStream::from_std(c);
+        if !alone {
+            poll.registry()
+                .register(&mut sock, Token(k), Interest::READABLE | Interest::WRITABLE)
+                .map_err(|e| EngineError::io("registering a data connection", e))?;
+        }
+        slots.push(Slot {
+            index,
+            sock,
+            machine: machine(plan.role),
+            phase: Phase::Running,
+            ended: None,
+            at_open: None,
+            at_close: None,
+            tcp: None,
+            bufs_end: (0, 0),
+            last_progress: start,
+            published: (0, 0),
+        });
+    }
+    Ok(slots)
+}
+
+/// What a flow ended with; with a window, what it moved inside it (a flow
+/// that ended inside the window counts to its end; one that ended before
+/// it opened, nothing).
+fn done_of(s: Slot, start: Instant, open_for: Option<Duration>) -> Done {
+    let counters = counters_of(&s);
+    let elapsed = s.ended.unwrap_or(start).duration_since(start);
+    let in_window = open_for.map(|_| {
+        let close = s.at_close.unwrap_or(counters);
+        close.since(s.at_open.unwrap_or(close))
+    });
+    Done {
+        index: s.index,
+        ended: Ended { counters, elapsed },
+        window: in_window,
+        tcp: s.tcp,
+        bufs_end: s.bufs_end,
+    }
 }
 
 /// The ends' deadlines: the flows still `open` must close within the

@@ -265,43 +265,13 @@ fn run_share(
 ) -> Result<Vec<(usize, UdpFlowEnd)>, EngineError> {
     let mut poll = Poll::new().map_err(|e| EngineError::io("creating an event loop", e))?;
     let mut bufs = buffers(plan, share.first().map(|(_, (s, _))| s))?;
-    let mut slots = Vec::with_capacity(share.len());
-    for (k, (index, (sock, count))) in share.into_iter().enumerate() {
-        sock.set_read_timeout(None)
-            .and_then(|()| sock.set_nonblocking(true))
-            .map_err(|e| EngineError::io("making a UDP data socket non-blocking", e))?;
-        if let (UdpRole::Send { size, .. }, true) = (plan.role, plan.fast.segments > 1) {
-            set_segment(&sock, size.max(1))?;
-        }
-        if let (UdpRole::Recv, true) = (plan.role, plan.fast.segments > 1) {
-            recv_batch(&sock, plan.fast)?;
-        }
-        poll.registry()
-            .register(
-                &mut SourceFd(&sock.as_raw_fd()),
-                Token(k),
-                Interest::READABLE | Interest::WRITABLE,
-            )
-            .map_err(|e| EngineError::io("registering a UDP data socket", e))?;
-        slots.push(Slot {
-            index,
-            sock,
-            machine: machine(plan, count),
-            done: false,
-            ready: false,
-            published: (0, 0),
-        });
-    }
+    let mut slots = register(share, plan, &poll)?;
     let timing = matches!(plan.role, UdpRole::Request { timing: true, .. });
     let drain = plan.drain;
     let mut lat = Latency::new();
     let mut events = Events::with_capacity(1024);
     let mut stopping_since: Option<Instant> = None;
-    // a receiving thread: when the senders said they were done, and when
-    // its flows last took a datagram
-    let mut drained_at: Option<Instant> = None;
-    let mut last_rx = Instant::now();
-    let mut taken = 0u64;
+    let mut drained = Drained::new();
     let mut ctx = Ctx {
         bufs: &mut bufs,
         stopping: false,
@@ -358,32 +328,7 @@ fn run_share(
             }
         }
         if let (UdpRole::Recv, Some(d)) = (plan.role, drain) {
-            if d.aborted() {
-                return Err(EngineError::Aborted);
-            }
-            let mine: u64 = slots
-                .iter()
-                .map(|s| match &s.machine {
-                    Machine::Recv(t) => t.received(),
-                    _ => 0,
-                })
-                .sum();
-            if mine > taken {
-                received.fetch_add(mine - taken, Ordering::Relaxed);
-                taken = mine;
-                last_rx = now;
-            }
-            if let Some(expected) = d.expected() {
-                let at = *drained_at.get_or_insert(now);
-                if received.load(Ordering::Relaxed) >= expected
-                    || now.duration_since(last_rx.max(at)) >= GRACE
-                    || now.duration_since(at) >= MAX_DRAIN
-                {
-                    for s in slots.iter_mut() {
-                        s.done = true;
-                    }
-                }
-            }
+            drained.check(&mut slots, d, received, now)?;
         }
         for s in slots.iter_mut() {
             publish(s, live);
@@ -400,28 +345,124 @@ fn run_share(
         }
     }
     let mut lat = Some(lat).filter(|l| l.count() > 0);
-    Ok(slots
-        .into_iter()
-        .map(|s| {
-            let end = match s.machine {
-                Machine::Req(mut r) => {
-                    r.out.elapsed = Duration::from_nanos(r.end_ns.wrapping_sub(r.start_ns));
-                    if let Some(l) = lat.take() {
-                        r.out.latency = l.summary();
-                        r.out.histogram = Some(Box::new(l));
-                    }
-                    UdpFlowEnd::Requested(r.out)
+    Ok(slots.into_iter().map(|s| flow_end(s, &mut lat)).collect())
+}
+
+/// The share's sockets made non-blocking, set up for the fast paths, and
+/// registered with `poll`, each with its flow machine.
+fn register<'t>(
+    share: Vec<(usize, (UdpSocket, Option<u64>))>,
+    plan: &UdpPlan<'t>,
+    poll: &Poll,
+) -> Result<Vec<Slot<'t>>, EngineError> {
+    let mut slots = Vec::with_capacity(share.len());
+    for (k, (index, (sock, count))) in share.into_iter().enumerate() {
+        sock.set_read_timeout(None)
+            .and_then(|()| sock.set_nonblocking(true))
+            .map_err(|e| EngineError::io("making a UDP data socket non-blocking", e))?;
+        if let (UdpRole::Send { size, .. }, true) = (plan.role, plan.fast.segments > 1) {
+            set_segment(&sock, size.max(1))?;
+        }
+        if let (UdpRole::Recv, true) = (plan.role, plan.fast.segments > 1) {
+            recv_batch(&sock, plan.fast)?;
+        }
+        poll.registry()
+            .register(
+                &mut SourceFd(&sock.as_raw_fd()),
+                Token(k),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .map_err(|e| EngineError::io("registering a UDP data socket", e))?;
+        slots.push(Slot {
+            index,
+            sock,
+            machine: machine(plan, count),
+            done: false,
+            ready: false,
+            published: (0, 0),
+        });
+    }
+    Ok(slots)
+}
+
+/// A receiving thread's view of the end: when the senders said they were
+/// done, when its flows last took a datagram, and what it has counted into
+/// the run's total.
+struct Drained {
+    at: Option<Instant>,
+    last_rx: Instant,
+    taken: u64,
+}
+
+impl Drained {
+    fn new() -> Drained {
+        Drained {
+            at: None,
+            last_rx: Instant::now(),
+            taken: 0,
+        }
+    }
+
+    /// Add what the flows took to `received`; once the senders are done,
+    /// every flow ends when all they sent is in, when nothing came for a
+    /// grace period, or after the longest drain.
+    fn check(
+        &mut self,
+        slots: &mut [Slot<'_>],
+        d: &(dyn Drain + Sync),
+        received: &AtomicU64,
+        now: Instant,
+    ) -> Result<(), EngineError> {
+        if d.aborted() {
+            return Err(EngineError::Aborted);
+        }
+        let mine: u64 = slots
+            .iter()
+            .map(|s| match &s.machine {
+                Machine::Recv(t) => t.received(),
+                _ => 0,
+            })
+            .sum();
+        if mine > self.taken {
+            received.fetch_add(mine - self.taken, Ordering::Relaxed);
+            self.taken = mine;
+            self.last_rx = now;
+        }
+        if let Some(expected) = d.expected() {
+            let at = *self.at.get_or_insert(now);
+            if received.load(Ordering::Relaxed) >= expected
+                || now.duration_since(self.last_rx.max(at)) >= GRACE
+                || now.duration_since(at) >= MAX_DRAIN
+            {
+                for s in slots.iter_mut() {
+                    s.done = true;
                 }
-                Machine::Resp(mut e, start, _) => {
-                    e.elapsed = start.elapsed();
-                    UdpFlowEnd::Answered(e)
-                }
-                Machine::Send(s) => UdpFlowEnd::Sent(s.finish()),
-                Machine::Recv(t) => UdpFlowEnd::Received(t.finish()),
-            };
-            (s.index, end)
-        })
-        .collect())
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a flow ended with; the thread's latency goes with its first
+/// requester.
+fn flow_end(s: Slot<'_>, lat: &mut Option<Latency>) -> (usize, UdpFlowEnd) {
+    let end = match s.machine {
+        Machine::Req(mut r) => {
+            r.out.elapsed = Duration::from_nanos(r.end_ns.wrapping_sub(r.start_ns));
+            if let Some(l) = lat.take() {
+                r.out.latency = l.summary();
+                r.out.histogram = Some(Box::new(l));
+            }
+            UdpFlowEnd::Requested(r.out)
+        }
+        Machine::Resp(mut e, start, _) => {
+            e.elapsed = start.elapsed();
+            UdpFlowEnd::Answered(e)
+        }
+        Machine::Send(s) => UdpFlowEnd::Sent(s.finish()),
+        Machine::Recv(t) => UdpFlowEnd::Received(t.finish()),
+    };
+    (s.index, end)
 }
 
 /// What driving a flow needs besides the flow.

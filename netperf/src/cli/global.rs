@@ -1,6 +1,19 @@
 //! netperf's global options: everything before `--`.
 
-use optparse::{Arity, OptDef};
+use std::path::PathBuf;
+
+use optparse::{
+    Arity, Occurrence, OptDef, Parsed,
+    value::{self, AddrFamily},
+};
+
+use proto::Protocol;
+
+use super::{
+    plan::{AuthSource, Confidence, DialectChoice, Invocation, Length, Plan, Units},
+    test_name::TestName,
+    values::*,
+};
 
 /// Every global option netperf 2.7 takes, with its meaning here. Options
 /// netperf only honours in special builds are accepted and have no effect,
@@ -241,3 +254,360 @@ pub const OPTIONS: &[OptDef] = &[
         "Authenticate to netserver with the key in this file",
     ),
 ];
+
+/// What `-i`, `-I` and `-r` said, read once every option is.
+#[derive(Default)]
+struct Asked {
+    iterations: Option<(Option<i64>, Option<i64>)>,
+    level_width: Option<(Option<f64>, Option<f64>)>,
+    result_only: bool,
+}
+
+/// What the global options say, into the plan.
+pub(crate) fn apply(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliError> {
+    let mut st = Asked::default();
+    for occ in &p.options {
+        if let Some(inv) = option(occ, plan, &mut st)? {
+            return Ok(Some(inv));
+        }
+    }
+    if st.iterations.is_some() || st.level_width.is_some() {
+        plan.confidence = Some(confidence(st.iterations, st.level_width, st.result_only)?);
+    }
+    let (protocol, _, _) = plan.name.defaults();
+    plan.socket_type_label = match protocol {
+        Protocol::Tcp => "Stream",
+        Protocol::Udp => "Datagram",
+    };
+    Ok(None)
+}
+
+/// netperf's `-I`/`-i` rules: `-I` alone means 3 to 10 iterations; `-i`
+/// alone means 99% and 5%; iteration counts are kept between 3 and 30, and
+/// max is raised to min.
+fn confidence(
+    iterations: Option<(Option<i64>, Option<i64>)>,
+    level_width: Option<(Option<f64>, Option<f64>)>,
+    result_only: bool,
+) -> Result<Confidence, CliError> {
+    let (level, width) = level_width.unwrap_or((None, None));
+    let level = level.unwrap_or(99.0);
+    if !(50.0..=99.9).contains(&level) {
+        return Err(CliError(format!(
+            "-I: confidence level {level} is not between 50 and 99.9 percent"
+        )));
+    }
+    let width = width.unwrap_or(5.0);
+    if !(width > 0.0 && width <= 100.0) {
+        return Err(CliError(format!(
+            "-I: interval width {width}% is not more than 0 and at most 100"
+        )));
+    }
+    let (max, min) = match iterations {
+        Some((max, min)) => (max.unwrap_or(1), min.unwrap_or(1)),
+        None => (10, 3),
+    };
+    let max = max.max(min);
+    let clamp = |n: i64| n.clamp(3, 30) as u32;
+    Ok(Confidence {
+        level,
+        width: width / 100.0,
+        max_iterations: clamp(max),
+        min_iterations: clamp(min),
+        result_only,
+    })
+}
+
+/// netperf 2.7's own global options: help, versions, alignment, CPU, output.
+fn option(
+    occ: &Occurrence,
+    plan: &mut Plan,
+    st: &mut Asked,
+) -> Result<Option<Invocation>, CliError> {
+    let v = occ.value.as_deref().unwrap_or("");
+    let o = occ.spelled.as_str();
+    match occ.id {
+        "help" => return Ok(Some(Invocation::Help)),
+        "version" => return Ok(Some(Invocation::Version)),
+        "our_version" => return Ok(Some(Invocation::OurVersion)),
+        "local_align" | "remote_align" | "local_offset" | "remote_offset" => {
+            let (a, b) = value::pair(v);
+            let a = a.map(|x| unsigned(o, x, &mut plan.warnings)).transpose()?;
+            let b = b.map(|x| unsigned(o, x, &mut plan.warnings)).transpose()?;
+            let align = occ.id.ends_with("align");
+            if align && (a == Some(0) || b == Some(0)) {
+                return Err(CliError(format!(
+                    "{o}: an alignment of 0 is not one (netperf 2.7 crashes on it); give 1 or more"
+                )));
+            }
+            let side = if occ.id.starts_with("local") {
+                &mut plan.local
+            } else {
+                &mut plan.remote
+            };
+            let (send, recv) = if align {
+                (&mut side.send_align, &mut side.recv_align)
+            } else {
+                (&mut side.send_offset, &mut side.recv_offset)
+            };
+            if let Some(a) = a {
+                *send = a;
+            }
+            if let Some(b) = b {
+                *recv = b;
+            }
+        }
+        // netperf 2.7 says so only when the first value is given
+        "interval_burst" if value::pair_explicit(v).0.is_some() => plan
+            .notices
+            .push("Packet burst size is not compiled in. ".into()),
+        "interval_wait" if value::pair_explicit(v).0.is_some() => plan
+            .notices
+            .push("Packet rate control is not compiled in.".into()),
+        "interval_burst" | "interval_wait" => {}
+        "local_dirty" | "remote_dirty" => {
+            plan.notices.push("I don't know how to get dirty.".into())
+        }
+        "brand" => plan.brand = Some(v.to_string()),
+        "local_cpu" => plan.local_cpu = true,
+        "remote_cpu" => plan.remote_cpu = true,
+        "debug" => plan.debug = plan.debug.saturating_add(1),
+        "demo" => {
+            let (secs, _units) = value::pair_explicit(v);
+            let secs = match secs {
+                Some(s) => value::float(s).map_err(|e| bad(o, e))?,
+                None => 1.0,
+            };
+            if secs == 0.0 {
+                return Err(CliError(format!("{o}: the interval must not be 0")));
+            }
+            if secs.abs() > 86_400.0 {
+                return Err(CliError(format!(
+                    "{o}: '{}' s is longer than a day; interim results come at most a day apart",
+                    secs.abs()
+                )));
+            }
+            plan.interim = Some((secs.abs(), secs < 0.0));
+        }
+        "format" => plan.units = Some(Units::parse(v, &mut plan.warnings)),
+        "fill" => {
+            let (local, remote) = value::pair_explicit(v);
+            if let Some(f) = local {
+                plan.fill_file = Some(PathBuf::from(f));
+            }
+            if let Some(r) = remote {
+                if r.len() >= 32 {
+                    return Err(CliError(format!(
+                        "{o}: the remote fill file name must be less than 32 characters, as in netperf 2.7"
+                    )));
+                }
+                plan.remote_fill = true;
+            }
+        }
+        _ => return run_option(occ, plan, st),
+    }
+    Ok(None)
+}
+
+/// What to run where: hosts, ports, length, iterations, the test.
+fn run_option(
+    occ: &Occurrence,
+    plan: &mut Plan,
+    st: &mut Asked,
+) -> Result<Option<Invocation>, CliError> {
+    let v = occ.value.as_deref().unwrap_or("");
+    let o = occ.spelled.as_str();
+    match occ.id {
+        "host" => {
+            let (host, fam) = value::pair_explicit(v);
+            if let Some(h) = host {
+                plan.host = Some(h.to_string());
+            }
+            if let Some(f) = fam {
+                plan.family = family_of(o, f, &mut plan.warnings);
+            }
+        }
+        "iterations" => {
+            let (max, min) = value::pair(v);
+            let max = max.map(|x| num(o, x, &mut plan.warnings)).transpose()?;
+            let min = min.map(|x| num(o, x, &mut plan.warnings)).transpose()?;
+            let prev = st.iterations.unwrap_or((None, None));
+            st.iterations = Some((max.or(prev.0), min.or(prev.1)));
+        }
+        "confidence" => {
+            let (level, width) = value::pair(v);
+            let level = level.map(value::float).transpose().map_err(|e| bad(o, e))?;
+            // netperf 2.7 takes a width that is 0 or not a number as 5%
+            let width = match (width, v.contains(',')) {
+                (Some(w), true) => match value::atof(w) {
+                    r if r.value > 0.0 => {
+                        taken(o, w, r.clean, r.value, &mut plan.warnings);
+                        Some(r.value)
+                    }
+                    _ => {
+                        plan.warnings.push(format!(
+                            "warning: {o} width '{w}' is not more than 0: 5%, as netperf 2.7 takes it"
+                        ));
+                        None
+                    }
+                },
+                _ => None,
+            };
+            let prev = st.level_width.unwrap_or((None, None));
+            st.level_width = Some((level.or(prev.0), width.or(prev.1)));
+        }
+        "length" => {
+            let r = value::convert(v).map_err(|e| bad(o, e))?;
+            let n = r.value;
+            // (`30s`, `30secs` are seconds, as netperf 2.7's manual says)
+            let seconds = ["seconds", "secs", "sec", "s"]
+                .iter()
+                .find_map(|u| v.trim().strip_suffix(u))
+                .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+            taken(
+                o,
+                v,
+                r.clean || seconds,
+                if n == 0 {
+                    "0: the test runs until it is interrupted".to_string()
+                } else {
+                    n.to_string()
+                },
+                &mut plan.warnings,
+            );
+            plan.length = if n < 0 {
+                Length::Count(n.unsigned_abs())
+            } else {
+                Length::Seconds(n as u64)
+            };
+        }
+        "local_host" => {
+            let (host, fam) = value::pair_explicit(v);
+            if let Some(h) = host {
+                plan.local_host = Some(h.to_string());
+            }
+            if let Some(f) = fam {
+                plan.local_family = family_of(o, f, &mut plan.warnings);
+            }
+        }
+        "num_cpus" => {
+            plan.num_cpus =
+                u32::try_from(atoi(o, v, &mut plan.warnings)?.max(0)).unwrap_or(u32::MAX)
+        }
+        "no_control" => {
+            return Err(CliError(
+                "-N: netperf 2.7's tests without a control connection (against the discard, echo and chargen services) are not supported; run a netserver on the far host".into(),
+            ));
+        }
+        "port" => {
+            let (port, lport) = value::pair_explicit(v);
+            if let Some(port) = port {
+                plan.port = port_of(o, port, &mut plan.warnings)?;
+            }
+            if let Some(l) = lport {
+                plan.local_port = Some(port_of(o, l, &mut plan.warnings)?);
+            }
+        }
+        "headers" => plan.headers = num(o, v, &mut plan.warnings)? != 0,
+        "result_confidence_only" => st.result_only = true,
+        "wait" => {
+            let n = num(o, v, &mut plan.warnings)?;
+            plan.wait_secs = n.max(0) as u64;
+        }
+        "keepalive" => plan.keepalive = true,
+        "test" => {
+            plan.name = TestName::from_name(v).ok_or_else(|| {
+                CliError(format!(
+                    "-t: unknown test '{v}'; this netperf runs {}",
+                    TestName::ALL.map(|k| k.name()).join(", ")
+                ))
+            })?;
+        }
+        _ => return output_option(occ, plan, st),
+    }
+    Ok(None)
+}
+
+/// CPU binding, verbosity, priorities, and this netperf's own options.
+fn output_option(
+    occ: &Occurrence,
+    plan: &mut Plan,
+    _: &mut Asked,
+) -> Result<Option<Invocation>, CliError> {
+    let v = occ.value.as_deref().unwrap_or("");
+    let o = occ.spelled.as_str();
+    match occ.id {
+        "cpu_bind" => {
+            // netperf 2.7 leaves a CPU it cannot bind to (negative,
+            // or not this host's) unbound, and runs
+            let (l, r) = value::pair(v);
+            let have = engine::cpu::count();
+            let mut cpu = |x: &str, ours: bool| -> Result<Option<u32>, CliError> {
+                let n = num(o, x, &mut plan.warnings)?;
+                let c = u32::try_from(n).ok().filter(|&c| !ours || c < have);
+                if c.is_none() {
+                    warn(
+                        &mut plan.warnings,
+                        format!(
+                            "warning: {o} '{x}': {} has no CPU {n}: not bound, as netperf 2.7 goes on",
+                            if ours { "this host" } else { "a host" }
+                        ),
+                    );
+                }
+                Ok(c)
+            };
+            plan.local.cpu_bind = l.map(|x| cpu(x, true)).transpose()?.flatten();
+            plan.remote.cpu_bind = r.map(|x| cpu(x, false)).transpose()?.flatten();
+        }
+        "verbosity" => {
+            let n = num(o, v, &mut plan.warnings)?;
+            plan.verbosity = n.clamp(0, 9) as u8;
+        }
+        "width" => {
+            // 0 (or not a number) is netperf 2.7's default width
+            let (s, r) = value::pair(v);
+            if let Some(s) = s {
+                plan.local.send_width =
+                    Some(unsigned(o, s, &mut plan.warnings)?).filter(|&w| w > 0);
+            }
+            if let Some(r) = r {
+                plan.local.recv_width =
+                    Some(unsigned(o, r, &mut plan.warnings)?).filter(|&w| w > 0);
+            }
+        }
+        "priority" => {
+            // netperf 2.7 sets a priority of 0 or more, leaves a negative
+            let (l, r) = value::pair(v);
+            let mut prio = |x: &str| -> Result<Option<u32>, CliError> {
+                Ok(u32::try_from(num(o, x, &mut plan.warnings)?).ok())
+            };
+            plan.local.priority = l.map(&mut prio).transpose()?.flatten();
+            plan.remote.priority = r.map(&mut prio).transpose()?.flatten();
+        }
+        "tos" => {
+            let (l, r) = value::pair(v);
+            plan.local.tos = l.and_then(|s| tos(o, s, &mut plan.warnings));
+            plan.remote.tos = r.and_then(|s| tos(o, s, &mut plan.warnings));
+        }
+        "passphrase" => plan.auth = Some(AuthSource::Passphrase(v.to_string())),
+        "ipv4" => plan.family = AddrFamily::V4,
+        "ipv6" => plan.family = AddrFamily::V6,
+        "json" => plan.json = true,
+        "dialect" => {
+            plan.dialect = match v.to_ascii_lowercase().as_str() {
+                "auto" => DialectChoice::Auto,
+                "native" => DialectChoice::Native,
+                "netperf2" | "netperf" | "2.7" => DialectChoice::Netperf2,
+                _ => {
+                    return Err(CliError(format!(
+                        "{o}: '{v}' is not a dialect: auto, native or netperf2"
+                    )));
+                }
+            }
+        }
+        "key_file" => plan.auth = Some(AuthSource::File(PathBuf::from(v))),
+        "histogram" => plan.histogram = true,
+        other => return Err(unhandled(other)),
+    }
+    Ok(None)
+}

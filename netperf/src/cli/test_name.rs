@@ -9,7 +9,7 @@
 
 use proto::{Protocol, TestKind};
 
-use super::CliError;
+use super::values::CliError;
 
 /// A test as `-t` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

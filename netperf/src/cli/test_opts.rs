@@ -5,7 +5,17 @@
 //! that any option netperf accepts after `--` is accepted here. Each test
 //! family reads the options that mean something to it.
 
-use optparse::{Arity, OptDef};
+use optparse::{
+    Arity, Occurrence, OptDef, Parsed,
+    value::{self, AddrFamily},
+};
+use proto::{Protocol, TestKind};
+
+use super::{
+    plan::{Invocation, MAX_FLOWS, Plan, Selection, SelectorStyle},
+    test_name::{self, TestName},
+    values::*,
+};
 
 pub const OPTIONS: &[OptDef] = &[
     OptDef::flag(
@@ -292,3 +302,448 @@ pub const OPTIONS: &[OptDef] = &[
         "Do not time each transaction (to measure what timing costs)",
     ),
 ];
+
+/// What `--` options said about the direction and protocol, resolved once
+/// every option is read.
+#[derive(Debug, Default)]
+struct Shape {
+    /// `-d`'s bits (OMNI): they replace what `-m`, `-M`, `-r` implied.
+    explicit: Option<u32>,
+    /// The bits `-m`, `-M`, `-r` imply (OMNI only).
+    implied: u32,
+    protocol: Option<Protocol>,
+    /// `-T` named a protocol netperf 2.7 does not know: it runs TCP.
+    default_protocol: bool,
+    connection: bool,
+    socket_type: Option<String>,
+    /// `-R`.
+    routing: Option<bool>,
+}
+
+/// OMNI's options that the classic grammar of TCP_SENDFILE, TCP_CC and
+/// TCP_MSS does not have (its letters are `aAbCDnNhHLmMpPrRsSTVwWz46`):
+/// netperf 2.7 reads each as -4 and ignores it.
+const CLASSIC_UNKNOWN: &[&str] = &[
+    "pktinfo",
+    "connection_test",
+    "direction",
+    "recv_timeout",
+    "mtu_discover",
+    "fastopen",
+    "so_debug",
+    "mss",
+    "check_interval",
+    "use_write",
+    "parallel",
+    "keyval",
+    "cong_control",
+    "multicast_ttl",
+    "csv",
+    "human",
+    "pacing",
+    "socket_type",
+    "uuid",
+    "dont_give_up",
+];
+
+/// What the test-specific options say, into the plan.
+pub(crate) fn apply(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, CliError> {
+    let mut shape = Shape::default();
+    let omni_options = plan.name.takes_omni_options();
+    for occ in &p.options {
+        let o = occ.spelled.as_str();
+        // netperf 2.7's TCP_SENDFILE, TCP_CC and TCP_MSS have the classic
+        // grammar, without OMNI's options.
+        if !omni_options && CLASSIC_UNKNOWN.contains(&occ.id) {
+            plan.warnings.push(format!(
+                "warning: {o} is not an option of {}, ignored (netperf 2.7 reads it as -4)",
+                plan.name
+            ));
+            plan.data_family = AddrFamily::V4;
+            continue;
+        }
+        // the classic grammar takes -T's value and ignores it, and -z
+        if !omni_options && matches!(occ.id, "protocol" | "classic_z") {
+            continue;
+        }
+        if let Some(inv) = option(occ, plan, &mut shape)? {
+            return Ok(Some(inv));
+        }
+    }
+    resolve_shape(plan, shape)
+}
+
+/// The data path: family, burst, direction, sockets' own options, hosts, output.
+fn option(
+    occ: &Occurrence,
+    plan: &mut Plan,
+    shape: &mut Shape,
+) -> Result<Option<Invocation>, CliError> {
+    let v = occ.value.as_deref().unwrap_or("");
+    let o = occ.spelled.as_str();
+    let omni = plan.name == TestName::Omni;
+    match occ.id {
+        "help" => return Ok(Some(Invocation::TestHelp)),
+        optparse::BAD_OPTION | "ipv4" => plan.data_family = AddrFamily::V4,
+        // OMNI has no -z: netperf 2.7 reads it as -4
+        "classic_z" => {
+            plan.warnings.push(format!(
+                "warning: {o} is not an option of {}, ignored (netperf 2.7 reads it as -4)",
+                plan.name
+            ));
+            plan.data_family = AddrFamily::V4;
+        }
+        "ipv6" => plan.data_family = AddrFamily::V6,
+        // netperf 2.7 takes a negative burst as none at all (its manual
+        // still describes a ramp-up that a negative value skipped; we
+        // never ramp up).
+        "burst" => {
+            let n = atoi(o, v, &mut plan.warnings)?;
+            plan.burst = u32::try_from(n.max(0))
+                .map_err(|_| CliError(format!("{o}: '{v}' is more than {}", u32::MAX)))?;
+        }
+        "connection_test" => shape.connection = true,
+        "cork" => plan.local_only.cork = true,
+        "direction" => {
+            if !omni {
+                // netperf 2.7 reads -d for OMNI only; a named test keeps
+                // its direction.
+                return Ok(None);
+            }
+            let (bits, unknown) = test_name::parse_direction(v);
+            for u in unknown {
+                plan.warnings.push(format!(
+                    "warning: {o} '{u}' is not a direction; read as 0, as netperf 2.7 does (send, recv, rr or a number)"
+                ));
+            }
+            shape.explicit = Some(bits);
+        }
+        "nodelay" => {
+            plan.local.nodelay = true;
+            plan.remote.nodelay = true;
+        }
+        "recv_timeout" => {
+            // netperf takes whole seconds; fractions are ours (-e
+            // 0.01). 0, or not a number, is no timeout, as in 2.7.
+            let r = value::atof(v);
+            if r.value == 0.0 {
+                taken(o, v, r.clean, "0: no timeout", &mut plan.warnings);
+                plan.recv_timeout = None;
+                return Ok(None);
+            }
+            if !(0.001..=3600.0).contains(&r.value) {
+                return Err(CliError(format!(
+                    "{o}: '{v}' is not between 0.001 and 3600 seconds (0: no timeout)"
+                )));
+            }
+            taken(o, v, r.clean, r.value, &mut plan.warnings);
+            plan.recv_timeout = Some(std::time::Duration::from_secs_f64(r.value));
+        }
+        "mtu_discover" => plan.local_only.mtu_discover = true,
+        "fastopen" => plan.local_only.fastopen = true,
+        "so_debug" => plan.local_only.so_debug = true,
+        "mss" => {
+            let n = atoi(o, v, &mut plan.warnings)?;
+            plan.local_only.mss = u32::try_from(n).ok().filter(|&n| n > 0);
+        }
+        "data_host" => {
+            let (host, fam) = value::pair_explicit(v);
+            if let Some(h) = host {
+                plan.data_host = Some(strip_mask(h).to_string());
+            }
+            if let Some(f) = fam {
+                plan.data_family = family_of(o, f, &mut plan.warnings);
+            }
+        }
+        "check_interval" => plan.warnings.push(format!(
+            "warning: {o}: netperf 2.7 removed this option; ignored"
+        )),
+        "use_write" => plan.local_only.use_write = true,
+        // netperf 2.7 stores -j and never uses it; -l is a multicast
+        // TTL, -w nothing, -U and -B change nothing on Linux.
+        "parallel" | "multicast_ttl" | "wait" | "dont_give_up" | "pktinfo" => {}
+        "keyval" | "csv" | "human" => {
+            let style = match occ.id {
+                "keyval" => SelectorStyle::KeyVal,
+                "csv" => SelectorStyle::Csv,
+                _ => SelectorStyle::Columns,
+            };
+            if occ.value.as_deref() == Some("?") {
+                return Ok(Some(Invocation::ListSelectors {
+                    one_line: style != SelectorStyle::Columns,
+                    ours: plan.verbosity >= 3,
+                }));
+            }
+            plan.selection = Some(Selection {
+                style,
+                spec: occ.value.clone(),
+            });
+        }
+        "cong_control" => {
+            let (l, r) = value::pair(v);
+            plan.local.cong_control = l.map(str::to_string);
+            plan.remote.cong_control = r.map(str::to_string);
+        }
+        "local_data" => {
+            let (host, fam) = value::pair_explicit(v);
+            if let Some(h) = host {
+                plan.data_local = Some(strip_mask(h).to_string());
+            }
+            if let Some(f) = fam {
+                plan.data_family = family_of(o, f, &mut plan.warnings);
+            }
+        }
+        // A size of 0 (or not a number) is the default size, as in
+        // netperf 2.7. The classic TCP_SENDFILE, TCP_CC and TCP_MSS
+        // take the whole word as one size (`-m 1,64K` is 1024 there).
+        _ => return size_option(occ, plan, shape),
+    }
+    Ok(None)
+}
+
+/// Sizes, ports, pacing, buffers, protocol.
+fn size_option(
+    occ: &Occurrence,
+    plan: &mut Plan,
+    shape: &mut Shape,
+) -> Result<Option<Invocation>, CliError> {
+    let v = occ.value.as_deref().unwrap_or("");
+    let o = occ.spelled.as_str();
+    let omni_options = plan.name.takes_omni_options();
+    match occ.id {
+        "send_size" => {
+            let (l, r) = if omni_options {
+                value::pair_explicit(v)
+            } else {
+                (Some(v), None)
+            };
+            if let Some(l) = l {
+                plan.local.send_size = Some(unsigned(o, l, &mut plan.warnings)?).filter(|&n| n > 0);
+                shape.implied |= test_name::XMIT;
+            }
+            if let Some(r) = r {
+                plan.remote.send_size =
+                    Some(unsigned(o, r, &mut plan.warnings)?).filter(|&n| n > 0);
+                shape.implied |= test_name::RECV;
+            }
+        }
+        "recv_size" => {
+            // netperf: the first value is the remote receive size.
+            let (r, l) = if omni_options {
+                value::pair_explicit(v)
+            } else {
+                (Some(v), None)
+            };
+            if let Some(r) = r {
+                plan.remote.recv_size =
+                    Some(unsigned(o, r, &mut plan.warnings)?).filter(|&n| n > 0);
+                shape.implied |= test_name::XMIT;
+            }
+            if let Some(l) = l {
+                plan.local.recv_size = Some(unsigned(o, l, &mut plan.warnings)?).filter(|&n| n > 0);
+                shape.implied |= test_name::RECV;
+            }
+        }
+        "local_connected" => plan.local_only.connected_udp = true,
+        "remote_connected" => plan.remote_connected_udp = true,
+        "port_range" => {
+            let (lo, hi) = value::pair(v);
+            let mut atoi_port = |s: &str| -> Result<u16, CliError> {
+                let n = atoi(o, s, &mut plan.warnings)?;
+                u16::try_from(n)
+                    .map_err(|_| CliError(format!("{o}: '{s}' is not a port number (0 to 65535)")))
+            };
+            let lo = lo.map(&mut atoi_port).transpose()?;
+            let hi = hi.map(&mut atoi_port).transpose()?;
+            let (lo, hi) = (lo.unwrap_or(5000), hi.unwrap_or(65535));
+            // 0,0: netperf 2.7 binds port 0, the kernel choosing each
+            if hi < lo || (lo == 0 && hi != 0) {
+                return Err(CliError(format!("{o}: '{v}' is not a port range min,max")));
+            }
+            plan.port_range = Some((lo, hi));
+        }
+        "data_port" => {
+            let (l, r) = value::pair(v);
+            plan.local_data_port = l.map(|x| port_of(o, x, &mut plan.warnings)).transpose()?;
+            plan.remote_data_port = r.map(|x| port_of(o, x, &mut plan.warnings)).transpose()?;
+        }
+        "pacing" => {
+            let n = atoi(o, v, &mut plan.warnings)?;
+            plan.local_only.pacing = u64::try_from(n).ok().filter(|&n| n > 0);
+        }
+        "rr_size" => {
+            let (q, r) = value::pair(v);
+            if let Some(q) = q {
+                plan.request_size = unsigned(o, q, &mut plan.warnings)?;
+                plan.request_size_given = true;
+            }
+            if let Some(r) = r {
+                plan.response_size = unsigned(o, r, &mut plan.warnings)?;
+            }
+            shape.implied |= test_name::XMIT | test_name::RECV;
+        }
+        "routing" => {
+            shape.routing = Some(atoi(o, v, &mut plan.warnings)? != 0);
+        }
+        // netperf 2.7 sets a buffer of 0 or more (0: the kernel's
+        // least), and leaves a negative one
+        "local_bufs" | "remote_bufs" => {
+            let (s, r) = value::pair(v);
+            let mut buf = |x: &str| -> Result<Option<u32>, CliError> {
+                let n = num(o, x, &mut plan.warnings)?;
+                Ok(u32::try_from(n).ok())
+            };
+            let (send, recv) = (
+                s.map(&mut buf).transpose()?.flatten(),
+                r.map(&mut buf).transpose()?.flatten(),
+            );
+            let side = if occ.id == "local_bufs" {
+                &mut plan.local
+            } else {
+                &mut plan.remote
+            };
+            if s.is_some() {
+                side.send_buf = send;
+            }
+            if r.is_some() {
+                side.recv_buf = recv;
+            }
+        }
+        "socket_type" => shape.socket_type = Some(v.to_string()),
+        "protocol" => match test_name::parse_protocol(o, v)? {
+            test_name::ProtocolWord::Known(p) => {
+                shape.protocol = Some(p);
+                shape.default_protocol = false;
+            }
+            test_name::ProtocolWord::Default => {
+                plan.warnings.push(format!(
+                    "warning: {o} '{v}' is not a protocol this netperf knows; TCP runs, as in netperf 2.7"
+                ));
+                shape.protocol = Some(Protocol::Tcp);
+                shape.default_protocol = true;
+            }
+        },
+        _ => return our_option(occ, plan, shape),
+    }
+    Ok(None)
+}
+
+/// This netperf's own options: fast paths, flows, threads, windows.
+fn our_option(
+    occ: &Occurrence,
+    plan: &mut Plan,
+    _: &mut Shape,
+) -> Result<Option<Invocation>, CliError> {
+    let v = occ.value.as_deref().unwrap_or("");
+    let o = occ.spelled.as_str();
+    let size = |s: &str| size(o, s);
+    match occ.id {
+        "uuid" => plan.uuid = Some(v.chars().take(37).collect()),
+        "copy_avoid" => plan.copy_avoidance = true,
+        "defer_accept" => plan.defer_accept = true,
+        "send_width" => {
+            plan.local.send_width = Some(unsigned(o, v, &mut plan.warnings)?).filter(|&w| w > 0)
+        }
+        "rate" => plan.rate_bps = Some(value::bits_per_second(v).map_err(|e| bad(o, e))?),
+        "spin" => plan.spin = true,
+        "batch" => {
+            let n = value::int(v).map_err(|e| bad(o, e))?;
+            let max = proto::test::MAX_UDP_BATCH;
+            if !(1..=i64::from(max)).contains(&n) {
+                return Err(CliError(format!(
+                    "{o}: '{v}': a batch goes from 1 to {max} datagrams"
+                )));
+            }
+            plan.udp_batch = n as u32;
+        }
+        "gso" => plan.udp_gso = Some(size(v)?.max(1)),
+        "zerocopy" => plan.zerocopy = true,
+        "no_latency" => plan.latency = false,
+        "flows" => {
+            let n = value::int(v).map_err(|e| bad(o, e))?;
+            if !(1..=MAX_FLOWS as i64).contains(&n) {
+                return Err(CliError(format!(
+                    "{o}: '{v}': flows go from 1 to {MAX_FLOWS}"
+                )));
+            }
+            plan.flows = n as u32;
+        }
+        "threads" => {
+            let n = value::int(v).map_err(|e| bad(o, e))?;
+            if n < 1 {
+                return Err(CliError(format!("{o}: '{v}': at least one thread")));
+            }
+            plan.threads = Some(n.min(i64::from(MAX_FLOWS)) as u32);
+        }
+        "cpus" => plan.cpus = cpu_list(o, v)?,
+        "warmup" | "cooldown" => {
+            let secs = value::float(v).map_err(|e| bad(o, e))?;
+            if !(0.0..=3600.0).contains(&secs) {
+                return Err(CliError(format!(
+                    "{o}: '{v}' is not between 0 and 3600 seconds"
+                )));
+            }
+            let ms = (secs * 1000.0).round() as u32;
+            let w = plan.window.get_or_insert_with(proto::Window::default);
+            if occ.id == "warmup" {
+                w.warmup_ms = ms;
+            } else {
+                w.cooldown_ms = ms;
+            }
+        }
+        other => return Err(unhandled(other)),
+    }
+    Ok(None)
+}
+
+/// Turn the name's defaults and what `--` said into the data path.
+fn resolve_shape(plan: &mut Plan, shape: Shape) -> Result<Option<Invocation>, CliError> {
+    let (default_protocol, default_dir, default_conn) = plan.name.defaults();
+    let protocol = if plan.name.takes_omni_options() {
+        shape.protocol.unwrap_or(default_protocol)
+    } else {
+        default_protocol
+    };
+    let mut dir = default_dir;
+    if plan.name == TestName::Omni {
+        dir = shape.explicit.unwrap_or(shape.implied);
+        if dir == 0 && !shape.connection {
+            dir = test_name::XMIT;
+        }
+    }
+    let connection = default_conn || (shape.connection && plan.name.takes_omni_options());
+    if plan.name.is_info() {
+        plan.test = TestKind::TcpStream;
+        return Ok(None);
+    }
+    plan.test = test_name::resolve(plan.name, protocol, dir, connection)?;
+    if let Some(t) = &shape.socket_type {
+        let want = match protocol {
+            Protocol::Tcp => "stream",
+            Protocol::Udp => "dgram",
+        };
+        if !t.contains(want) {
+            return Err(CliError(format!(
+                "-- -t {t}: the socket type must match the protocol ({want} for {}); netperf 2.7 hangs here",
+                match protocol {
+                    Protocol::Tcp => "TCP",
+                    Protocol::Udp => "UDP",
+                }
+            )));
+        }
+    }
+    plan.protocol_label = match (shape.default_protocol, protocol) {
+        (true, _) => "IP Default",
+        (false, Protocol::Tcp) => "TCP",
+        (false, Protocol::Udp) => "UDP",
+    };
+    // netperf 2.7: no routing for UDP tests that do not expect answers,
+    // unless -R says otherwise.
+    let dont_route = match shape.routing {
+        Some(allowed) => !allowed,
+        None => protocol == Protocol::Udp && !plan.test.is_rr(),
+    };
+    plan.local.dont_route = dont_route;
+    plan.remote.dont_route = dont_route;
+    Ok(None)
+}

@@ -3,6 +3,7 @@
 use super::*;
 
 use super::test_plan as plan;
+use optparse::value::AddrFamily;
 
 fn err(words: &[&str]) -> String {
     let v: Vec<String> = words.iter().map(|s| s.to_string()).collect();

@@ -15,8 +15,8 @@ use engine::{
 use proto::{Capabilities, Grant, SideResults, TestKind, test::Resolved};
 
 use super::{
-    FlowEnd,
     lifecycle::{Family, Local, Ours, Prepared, Run},
+    measure::FlowEnd,
 };
 use crate::cli::{Length, Plan};
 
@@ -97,7 +97,7 @@ impl Family for Crr {
             until: Until::Stopped,
             timing: r.ctx.timing,
             side: plan.local.clone(),
-            local: super::local_opts(plan),
+            local: super::context::local_opts(plan),
             conv: r.conv,
             flow: 0,
         };
@@ -114,7 +114,7 @@ impl Family for Crr {
             CrrRequester {
                 ports,
                 until: match plan.length {
-                    Length::Count(c) => Until::Transactions(super::share(c, n, i)),
+                    Length::Count(c) => Until::Transactions(super::context::share(c, n, i)),
                     Length::Seconds(_) => Until::Stopped,
                 },
                 flow: i as u32,
@@ -125,7 +125,7 @@ impl Family for Crr {
             vec![Ok(crr::requester(&flow(0), r.stop, &r.ctx.live)?)]
         } else {
             let plan = evloop::crr::CrrPlan {
-                threads: super::threads(plan),
+                threads: super::context::threads(plan),
                 cpus: &plan.cpus,
                 linger: Duration::from_secs(60),
             };

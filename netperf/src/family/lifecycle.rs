@@ -18,9 +18,12 @@ use proto::{
 };
 use socket2::{SockRef, Socket};
 
-use super::{Context, FlowEnd, Measurement, Side, crr, rr, stream, udp};
+use super::{
+    context::{self, Context},
+    measure::{FlowEnd, Measurement, Side},
+};
 use crate::{
-    cli::{Length, Plan, TestName},
+    cli::{Length, Plan},
     control::Control,
     debug, interrupt,
 };
@@ -87,7 +90,7 @@ pub(crate) trait Family {
     /// The timer that ends the data phase on our side (none when the
     /// netserver's clock ends it).
     fn timer(&self, plan: &Plan, stop: &StopFlag) -> Result<Option<Timer>> {
-        super::length_timer(plan, stop)
+        context::length_timer(plan, stop)
     }
     /// The data phase, until `r.stop` or its count.
     fn run(&mut self, r: &Run<'_>, ours: &Ours) -> Result<Local>;
@@ -105,42 +108,16 @@ pub(crate) trait Family {
     ) -> Result<()>;
 }
 
-/// The family of the plan's test.
-fn family_for(plan: &Plan) -> Result<Box<dyn Family>> {
-    if (plan.flows > 1 || plan.window.is_some())
-        && matches!(plan.name, TestName::TcpSendfile | TestName::TcpMss)
-    {
-        bail!(
-            "--flows, --warmup, --cooldown: {} runs one flow, as netperf 2.7 does (TCP_STREAM takes them)",
-            plan.name.name()
-        );
-    }
-    if plan.window.is_some()
-        && !matches!(
-            plan.test,
-            TestKind::TcpStream | TestKind::TcpMaerts | TestKind::TcpRr
-        )
-    {
-        bail!(
-            "--warmup/--cooldown: {} runs with no window; they are for TCP_STREAM, TCP_MAERTS and TCP_RR",
-            plan.name.name()
-        );
-    }
-    Ok(match plan.test {
-        TestKind::TcpStream | TestKind::TcpMaerts => Box::new(stream::Streams::default()),
-        TestKind::TcpRr => Box::new(rr::TcpRr::default()),
-        TestKind::TcpCrr | TestKind::TcpCc => Box::new(crr::Crr::default()),
-        TestKind::UdpStream => Box::new(udp::UdpSend::default()),
-        TestKind::UdpMaerts => Box::new(udp::UdpReceive::default()),
-        TestKind::UdpRr => Box::new(udp::UdpRr::default()),
-    })
-}
-
 /// Run one iteration of the plan's test. If it fails and the netserver
 /// said why (it is shutting down, it gave up on a flow), that is the error.
-pub fn run_once(plan: &Plan, d: &mut Control, ctx: &Context) -> Result<Measurement> {
+pub(crate) fn run_once(
+    plan: &Plan,
+    d: &mut Control,
+    ctx: &Context,
+    fam: Box<dyn Family>,
+) -> Result<Measurement> {
     ctx.unbegun();
-    run_test(plan, d, ctx).map_err(|e| {
+    run_test(plan, d, ctx, fam).map_err(|e| {
         // (an error that is already the netserver's word needs no wait)
         let e = if e.to_string().starts_with("netserver") {
             e
@@ -157,8 +134,12 @@ pub fn run_once(plan: &Plan, d: &mut Control, ctx: &Context) -> Result<Measureme
     })
 }
 
-fn run_test(plan: &Plan, d: &mut Control, ctx: &Context) -> Result<Measurement> {
-    let mut fam = family_for(plan)?;
+fn run_test(
+    plan: &Plan,
+    d: &mut Control,
+    ctx: &Context,
+    mut fam: Box<dyn Family>,
+) -> Result<Measurement> {
     let mut needs = fam.needs(plan);
     if plan.flows > 1 {
         needs.push(Feature::Flows);
@@ -170,7 +151,7 @@ fn run_test(plan: &Plan, d: &mut Control, ctx: &Context) -> Result<Measurement> 
         bail!("{why}");
     }
     if plan.flows > 1 {
-        super::raise_open_files(plan.flows);
+        context::raise_open_files(plan.flows);
     }
     let protocol = plan.test.protocol();
     let p = prepare(plan, d, protocol)?;
@@ -397,7 +378,7 @@ pub fn preflight(plan: &Plan, d: &Control) -> Result<()> {
     if plan.test == TestKind::UdpStream
         && let Some(size) = plan.local.send_size
     {
-        udp::check_send_size(size, family)?;
+        check_send_size(size, family)?;
     }
     let (data_ip, ..) = data_endpoints(plan, d)?;
     if let Some(port) = shared_port(plan, data_ip) {
@@ -502,7 +483,7 @@ fn new_data_socket(plan: &Plan, family: AddrFam, protocol: Protocol) -> Result<S
     let sock = sockopt::new_socket(family, protocol)?;
     sockopt::apply_side(&sock, &plan.local, family, protocol, plan.keepalive)
         .context("local data socket")?;
-    sockopt::apply_local(&sock, &super::local_opts(plan), family, protocol)
+    sockopt::apply_local(&sock, &context::local_opts(plan), family, protocol)
         .context("local data socket")?;
     Ok(sock)
 }
@@ -678,7 +659,7 @@ pub(crate) fn connect_tcp(
             if e.raw_os_error() == Some(libc::EMFILE) {
                 anyhow::anyhow!(
                     "{what}: out of file descriptors (ulimit -n; the hard limit is {})",
-                    super::open_files_limit().1
+                    context::open_files_limit().1
                 )
             } else {
                 anyhow::anyhow!("{what} to {to}: {e}")
@@ -713,8 +694,23 @@ pub(crate) fn connect_flows(
         if i == 0 {
             mss = sockopt::mss(SockRef::from(&c));
         }
-        engine::handshake::present(&c, &r.grant.token, i, &r.conv)?;
+        r.conv.present(&c, &r.grant.token, i)?;
         conns.push(c);
     }
     Ok((conns, mss))
+}
+
+/// A message size that must go out as one datagram.
+pub(crate) fn check_send_size(size: u32, family: AddrFam) -> Result<u32> {
+    let max = family.max_udp_payload();
+    let fam = match family {
+        AddrFam::V4 => "IPv4",
+        AddrFam::V6 => "IPv6",
+    };
+    if size == 0 || size > max {
+        bail!(
+            "-m: a UDP message of {size} bytes cannot be sent as one datagram over {fam} (1 to {max} bytes)"
+        );
+    }
+    Ok(size)
 }

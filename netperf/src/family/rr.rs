@@ -44,7 +44,7 @@ pub(crate) fn requester(plan: &Plan, timing: bool, n: u32, i: usize) -> Requeste
         resp: plan.response_size as usize,
         burst: plan.effective_burst(),
         until: match plan.length {
-            Length::Count(c) => Until::Transactions(super::share(c, n, i)),
+            Length::Count(c) => Until::Transactions(super::context::share(c, n, i)),
             Length::Seconds(_) => Until::Stopped,
         },
         timing,

@@ -21,8 +21,8 @@ use proto::{Capabilities, SideResults, TestKind};
 use socket2::SockRef;
 
 use super::{
-    FlowEnd,
     lifecycle::{Family, Local, Ours, Prepared, Run, connect_flows},
+    measure::FlowEnd,
 };
 use crate::cli::{Length, Plan, TestName};
 
@@ -60,7 +60,7 @@ pub(crate) fn window(plan: &Plan) -> Result<Option<((Duration, Duration), Durati
 pub(crate) fn window_timer(plan: &Plan, stop: &StopFlag) -> Result<Option<Timer>> {
     Ok(match window(plan)? {
         Some((_, total)) => Some(Timer::start(total, stop.clone())?),
-        None => super::length_timer(plan, stop)?,
+        None => super::context::length_timer(plan, stop)?,
     })
 }
 
@@ -240,7 +240,7 @@ pub(crate) fn loops_local(
         .collect();
     let addr = conns.first().and_then(|c| c.local_addr().ok());
     let report = run_on_loops(plan, r, conns, count, window(plan)?, |i| {
-        role(count.map(|c| super::share(c, n, i)))
+        role(count.map(|c| super::context::share(c, n, i)))
     })?;
     for (e, t) in ends.iter_mut().zip(&report.tcp) {
         e.retransmits = t.as_ref().map(|t| t.retransmits);
@@ -269,7 +269,7 @@ pub(crate) fn run_on_loops(
     let n = plan.flows.max(1);
     let evplan = |role: Role| evloop::Plan {
         role,
-        threads: super::threads(plan),
+        threads: super::context::threads(plan),
         cpus: plan.cpus.clone(),
         linger: Duration::from_secs(60),
         silence: match plan.length {

@@ -22,26 +22,11 @@ use proto::{
     UdpFast, test::Resolved,
 };
 
-use super::lifecycle::{Family, Local, Ours, Prepared, Run};
+use super::lifecycle::{Family, Local, Ours, Prepared, Run, check_send_size};
 use crate::cli::{Length, Plan};
 
 /// UDP_RR's receive timeout when `-e` is not given.
 pub const DEFAULT_UDP_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// A message size that must go out as one datagram.
-pub fn check_send_size(size: u32, family: AddrFam) -> Result<u32> {
-    let max = family.max_udp_payload();
-    let fam = match family {
-        AddrFam::V4 => "IPv4",
-        AddrFam::V6 => "IPv6",
-    };
-    if size == 0 || size > max {
-        bail!(
-            "-m: a UDP message of {size} bytes cannot be sent as one datagram over {fam} (1 to {max} bytes)"
-        );
-    }
-    Ok(size)
-}
 
 /// `--batch` and `--gso` for datagrams of `size` bytes: how many a call
 /// moves.
@@ -122,7 +107,7 @@ fn udp_plan<'a>(
 ) -> evloop::udp::UdpPlan<'a> {
     evloop::udp::UdpPlan {
         role,
-        threads: super::threads(plan),
+        threads: super::context::threads(plan),
         cpus: &plan.cpus,
         conv: r.conv,
         fast,
@@ -145,10 +130,10 @@ fn with_counts(
 }
 
 /// Our side's results of many flows, flow by flow.
-fn flow_ends(socks: &[UdpSocket]) -> Vec<super::FlowEnd> {
+fn flow_ends(socks: &[UdpSocket]) -> Vec<super::measure::FlowEnd> {
     socks
         .iter()
-        .map(|s| super::FlowEnd::at(s.local_addr().ok()))
+        .map(|s| super::measure::FlowEnd::at(s.local_addr().ok()))
         .collect()
 }
 
@@ -236,7 +221,7 @@ impl Family for UdpSend {
         let flows = with_counts(&self.socks, |i| match plan.length {
             Length::Count(total) => {
                 let datagrams = total.div_ceil(u64::from(size));
-                Some(super::share(datagrams, n as u32, i) * u64::from(size))
+                Some(super::context::share(datagrams, n as u32, i) * u64::from(size))
             }
             Length::Seconds(_) => None,
         })?;
@@ -446,7 +431,7 @@ impl Family for UdpRr {
             )?)]
         } else {
             let flows = with_counts(&self.socks, |i| match plan.length {
-                Length::Count(c) => Some(super::share(c, n as u32, i)),
+                Length::Count(c) => Some(super::context::share(c, n as u32, i)),
                 Length::Seconds(_) => None,
             })?;
             let role = evloop::udp::UdpRole::Request {

@@ -6,7 +6,7 @@
 use std::{path::PathBuf, time::Duration};
 
 use optparse::value::AddrFamily;
-use proto::{SideSpec, TestKind};
+use proto::TestKind;
 
 use crate::cli::{Confidence, Length, LocalOnly, Plan, TestName, Units};
 
@@ -35,8 +35,11 @@ pub struct Asked {
     pub confidence: Option<Confidence>,
     pub interim: Option<(f64, bool)>,
     pub fill_file: Option<PathBuf>,
-    pub local: SideSpec,
-    pub remote: SideSpec,
+    /// `-D` on either side (the banner says so); what each side asked is
+    /// in the measurement's sides.
+    pub nodelay: bool,
+    /// `-T` bound either side's CPU (the banner says so).
+    pub cpu_bind: bool,
     pub local_only: LocalOnly,
     pub request_size: u32,
     pub response_size: u32,
@@ -81,8 +84,8 @@ impl Asked {
             confidence: p.confidence,
             interim: p.interim,
             fill_file: p.fill_file.clone(),
-            local: p.local.clone(),
-            remote: p.remote.clone(),
+            nodelay: p.local.nodelay || p.remote.nodelay,
+            cpu_bind: p.local.cpu_bind.is_some() || p.remote.cpu_bind.is_some(),
             local_only: p.local_only.clone(),
             request_size: p.request_size,
             response_size: p.response_size,

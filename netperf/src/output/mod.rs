@@ -131,3 +131,33 @@ pub fn rate(units: Units, kind: TestKind, m: &Measurement) -> f64 {
     }
     units.rate(m.result_units(kind), m.elapsed)
 }
+
+/// Test helpers shared by the formats' tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::asked::Asked;
+
+    /// What the output would be told for these words of a command line,
+    /// and what each side asked (which a run's measurement carries).
+    pub(crate) struct Words {
+        pub asked: Asked,
+        pub local: proto::SideSpec,
+        pub remote: proto::SideSpec,
+    }
+
+    impl std::ops::Deref for Words {
+        type Target = Asked;
+        fn deref(&self) -> &Asked {
+            &self.asked
+        }
+    }
+
+    pub(crate) fn asked(words: &[&str]) -> Words {
+        let plan = crate::cli::test_plan(words);
+        Words {
+            asked: Asked::of(&plan),
+            local: plan.local.clone(),
+            remote: plan.remote.clone(),
+        }
+    }
+}

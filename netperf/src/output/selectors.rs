@@ -108,14 +108,14 @@ impl<'a> SideView<'a> {
         if remote {
             SideView {
                 m: &c.m.remote,
-                asked: &c.asked.remote,
+                asked: &c.m.remote.asked,
                 cpu: c.f.remote_cpu,
                 sd: c.f.remote_sd,
             }
         } else {
             SideView {
                 m: &c.m.local,
-                asked: &c.asked.local,
+                asked: &c.m.local.asked,
                 cpu: c.f.local_cpu,
                 sd: c.f.local_sd,
             }
@@ -426,7 +426,7 @@ static SELECTORS: &[Sel] = &[
         "LSS_SIZE_END",
         ["Local", "Send Socket", "Size", "Final"],
         Fmt::Int,
-        |c| int(if c.asked.local.send_buf.is_some() {
+        |c| int(if c.m.local.asked.send_buf.is_some() {
             c.m.local.send_buf
         } else {
             end_or(c.m.local.send_buf_end, c.m.local.send_buf)
@@ -436,7 +436,7 @@ static SELECTORS: &[Sel] = &[
         "LSR_SIZE_END",
         ["Local", "Recv Socket", "Size", "Final"],
         Fmt::Int,
-        |c| int(if c.asked.local.recv_buf.is_some() {
+        |c| int(if c.m.local.asked.recv_buf.is_some() {
             c.m.local.recv_buf
         } else {
             end_or(c.m.local.recv_buf_end, c.m.local.recv_buf)
@@ -580,14 +580,14 @@ static SELECTORS: &[Sel] = &[
         ["Local", "Socket", "TOS", ""],
         Fmt::Hex2,
         // what the kernel kept (Linux drops ECN bits on TCP), as netperf 2.7
-        |c| opt_int(c.m.local.tos.or(c.asked.local.tos.map(u32::from)))
+        |c| opt_int(c.m.local.tos.or(c.m.local.asked.tos.map(u32::from)))
     ),
     sel!(
         "REMOTE_SOCKET_TOS",
         ["Remote", "Socket", "TOS", ""],
         Fmt::Hex2,
         // the netserver marks its sends with the DSCP alone
-        |c| opt_int(c.asked.remote.tos.map(|t| t & !0x03))
+        |c| opt_int(c.m.remote.asked.tos.map(|t| t & !0x03))
     ),
     sel!(
         "LOCAL_CONG_CONTROL",
@@ -1579,13 +1579,10 @@ fn columns(sel: &Selection, c: &Ctx) -> String {
 mod tests {
     use super::*;
 
-    /// What the output would be told for these words of a command line.
-    fn asked(words: &[&str]) -> Asked {
-        Asked::of(&crate::cli::test_plan(words))
-    }
+    use crate::output::testing::{Words, asked};
 
-    fn ctx_out(p: &Asked, style: SelectorStyle, spec: &str) -> String {
-        let m = Measurement {
+    fn ctx_out(p: &Words, style: SelectorStyle, spec: &str) -> String {
+        let mut m = Measurement {
             elapsed: 1.0,
             local: crate::family::Side {
                 send_buf: 16384,
@@ -1606,13 +1603,14 @@ mod tests {
             },
             ..Measurement::default()
         };
+        (m.local.asked, m.remote.asked) = (p.local.clone(), p.remote.clone());
         let f = Figures {
             elapsed: 1.0,
             result: 8513.48,
             ..Figures::default()
         };
         let c = Ctx {
-            asked: p,
+            asked: &p.asked,
             m: &m,
             f: &f,
             confidence: None,

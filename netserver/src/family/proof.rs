@@ -13,7 +13,7 @@
 use std::{
     collections::{HashMap, VecDeque},
     io::{self, Read},
-    net::{IpAddr, SocketAddr, TcpListener, TcpStream},
+    net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket},
     os::fd::AsRawFd,
     time::{Duration, Instant},
 };
@@ -24,10 +24,11 @@ use engine::{
     stream::udp,
 };
 use mio::{Events, Interest, Poll, Token as MioToken, unix::SourceFd};
-use proto::{ErrorCode, ErrorMsg, Token};
+use proto::{ErrorCode, ErrorMsg, Protocol, TestSpec, Token};
 use socket2::Socket;
 
-use super::{TestCtl, aborted, failed, shortage};
+use super::{ctl::TestCtl, data::server_side};
+use crate::error::{aborted, failed, shortage};
 use crate::log::Logger;
 
 /// Connections held at once while they present their token, besides room
@@ -105,87 +106,28 @@ pub(crate) fn accept_flows(
     ctl: &TestCtl,
     log: &Logger,
 ) -> Result<Vec<TcpStream>, ErrorMsg> {
-    let listener: TcpListener = listener
-        .try_clone()
-        .map_err(|e| failed("data listener", e))?
-        .into();
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| failed("data listener", e))?;
-    let mut poll = Poll::new().map_err(|e| failed("data listener", e))?;
-    poll.registry()
-        .register(
-            &mut SourceFd(&listener.as_raw_fd()),
-            MioToken(0),
-            Interest::READABLE,
-        )
-        .map_err(|e| failed("data listener", e))?;
+    let mut room = Room::open(listener, expect, flows, log)?;
     let mut events = Events::with_capacity(256);
-    // the room, by token; tokens oldest first in `order` (those already
-    // gone are skipped)
-    let mut room: HashMap<usize, Unproven> = HashMap::new();
-    let mut order: VecDeque<usize> = VecDeque::new();
-    let mut next_token = FIRST;
-    let mut accepted: Vec<(u32, TcpStream)> = Vec::new();
-    let mut last_error: Option<io::Error> = None;
-    // an accept that failed is tried again at the next turn (the loop is
-    // edge-triggered: no new event would say the connection still waits)
-    let mut accept_again = false;
-    let mut foreign = 0u64;
-    let turn_away = |why: &str, from: SocketAddr, foreign: &mut u64| {
-        *foreign += 1;
-        log.warn_limited(
-            "data-foreign",
-            &format!("closed a data connection from {from}: {why}"),
-        );
-    };
-    while accepted.len() < flows as usize {
+    while room.accepted.len() < flows as usize {
         if ctl.is_aborted() {
             return Err(aborted());
         }
         let now = Instant::now();
         if now >= deadline {
-            ctl.saw_foreign(foreign, false);
-            return Err(ErrorMsg::new(
-                ErrorCode::Timeout,
-                match &last_error {
-                    Some(e) => format!(
-                        "only {} of {flows} data connections arrived in time (the last accept failed: {e}{})",
-                        accepted.len(),
-                        shortage(e.raw_os_error())
-                            .map(|w| format!("; {w}"))
-                            .unwrap_or_default()
-                    ),
-                    None => format!(
-                        "only {} of {flows} data connections arrived in time",
-                        accepted.len()
-                    ),
-                },
-            ));
+            ctl.saw_foreign(room.foreign, false);
+            return Err(room.late());
         }
-        // the oldest unproven connection's deadline, the test's, and a
-        // look at the abort flag every 100 ms
-        let oldest = order
-            .iter()
-            .find_map(|t| room.get(t))
-            .map(|u| u.since + PROOF_WINDOW);
-        let wake = [
-            Some(deadline),
-            oldest,
-            Some(now + Duration::from_millis(100)),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
-        .filter(|_| !accept_again)
-        .unwrap_or(now);
-        match poll.poll(&mut events, Some(wake.saturating_duration_since(now))) {
+        let wake = room.wake(now, deadline);
+        match room
+            .poll
+            .poll(&mut events, Some(wake.saturating_duration_since(now)))
+        {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(failed("poll", e)),
         }
         let mut readable: Vec<usize> = Vec::new();
-        let mut listener_ready = std::mem::take(&mut accept_again);
+        let mut listener_ready = std::mem::take(&mut room.accept_again);
         for ev in events.iter() {
             match ev.token() {
                 MioToken(0) => listener_ready = true,
@@ -193,155 +135,16 @@ pub(crate) fn accept_flows(
             }
         }
         if listener_ready {
-            loop {
-                match listener.accept() {
-                    Ok((s, from)) if expect.conv.proof == Proof::ControlPeer => {
-                        if from.ip() != expect.peer {
-                            turn_away("not the control connection's peer", from, &mut foreign);
-                            continue;
-                        }
-                        let flow = accepted.len() as u32;
-                        if let Some(s) = proven(s) {
-                            accepted.push((flow, s));
-                        }
-                        if accepted.len() >= flows as usize {
-                            break;
-                        }
-                    }
-                    Ok((s, from)) => {
-                        // room for every flow's connection still to come,
-                        // and a few strangers: when full, the oldest
-                        // unproven goes, never the newcomer
-                        let cap = MAX_PENDING + (flows as usize).saturating_sub(accepted.len());
-                        while room.len() >= cap {
-                            let Some(t) = order.pop_front() else { break };
-                            if let Some(old) = room.remove(&t) {
-                                turn_away(
-                                    "the waiting room was full and it had not presented a token",
-                                    old.from,
-                                    &mut foreign,
-                                );
-                            }
-                        }
-                        if s.set_nonblocking(true).is_err() {
-                            continue;
-                        }
-                        let t = next_token;
-                        next_token += 1;
-                        if poll
-                            .registry()
-                            .register(
-                                &mut SourceFd(&s.as_raw_fd()),
-                                MioToken(t),
-                                Interest::READABLE,
-                            )
-                            .is_err()
-                        {
-                            continue;
-                        }
-                        let u = Unproven {
-                            stream: s,
-                            from,
-                            buf: [0; handshake::PREAMBLE_LEN],
-                            got: 0,
-                            since: Instant::now(),
-                        };
-                        room.insert(t, u);
-                        order.push_back(t);
-                        // its preamble may be here already
-                        readable.push(t);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    // Out of descriptors: the test cannot have its flows;
-                    // say so now rather than at the deadline.
-                    Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
-                        let why = shortage(e.raw_os_error()).unwrap_or_default();
-                        let whose = if e.raw_os_error() == Some(libc::ENFILE) {
-                            "the system"
-                        } else {
-                            "netserver"
-                        };
-                        return Err(ErrorMsg::new(
-                            ErrorCode::Resource,
-                            format!(
-                                "{whose} ran out of file descriptors after {} of {flows} data connections ({e}; {why}, or ask for fewer --flows)",
-                                accepted.len()
-                            ),
-                        ));
-                    }
-                    // Short of kernel memory (or a connection that went
-                    // before it was accepted): tried again shortly, until
-                    // the deadline, which then names what failed.
-                    Err(e) => {
-                        log.warn_limited("data-accept", &format!("data accept failed: {e}"));
-                        if shortage(e.raw_os_error()).is_some() {
-                            std::thread::sleep(Duration::from_millis(10));
-                        }
-                        last_error = Some(e);
-                        accept_again = true;
-                        break;
-                    }
-                }
-            }
+            room.accept_ready(&mut readable)?;
         }
-        // What the unproven connections sent: proofs, strangers, or more
-        // waiting.
-        for t in readable {
-            let Some(u) = room.get_mut(&t) else {
-                continue;
-            };
-            let verdict = u.read(expect);
-            if matches!(verdict, Sent::Waiting) {
-                continue;
-            }
-            let Some(u) = room.remove(&t) else {
-                continue;
-            };
-            let _ = poll
-                .registry()
-                .deregister(&mut SourceFd(&u.stream.as_raw_fd()));
-            match verdict {
-                Sent::Proved(flow) if flow >= flows || accepted.iter().any(|(n, _)| *n == flow) => {
-                    turn_away("a flow number this test has not", u.from, &mut foreign);
-                }
-                Sent::Proved(flow) => {
-                    if let Some(s) = proven(u.stream) {
-                        accepted.push((flow, s));
-                    }
-                }
-                Sent::Foreign(why) => turn_away(why, u.from, &mut foreign),
-                Sent::Waiting => {}
-            }
-        }
-        // Those silent past their window go.
-        let now = Instant::now();
-        while let Some(&t) = order.front() {
-            match room.get(&t) {
-                None => {
-                    order.pop_front();
-                }
-                Some(u) if now >= u.since + PROOF_WINDOW => {
-                    order.pop_front();
-                    if let Some(u) = room.remove(&t) {
-                        let _ = poll
-                            .registry()
-                            .deregister(&mut SourceFd(&u.stream.as_raw_fd()));
-                        turn_away(
-                            "it presented no token within its window",
-                            u.from,
-                            &mut foreign,
-                        );
-                    }
-                }
-                Some(_) => break,
-            }
-        }
+        room.read_ready(readable);
+        room.expire();
     }
     // the test's flows are all here: whoever still waits is a stranger
-    foreign += room.len() as u64;
-    drop(room);
+    let foreign = room.foreign + room.waiting.len() as u64;
+    drop(room.waiting);
     ctl.saw_foreign(foreign, false);
+    let mut accepted = room.accepted;
     accepted.sort_by_key(|(n, _)| *n);
     let streams: Vec<TcpStream> = accepted.into_iter().map(|(_, s)| s).collect();
     for s in &streams {
@@ -352,6 +155,273 @@ pub(crate) fn accept_flows(
         return Err(aborted());
     }
     Ok(streams)
+}
+
+/// The waiting room of one test's data connections ([`accept_flows`]).
+struct Room<'a, 'e> {
+    listener: TcpListener,
+    poll: Poll,
+    expect: &'a Expect<'e>,
+    flows: u32,
+    log: &'a Logger,
+    /// The unproven connections by token; tokens oldest first in `order`
+    /// (those already gone are skipped).
+    waiting: HashMap<usize, Unproven>,
+    order: VecDeque<usize>,
+    next_token: usize,
+    accepted: Vec<(u32, TcpStream)>,
+    last_error: Option<io::Error>,
+    /// An accept that failed is tried again at the next turn (the loop is
+    /// edge-triggered: no new event would say the connection still waits).
+    accept_again: bool,
+    /// Connections closed as not the test's.
+    foreign: u64,
+}
+
+impl<'a, 'e> Room<'a, 'e> {
+    fn open(
+        listener: &Socket,
+        expect: &'a Expect<'e>,
+        flows: u32,
+        log: &'a Logger,
+    ) -> Result<Self, ErrorMsg> {
+        let listener: TcpListener = listener
+            .try_clone()
+            .map_err(|e| failed("data listener", e))?
+            .into();
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| failed("data listener", e))?;
+        let poll = Poll::new().map_err(|e| failed("data listener", e))?;
+        poll.registry()
+            .register(
+                &mut SourceFd(&listener.as_raw_fd()),
+                MioToken(0),
+                Interest::READABLE,
+            )
+            .map_err(|e| failed("data listener", e))?;
+        Ok(Room {
+            listener,
+            poll,
+            expect,
+            flows,
+            log,
+            waiting: HashMap::new(),
+            order: VecDeque::new(),
+            next_token: FIRST,
+            accepted: Vec::new(),
+            last_error: None,
+            accept_again: false,
+            foreign: 0,
+        })
+    }
+
+    fn turn_away(&mut self, why: &str, from: SocketAddr) {
+        self.foreign += 1;
+        self.log.warn_limited(
+            "data-foreign",
+            &format!("closed a data connection from {from}: {why}"),
+        );
+    }
+
+    /// What the client is told when its flows did not all come in time.
+    fn late(&self) -> ErrorMsg {
+        let (got, flows) = (self.accepted.len(), self.flows);
+        ErrorMsg::new(
+            ErrorCode::Timeout,
+            match &self.last_error {
+                Some(e) => format!(
+                    "only {got} of {flows} data connections arrived in time (the last accept failed: {e}{})",
+                    shortage(e.raw_os_error())
+                        .map(|w| format!("; {w}"))
+                        .unwrap_or_default()
+                ),
+                None => format!("only {got} of {flows} data connections arrived in time"),
+            },
+        )
+    }
+
+    /// When to look again: the oldest unproven connection's deadline, the
+    /// test's, and a look at the abort flag every 100 ms (now, for an
+    /// accept to try again).
+    fn wake(&self, now: Instant, deadline: Instant) -> Instant {
+        let oldest = self
+            .order
+            .iter()
+            .find_map(|t| self.waiting.get(t))
+            .map(|u| u.since + PROOF_WINDOW);
+        [
+            Some(deadline),
+            oldest,
+            Some(now + Duration::from_millis(100)),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .filter(|_| !self.accept_again)
+        .unwrap_or(now)
+    }
+
+    /// Accept what waits at the listener; new unproven connections join
+    /// `readable` (their preamble may be here already).
+    fn accept_ready(&mut self, readable: &mut Vec<usize>) -> Result<(), ErrorMsg> {
+        loop {
+            match self.listener.accept() {
+                Ok((s, from)) if self.expect.conv.proof == Proof::ControlPeer => {
+                    if from.ip() != self.expect.peer {
+                        self.turn_away("not the control connection's peer", from);
+                        continue;
+                    }
+                    let flow = self.accepted.len() as u32;
+                    if let Some(s) = proven(s) {
+                        self.accepted.push((flow, s));
+                    }
+                    if self.accepted.len() >= self.flows as usize {
+                        return Ok(());
+                    }
+                }
+                Ok((s, from)) => self.enter(s, from, readable),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // Out of descriptors: the test cannot have its flows; say
+                // so now rather than at the deadline.
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                    let why = shortage(e.raw_os_error()).unwrap_or_default();
+                    let whose = if e.raw_os_error() == Some(libc::ENFILE) {
+                        "the system"
+                    } else {
+                        "netserver"
+                    };
+                    return Err(ErrorMsg::new(
+                        ErrorCode::Resource,
+                        format!(
+                            "{whose} ran out of file descriptors after {} of {} data connections ({e}; {why}, or ask for fewer --flows)",
+                            self.accepted.len(),
+                            self.flows
+                        ),
+                    ));
+                }
+                // Short of kernel memory (or a connection that went before
+                // it was accepted): tried again shortly, until the
+                // deadline, which then names what failed.
+                Err(e) => {
+                    self.log
+                        .warn_limited("data-accept", &format!("data accept failed: {e}"));
+                    if shortage(e.raw_os_error()).is_some() {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    self.last_error = Some(e);
+                    self.accept_again = true;
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// A new connection waits in the room for its token: room for every
+    /// flow's connection still to come, and a few strangers; when full,
+    /// the oldest unproven goes, never the newcomer.
+    fn enter(&mut self, s: TcpStream, from: SocketAddr, readable: &mut Vec<usize>) {
+        let cap = MAX_PENDING + (self.flows as usize).saturating_sub(self.accepted.len());
+        while self.waiting.len() >= cap {
+            let Some(t) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(old) = self.waiting.remove(&t) {
+                self.turn_away(
+                    "the waiting room was full and it had not presented a token",
+                    old.from,
+                );
+            }
+        }
+        if s.set_nonblocking(true).is_err() {
+            return;
+        }
+        let t = self.next_token;
+        self.next_token += 1;
+        if self
+            .poll
+            .registry()
+            .register(
+                &mut SourceFd(&s.as_raw_fd()),
+                MioToken(t),
+                Interest::READABLE,
+            )
+            .is_err()
+        {
+            return;
+        }
+        self.waiting.insert(
+            t,
+            Unproven {
+                stream: s,
+                from,
+                buf: [0; handshake::PREAMBLE_LEN],
+                got: 0,
+                since: Instant::now(),
+            },
+        );
+        self.order.push_back(t);
+        readable.push(t);
+    }
+
+    /// What the unproven connections sent: proofs, strangers, or more
+    /// waiting.
+    fn read_ready(&mut self, readable: Vec<usize>) {
+        for t in readable {
+            let Some(u) = self.waiting.get_mut(&t) else {
+                continue;
+            };
+            let verdict = u.read(self.expect);
+            if matches!(verdict, Sent::Waiting) {
+                continue;
+            }
+            let Some(u) = self.waiting.remove(&t) else {
+                continue;
+            };
+            let _ = self
+                .poll
+                .registry()
+                .deregister(&mut SourceFd(&u.stream.as_raw_fd()));
+            match verdict {
+                Sent::Proved(flow)
+                    if flow >= self.flows || self.accepted.iter().any(|(n, _)| *n == flow) =>
+                {
+                    self.turn_away("a flow number this test has not", u.from);
+                }
+                Sent::Proved(flow) => {
+                    if let Some(s) = proven(u.stream) {
+                        self.accepted.push((flow, s));
+                    }
+                }
+                Sent::Foreign(why) => self.turn_away(why, u.from),
+                Sent::Waiting => {}
+            }
+        }
+    }
+
+    /// Those silent past their window go.
+    fn expire(&mut self) {
+        let now = Instant::now();
+        while let Some(&t) = self.order.front() {
+            match self.waiting.get(&t) {
+                None => {
+                    self.order.pop_front();
+                }
+                Some(u) if now >= u.since + PROOF_WINDOW => {
+                    self.order.pop_front();
+                    if let Some(u) = self.waiting.remove(&t) {
+                        let _ = self
+                            .poll
+                            .registry()
+                            .deregister(&mut SourceFd(&u.stream.as_raw_fd()));
+                        self.turn_away("it presented no token within its window", u.from);
+                    }
+                }
+                Some(_) => break,
+            }
+        }
+    }
 }
 
 /// A data connection that proved itself: blocking again, and watched for a
@@ -409,4 +479,44 @@ pub(crate) fn udp_hello<'a>(
             ErrorMsg::new(ErrorCode::Timeout, e.to_string())
         }
     })
+}
+
+/// UDP tests of many flows: a socket per flow, bound where `sock` is and
+/// connected to that flow's sender once its hello arrives (see
+/// [`udp::server_hellos`]), each registered for an abort.
+pub(crate) fn udp_flow_sockets(
+    spec: &TestSpec,
+    sock: &UdpSocket,
+    token: &proto::Token,
+    peer: IpAddr,
+    deadline: Instant,
+    ctl: &TestCtl,
+) -> Result<Vec<UdpSocket>, ErrorMsg> {
+    let local = sock
+        .local_addr()
+        .map_err(|e| failed("UDP data socket", e))?;
+    let side = server_side(&spec.server, Protocol::Udp);
+    let new_socket = || -> std::io::Result<UdpSocket> {
+        let s = sockopt::new_socket(spec.family, Protocol::Udp)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        s.set_reuse_address(true)?;
+        sockopt::apply_side(&s, &side, spec.family, Protocol::Udp, false)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        s.bind(&local.into())?;
+        Ok(s.into())
+    };
+    let socks = udp::server_hellos(
+        sock,
+        token,
+        peer,
+        spec.flows,
+        &new_socket,
+        deadline,
+        &|| ctl.is_aborted(),
+    )
+    .map_err(|e| failed("UDP data sockets", e))?;
+    for s in &socks {
+        ctl.register(s);
+    }
+    Ok(socks)
 }

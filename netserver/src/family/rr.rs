@@ -16,9 +16,12 @@ use proto::{ErrorCode, ErrorMsg, SideResults, TestKind};
 use socket2::SockRef;
 
 use super::{
-    Expect, GrantSides, Job, Prepared, Setup, TestCtl, aborted, accept_flows, bind_data,
-    bound_port, failed, udp_hello,
+    ctl::TestCtl,
+    data::{bind_data, bound_port, run_flows_on_loops, run_udp_flows_on_loops},
+    proof::{Expect, accept_flows, udp_flow_sockets, udp_hello},
+    setup::{GrantSides, Job, Prepared, Setup},
 };
+use crate::error::{aborted, failed};
 
 pub(crate) fn prepare(setup: &Setup<'_>) -> Result<Prepared, ErrorMsg> {
     let (spec, cfg) = (setup.spec, setup.cfg);
@@ -50,169 +53,22 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<Prepared, ErrorMsg> {
         proto::test::Ring::new(0, 0),
         engine::cpu::count(),
     );
-    let deadline = Instant::now() + cfg.data_connect_timeout;
-    let log = cfg.logger.clone();
-    let spec = spec.clone();
-    let (conv, peer) = (setup.conv, setup.peer);
-    let (req, resp) = (spec.request_size as usize, spec.response_size as usize);
+    let answer = Answer {
+        spec: spec.clone(),
+        sock,
+        token,
+        conv: setup.conv,
+        peer: setup.peer,
+        deadline: Instant::now() + cfg.data_connect_timeout,
+        log: cfg.logger.clone(),
+        req: spec.request_size as usize,
+        resp: spec.response_size as usize,
+        bufs: (send_buf, recv_buf),
+    };
     let job: Job = match spec.kind {
-        TestKind::TcpRr => Box::new(move |ctl: &TestCtl| {
-            let expect = Expect {
-                conv,
-                token: &token,
-                peer,
-                peer_port: spec.peer_data_port,
-            };
-            let conns = accept_flows(&sock, &expect, spec.flows, deadline, ctl, &log)?;
-            drop(sock);
-            if conns.len() > 1 || spec.window.is_some() {
-                let role = engine::evloop::Role::Respond {
-                    req,
-                    resp,
-                    burst: spec.burst,
-                };
-                return super::run_flows_on_loops(&spec, conns, role, ctl);
-            }
-            // the lone flow, on the test's own thread
-            let outcomes: Vec<Result<FlowEnd, ErrorMsg>> = engine::flow::together(
-                conns.len(),
-                |i| {
-                    let c: &TcpStream = conns
-                        .get(i)
-                        .ok_or_else(|| failed("data connection", "no such flow"))?;
-                    let r = rr::tcp_responder(c, req, resp, spec.spin, &Live::new());
-                    let bufs = sockopt::buffer_sizes(SockRef::from(c));
-                    let tcp = sockopt::tcp_stats(c);
-                    match r {
-                        Ok(o) => Ok((o, bufs, tcp)),
-                        Err(_) if ctl.is_aborted() => Err(aborted()),
-                        Err(e) => Err(failed("data connection", e)),
-                    }
-                },
-                || ErrorMsg::new(ErrorCode::TestFailed, "a flow's thread panicked"),
-            );
-            drop(conns);
-            let mut results = SideResults::default();
-            for o in outcomes {
-                let (o, bufs, tcp) = o?;
-                add(&mut results, &o);
-                (results.send_buf_end, results.recv_buf_end) = bufs;
-                if results.tcp.is_none() {
-                    results.tcp = tcp;
-                }
-            }
-            results.close_flows();
-            Ok(results)
-        }),
-        TestKind::UdpRr => Box::new(move |ctl: &TestCtl| {
-            let sock: UdpSocket = sock.into();
-            ctl.register(&sock);
-            let expect = Expect {
-                conv,
-                token: &token,
-                peer,
-                peer_port: spec.peer_data_port,
-            };
-            let mut results = SideResults::default();
-            if spec.flows > 1 {
-                // a socket per flow, answered on the event loops
-                let socks = super::udp_flow_sockets(&spec, &sock, &token, peer, deadline, ctl)?;
-                let role = engine::evloop::udp::UdpRole::Respond { req, resp };
-                for e in super::run_udp_flows_on_loops(&spec, socks, role, conv, &token, ctl)? {
-                    match e {
-                        engine::evloop::udp::UdpFlowEnd::Answered(o) => add(&mut results, &o),
-                        _ => return Err(failed("UDP flow", "ended as no responder does")),
-                    }
-                }
-            } else {
-                let link = udp_hello(&sock, &expect, spec.connected_udp, deadline, ctl)?;
-                let o =
-                    rr::udp_responder(link, &conv, req, resp, spec.spin, &ctl.stop, &Live::new())
-                        .map_err(|e| failed("UDP data socket", e))?;
-                add(&mut results, &o);
-            }
-            results.close_flows();
-            (results.send_buf_end, results.recv_buf_end) =
-                sockopt::buffer_sizes(SockRef::from(&sock));
-            Ok(results)
-        }),
-        TestKind::TcpCrr | TestKind::TcpCc => Box::new(move |ctl: &TestCtl| {
-            ctl.register_listener(&sock);
-            // as many answering threads as CPUs, for many flows; one for one
-            let threads = if spec.flows > 1 {
-                (engine::cpu::count().max(1) as usize).min(spec.flows as usize)
-            } else {
-                1
-            };
-            let flows = spec.flows.max(1) as usize;
-            let answered = engine::flow::together(
-                threads,
-                |_| {
-                    crr::responder(
-                        &sock,
-                        &token,
-                        peer,
-                        &conv,
-                        req,
-                        resp,
-                        flows,
-                        &ctl.stop,
-                        &Live::new(),
-                    )
-                    .map_err(|e| {
-                        if ctl.is_aborted() {
-                            aborted()
-                        } else {
-                            failed("data listener", e)
-                        }
-                    })
-                },
-                || failed("data listener", "a responder thread panicked"),
-            );
-            let mut total = Ended::default();
-            let mut refused = 0;
-            let mut per_flow = vec![0u64; flows];
-            for a in answered {
-                let (o, r, f) = a?;
-                total.counters = total.counters.plus(o.counters);
-                total.elapsed = total.elapsed.max(o.elapsed);
-                refused += r;
-                for (t, n) in per_flow.iter_mut().zip(f) {
-                    *t += n;
-                }
-            }
-            ctl.saw_foreign(refused, true);
-            if refused > 0 {
-                log.warn_limited(
-                    "bad-token",
-                    &format!(
-                        "{}: closed {refused} connection{} that did not present the test's token",
-                        spec.kind,
-                        if refused == 1 { "" } else { "s" }
-                    ),
-                );
-            }
-            let mut results = SideResults::default();
-            if flows > 1 {
-                // each flow's transactions, and what they moved
-                for t in &per_flow {
-                    let c = proto::FlowCounters {
-                        transactions: *t,
-                        bytes_received: t * req as u64,
-                        bytes_sent: t * resp as u64,
-                        recv_calls: 0,
-                        send_calls: 0,
-                    };
-                    results.add_flow(&c, nanos(total.elapsed));
-                }
-                results.set_totals(&total.counters);
-            } else {
-                add(&mut results, &total);
-            }
-            results.close_flows();
-            (results.send_buf_end, results.recv_buf_end) = (send_buf, recv_buf);
-            Ok(results)
-        }),
+        TestKind::TcpRr => Box::new(move |ctl: &TestCtl| tcp_rr(answer, ctl)),
+        TestKind::UdpRr => Box::new(move |ctl: &TestCtl| udp_rr(answer, ctl)),
+        TestKind::TcpCrr | TestKind::TcpCc => Box::new(move |ctl: &TestCtl| tcp_crr(answer, ctl)),
         other => {
             return Err(ErrorMsg::new(
                 ErrorCode::Unsupported,
@@ -221,6 +77,219 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<Prepared, ErrorMsg> {
         }
     };
     Ok(Prepared { grant, job, memory })
+}
+
+/// What a request/response job answers with: the data socket, the test's
+/// token and sizes, where its flows come from and by when.
+struct Answer {
+    spec: proto::TestSpec,
+    sock: socket2::Socket,
+    token: proto::Token,
+    conv: engine::conventions::Conventions,
+    peer: std::net::IpAddr,
+    deadline: Instant,
+    log: crate::log::Logger,
+    req: usize,
+    resp: usize,
+    /// The data socket's buffers when it was set up.
+    bufs: (u32, u32),
+}
+
+/// TCP_RR: the flows accepted, then answered (many on the event loops).
+fn tcp_rr(a: Answer, ctl: &TestCtl) -> Result<SideResults, ErrorMsg> {
+    let Answer {
+        spec,
+        sock,
+        token,
+        conv,
+        peer,
+        deadline,
+        log,
+        req,
+        resp,
+        ..
+    } = a;
+    let expect = Expect {
+        conv,
+        token: &token,
+        peer,
+        peer_port: spec.peer_data_port,
+    };
+    let conns = accept_flows(&sock, &expect, spec.flows, deadline, ctl, &log)?;
+    drop(sock);
+    if conns.len() > 1 || spec.window.is_some() {
+        let role = engine::evloop::Role::Respond {
+            req,
+            resp,
+            burst: spec.burst,
+        };
+        return run_flows_on_loops(&spec, conns, role, ctl);
+    }
+    // the lone flow, on the test's own thread
+    let outcomes: Vec<Result<FlowEnd, ErrorMsg>> = engine::flow::together(
+        conns.len(),
+        |i| {
+            let c: &TcpStream = conns
+                .get(i)
+                .ok_or_else(|| failed("data connection", "no such flow"))?;
+            let r = rr::tcp_responder(c, req, resp, spec.spin, &Live::new());
+            let bufs = sockopt::buffer_sizes(SockRef::from(c));
+            let tcp = sockopt::tcp_stats(c);
+            match r {
+                Ok(o) => Ok((o, bufs, tcp)),
+                Err(_) if ctl.is_aborted() => Err(aborted()),
+                Err(e) => Err(failed("data connection", e)),
+            }
+        },
+        || ErrorMsg::new(ErrorCode::TestFailed, "a flow's thread panicked"),
+    );
+    drop(conns);
+    let mut results = SideResults::default();
+    for o in outcomes {
+        let (o, bufs, tcp) = o?;
+        add(&mut results, &o);
+        (results.send_buf_end, results.recv_buf_end) = bufs;
+        if results.tcp.is_none() {
+            results.tcp = tcp;
+        }
+    }
+    results.close_flows();
+    Ok(results)
+}
+
+/// UDP_RR: the flows' hellos, then their requests answered.
+fn udp_rr(a: Answer, ctl: &TestCtl) -> Result<SideResults, ErrorMsg> {
+    let Answer {
+        spec,
+        sock,
+        token,
+        conv,
+        peer,
+        deadline,
+        req,
+        resp,
+        ..
+    } = a;
+    let sock: UdpSocket = sock.into();
+    ctl.register(&sock);
+    let expect = Expect {
+        conv,
+        token: &token,
+        peer,
+        peer_port: spec.peer_data_port,
+    };
+    let mut results = SideResults::default();
+    if spec.flows > 1 {
+        // a socket per flow, answered on the event loops
+        let socks = udp_flow_sockets(&spec, &sock, &token, peer, deadline, ctl)?;
+        let role = engine::evloop::udp::UdpRole::Respond { req, resp };
+        for e in run_udp_flows_on_loops(&spec, socks, role, conv, &token, ctl)? {
+            match e {
+                engine::evloop::udp::UdpFlowEnd::Answered(o) => add(&mut results, &o),
+                _ => return Err(failed("UDP flow", "ended as no responder does")),
+            }
+        }
+    } else {
+        let link = udp_hello(&sock, &expect, spec.connected_udp, deadline, ctl)?;
+        let o = rr::udp_responder(link, &conv, req, resp, spec.spin, &ctl.stop, &Live::new())
+            .map_err(|e| failed("UDP data socket", e))?;
+        add(&mut results, &o);
+    }
+    results.close_flows();
+    (results.send_buf_end, results.recv_buf_end) = sockopt::buffer_sizes(SockRef::from(&sock));
+    Ok(results)
+}
+
+/// TCP_CRR and TCP_CC: connections accepted and answered on a thread per
+/// CPU (one for one flow).
+fn tcp_crr(a: Answer, ctl: &TestCtl) -> Result<SideResults, ErrorMsg> {
+    let Answer {
+        spec,
+        sock,
+        token,
+        conv,
+        peer,
+        log,
+        req,
+        resp,
+        bufs: (send_buf, recv_buf),
+        ..
+    } = a;
+    ctl.register_listener(&sock);
+    // as many answering threads as CPUs, for many flows; one for one
+    let threads = if spec.flows > 1 {
+        (engine::cpu::count().max(1) as usize).min(spec.flows as usize)
+    } else {
+        1
+    };
+    let flows = spec.flows.max(1) as usize;
+    let answered = engine::flow::together(
+        threads,
+        |_| {
+            crr::responder(
+                &sock,
+                &token,
+                peer,
+                &conv,
+                req,
+                resp,
+                flows,
+                &ctl.stop,
+                &Live::new(),
+            )
+            .map_err(|e| {
+                if ctl.is_aborted() {
+                    aborted()
+                } else {
+                    failed("data listener", e)
+                }
+            })
+        },
+        || failed("data listener", "a responder thread panicked"),
+    );
+    let mut total = Ended::default();
+    let mut refused = 0;
+    let mut per_flow = vec![0u64; flows];
+    for a in answered {
+        let (o, r, f) = a?;
+        total.counters = total.counters.plus(o.counters);
+        total.elapsed = total.elapsed.max(o.elapsed);
+        refused += r;
+        for (t, n) in per_flow.iter_mut().zip(f) {
+            *t += n;
+        }
+    }
+    ctl.saw_foreign(refused, true);
+    if refused > 0 {
+        log.warn_limited(
+            "bad-token",
+            &format!(
+                "{}: closed {refused} connection{} that did not present the test's token",
+                spec.kind,
+                if refused == 1 { "" } else { "s" }
+            ),
+        );
+    }
+    let mut results = SideResults::default();
+    if flows > 1 {
+        // each flow's transactions, and what they moved
+        for t in &per_flow {
+            let c = proto::FlowCounters {
+                transactions: *t,
+                bytes_received: t * req as u64,
+                bytes_sent: t * resp as u64,
+                recv_calls: 0,
+                send_calls: 0,
+            };
+            results.add_flow(&c, nanos(total.elapsed));
+        }
+        results.set_totals(&total.counters);
+    } else {
+        add(&mut results, &total);
+    }
+    results.close_flows();
+    (results.send_buf_end, results.recv_buf_end) = (send_buf, recv_buf);
+    Ok(results)
 }
 
 /// A flow's counts, its socket buffer sizes and TCP_INFO at the end.

@@ -18,9 +18,12 @@ use proto::{ErrorCode, ErrorMsg, Protocol, SideResults, TestEnd, TestKind, TestS
 use socket2::SockRef;
 
 use super::{
-    Expect, GrantSides, Job, Prepared, Setup, TestCtl, aborted, accept_flows, bind_data,
-    bound_port, failed,
+    ctl::TestCtl,
+    data::{bind_data, bound_port, run_flows_on_loops},
+    proof::{Expect, accept_flows},
+    setup::{GrantSides, Job, Prepared, Setup},
 };
+use crate::error::{aborted, failed};
 
 /// How long a sender waits for the receiver to close after the last byte.
 const LINGER: Duration = Duration::from_secs(30);
@@ -117,7 +120,7 @@ fn run_flows(
     } else {
         engine::evloop::Role::Recv { size: rings.recv.0 }
     };
-    super::run_flows_on_loops(spec, conns, role, ctl)
+    run_flows_on_loops(spec, conns, role, ctl)
 }
 
 /// What a flow's connection said about itself as it ended.

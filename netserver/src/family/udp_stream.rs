@@ -19,8 +19,13 @@ use proto::{DropSource, ErrorMsg, Protocol, SideResults, TestEnd, TestKind};
 use socket2::SockRef;
 
 use super::{
-    Expect, GrantSides, Job, Prepared, Setup, TestCtl, bind_data, bound_port, failed, udp_hello,
+    ctl::TestCtl,
+    data::{bind_data, bound_port, run_udp_flows_on_loops},
+    proof::{Expect, udp_flow_sockets, udp_hello},
+    setup::{GrantSides, Job, Prepared, Setup},
+    stream::server_fill,
 };
+use crate::error::failed;
 
 pub(crate) fn prepare(setup: &Setup<'_>) -> Result<Prepared, ErrorMsg> {
     let (spec, cfg, peer, conv) = (setup.spec, setup.cfg, setup.peer, setup.conv);
@@ -131,11 +136,11 @@ fn receive_flows(
     deadline: Instant,
     ctl: &TestCtl,
 ) -> Result<SideResults, ErrorMsg> {
-    let socks = super::udp_flow_sockets(spec, sock, token, peer, deadline, ctl)?;
+    let socks = udp_flow_sockets(spec, sock, token, peer, deadline, ctl)?;
     // each flow's socket's own drop counter, read once it is drained
     let inodes: Vec<Option<u64>> = socks.iter().map(netstat::socket_inode).collect();
     let role = engine::evloop::udp::UdpRole::Recv;
-    let ends = super::run_udp_flows_on_loops(spec, socks, role, conv, token, ctl)?;
+    let ends = run_udp_flows_on_loops(spec, socks, role, conv, token, ctl)?;
     let drops = netstat::udp_sockets_drops(&inodes);
     let outcomes = ends.into_iter().zip(drops).map(|(e, drops)| {
         let engine::evloop::udp::UdpFlowEnd::Received(out) = e else {
@@ -240,12 +245,7 @@ fn prepare_sender(
         };
         let _timer = Timer::start(Duration::from_millis(millis), ctl.stop.clone())
             .map_err(|e| failed("timer", e))?;
-        let mut ring = Ring::placed(
-            send_size as usize,
-            width,
-            &super::stream::server_fill(&spec),
-            at,
-        );
+        let mut ring = Ring::placed(send_size as usize, width, &server_fill(&spec), at);
         let out = udp::send(
             link,
             &mut ring,

@@ -57,16 +57,6 @@ impl Default for Netperf2Policy {
     }
 }
 
-/// Seals frame bodies once both ends proved the key, and checks the
-/// peer's. The implementation (HMAC-SHA256 with sequence numbers) lives
-/// outside this crate.
-pub trait Sealer: Send {
-    /// Append what proves the body's origin and order.
-    fn seal(&mut self, body: &mut Vec<u8>);
-    /// Check a sealed body and return the message within.
-    fn open(&mut self, sealed: &[u8]) -> Result<Vec<u8>, String>;
-}
-
 /// Per-flow counters go in frames of their own after this many flows, so
 /// that no frame carries more than a few tens of KiB however many flows a
 /// test has.
@@ -607,11 +597,6 @@ impl ClientConn {
     /// asks for none, and the conversation runs without).
     pub fn authenticated(&self) -> bool {
         self.speaker.authenticated()
-    }
-
-    /// What arrived and was not consumed.
-    pub fn take_input(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.inbuf)
     }
 
     pub fn output(&self) -> &[u8] {

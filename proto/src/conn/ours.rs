@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use super::{
-    ClientConnError, ClientSpeaker, FLOWS_PER_FRAME, MAX_FLOWS_REPORTED, Sealer, ServerEvent,
+    ClientConnError, ClientSpeaker, FLOWS_PER_FRAME, MAX_FLOWS_REPORTED, ServerEvent,
     ServerSpeaker, Shared,
 };
 use crate::{
@@ -15,7 +15,7 @@ use crate::{
     error::ProtoError,
     frame,
     message::{ClientMsg, ErrorCode, ErrorMsg, ServerMsg},
-    session::{Authenticator, ClientEvent, ClientSession, ServerAction, ServerSession},
+    session::{Authenticator, ClientEvent, ClientSession, Sealer, ServerAction, ServerSession},
     test::{ClientDone, FlowCounters, ForeignConnections, Grant, Limits, SideResults, TestSpec},
 };
 

@@ -21,6 +21,7 @@ pub mod omni;
 use std::time::Duration;
 
 pub use frame::{FRAME_LEN, Frame, NF_INET, NF_INET6, NF_UNSPEC};
+pub use omni::{DO_OMNI, OMNI_RESPONSE, OMNI_RESULTS};
 use omni::{OmniRequest, OmniResponse, OmniResults, flags};
 
 use crate::test::{
@@ -34,9 +35,6 @@ pub const DEBUG_OK: u32 = 3;
 pub const NODE_IDENTIFY: u32 = 4;
 pub const CPU_CALIBRATE: u32 = 5;
 pub const PASSPHRASE: u32 = 6;
-pub const DO_OMNI: u32 = 97;
-pub const OMNI_RESPONSE: u32 = 98;
-pub const OMNI_RESULTS: u32 = 99;
 pub const DO_SYSINFO: u32 = 600;
 
 /// serv_errno of a request netserver does not know.

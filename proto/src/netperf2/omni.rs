@@ -5,6 +5,11 @@ use std::net::IpAddr;
 
 use super::frame::{Frame, NF_INET, ts};
 
+/// The omni requests' numbers.
+pub const DO_OMNI: u32 = 97;
+pub const OMNI_RESPONSE: u32 = 98;
+pub const OMNI_RESULTS: u32 = 99;
+
 /// The request's `flags` bits.
 pub mod flags {
     pub const NO_DELAY: u32 = 0x1;
@@ -139,7 +144,7 @@ impl OmniRequest {
 
     /// The whole DO_OMNI frame, as netperf 2.7 sends it.
     pub fn encode(&self) -> Frame {
-        let mut f = Frame::new(super::DO_OMNI, -1);
+        let mut f = Frame::new(DO_OMNI, -1);
         f.set_int(ts(0), self.send_buf_size);
         f.set_int(ts(4), self.send_size);
         f.set_word(ts(8), self.send_alignment);
@@ -209,7 +214,7 @@ impl OmniResponse {
     }
 
     pub fn encode(&self) -> Frame {
-        let mut f = Frame::new(super::OMNI_RESPONSE, 0);
+        let mut f = Frame::new(OMNI_RESPONSE, 0);
         f.set_int(ts(0), self.recv_buf_size);
         f.set_int(ts(4), self.receive_size);
         f.set_int(ts(8), self.recv_width);
@@ -284,7 +289,7 @@ impl OmniResults {
     /// The frame; its type word is OMNI_RESULTS (netperf 2.7 never reads
     /// it).
     pub fn encode(&self) -> Frame {
-        let mut f = Frame::new(super::OMNI_RESULTS, 0);
+        let mut f = Frame::new(OMNI_RESULTS, 0);
         f.set_u64(ts(0), self.bytes_received);
         f.set_word(ts(8), self.recv_calls);
         f.set_int(ts(12), self.recv_buf_size);

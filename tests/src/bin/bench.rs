@@ -95,6 +95,11 @@ fn run(cmd: Command) -> String {
 
 /// Transactions per second from netperf (ours or netperf 2.7) at -v 0.
 fn netperf_tps(bin: &Path, port: u16, test: &str, secs: u64, extra: &[&str]) -> f64 {
+    num(fields(&run(netperf_cmd(bin, port, test, secs, extra)))[0])
+}
+
+/// A netperf (ours or an earlier build) timed at `secs`, its data row alone.
+fn netperf_cmd(bin: &Path, port: u16, test: &str, secs: u64, extra: &[&str]) -> Command {
     let mut c = Command::new(bin);
     c.args([
         "-H",
@@ -113,7 +118,7 @@ fn netperf_tps(bin: &Path, port: u16, test: &str, secs: u64, extra: &[&str]) -> 
     if !extra.is_empty() {
         c.arg("--").args(extra);
     }
-    num(fields(&run(c))[0])
+    c
 }
 
 /// Round trips per second from sockperf ping-pong (its valid duration).
@@ -231,24 +236,6 @@ fn syscalls_per_transaction(bin: &Path, port: u16) -> Option<f64> {
         .lines()
         .find(|l| l.trim_end().ends_with(" total"))
         .map(|l| num(fields(l)[3]) / 10_000.0)
-}
-
-/// User-space instructions per TCP_RR transaction (callgrind, stable on a
-/// noisy machine): the difference between 11,000 and 1,000 transactions.
-fn instructions_per_transaction(bin: &Path, port: u16, extra: &[&str]) -> Option<f64> {
-    let count = |n: u64| -> Option<f64> {
-        let file = std::env::temp_dir().join(format!("bench-cg-{}-{n}", std::process::id()));
-        let mut c = Command::new("valgrind");
-        c.arg("--tool=callgrind")
-            .arg(format!("--callgrind-out-file={}", file.display()))
-            .arg(bin);
-        c.args(rr_count_args(port, n, extra));
-        let out = run_with_deadline(c, Duration::from_secs(300));
-        let _ = std::fs::remove_file(&file);
-        let line = out.stderr.lines().find(|l| l.contains("Collected :"))?;
-        Some(num(line.rsplit(':').next()?.trim()))
-    };
-    Some((count(11_000)? - count(1_000)?) / 10_000.0)
 }
 
 /// CPU seconds (user + system) of the reaped children of this process.
@@ -534,11 +521,115 @@ fn baseline(o: &Opts, dir: &Path) {
         syscalls_per_transaction(&netperf, port),
         syscalls_per_transaction(&base, base_port),
     );
-    show(
-        "instructions (callgrind)",
-        instructions_per_transaction(&netperf, port, &[]),
-        instructions_per_transaction(&base, base_port, &[]),
+    println!("\nUser-space instructions per operation on the client (callgrind, two run lengths):");
+    for (label, test, counts, unit, extra) in [
+        (
+            "TCP_RR a transaction",
+            "TCP_RR",
+            (1_000, 11_000),
+            1,
+            &[][..],
+        ),
+        ("TCP_CRR a transaction", "TCP_CRR", (200, 2_200), 1, &[]),
+        (
+            "TCP_STREAM a 16 KiB send",
+            "TCP_STREAM",
+            (1_000, 11_000),
+            16_384,
+            &["-m", "16K"],
+        ),
+    ] {
+        show(
+            label,
+            instructions(&netperf, port, test, counts, unit, extra),
+            instructions(&base, base_port, test, counts, unit, extra),
+        );
+    }
+    println!("\nMany flows, this build beside the baseline (CPU microseconds a unit at each end):");
+    let rows: [(&str, &[usize], f64); 4] = [
+        ("TCP_RR", &[2, 8, 100], 1.0),
+        ("TCP_STREAM", &[1, 2, 8, 100], 8.0),
+        ("UDP_RR", &[100, 1000], 1.0),
+        ("TCP_CRR", &[100, 1000], 1.0),
+    ];
+    for (test, ns_, per) in rows {
+        println!("\n{test} --flows N:");
+        flows_header(if per == 8.0 { "us/MB" } else { "us/tx" }, "baseline");
+        for &n in ns_ {
+            let nflows = n.to_string();
+            let extra: Vec<&str> = if test == "TCP_STREAM" {
+                vec!["-m", "128K", "--flows", &nflows]
+            } else {
+                vec!["--flows", &nflows]
+            };
+            flows_row(
+                o,
+                n,
+                per,
+                || {
+                    sampled(ns.pid(), || {
+                        netperf_tps(&netperf, port, test, o.secs, &extra)
+                    })
+                },
+                || {
+                    sampled(base_ns.pid(), || {
+                        netperf_tps(&base, base_port, test, o.secs, &extra)
+                    })
+                },
+            );
+        }
+    }
+    println!(
+        "\nThe client's footprint with many flows (peak resident memory and threads over the run):"
     );
+    println!(
+        "{:<8} {:>6}  {:>12} {:>8}  {:>12} {:>8}",
+        "test", "N", "this KiB", "threads", "base KiB", "threads"
+    );
+    for test in ["UDP_RR", "TCP_CRR", "UDP_STREAM"] {
+        for n in [100usize, 1000] {
+            let extra = ["--flows".to_string(), n.to_string()];
+            let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+            let (a_rss, a_thr) = footprint_of(&netperf, port, test, o.secs, &extra);
+            let (b_rss, b_thr) = footprint_of(&base, base_port, test, o.secs, &extra);
+            println!("{test:<8} {n:>6}  {a_rss:>12} {a_thr:>8}  {b_rss:>12} {b_thr:>8}");
+        }
+    }
+}
+
+/// Run netperf once and watch it: its peak resident memory (KiB) and its
+/// most threads at once, from /proc every 50 ms.
+fn footprint_of(bin: &Path, port: u16, test: &str, secs: u64, extra: &[&str]) -> (u64, u64) {
+    let mut c = netperf_cmd(bin, port, test, secs, extra);
+    let Ok(mut child) = c.stdout(Stdio::null()).stderr(Stdio::null()).spawn() else {
+        return (0, 0);
+    };
+    let status = format!("/proc/{}/status", child.id());
+    let (mut rss, mut threads) = (0u64, 0u64);
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs + 60);
+    while std::time::Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        if let Ok(text) = std::fs::read_to_string(&status) {
+            for line in text.lines() {
+                let v = |l: &str| {
+                    l.split_whitespace()
+                        .nth(1)
+                        .and_then(|n| n.parse::<u64>().ok())
+                };
+                if line.starts_with("VmHWM:") {
+                    rss = rss.max(v(line).unwrap_or(0));
+                } else if line.starts_with("Threads:") {
+                    threads = threads.max(v(line).unwrap_or(0));
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    (rss, threads)
 }
 
 fn main() {
@@ -978,6 +1069,17 @@ fn every_test(o: &Opts, netperf: &Path, ns: &Netserver, doc: &mut Doc) {
         "10^6bits/s",
         r,
     );
+    other_peers(o, netperf, port, doc);
+    per_operation(doc, netperf, ns, reference.as_ref());
+    daemon_cost(doc, o, netperf, ns, reference.as_ref());
+}
+
+/// Rows beside iperf3 and sockperf, where they are installed.
+fn other_peers(o: &Opts, netperf: &Path, port: u16, doc: &mut Doc) {
+    let secs = o.secs;
+    let tps = |bin: &Path, port: u16, test: &str, extra: &[&str]| {
+        netperf_tps(bin, port, test, secs, extra)
+    };
     // iperf3: same write size, and its default
     if Command::new("iperf3").arg("--version").output().is_ok() {
         let iport = free_port();
@@ -1035,7 +1137,17 @@ fn every_test(o: &Opts, netperf: &Path, ns: &Netserver, doc: &mut Doc) {
     } else {
         doc.line("| (sockperf not installed) | | | | | | |");
     }
+}
 
+/// System calls and user-space instructions per operation, ours beside
+/// netperf 2.7's.
+fn per_operation(
+    doc: &mut Doc,
+    netperf: &Path,
+    ns: &Netserver,
+    reference: Option<&(PathBuf, u16, Guard)>,
+) {
+    let port = ns.port();
     // system calls per operation, both ends
     doc.line("");
     doc.line("System calls per operation besides waits (epoll_wait, futex, poll), `strace -c -f` of a whole run on each end, start-up included:");
@@ -1086,7 +1198,7 @@ fn every_test(o: &Opts, netperf: &Path, ns: &Netserver, doc: &mut Doc) {
             &count_args(port, test, count, extra),
             per,
         ));
-        let (rc, rs) = match &reference {
+        let (rc, rs) = match reference {
             Some((dir, rport, guard)) => {
                 // netperf 2.7 has no --rate: its UDP_STREAM runs unpaced
                 let extra: Vec<&str> = extra
@@ -1139,7 +1251,7 @@ fn every_test(o: &Opts, netperf: &Path, ns: &Netserver, doc: &mut Doc) {
     for (label, test, counts, unit, extra) in ins {
         let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
         let a = f(instructions(netperf, port, test, counts, unit, extra));
-        let b = match &reference {
+        let b = match reference {
             Some((dir, rport, _)) => f(instructions(
                 &dir.join("netperf"),
                 *rport,
@@ -1152,5 +1264,4 @@ fn every_test(o: &Opts, netperf: &Path, ns: &Netserver, doc: &mut Doc) {
         };
         doc.line(format!("| {label} | {a} | {b} |"));
     }
-    daemon_cost(doc, o, netperf, ns, reference.as_ref());
 }

@@ -43,7 +43,6 @@ use engine::{
     control::{ControlError, ControlStream},
     conventions::Conventions,
     crr::{self, CrrRequester},
-    handshake,
     live::Live,
     rr::{self, Requester},
     sockopt,
@@ -622,7 +621,8 @@ fn run_session(w: &Worker<'_>, plan: Plan, kill: Option<Kill>) -> Result<bool> {
         }
         (_, None) => {
             let s = connect(to, &format!("{what} data connection"))?;
-            handshake::present(&s, &grant.token, 0, &conv).map_err(|e| format!("{what}: {e}"))?;
+            conv.present(&s, &grant.token, 0)
+                .map_err(|e| format!("{what}: {e}"))?;
             DataSock::Tcp(s)
         }
     };

@@ -102,8 +102,9 @@ fn runs_between_min_and_max_and_prints_the_mean_of_the_iterations() {
 #[test]
 fn exact_iteration_count() {
     let ns = Netserver::start(&[]);
-    let port = ns.port().to_string();
-    let out = netperf_at(&port, &["-i", "5,5", "-l", "1", "-t", "TCP_RR", "-v", "3"]).ok();
+    let out = ns
+        .netperf(&["-i", "5,5", "-l", "1", "-t", "TCP_RR", "-v", "3"])
+        .ok();
     assert_eq!(iterations(&out.stdout).len(), 5, "{out}");
 }
 
@@ -153,12 +154,15 @@ fn unreachable_width_warns_as_netperf_and_exits_zero() {
 #[test]
 fn iterations_show_at_verbosity_three_only() {
     let ns = Netserver::start(&[]);
-    let port = ns.port().to_string();
-    let out = netperf_at(&port, &["-i", "3,3", "-l", "1", "-v", "2", "-t", "TCP_RR"]).ok();
+    let out = ns
+        .netperf(&["-i", "3,3", "-l", "1", "-v", "2", "-t", "TCP_RR"])
+        .ok();
     assert_eq!(iterations(&out.stdout).len(), 0, "{out}");
     assert!(!out.stdout.contains("Confidence: "), "{out}");
     assert_eq!(out.stderr, "", "{out}");
-    let out = netperf_at(&port, &["-i", "3,3", "-l", "1", "-v", "3", "-t", "TCP_RR"]).ok();
+    let out = ns
+        .netperf(&["-i", "3,3", "-l", "1", "-v", "3", "-t", "TCP_RR"])
+        .ok();
     assert_eq!(iterations(&out.stdout).len(), 3, "{out}");
     assert!(out.stdout.contains("Confidence: 3 iterations"), "{out}");
 }
@@ -166,8 +170,9 @@ fn iterations_show_at_verbosity_three_only() {
 #[test]
 fn headerless_output_is_the_row_alone() {
     let ns = Netserver::start(&[]);
-    let port = ns.port().to_string();
-    let out = netperf_at(&port, &["-i", "3,3", "-I", "99,90", "-l", "1", "-P", "0"]).ok();
+    let out = ns
+        .netperf(&["-i", "3,3", "-I", "99,90", "-l", "1", "-P", "0"])
+        .ok();
     // netperf's warning block, if the machine was too noisy, then the row.
     let rest: Vec<&str> = out
         .stdout

@@ -48,8 +48,9 @@ fn unknown_option() {
 #[test]
 fn unknown_test_option_is_a_warning() {
     let ns = Netserver::start(&[]);
-    let port = ns.port().to_string();
-    let out = netperf_at(&port, &["-l", "1", "-P", "0", "--", "-Q", "-m", "1K"]).ok();
+    let out = ns
+        .netperf(&["-l", "1", "-P", "0", "--", "-Q", "-m", "1K"])
+        .ok();
     assert!(
         out.stderr.contains("warning: unknown option -Q after --"),
         "{out}"

@@ -171,10 +171,9 @@ fn bad_flow_options_name_the_option() {
 #[test]
 fn flow_selectors_and_omni() {
     let ns = Netserver::start(&[]);
-    let port = ns.port().to_string();
     let sel = "THROUGHPUT,FLOWS,FLOW_MIN_THROUGHPUT,FLOW_MEDIAN_THROUGHPUT,FLOW_MAX_THROUGHPUT,FLOW_FAIRNESS";
     let row = |args: &[&str]| -> Vec<f64> {
-        let out = netperf_at(&port, args).ok();
+        let out = ns.netperf(args).ok();
         let line = out.stdout.lines().last().unwrap_or("").to_string();
         line.split(',').map(num).collect()
     };

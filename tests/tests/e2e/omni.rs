@@ -96,7 +96,6 @@ fn omni_directions_run_their_data_paths() {
 #[test]
 fn omni_stream_is_tcp_stream() {
     let ns = Netserver::start(&[]);
-    let port = ns.port().to_string();
     for t in [["-t", "TCP_STREAM", "--"], ["-t", "OMNI", "--"]] {
         let mut args = vec!["-l", "-4000000"];
         args.extend(t);
@@ -108,7 +107,7 @@ fn omni_stream_is_tcp_stream() {
             "-k",
             "THROUGHPUT,LOCAL_BYTES_SENT,REMOTE_BYTES_RECVD",
         ]);
-        let out = netperf_at(&port, &args).ok();
+        let out = ns.netperf(&args).ok();
         let k = keys(&out.stdout);
         assert_eq!(k["LOCAL_BYTES_SENT"], "4000000", "{out}");
         assert_eq!(k["REMOTE_BYTES_RECVD"], "4000000", "{out}");
@@ -233,7 +232,7 @@ fn refused_and_tolerated_combinations() {
 fn tcp_sendfile_sends_with_sendfile() {
     let ns = Netserver::start(&[]);
     let port = ns.port().to_string();
-    let have_strace = Command::new("strace").arg("-V").output().is_ok();
+    let have_strace = harness::have_strace();
     let file = std::env::temp_dir().join(format!("rsnetperf-sendfile-{}", std::process::id()));
     std::fs::write(&file, vec![b'x'; 1 << 20]).unwrap();
     for fill in [None, Some(file.to_str().unwrap())] {
@@ -350,12 +349,13 @@ fn tcp_cc_connects_and_closes() {
 #[test]
 fn tcp_mss_prints_the_segment_size() {
     let ns = Netserver::start(&[]);
-    let port = ns.port().to_string();
-    let out = netperf_at(&port, &["-t", "TCP_MSS", "-P", "0"]).ok();
+    let out = ns.netperf(&["-t", "TCP_MSS", "-P", "0"]).ok();
     let mss = num(out.stdout.trim());
     assert!((536.0..=65535.0).contains(&mss), "{out}");
     // TCP_MSS has netperf 2.7's classic options: -G is not one of them
-    let out = netperf_at(&port, &["-t", "TCP_MSS", "-P", "0", "--", "-G", "1000"]).ok();
+    let out = ns
+        .netperf(&["-t", "TCP_MSS", "-P", "0", "--", "-G", "1000"])
+        .ok();
     assert_eq!(num(out.stdout.trim()), mss, "{out}");
     assert!(
         out.stderr.contains("-G is not an option of TCP_MSS"),
@@ -368,19 +368,18 @@ fn tcp_mss_prints_the_segment_size() {
 #[test]
 fn one_figure_tests() {
     let ns = Netserver::start(&[]);
-    let port = ns.port().to_string();
     let cpus = std::fs::read_to_string("/proc/stat")
         .unwrap()
         .lines()
         .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
         .count();
     for (test, side) in [("LOC_CPU", "local"), ("REM_CPU", "remote")] {
-        let out = netperf_at(&port, &["-t", test]).ok();
+        let out = ns.netperf(&["-t", test]).ok();
         assert!(
             !out.stdout.ends_with('\n') && num(&out.stdout) > 0.0,
             "{out}"
         );
-        let out = netperf_at(&port, &["-t", test, "-v", "2"]).ok();
+        let out = ns.netperf(&["-t", test, "-v", "2"]).ok();
         let want = if cpus == 1 {
             format!("There is 1 {side} cpu\n")
         } else {
@@ -388,10 +387,10 @@ fn one_figure_tests() {
         };
         assert!(out.stdout.ends_with(&want), "{out}");
     }
-    let a = netperf_at(&port, &["-t", "UUID"]).ok().stdout;
-    let b = netperf_at(&port, &["-t", "UUID"]).ok().stdout;
+    let a = ns.netperf(&["-t", "UUID"]).ok().stdout;
+    let b = ns.netperf(&["-t", "UUID"]).ok().stdout;
     assert_eq!(a.len(), 36, "{a}");
     assert_ne!(a, b);
-    let out = netperf_at(&port, &["-t", "UUID", "--", "-u", "my-test-id"]).ok();
+    let out = ns.netperf(&["-t", "UUID", "--", "-u", "my-test-id"]).ok();
     assert_eq!(out.stdout, "my-test-id");
 }

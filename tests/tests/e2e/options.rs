@@ -402,11 +402,12 @@ fn refused_congestion_control_runs_with_the_default() {
 #[test]
 fn passphrase_against_a_netserver_without_one() {
     let ns = Netserver::start(&[]);
-    let port = ns.port().to_string();
-    let out = netperf_at(&port, &["-Z", "secret", "-l", "-1000", "-P", "0"]).ok();
+    let out = ns.netperf(&["-Z", "secret", "-l", "-1000", "-P", "0"]).ok();
     assert_eq!(out.stdout.lines().count(), 1, "{out}");
     assert_eq!(out.stderr, "", "{out}");
-    let out = netperf_at(&port, &["-Z", "secret", "-d", "-l", "-1000", "-P", "0"]).ok();
+    let out = ns
+        .netperf(&["-Z", "secret", "-d", "-l", "-1000", "-P", "0"])
+        .ok();
     // (stdout has netperf 2.7's debug lines around the row)
     assert!(out.stdout.contains("remote results obtained"), "{out}");
     assert!(out.stderr.contains("asks for no passphrase"), "{out}");

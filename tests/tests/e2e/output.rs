@@ -107,8 +107,7 @@ fn interim_results_for_rr_in_human_and_csv_styles() {
 #[test]
 fn cpu_utilisation_and_service_demand() {
     let ns = Netserver::start(&[]);
-    let port = ns.port().to_string();
-    let out = netperf_at(&port, &["-l", "1", "-c", "-C"]).ok();
+    let out = ns.netperf(&["-l", "1", "-c", "-C"]).ok();
     assert!(
         out.stdout.contains("Utilization       Service Demand"),
         "{out}"
@@ -120,7 +119,9 @@ fn cpu_utilisation_and_service_demand() {
         assert!((0.0..=100.0).contains(&cpu) && cpu > 0.0, "{out}");
     }
     assert!(num(f[7]) > 0.0 && num(f[8]) > 0.0, "{out}");
-    let out = netperf_at(&port, &["-l", "1", "-t", "TCP_RR", "-C", "-P", "0"]).ok();
+    let out = ns
+        .netperf(&["-l", "1", "-t", "TCP_RR", "-C", "-P", "0"])
+        .ok();
     let f = fields(out.stdout.lines().next().unwrap());
     assert_eq!(num(f[6]), -1.0, "local CPU not measured: {out}");
     assert!((0.0..=100.0).contains(&num(f[7])), "{out}");
@@ -194,8 +195,7 @@ fn json_document() {
 #[test]
 fn csv_defaults_and_listing() {
     let ns = Netserver::start(&[]);
-    let port = ns.port().to_string();
-    let out = netperf_at(&port, &["-l", "1", "--", "-o"]).ok();
+    let out = ns.netperf(&["-l", "1", "--", "-o"]).ok();
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(
         lines[1],
@@ -253,10 +253,9 @@ fn unknown_selectors_are_tolerated() {
 #[test]
 fn wrapper_options() {
     let ns = Netserver::start(&[]);
-    let port = ns.port().to_string();
     let fill = std::env::temp_dir().join(format!("fill-{}", std::process::id()));
     std::fs::write(&fill, b"0123456789abcdef").unwrap();
-    let out = netperf_at(&port, &["-l",
+    let out = ns.netperf(&["-l",
         "1",
         "-P",
         "0",

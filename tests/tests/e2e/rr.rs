@@ -91,11 +91,10 @@ fn exact_transactions_ipv6() {
 #[test]
 fn latency_percentiles_are_ordered_and_consistent() {
     let ns = Netserver::start(&[]);
-    let port = ns.port().to_string();
     for (test, title) in TESTS {
-        let out = netperf_at(&port, &["-t", test, "-l", "1", "-v", "2"]).ok();
+        let out = ns.netperf(&["-t", test, "-l", "1", "-v", "2"]).ok();
         assert!(!out.stdout.contains("Latency (usec)"), "{out}");
-        let out = netperf_at(&port, &["-t", test, "-l", "1", "-v", "3"]).ok();
+        let out = ns.netperf(&["-t", test, "-l", "1", "-v", "3"]).ok();
         assert_eq!(
             out.stdout.contains("RoundTrip  Trans    Throughput"),
             test == "TCP_RR",
@@ -223,12 +222,7 @@ fn spin_mode_runs() {
 /// at most 2.05 system calls per transaction over 10,000, start-up included.
 #[test]
 fn tcp_rr_makes_two_system_calls_per_transaction() {
-    if Command::new("strace").arg("-V").output().is_err() {
-        assert!(
-            std::env::var("NETPERF_REQUIRE_NETNS").as_deref() != Ok("1"),
-            "strace is not installed"
-        );
-        eprintln!("!!! SKIPPED: strace is not installed");
+    if !harness::have_strace() {
         return;
     }
     let ns = Netserver::start(&[]);

@@ -628,9 +628,8 @@ fn failing_to_start_a_test_thread_is_survived() {
     cg.adopt(ns.pid());
     // Every task the daemon has now, and not one more.
     cg.set("pids.max", &cg.get("pids.current"));
-    let port = ns.port().to_string();
     for _ in 0..3 {
-        let out = netperf_at(&port, &["-l", "1", "-P", "0"]);
+        let out = ns.netperf(&["-l", "1", "-P", "0"]);
         assert!(!out.success(), "{out}");
         assert!(
             out.stderr.contains("netserver cannot start a test thread"),
@@ -644,7 +643,7 @@ fn failing_to_start_a_test_thread_is_survived() {
     );
     cg.set("pids.max", "max");
     thread::sleep(Duration::from_millis(200));
-    let out = netperf_at(&port, &["-l", "1", "-P", "0"]).ok();
+    let out = ns.netperf(&["-l", "1", "-P", "0"]).ok();
     assert!(num(fields(&out.stdout)[4]) > 0.0, "{out}\n{}", ns.log());
     drop(ns);
 }

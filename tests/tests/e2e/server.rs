@@ -16,9 +16,8 @@ use harness::{
 #[test]
 fn serves_clients_one_after_another() {
     let ns = Netserver::start(&[]);
-    let port = ns.port().to_string();
     for test in ["TCP_STREAM", "TCP_MAERTS", "TCP_STREAM"] {
-        netperf_at(&port, &["-t", test, "-l", "1", "-P", "0"]).ok();
+        ns.netperf(&["-t", test, "-l", "1", "-P", "0"]).ok();
     }
 }
 

@@ -1,6 +1,6 @@
 //! TCP_STREAM and TCP_MAERTS.
 
-use harness::{Netserver, fields, netperf, netperf_at, num};
+use harness::{Netserver, fields, netperf, netperf_vs_netserver, num};
 
 /// netperf 2.7's title lines for the stream tests, verbatim.
 const STREAM_TITLE: [&str; 5] = [
@@ -37,9 +37,8 @@ fn check_table(stdout: &str, test: &str, family: &str) -> f64 {
 
 #[test]
 fn tcp_stream_ipv4() {
-    let ns = Netserver::start(&[]);
-    let port = ns.port().to_string();
-    let out = netperf_at(&port, &["-l", "1"]).ok();
+    let (out, _ns) = netperf_vs_netserver(&["-l", "1"]);
+    let out = out.ok();
     check_table(&out.stdout, "STREAM", "AF_INET");
     assert_eq!(out.stderr, "", "nothing on stderr in a successful run");
 }
@@ -55,8 +54,7 @@ fn tcp_stream_ipv6() {
 #[test]
 fn tcp_maerts_ipv4() {
     let ns = Netserver::start(&[]);
-    let port = ns.port().to_string();
-    let out = netperf_at(&port, &["-l", "1", "-t", "TCP_MAERTS"]).ok();
+    let out = ns.netperf(&["-l", "1", "-t", "TCP_MAERTS"]).ok();
     check_table(&out.stdout, "MAERTS", "AF_INET");
 }
 
@@ -72,9 +70,8 @@ fn tcp_maerts_ipv6() {
 #[test]
 fn no_headers_prints_one_row() {
     let ns = Netserver::start(&[]);
-    let port = ns.port().to_string();
     for test in ["TCP_STREAM", "TCP_MAERTS"] {
-        let out = netperf_at(&port, &["-l", "1", "-P", "0", "-t", test]).ok();
+        let out = ns.netperf(&["-l", "1", "-P", "0", "-t", test]).ok();
         let lines: Vec<&str> = out.stdout.lines().collect();
         assert_eq!(lines.len(), 1, "{out}");
         assert_eq!(fields(lines[0]).len(), 5, "{out}");
@@ -95,10 +92,9 @@ fn xfered(stdout: &str) -> u64 {
 #[test]
 fn byte_count_is_exact_both_ways() {
     let ns = Netserver::start(&[]);
-    let port = ns.port().to_string();
     for (test, n) in [("TCP_STREAM", 10_000_000u64), ("TCP_MAERTS", 7_777_777)] {
         let len = format!("-{n}");
-        let out = netperf_at(&port, &["-t", test, "-l", &len, "-v", "2"]).ok();
+        let out = ns.netperf(&["-t", test, "-l", &len, "-v", "2"]).ok();
         assert_eq!(xfered(&out.stdout), n, "{out}");
         let (sent, received) = if test == "TCP_STREAM" { (0, n) } else { (n, 0) };
         let line = format!("{test} {sent} bytes sent, {received} received");
@@ -188,7 +184,6 @@ fn netperf_tolerated_spellings() {
 #[test]
 fn send_size_is_honoured() {
     let ns = Netserver::start(&[]);
-    let port = ns.port().to_string();
-    let out = netperf_at(&port, &["-l", "1", "-P", "0", "--", "-m", "1024"]).ok();
+    let out = ns.netperf(&["-l", "1", "-P", "0", "--", "-m", "1024"]).ok();
     assert_eq!(fields(&out.stdout)[2], "1024", "{out}");
 }

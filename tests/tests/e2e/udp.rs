@@ -133,8 +133,9 @@ fn byte_count_sends_whole_datagrams() {
 #[test]
 fn piped_output_has_no_loss_line() {
     let ns = Netserver::start(&[]);
-    let port = ns.port().to_string();
-    let out = netperf_at(&port, &["-t", "UDP_STREAM", "-l", "1", "--", "-m", "1024"]).ok();
+    let out = ns
+        .netperf(&["-t", "UDP_STREAM", "-l", "1", "--", "-m", "1024"])
+        .ok();
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(lines.len(), 8, "{out}");
     assert_eq!(lines[7], "", "{out}");

@@ -73,7 +73,7 @@ pub fn banner(asked: &Asked, ep: &Endpoints) -> String {
             if c.result_only { " on result only" } else { "" }
         );
     }
-    if asked.local.nodelay || asked.remote.nodelay {
+    if asked.nodelay {
         s.push_str(" : nodelay");
     }
     if asked.copy_avoidance {
@@ -83,7 +83,7 @@ pub fn banner(asked: &Asked, ep: &Endpoints) -> String {
     if matches!(asked.name, TestName::TcpRr | TestName::UdpRr) {
         let _ = write!(s, " : first burst {}", asked.burst);
     }
-    if asked.local.cpu_bind.is_some() || asked.remote.cpu_bind.is_some() {
+    if asked.cpu_bind {
         s.push_str(" : cpu bind");
     }
     s.push('\n');
@@ -223,10 +223,7 @@ mod tests {
     use super::*;
     use crate::family::Side;
 
-    /// What the output would be told for these words of a command line.
-    fn asked(words: &[&str]) -> Asked {
-        Asked::of(&crate::cli::test_plan(words))
-    }
+    use crate::output::testing::asked;
 
     fn measurement() -> Measurement {
         Measurement {
@@ -423,6 +420,7 @@ bytes  bytes   bytes    secs.    10^6bits/sec  \n\
     fn rr_verbose_block() {
         let p = asked(&["-t", "TCP_RR", "-v", "2", "-P", "0"]);
         let mut m = measurement();
+        (m.local.asked, m.remote.asked) = (p.local.clone(), p.remote.clone());
         m.elapsed = 1.0;
         m.local.transactions = 32619;
         m.latency = Some(engine::latency::LatencySummary {
@@ -552,6 +550,7 @@ bytes  bytes   bytes    secs.    10^6bits/sec  \n\
     fn verbose_stream_detail() {
         let p = asked(&["-v", "2", "-P", "0"]);
         let mut m = measurement();
+        (m.local.asked, m.remote.asked) = (p.local.clone(), p.remote.clone());
         m.local.bytes_sent = 2023391232;
         m.local.send_calls = 123498;
         m.remote.recv_calls = 34386;

@@ -44,7 +44,7 @@ pub fn rr(asked: &Asked, m: &Measurement, f: &Figures, extras: bool) -> String {
     if asked.verbosity > 1 {
         match asked.name {
             TestName::TcpRr => s.push_str(&rr_detail(asked, m)),
-            TestName::TcpCrr | TestName::TcpCc => s.push_str(&crr_detail(asked)),
+            TestName::TcpCrr | TestName::TcpCc => s.push_str(&crr_detail(m)),
             _ => {}
         }
     }
@@ -58,16 +58,16 @@ pub fn rr(asked: &Asked, m: &Measurement, f: &Figures, extras: bool) -> String {
 }
 
 /// TCP_CRR's and TCP_CC's `-v 2` block: where the buffers sat.
-fn crr_detail(asked: &Asked) -> String {
+fn crr_detail(m: &Measurement) -> String {
     format!(
         "\nAlignment      Offset\n\
          Local  Remote  Local  Remote\n\
          Send   Recv    Send   Recv\n\
          {:5}  {:5}   {:5}  {:5}\n",
-        asked.local.send_align,
-        asked.remote.recv_align,
-        asked.local.send_offset,
-        asked.remote.recv_offset
+        m.local.asked.send_align,
+        m.remote.asked.recv_align,
+        m.local.asked.send_offset,
+        m.remote.asked.recv_offset
     )
 }
 
@@ -232,10 +232,10 @@ fn rr_detail(asked: &Asked, m: &Measurement) -> String {
          Send   Recv    Send   Recv    usec/Tran  per sec  Outbound   Inbound\n\
          {:5}  {:5}   {:5}  {:5}   {:<6.3}   {:<6.3} {:<6.3}    {:<6.3}\n",
         units.label(),
-        asked.local.send_align,
-        asked.remote.recv_align,
-        asked.local.send_offset,
-        asked.remote.recv_offset,
+        m.local.asked.send_align,
+        m.remote.asked.recv_align,
+        m.local.asked.send_offset,
+        m.remote.asked.recv_offset,
         rtt,
         rate,
         units.rate(rate * f64::from(asked.request_size), 1.0),

@@ -120,17 +120,17 @@ fn stream_detail(asked: &Asked, m: &Measurement) -> String {
     };
     let (la, ra, lo, ro) = if maerts {
         (
-            asked.local.recv_align,
-            asked.remote.send_align,
-            asked.local.recv_offset,
-            asked.remote.send_offset,
+            m.local.asked.recv_align,
+            m.remote.asked.send_align,
+            m.local.asked.recv_offset,
+            m.remote.asked.send_offset,
         )
     } else {
         (
-            asked.local.send_align,
-            asked.remote.recv_align,
-            asked.local.send_offset,
-            asked.remote.recv_offset,
+            m.local.asked.send_align,
+            m.remote.asked.recv_align,
+            m.local.asked.send_offset,
+            m.remote.asked.recv_offset,
         )
     };
     // TCP_SENDFILE prints the bytes moved as C's %6.4g.

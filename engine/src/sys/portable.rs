@@ -1,0 +1,192 @@
+//! The calls [`super::linux`] makes, where Linux's are not to be had: what
+//! a platform lacks says so (`Unsupported`), and the batches of the UDP
+//! fast paths make one call a datagram. The portability work fills this
+//! in a platform at a time (each its own file, as `linux.rs` is).
+
+#![allow(unsafe_code)]
+
+use std::{io, os::fd::AsRawFd};
+
+use super::TcpInfo;
+
+fn unsupported(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!("{what} is not available on this system"),
+    )
+}
+
+/// TCP_INFO: not read here.
+pub fn tcp_info(_sock: &impl AsRawFd) -> io::Result<TcpInfo> {
+    Err(unsupported("TCP_INFO"))
+}
+
+/// sendfile(2): not used here (TCP_SENDFILE says so).
+pub fn sendfile(
+    _sock: &impl AsRawFd,
+    _file: &impl AsRawFd,
+    _offset: &mut i64,
+    _count: usize,
+) -> io::Result<usize> {
+    Err(unsupported("sendfile"))
+}
+
+/// Linux's numbers for UDP_SEGMENT and UDP_GRO: setting them fails here,
+/// and `--gso` says so.
+pub const UDP_SEGMENT: i32 = 103;
+pub const UDP_GRO: i32 = 104;
+
+/// A batch of datagrams, sent and received one a call.
+pub struct MsgBatch {
+    data: Vec<u8>,
+    slot: usize,
+    n: usize,
+    to: Option<std::net::SocketAddr>,
+    lens: Vec<usize>,
+    from: Vec<Option<std::net::SocketAddr>>,
+}
+
+impl std::fmt::Debug for MsgBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MsgBatch")
+            .field("messages", &self.n)
+            .field("slot", &self.slot)
+            .finish()
+    }
+}
+
+impl MsgBatch {
+    fn alloc(n: usize, slot: usize, to: Option<std::net::SocketAddr>) -> MsgBatch {
+        let (n, slot) = (n.max(1), slot.max(1));
+        MsgBatch {
+            data: vec![0u8; n * slot],
+            slot,
+            n,
+            to,
+            lens: vec![0; n],
+            from: vec![None; n],
+        }
+    }
+
+    pub fn sending(n: usize, slot: usize, to: Option<std::net::SocketAddr>) -> MsgBatch {
+        MsgBatch::alloc(n, slot, to)
+    }
+
+    pub fn receiving(n: usize, slot: usize) -> MsgBatch {
+        MsgBatch::alloc(n, slot, None)
+    }
+
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    pub fn slot_mut(&mut self, i: usize) -> &mut [u8] {
+        let s = self.slot;
+        self.data.get_mut(i * s..(i + 1) * s).unwrap_or(&mut [])
+    }
+
+    /// Send the first `lens.len()` slots, `lens[i]` bytes each, one a call:
+    /// how many went before one would not.
+    pub fn send(&mut self, sock: &impl AsRawFd, lens: &[usize]) -> io::Result<usize> {
+        let to = self.to.map(socket2::SockAddr::from);
+        for (i, &l) in lens.iter().enumerate().take(self.n) {
+            let buf = self
+                .data
+                .get(i * self.slot..i * self.slot + l.min(self.slot))
+                .unwrap_or(&[]);
+            let (addr, alen) = to
+                .as_ref()
+                .map_or((std::ptr::null(), 0), |a| (a.as_ptr(), a.len()));
+            // SAFETY: the buffer pointer and length describe a slot of
+            // `data`; the address, when there is one, is `to`'s; both
+            // outlive the call.
+            let n = unsafe {
+                libc::sendto(
+                    sock.as_raw_fd(),
+                    buf.as_ptr().cast(),
+                    buf.len(),
+                    0,
+                    addr.cast(),
+                    alen,
+                )
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                return if i == 0 { Err(e) } else { Ok(i) };
+            }
+            if let Some(s) = self.lens.get_mut(i) {
+                *s = n as usize;
+            }
+        }
+        Ok(lens.len().min(self.n))
+    }
+
+    pub fn sent(&self, i: usize) -> usize {
+        self.lens.get(i).copied().unwrap_or(0)
+    }
+
+    /// Receive up to `count` datagrams, one a call: the first waits as the
+    /// socket does, the others are taken only if they are there.
+    pub fn recv(&mut self, sock: &impl AsRawFd, count: usize) -> io::Result<usize> {
+        let count = count.min(self.n);
+        for i in 0..count {
+            let slot = self.slot;
+            let buf = self
+                .data
+                .get_mut(i * slot..(i + 1) * slot)
+                .unwrap_or(&mut []);
+            let flags = if i == 0 { 0 } else { libc::MSG_DONTWAIT };
+            let (n, from) = match super::recv_from_with(sock, buf, flags) {
+                Ok(r) => r,
+                Err(e) => return if i == 0 { Err(e) } else { Ok(i) },
+            };
+            if let Some(l) = self.lens.get_mut(i) {
+                *l = n;
+            }
+            if let Some(f) = self.from.get_mut(i) {
+                *f = from;
+            }
+        }
+        Ok(count)
+    }
+
+    /// The `i`th datagram received, its sender, and no coalescing.
+    pub fn received(&self, i: usize) -> (&[u8], Option<std::net::SocketAddr>, Option<usize>) {
+        let len = self.lens.get(i).copied().unwrap_or(0).min(self.slot);
+        let data = self
+            .data
+            .get(i * self.slot..i * self.slot + len)
+            .unwrap_or(&[]);
+        (data, self.from.get(i).copied().flatten(), None)
+    }
+}
+
+/// Linux's SO_ZEROCOPY: setting it fails here, and `--zerocopy` says so.
+pub const SO_ZEROCOPY: i32 = 60;
+
+pub fn send_zerocopy(_sock: &impl AsRawFd, _buf: &[u8]) -> io::Result<usize> {
+    Err(unsupported("MSG_ZEROCOPY"))
+}
+
+/// One entry of a socket's error queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrQueue {
+    Empty,
+    ZeroCopyDone { lo: u32, hi: u32 },
+    Other,
+}
+
+pub fn zerocopy_done(_sock: &impl AsRawFd) -> io::Result<ErrQueue> {
+    Err(unsupported("MSG_ZEROCOPY"))
+}
+
+pub fn wait_error_queue(_sock: &impl AsRawFd, _ms: i32) -> io::Result<bool> {
+    Err(unsupported("MSG_ZEROCOPY"))
+}
+
+/// Nothing to give back here.
+pub fn trim_heap() {}

@@ -1,0 +1,202 @@
+//! What a run carries besides the plan ([`Context`]), the data phase in
+//! progress ([`Phase`]), and the small rules every family shares.
+
+use std::{
+    sync::{Arc, atomic::AtomicU32},
+    time::Duration,
+};
+
+use anyhow::Result;
+use engine::{
+    cpu,
+    live::Live,
+    sockopt,
+    timer::{StopFlag, Timer},
+};
+use proto::CpuStats;
+
+use crate::{
+    cli::{Length, Plan},
+    interim,
+};
+
+/// What a test run needs besides the plan.
+#[derive(Debug, Default)]
+pub struct Context {
+    /// Contents of the `-F` fill file, or empty for netperf's pattern.
+    pub fill: Vec<u8>,
+    /// Counters the data loop publishes, for interim reports.
+    pub live: Arc<Live>,
+    /// `-D`: what to report during the test.
+    pub interim: Option<interim::Spec>,
+    /// Numbers interim key=value blocks across iterations.
+    pub interim_counter: Arc<AtomicU32>,
+    /// Time each call of a stream test (netperf 2.7 does when a latency
+    /// selector is asked for, or with `-j`).
+    pub stats: bool,
+    /// Time each transaction of a request/response test: only when an
+    /// output shows latency (see `run`), as netperf 2.7 keeps its
+    /// statistics only when asked; `--no-latency` never.
+    pub timing: bool,
+    /// When the data phase of the current iteration began.
+    began: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+impl Context {
+    pub fn new(plan: &Plan, fill: Vec<u8>) -> Context {
+        Context {
+            fill,
+            live: Arc::new(if plan.flows > 1 {
+                Live::with_flows(plan.flows as usize)
+            } else {
+                Live::new()
+            }),
+            interim: interim::Spec::of(plan),
+            interim_counter: Arc::new(AtomicU32::new(0)),
+            stats: plan.histogram,
+            timing: plan.latency,
+            began: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// What our own counters saw of a data phase that began, for an error
+    /// that cost the netserver's figures: no result is lost without a word.
+    pub(crate) fn own_figures(&self, plan: &Plan) -> Option<String> {
+        let began = (*self.began.lock().ok()?)?;
+        let secs = began.elapsed().as_secs_f64().max(1e-9);
+        let s = self.live.snapshot();
+        let what = if plan.test.is_rr() {
+            format!(
+                "{} transactions over {secs:.2} s ({:.2} transactions/s)",
+                s.transactions,
+                s.transactions as f64 / secs
+            )
+        } else {
+            format!(
+                "{} bytes in {} calls over {secs:.2} s ({:.2} 10^6bits/s)",
+                s.bytes,
+                s.calls,
+                s.bytes as f64 * 8.0 / secs / 1e6
+            )
+        };
+        Some(format!(
+            "netperf's own figures up to then: {what}; the netserver's figures are missing"
+        ))
+    }
+
+    pub(crate) fn unbegun(&self) {
+        if let Ok(mut b) = self.began.lock() {
+            *b = None;
+        }
+    }
+
+    /// The data phase starts: reset the live counters, start the interim
+    /// reporter, take the first CPU snapshot (`-c`).
+    pub fn begin(&self, plan: &Plan) -> Result<Phase> {
+        self.live.reset();
+        if let Ok(mut b) = self.began.lock() {
+            *b = Some(std::time::Instant::now());
+        }
+        let reporter = match &self.interim {
+            Some(spec) => Some(interim::Reporter::start(
+                spec.clone(),
+                self.live.clone(),
+                self.interim_counter.clone(),
+            )?),
+            None => None,
+        };
+        Ok(Phase {
+            cpu: if plan.local_cpu {
+                cpu::snapshot()
+            } else {
+                None
+            },
+            num_cpus: plan.num_cpus,
+            reporter,
+        })
+    }
+}
+
+/// A data phase in progress.
+#[derive(Debug)]
+pub struct Phase {
+    cpu: Option<cpu::Snapshot>,
+    num_cpus: u32,
+    reporter: Option<interim::Reporter>,
+}
+
+impl Phase {
+    /// The data phase is over: the last interim line, and our CPU
+    /// utilisation over the phase if it was measured.
+    pub fn end(mut self) -> Option<CpuStats> {
+        drop(self.reporter.take());
+        let start = self.cpu.take()?;
+        let end = cpu::snapshot()?;
+        Some(cpu::utilisation(&start, &end, self.num_cpus))
+    }
+}
+
+/// What we set on our own data sockets only.
+pub(crate) fn local_opts(plan: &Plan) -> sockopt::LocalOpts {
+    let l = &plan.local_only;
+    sockopt::LocalOpts {
+        cork: l.cork,
+        mss: l.mss,
+        so_debug: l.so_debug,
+        pacing: l.pacing,
+        mtu_discover: l.mtu_discover,
+        fastopen: l.fastopen,
+    }
+}
+
+/// The timer that ends a timed test (`-l` seconds); none for a count or
+/// for `-l 0`.
+pub(crate) fn length_timer(plan: &Plan, stop: &StopFlag) -> Result<Option<Timer>> {
+    Ok(match plan.length {
+        Length::Seconds(s) if s > 0 => Some(Timer::start(Duration::from_secs(s), stop.clone())?),
+        _ => None,
+    })
+}
+
+/// A count (`-l -N`) shared out among the flows, the first ones taking the
+/// remainder.
+pub(crate) fn share(total: u64, flows: u32, i: usize) -> u64 {
+    let n = u64::from(flows.max(1));
+    total / n + u64::from((i as u64) < total % n)
+}
+
+/// Threads at each end: `--threads`, or the CPUs; never more than flows.
+pub fn threads(plan: &Plan) -> usize {
+    let t = plan
+        .threads
+        .map_or_else(|| engine::cpu::count().max(1) as usize, |t| t as usize);
+    t.clamp(1, plan.flows.max(1) as usize)
+}
+
+/// The soft and hard limits of open files.
+pub fn open_files_limit() -> (u64, u64) {
+    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .unwrap_or((1024, 1024))
+}
+
+/// Enough descriptors for `flows` connections and some to spare, as far as
+/// the hard limit allows.
+pub fn raise_open_files(flows: u32) {
+    let (soft, hard) = open_files_limit();
+    let want = (u64::from(flows) + 64).min(hard);
+    if want > soft {
+        let _ =
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, want, hard);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn counts_share_out_exactly() {
+        let total: u64 = (0..7).map(|i| super::share(100, 7, i)).sum();
+        assert_eq!(total, 100);
+        assert_eq!(super::share(100, 7, 0), 15);
+        assert_eq!(super::share(100, 7, 6), 14);
+    }
+}

@@ -1,0 +1,96 @@
+//! What one iteration of a test measured: a [`Side`] each way, the same
+//! type for both, so that every `LOCAL_*`/`REMOTE_*` comes from one
+//! accessor.
+
+use std::net::SocketAddr;
+
+use proto::{SideResults, SideSpec, TestKind};
+
+/// One side of a test as it ran: its counters, and how its data sockets
+/// were set up (what was asked of them, what they got).
+#[derive(Clone, Debug, Default)]
+pub struct Side {
+    /// What the side counted (and, for the netserver, reported).
+    pub counts: SideResults,
+    /// What was asked for this side (`-s`, `-m`, `-a`, ...).
+    pub asked: SideSpec,
+    /// Socket buffer sizes when the data sockets were set up.
+    pub send_buf: u32,
+    pub recv_buf: u32,
+    /// Message sizes the side used.
+    pub send_size: u32,
+    pub recv_size: u32,
+    /// Buffers in its send and receive rings (netperf's *_WIDTH).
+    pub send_width: u32,
+    pub recv_width: u32,
+    /// Its end of the data connection.
+    pub addr: Option<SocketAddr>,
+    /// The TOS byte its data socket kept (`-Y`), read back (ours only).
+    pub tos: Option<u32>,
+}
+
+impl std::ops::Deref for Side {
+    type Target = SideResults;
+    fn deref(&self) -> &SideResults {
+        &self.counts
+    }
+}
+
+impl std::ops::DerefMut for Side {
+    fn deref_mut(&mut self) -> &mut SideResults {
+        &mut self.counts
+    }
+}
+
+/// What one iteration of a test measured, on both sides.
+#[derive(Clone, Debug, Default)]
+pub struct Measurement {
+    /// Our elapsed time, seconds: the interval every rate is computed over.
+    pub elapsed: f64,
+    pub local: Side,
+    pub remote: Side,
+    /// TCP maximum segment size of our data connection.
+    pub mss: Option<u32>,
+    /// Sends that failed with a transient error (UDP: netperf's "Errors").
+    pub send_errors: u64,
+    /// Round-trip latency of the transactions (_RR tests).
+    pub latency: Option<engine::latency::LatencySummary>,
+    /// UDP_RR: transactions with no response within the receive timeout.
+    pub lost: u64,
+    /// `--flows`: each flow's local port and retransmissions, in flow
+    /// order (their counters are in `local.flows` and `remote.flows`).
+    pub flows: Vec<FlowEnd>,
+}
+
+impl Measurement {
+    /// The quantity the test's result is a rate of: bytes that arrived, or
+    /// transactions.
+    pub fn result_units(&self, kind: TestKind) -> f64 {
+        match kind {
+            // What the receiver got, as netperf: the sender's count may
+            // include what was lost (UDP) and is checked against it.
+            TestKind::TcpStream | TestKind::UdpStream => self.remote.bytes_received as f64,
+            TestKind::TcpMaerts | TestKind::UdpMaerts => self.local.bytes_received as f64,
+            TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr | TestKind::TcpCc => {
+                self.local.transactions as f64
+            }
+        }
+    }
+}
+
+/// A flow's view at the end: its local port and TCP's retransmissions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FlowEnd {
+    pub local_port: u16,
+    pub retransmits: Option<u64>,
+}
+
+impl FlowEnd {
+    /// A flow whose data socket is at `addr`.
+    pub fn at(addr: Option<SocketAddr>) -> FlowEnd {
+        FlowEnd {
+            local_port: addr.map_or(0, |a| a.port()),
+            retransmits: None,
+        }
+    }
+}

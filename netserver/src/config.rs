@@ -1,0 +1,85 @@
+//! What shapes the daemon's behaviour ([`Config`]): its limits, deadlines,
+//! keys and log.
+
+use std::{sync::Arc, time::Duration};
+
+use proto::Limits;
+
+use crate::{
+    admission::{MemoryBudget, SessionCaps},
+    log::Logger,
+};
+
+/// The software string netserver sends in its hello.
+pub fn software() -> String {
+    format!("rsnetperf netserver {}", env!("CARGO_PKG_VERSION"))
+}
+
+/// Everything that shapes the daemon's behaviour.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub limits: Limits,
+    /// Most control sessions at once.
+    pub max_sessions: usize,
+    /// Most sessions from one client address at once.
+    pub max_per_client: usize,
+    /// Most connections waiting for their first bytes at once (then the
+    /// oldest of the address holding the most is closed for a new one).
+    pub max_pending: usize,
+    /// Range of data ports clients may ask for, and which the server uses.
+    pub data_ports: Option<(u16, u16)>,
+    /// First bytes of a new control connection must arrive within this.
+    pub first_byte_timeout: Duration,
+    /// Hello (and authentication) must be done within this.
+    pub handshake_timeout: Duration,
+    /// Longest silence on an idle control connection between tests.
+    pub idle_timeout: Duration,
+    /// Data connections must arrive within this after the setup reply.
+    pub data_connect_timeout: Duration,
+    /// CPUs to assume for utilisation (`-n`); 0 = count them.
+    pub num_cpus: u32,
+    /// The pre-shared key clients must prove they know (`--key-file`, `-Z`).
+    pub key: Option<engine::auth::Key>,
+    /// Serve netperf 2.7 clients in their own protocol (`None`), or refuse
+    /// them, telling them why: `--no-netperf2`, or `--key-file` without
+    /// `--allow-netperf2` (their protocol cannot prove a key).
+    pub netperf2_refused: Option<proto::dialect::Netperf2Refused>,
+    /// `-Z`'s text, which a netperf 2.7 client must send first (in the
+    /// clear, as netperf 2.7 does).
+    pub netperf2_passphrase: Option<String>,
+    pub logger: Logger,
+    /// Buffer memory of all running tests together (`--memory-budget`).
+    pub memory_budget: Arc<MemoryBudget>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            limits: Limits::default(),
+            max_sessions: 256,
+            max_per_client: 128,
+            max_pending: 4096,
+            data_ports: None,
+            first_byte_timeout: Duration::from_secs(5),
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            data_connect_timeout: Duration::from_secs(10),
+            num_cpus: 0,
+            key: None,
+            netperf2_refused: None,
+            netperf2_passphrase: None,
+            logger: Logger::stderr(1),
+            memory_budget: Arc::new(MemoryBudget::for_this_host()),
+        }
+    }
+}
+
+impl Config {
+    /// The caps on control sessions the census admits by.
+    pub fn session_caps(&self) -> SessionCaps {
+        SessionCaps {
+            sessions: self.max_sessions,
+            per_client: self.max_per_client,
+        }
+    }
+}

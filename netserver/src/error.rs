@@ -1,0 +1,94 @@
+//! What goes wrong in netserver, and who is told: a test's client, in an
+//! [`ErrorMsg`] on its control connection (the daemon goes on serving
+//! others), or the operator, as an [`Error`] that stops the daemon from
+//! starting.
+
+use std::{io, net::SocketAddr, path::PathBuf};
+
+use proto::{ErrorCode, ErrorMsg};
+
+/// Why the daemon cannot start or go on serving.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The command line (printed with a pointer to `-h`).
+    #[error("{0}")]
+    Usage(#[from] crate::cli::CliError),
+    /// No control port could be listened on.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+    /// The log file cannot be opened.
+    #[error("--log-file {}: {source}", path.display())]
+    LogFile {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// A step of starting up (detaching, signals, the accept loop) failed.
+    #[error("{what}: {source}")]
+    System {
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    /// What the daemon was started with, or asked to bind, cannot be
+    /// served (systemd's descriptors, `-L`'s address).
+    #[error("{0}")]
+    Setup(String),
+}
+
+impl Error {
+    pub fn system(what: &'static str, e: impl Into<io::Error>) -> Error {
+        Error::System {
+            what,
+            source: e.into(),
+        }
+    }
+}
+
+/// What the client is told when the session aborted its test.
+pub(crate) fn aborted() -> ErrorMsg {
+    ErrorMsg::new(ErrorCode::TestFailed, "test aborted")
+}
+
+/// Turn an engine error into what the client is told.
+pub(crate) fn failed(what: &str, e: impl std::fmt::Display) -> ErrorMsg {
+    ErrorMsg::new(ErrorCode::TestFailed, format!("{what}: {e}"))
+}
+
+/// Which resource an error says ran out, and what gives more of it.
+pub(crate) fn shortage(errno: Option<i32>) -> Option<String> {
+    match errno? {
+        libc::EMFILE => {
+            let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+                .map_or(0, |(soft, _)| soft);
+            Some(format!(
+                "its limit is {limit}: raise it, e.g. LimitNOFILE= or ulimit -n"
+            ))
+        }
+        libc::ENFILE => Some(
+            "the system's table of open files is full: raise fs.file-max, or close files elsewhere"
+                .to_string(),
+        ),
+        libc::ENOMEM | libc::ENOBUFS => Some("the kernel is short of memory".to_string()),
+        _ => None,
+    }
+}
+
+/// A data socket that could not be had: the resource named when one ran out.
+pub(crate) fn data_socket_error(
+    what: &str,
+    e: impl std::fmt::Display,
+    errno: Option<i32>,
+) -> ErrorMsg {
+    ErrorMsg::new(
+        ErrorCode::Resource,
+        match shortage(errno) {
+            Some(why) => format!("netserver cannot {what}: {e} ({why})"),
+            None => format!("netserver cannot {what}: {e}"),
+        },
+    )
+}

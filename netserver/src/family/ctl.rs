@@ -1,0 +1,160 @@
+//! The control block through which the session stops, ends or aborts a
+//! running test, and which the test's loops watch.
+
+use std::{
+    os::fd::AsFd,
+    sync::{
+        Condvar, Mutex,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+};
+
+use engine::{stream::udp::Drain, timer::StopFlag};
+use proto::ClientDone;
+use socket2::Socket;
+
+/// What the session and a running test share.
+#[derive(Debug)]
+pub struct TestCtl {
+    /// Raised to end the data loops (abort, or netperf is done).
+    pub stop: StopFlag,
+    aborted: AtomicBool,
+    sockets: Mutex<Vec<Socket>>,
+    /// The TCP data connections among them (not listeners, not UDP).
+    streams: Mutex<Vec<Socket>>,
+    /// Listeners that a test accepts on until netperf is done.
+    listeners: Mutex<Vec<Socket>>,
+    done: Mutex<Option<ClientDone>>,
+    done_changed: Condvar,
+    /// Datagrams netperf sent, once it has said (u64::MAX until then).
+    expected_datagrams: AtomicU64,
+    /// Data connections closed as not the test's: all of them, and those
+    /// during the measurement.
+    foreign: AtomicU64,
+    foreign_measured: AtomicU64,
+}
+
+impl Default for TestCtl {
+    fn default() -> Self {
+        TestCtl {
+            stop: StopFlag::default(),
+            aborted: AtomicBool::new(false),
+            sockets: Mutex::new(Vec::new()),
+            streams: Mutex::new(Vec::new()),
+            listeners: Mutex::new(Vec::new()),
+            done: Mutex::new(None),
+            done_changed: Condvar::new(),
+            expected_datagrams: AtomicU64::new(u64::MAX),
+            foreign: AtomicU64::new(0),
+            foreign_measured: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Drain for TestCtl {
+    fn expected(&self) -> Option<u64> {
+        match self.expected_datagrams.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            n => Some(n),
+        }
+    }
+
+    fn aborted(&self) -> bool {
+        self.is_aborted()
+    }
+}
+
+impl TestCtl {
+    /// Remember a data socket, so that an abort can wake a loop blocked on
+    /// it. If the test was already aborted, shut it down now.
+    pub fn register(&self, sock: &impl AsFd) {
+        if self.is_aborted() {
+            let _ = socket2::SockRef::from(sock).shutdown(std::net::Shutdown::Both);
+        }
+        keep(&self.sockets, sock);
+    }
+
+    /// Remember a TCP data connection (see [`TestCtl::end_now`]).
+    pub fn register_stream(&self, sock: &impl AsFd) {
+        self.register(sock);
+        keep(&self.streams, sock);
+    }
+
+    /// Remember a listener that the test accepts on until netperf is
+    /// done, so that the end wakes the accepting threads at once.
+    pub fn register_listener(&self, sock: &impl AsFd) {
+        self.register(sock);
+        keep(&self.listeners, sock);
+    }
+
+    /// End the test as its natural end would, by the server's clock: the
+    /// loops stop, a UDP receiver takes what has arrived, and a TCP
+    /// connection's receive side ends as if the peer had closed (netserver
+    /// 2.7's padded timer, for a netperf 2.7 client).
+    pub fn end_now(&self) {
+        self.set_client_done(ClientDone { datagrams_sent: 0 });
+        shut_down(&self.streams, std::net::Shutdown::Read);
+    }
+
+    /// Stop the test now: raise the flag and shut down every data socket,
+    /// which wakes any thread blocked on one.
+    pub fn abort(&self) {
+        self.aborted.store(true, Ordering::SeqCst);
+        self.stop.set();
+        shut_down(&self.sockets, std::net::Shutdown::Both);
+        self.done_changed.notify_all();
+    }
+
+    /// `n` data connections that were not the test's were closed, during
+    /// the measurement or before it (while the flows connected).
+    pub fn saw_foreign(&self, n: u64, measured: bool) {
+        self.foreign.fetch_add(n, Ordering::Relaxed);
+        if measured {
+            self.foreign_measured.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// What netperf is told of them.
+    pub(crate) fn foreign(&self) -> proto::ForeignConnections {
+        proto::ForeignConnections {
+            closed: self.foreign.load(Ordering::Relaxed),
+            measured: self.foreign_measured.load(Ordering::Relaxed),
+        }
+    }
+
+    pub fn is_aborted(&self) -> bool {
+        self.aborted.load(Ordering::SeqCst)
+    }
+
+    /// netperf is done: request/response responders stop (a UDP_STREAM
+    /// receiver drains what is still in flight first).
+    pub fn set_client_done(&self, done: ClientDone) {
+        self.expected_datagrams
+            .store(done.datagrams_sent, Ordering::Relaxed);
+        self.stop.set();
+        // a listener shut down for reading ends a blocked accept (EINVAL)
+        shut_down(&self.listeners, std::net::Shutdown::Read);
+        if let Ok(mut d) = self.done.lock() {
+            *d = Some(done);
+        }
+        self.done_changed.notify_all();
+    }
+}
+
+/// Keep a descriptor of `sock` in `list`.
+fn keep(list: &Mutex<Vec<Socket>>, sock: &impl AsFd) {
+    if let Ok(owned) = sock.as_fd().try_clone_to_owned()
+        && let Ok(mut v) = list.lock()
+    {
+        v.push(Socket::from(owned));
+    }
+}
+
+/// Shut down every socket of `list` (`how`), waking whoever waits on one.
+fn shut_down(list: &Mutex<Vec<Socket>>, how: std::net::Shutdown) {
+    if let Ok(v) = list.lock() {
+        for s in v.iter() {
+            let _ = s.shutdown(how);
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! A test once its sockets are ready: its memory reserved, its worker
+//! thread running the family's job, and the handle the session holds.
+
+use std::{
+    sync::{Arc, mpsc},
+    thread,
+};
+
+use engine::sockopt;
+use proto::{ClientDone, ErrorCode, ErrorMsg, Grant, SideResults, TestSpec};
+
+use super::{ctl::TestCtl, setup::Prepared};
+use crate::config::Config;
+
+/// Reserve `need` bytes of buffers for a test: within the per-session cap
+/// and the daemon's budget, or refused naming the limit.
+fn reserve(need: u64, cfg: &Config) -> Result<crate::admission::Reservation, ErrorMsg> {
+    let cap = cfg.limits.memory_per_session;
+    if need > cap {
+        return Err(ErrorMsg::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "buffers: the test would need {need} bytes of buffers on the server, more than its limit of {cap} a session"
+            ),
+        ));
+    }
+    let budget = cfg.memory_budget.limit();
+    cfg.memory_budget.reserve(need).map_err(|free| {
+        if need > budget {
+            ErrorMsg::new(
+                ErrorCode::Resource,
+                format!(
+                    "the test needs {need} bytes of buffers on the server, more than netserver's whole budget of {budget} (netserver --memory-budget)"
+                ),
+            )
+        } else {
+            ErrorMsg::new(
+                ErrorCode::Busy,
+                format!(
+                    "netserver's buffer memory is taken by other tests: this one needs {need} bytes, {free} of its {budget} are free (netserver --memory-budget); try again later"
+                ),
+            )
+        }
+    })
+}
+
+/// A test whose data sockets are set up and whose worker thread runs.
+#[derive(Debug)]
+pub struct RunningTest {
+    pub spec: TestSpec,
+    pub grant: Grant,
+    ctl: Arc<TestCtl>,
+    rx: mpsc::Receiver<Result<SideResults, ErrorMsg>>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl RunningTest {
+    pub fn client_done(&self, done: ClientDone) {
+        self.ctl.set_client_done(done);
+    }
+
+    /// End the test now, as its natural end would (see [`TestCtl::end_now`]).
+    pub fn end_now(&self) {
+        self.ctl.end_now();
+    }
+
+    /// The worker's outcome, if it has finished.
+    pub fn try_result(&self) -> Option<Result<SideResults, ErrorMsg>> {
+        match self.rx.try_recv() {
+            Ok(r) => Some(r),
+            Err(mpsc::TryRecvError::Empty) => None,
+            Err(mpsc::TryRecvError::Disconnected) => Some(Err(ErrorMsg::new(
+                ErrorCode::TestFailed,
+                "the test's worker thread ended without a result",
+            ))),
+        }
+    }
+
+    /// Abort: the worker is told to stop and ends on its own, soon (its
+    /// sockets are shut down under it). Nothing waits for it: the control
+    /// loop serves every other session meanwhile. The test's share of the
+    /// memory budget goes back when the worker ends.
+    pub fn abort(mut self) {
+        self.ctl.abort();
+        self.thread = None;
+    }
+
+    /// Reap a worker that has finished; one still ending its last steps
+    /// (after its result was sent) is left to end on its own.
+    pub fn join(&mut self) {
+        if let Some(t) = self.thread.take()
+            && t.is_finished()
+        {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for RunningTest {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            self.ctl.abort();
+        }
+    }
+}
+
+/// What a worker holds until it ends, and whom it tells then.
+struct WorkerEnd {
+    held: Option<(crate::admission::WorkerSlot, crate::admission::Reservation)>,
+    on_done: Box<dyn Fn() + Send>,
+}
+
+impl Drop for WorkerEnd {
+    fn drop(&mut self) {
+        self.held = None;
+        (self.on_done)();
+    }
+}
+
+/// Reserve the test's buffer memory and start its worker thread, which
+/// runs the prepared job.
+pub(crate) fn launch(
+    spec: &TestSpec,
+    prepared: Prepared,
+    cfg: &Config,
+    slot: crate::admission::WorkerSlot,
+    on_done: Box<dyn Fn() + Send>,
+) -> Result<RunningTest, ErrorMsg> {
+    let Prepared { grant, job, memory } = prepared;
+    let memory = reserve(memory, cfg)?;
+    let ctl = Arc::new(TestCtl::default());
+    let (tx, rx) = mpsc::channel();
+    let c = ctl.clone();
+    let cpu = spec.server.cpu_bind;
+    let measure = spec.measure_cpu.then_some(cfg.num_cpus);
+    let log = cfg.logger.clone();
+    let thread = thread::Builder::new()
+        .name(format!("test {}", spec.kind))
+        .spawn(move || {
+            // the session is told when the worker ends, a panic included;
+            // its place among the workers and its share of the memory
+            // budget are given back first
+            let _end = WorkerEnd {
+                held: Some((slot, memory)),
+                on_done,
+            };
+            let start = measure.and_then(|_| engine::cpu::snapshot());
+            // a CPU this host cannot bind to leaves the test unbound, as
+            // netserver 2.7 does
+            if let Some(Err(e)) = cpu.map(sockopt::pin_current_thread) {
+                log.warn_limited("cpu-bind", &format!("-T: {e}: the test runs unbound"));
+            }
+            let r = job(&c);
+            // -C: our utilisation over the test, from /proc/stat.
+            let r = r.map(|mut res| {
+                res.foreign_connections = c.foreign();
+                // (read /proc/stat only when asked to)
+                if let (Some(n), Some(a)) = (measure, start)
+                    && let Some(b) = engine::cpu::snapshot()
+                {
+                    res.cpu = Some(engine::cpu::utilisation(&a, &b, n));
+                }
+                res
+            });
+            let _ = tx.send(r);
+        })
+        .map_err(|e| {
+            ErrorMsg::new(
+                ErrorCode::Resource,
+                format!("netserver cannot start a test thread: {e}"),
+            )
+        })?;
+    Ok(RunningTest {
+        spec: spec.clone(),
+        grant,
+        ctl,
+        rx,
+        thread: Some(thread),
+    })
+}
