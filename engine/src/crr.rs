@@ -30,7 +30,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use proto::{Family, Protocol, SideSpec, Token};
+use proto::{Protocol, SideSpec, Token};
 use socket2::Socket;
 
 use crate::{
@@ -108,6 +108,9 @@ fn connect(p: &CrrRequester, ports: &mut Ports) -> Result<TcpStream, EngineError
 
 /// A socket bound to the next free port of the range and connecting to
 /// the responder: connected, or (`nonblocking`) with its connect under way.
+/// Inlined into both callers: the blocking requester's copy then costs
+/// what its own loop did before the event loop shared it (callgrind).
+#[inline(always)]
 pub(crate) fn open(
     p: &CrrRequester,
     ports: &mut Ports,
@@ -517,14 +520,10 @@ pub fn responder(
     Ok((a.out, a.refused, a.per_flow))
 }
 
-/// The family of an address, for callers building [`CrrRequester`]s.
-pub fn family(addr: &SocketAddr) -> Family {
-    sockopt::family_of(addr)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proto::Family;
     use std::thread;
 
     const LOOPBACK: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
