@@ -18,7 +18,10 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use crate::cli::{Plan, SelectorStyle, Units};
+use crate::{
+    cli::{Plan, SelectorStyle, Units},
+    events::Events,
+};
 use engine::live::{Live, LiveSnapshot};
 
 /// How interim lines look, by output style.
@@ -48,13 +51,24 @@ pub struct Sample {
     pub flows: Vec<f64>,
 }
 
-/// Where interim results go.
-#[derive(Clone, Debug)]
-pub enum Sink {
-    /// Printed on stdout as they happen, in netperf's format.
-    Print,
-    /// Kept for the `--json` document.
-    Collect(Arc<Mutex<Vec<Sample>>>),
+/// Where interim results go: any of printed on stdout as they happen (in
+/// netperf's format), kept for the `--json` document and `--plot`, and
+/// streamed (`--json-stream`).
+#[derive(Clone, Debug, Default)]
+pub struct Sink {
+    pub print: bool,
+    pub keep: Option<Arc<Mutex<Vec<Sample>>>>,
+    pub stream: Option<Arc<Events>>,
+}
+
+impl Sink {
+    /// What was kept.
+    pub fn kept(&self) -> Vec<Sample> {
+        self.keep
+            .as_ref()
+            .and_then(|v| v.lock().ok().map(|v| v.clone()))
+            .unwrap_or_default()
+    }
 }
 
 /// What the reporter needs to know about the test.
@@ -71,8 +85,14 @@ pub struct Spec {
 }
 
 impl Spec {
-    pub fn of(plan: &Plan) -> Option<Spec> {
-        let (secs, _) = plan.interim?;
+    /// Interim results are taken with `-D`, and every second (unprinted)
+    /// for `--json-stream` and `--plot` without it.
+    pub fn of(plan: &Plan, events: Option<&Arc<Events>>) -> Option<Spec> {
+        let secs = match plan.interim {
+            Some((secs, _)) => secs,
+            None if plan.json_stream || plan.plot.is_some() => 1.0,
+            None => return None,
+        };
         let style = match plan.selection.as_ref().map(|s| s.style) {
             Some(SelectorStyle::Csv) => Style::Csv,
             Some(SelectorStyle::KeyVal) => Style::KeyVal,
@@ -81,19 +101,29 @@ impl Spec {
         Some(Spec {
             interval: Duration::from_secs_f64(secs.max(0.001)),
             style,
-            sink: if plan.json {
-                Sink::Collect(Arc::default())
-            } else {
-                Sink::Print
+            sink: Sink {
+                print: plan.interim.is_some() && !plan.json,
+                keep: (plan.json || plan.plot.is_some()).then(Arc::default),
+                stream: events.cloned(),
             },
-            units: plan.units(),
-            transactions: plan.test.is_rr(),
-            bytes_per_transaction: f64::from(plan.request_size) + f64::from(plan.response_size),
+            ..Spec::plain(plan)
         })
     }
 
+    /// How a run's rate is counted when nothing is reported during it.
+    pub fn plain(plan: &Plan) -> Spec {
+        Spec {
+            interval: Duration::from_secs(1),
+            style: Style::Human,
+            sink: Sink::default(),
+            units: plan.units(),
+            transactions: plan.test.is_rr(),
+            bytes_per_transaction: f64::from(plan.request_size) + f64::from(plan.response_size),
+        }
+    }
+
     /// The amount done by a snapshot, in what the units count.
-    fn amount(&self, s: &LiveSnapshot) -> f64 {
+    pub(crate) fn amount(&self, s: &LiveSnapshot) -> f64 {
         match (self.transactions, self.units) {
             (true, Units::Transactions | Units::Usec) => s.transactions as f64,
             (true, _) => s.transactions as f64 * self.bytes_per_transaction,
@@ -176,30 +206,37 @@ fn report(spec: &Spec, live: &Live, counter: &AtomicU32, stop: &AtomicBool) {
         };
         let i = counter.fetch_add(1, Ordering::Relaxed);
         let ending = SystemTime::now();
-        match &spec.sink {
-            Sink::Print => {
-                let line = spec.format(i, rate, secs, ending);
-                let mut out = std::io::stdout().lock();
-                let _ = out.write_all(line.as_bytes());
-                let _ = out.flush();
-            }
-            Sink::Collect(v) => {
-                let since = ending.duration_since(UNIX_EPOCH).unwrap_or_default();
-                if let Ok(mut v) = v.lock() {
-                    v.push(Sample {
-                        index: i,
-                        rate,
-                        units: format!("{}/s", spec.units.label()),
-                        interval: secs,
-                        ending: since.as_millis() as f64 / 1000.0,
-                        flows: flows_before
-                            .iter()
-                            .zip(flows_now)
-                            .map(|(a, b)| per_flow(a, b))
-                            .collect(),
-                    });
-                }
-            }
+        if spec.sink.print {
+            let line = spec.format(i, rate, secs, ending);
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(line.as_bytes());
+            let _ = out.flush();
+        }
+        if spec.sink.keep.is_none() && spec.sink.stream.is_none() {
+            return;
+        }
+        let since = ending.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let sample = Sample {
+            index: i,
+            rate,
+            units: format!("{}/s", spec.units.label()),
+            interval: secs,
+            ending: since.as_millis() as f64 / 1000.0,
+            flows: flows_before
+                .iter()
+                .zip(flows_now)
+                .map(|(a, b)| per_flow(a, b))
+                .collect(),
+        };
+        if let Some(events) = &spec.sink.stream
+            && let Ok(v) = serde_json::to_value(&sample)
+        {
+            events.interim(v);
+        }
+        if let Some(v) = &spec.sink.keep
+            && let Ok(mut v) = v.lock()
+        {
+            v.push(sample);
         }
     };
     loop {
@@ -236,7 +273,10 @@ mod tests {
         Spec {
             interval: Duration::from_millis(200),
             style,
-            sink: Sink::Print,
+            sink: Sink {
+                print: true,
+                ..Sink::default()
+            },
             units: Units::Bits('m'),
             transactions: false,
             bytes_per_transaction: 0.0,

@@ -21,10 +21,13 @@ pub mod cli;
 pub mod confidence;
 pub mod control;
 pub mod debug;
+pub mod events;
 pub mod family;
 pub mod interim;
 pub mod interrupt;
 pub mod output;
+pub mod plot;
+pub mod progress;
 pub mod run;
 
 use std::process::ExitCode;
@@ -33,6 +36,17 @@ use cli::Invocation;
 
 /// The netperf program, given its arguments (without the program name).
 pub fn main_with(args: &[String]) -> ExitCode {
+    // ours: `netperf plot RUN.json [FILE.svg]` (netperf 2.7 has no words
+    // before its options)
+    if let Some(("plot", rest)) = args.split_first().map(|(a, r)| (a.as_str(), r)) {
+        return match plot::main(rest) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("netperf: {e:#}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let mut plan = match cli::parse(args) {
         Ok(Invocation::Help) => {
             print!("{}", cli::usage());

@@ -13,8 +13,8 @@ use crate::{
     confidence::{self, Sample, Verdict},
     control, debug,
     family::{self, Context, Measurement},
-    interim::Sink,
     output::{Endpoints, Figures, asked::Asked, classic, json, selectors, units},
+    plot,
 };
 
 /// stdout was closed under us (`netperf | head`).
@@ -121,6 +121,14 @@ pub fn run(plan: &Plan) -> Result<Outcome> {
         }
     }
     debug::data_endpoints(plan, &d.peer(), plan.test.protocol());
+    if let Some(events) = &ctx.events {
+        events.start(
+            plan.name.name(),
+            &plan.command_line,
+            plan.host_name(),
+            &d.caps().software,
+        );
+    }
     if plan.headers && !plan.json {
         emit(&mut out, classic::banner(&asked, &endpoints).as_bytes())?;
         out.flush().map_err(|_| StdoutClosed)?;
@@ -135,23 +143,33 @@ pub fn run(plan: &Plan) -> Result<Outcome> {
         anyhow::bail!("no iteration ran");
     };
 
-    if plan.json {
-        let interim = match ctx.interim.as_ref().map(|s| &s.sink) {
-            Some(Sink::Collect(v)) => v.lock().map(|v| v.clone()).unwrap_or_default(),
-            _ => Vec::new(),
-        };
-        let report = json::Report {
-            asked: &asked,
-            control_local: d.local(),
-            control_remote: d.peer(),
-            server_software: &d.caps().software,
-            embedded,
-            runs: &runs,
-            figures: &figures,
-            verdict: verdict.as_ref(),
-            interim,
-        };
-        emit(&mut out, json::render(&report)?.as_bytes())?;
+    // the --json document: printed, streamed, or drawn
+    let document = (plan.json || plan.plot.is_some())
+        .then(|| {
+            json::render(&json::Report {
+                asked: &asked,
+                control_local: d.local(),
+                control_remote: d.peer(),
+                server_software: &d.caps().software,
+                embedded,
+                runs: &runs,
+                figures: &figures,
+                verdict: verdict.as_ref(),
+                interim: ctx
+                    .interim
+                    .as_ref()
+                    .map(|s| s.sink.kept())
+                    .unwrap_or_default(),
+            })
+        })
+        .transpose()?;
+    if let (Some(path), Some(doc)) = (&plan.plot, &document) {
+        plot::draw_document(doc, path)?;
+    }
+    if let (Some(events), Some(doc)) = (&ctx.events, &document) {
+        events.end(serde_json::from_str(doc)?);
+    } else if let (true, Some(doc)) = (plan.json, &document) {
+        emit(&mut out, doc.as_bytes())?;
     } else if let Some((style, sel)) = &selection {
         let uuid = plan.uuid.clone().unwrap_or_else(new_uuid);
         let c = selectors::Ctx {
@@ -257,17 +275,21 @@ fn iterations(
         .as_ref()
         .filter(|_| plan.name != TestName::TcpCc);
     let Some(c) = confidence else {
+        begin_iteration(ctx, 1);
         let m = family::run_once(plan, d, ctx)?;
         let f = Figures::of(asked, &m);
         trace_iteration(1, &f);
+        end_iteration(ctx, asked, 1, &f);
         return Ok((vec![(m, f)], None));
     };
     let (runs, verdict) = confidence::iterate(
         c,
         |i| {
+            begin_iteration(ctx, i);
             let m = family::run_once(plan, d, ctx)?;
             let f = Figures::of(asked, &m);
             trace_iteration(i as usize, &f);
+            end_iteration(ctx, asked, i, &f);
             let sample = Sample {
                 result: f.result,
                 local_cpu: f.local_cpu,
@@ -292,6 +314,23 @@ fn iterations(
         },
     )?;
     Ok((runs.into_iter().map(|(_, r)| r).collect(), Some(verdict)))
+}
+
+/// Iteration `i` (from 1) begins: the stream and the progress line say so.
+fn begin_iteration(ctx: &Context, i: u32) {
+    if let Some(e) = &ctx.events {
+        e.begin_iteration(i);
+    }
+    if let Some(p) = &ctx.progress {
+        p.iteration.store(i, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Iteration `i` is over: its figures on the stream.
+fn end_iteration(ctx: &Context, asked: &Asked, i: u32, f: &Figures) {
+    if let Some(e) = &ctx.events {
+        e.iteration(i, f, &format!("{}/s", asked.units().label()));
+    }
 }
 
 /// netperf 2.7's `-d` line of an iteration's figures.

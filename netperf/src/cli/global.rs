@@ -240,6 +240,20 @@ pub const OPTIONS: &[OptDef] = &[
         "Print one JSON document with every option, result, interim sample and iteration",
     ),
     OptDef::long_only(
+        "json_stream",
+        "json-stream",
+        Arity::None,
+        "",
+        "Print one JSON object a line as the run goes (start, interim, iteration, end with the --json document)",
+    ),
+    OptDef::long_only(
+        "plot",
+        "plot",
+        Arity::Required,
+        "file.svg",
+        "Draw the run into an SVG file: throughput over time, iterations, latency percentiles",
+    ),
+    OptDef::long_only(
         "dialect",
         "dialect",
         Arity::Required,
@@ -593,6 +607,13 @@ fn output_option(
         "ipv4" => plan.family = AddrFamily::V4,
         "ipv6" => plan.family = AddrFamily::V6,
         "json" => plan.json = true,
+        "json_stream" => plan.json_stream = true,
+        "plot" => {
+            if v.is_empty() {
+                return Err(CliError(format!("{o}: name the SVG file to draw into")));
+            }
+            plan.plot = Some(PathBuf::from(v));
+        }
         "dialect" => {
             plan.dialect = match v.to_ascii_lowercase().as_str() {
                 "auto" => DialectChoice::Auto,

@@ -91,6 +91,10 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
 
 /// Checks of the whole plan, once everything is read.
 fn finish(plan: &mut Plan) -> Result<(), CliError> {
+    // --json-stream's last line holds the --json document
+    if plan.json_stream {
+        plan.json = true;
+    }
     // netperf 2.7: a send-only test with -r sends requests of that size.
     if plan.request_size_given
         && plan.test.direction() == proto::Direction::Send

@@ -194,6 +194,11 @@ pub struct Plan {
     /// `-F ,rfill`: the netserver fills its buffers with its own data.
     pub remote_fill: bool,
     pub json: bool,
+    /// `--json-stream`: JSON lines as the run goes; the last holds the
+    /// `--json` document.
+    pub json_stream: bool,
+    /// `--plot`: the SVG file the run is drawn into.
+    pub plot: Option<PathBuf>,
     /// `--dialect`.
     pub dialect: DialectChoice,
     /// `--key-file` or `-Z`: how we authenticate to netserver.
@@ -289,6 +294,8 @@ impl Plan {
             fill_file: None,
             remote_fill: false,
             json: false,
+            json_stream: false,
+            plot: None,
             dialect: DialectChoice::Auto,
             auth: None,
             local: align.clone(),

@@ -17,7 +17,9 @@ use proto::CpuStats;
 
 use crate::{
     cli::{Length, Plan},
+    events::Events,
     interim,
+    progress::{self, Progress},
 };
 
 /// What a test run needs besides the plan.
@@ -31,6 +33,10 @@ pub struct Context {
     pub interim: Option<interim::Spec>,
     /// Numbers interim key=value blocks across iterations.
     pub interim_counter: Arc<AtomicU32>,
+    /// `--json-stream`'s writer.
+    pub events: Option<Arc<Events>>,
+    /// The progress line on a terminal's stderr.
+    pub progress: Option<progress::Spec>,
     /// Time each call of a stream test (netperf 2.7 does when a latency
     /// selector is asked for, or with `-j`).
     pub stats: bool,
@@ -44,6 +50,7 @@ pub struct Context {
 
 impl Context {
     pub fn new(plan: &Plan, fill: Vec<u8>) -> Context {
+        let events = plan.json_stream.then(Arc::default);
         Context {
             fill,
             live: Arc::new(if plan.flows > 1 {
@@ -51,8 +58,10 @@ impl Context {
             } else {
                 Live::new()
             }),
-            interim: interim::Spec::of(plan),
+            interim: interim::Spec::of(plan, events.as_ref()),
             interim_counter: Arc::new(AtomicU32::new(0)),
+            events,
+            progress: progress::Spec::of(plan),
             stats: plan.histogram,
             timing: plan.latency,
             began: std::sync::Mutex::new(None),
@@ -105,6 +114,10 @@ impl Context {
             )?),
             None => None,
         };
+        let progress = match &self.progress {
+            Some(spec) => Some(Progress::start(spec.clone(), self.live.clone())?),
+            None => None,
+        };
         Ok(Phase {
             cpu: if plan.local_cpu {
                 cpu::snapshot()
@@ -113,6 +126,7 @@ impl Context {
             },
             num_cpus: plan.num_cpus,
             reporter,
+            progress,
         })
     }
 }
@@ -123,6 +137,7 @@ pub struct Phase {
     cpu: Option<cpu::Snapshot>,
     num_cpus: u32,
     reporter: Option<interim::Reporter>,
+    progress: Option<Progress>,
 }
 
 impl Phase {
@@ -130,6 +145,7 @@ impl Phase {
     /// utilisation over the phase if it was measured.
     pub fn end(mut self) -> Option<CpuStats> {
         drop(self.reporter.take());
+        drop(self.progress.take());
         let start = self.cpu.take()?;
         let end = cpu::snapshot()?;
         Some(cpu::utilisation(&start, &end, self.num_cpus))

@@ -16,6 +16,7 @@ mod netperf2_real;
 mod omni;
 mod options;
 mod output;
+mod pictures;
 mod rr;
 mod security;
 mod server;
