@@ -211,6 +211,17 @@ pub fn congestion_control(sock: SockRef<'_>) -> Option<String> {
 }
 
 /// TCP_INFO figures of a connection.
+/// TCP_INFO of a connection now, for an interim report.
+pub fn tcp_sample(sock: &impl AsFd) -> Option<proto::TcpSample> {
+    let info = sys::tcp_info(&sock.as_fd()).ok()?;
+    Some(proto::TcpSample {
+        rtt_us: info.rtt_us,
+        rttvar_us: info.rttvar_us,
+        cwnd: info.snd_cwnd,
+        retransmits: u64::from(info.total_retrans),
+    })
+}
+
 pub fn tcp_stats(sock: &impl AsFd) -> Option<TcpStats> {
     let info = sys::tcp_info(&sock.as_fd()).ok()?;
     Some(TcpStats {

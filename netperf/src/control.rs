@@ -199,6 +199,12 @@ impl Control {
         }
     }
 
+    /// The netserver's interim reports of the test just finished (a
+    /// netserver that names `interim`, asked with `interim_ms`).
+    pub fn take_interims(&mut self) -> Vec<proto::InterimReport> {
+        self.ctl.core().take_interims()
+    }
+
     /// Learn the netserver's CPU count and meter rate if the hello did not
     /// say them (netperf 2.7's CPU_CALIBRATE, for REM_CPU).
     pub fn calibrate(&mut self) -> Result<()> {

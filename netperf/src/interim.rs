@@ -46,6 +46,10 @@ pub struct Sample {
     pub interval: f64,
     /// When it ended: seconds since the Unix epoch, to the millisecond.
     pub ending: f64,
+    /// What our side moved over the interval (both ways added), and in how
+    /// many calls (UDP: datagrams).
+    pub bytes: u64,
+    pub calls: u64,
     /// With `--flows`: each flow's rate over the interval.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub flows: Vec<f64>,
@@ -88,11 +92,7 @@ impl Spec {
     /// Interim results are taken with `-D`, and every second (unprinted)
     /// for `--json-stream` and `--plot` without it.
     pub fn of(plan: &Plan, events: Option<&Arc<Events>>) -> Option<Spec> {
-        let secs = match plan.interim {
-            Some((secs, _)) => secs,
-            None if plan.json_stream || plan.plot.is_some() => 1.0,
-            None => return None,
-        };
+        let secs = plan.interim_interval()?;
         let style = match plan.selection.as_ref().map(|s| s.style) {
             Some(SelectorStyle::Csv) => Style::Csv,
             Some(SelectorStyle::KeyVal) => Style::KeyVal,
@@ -222,6 +222,8 @@ fn report(spec: &Spec, live: &Live, counter: &AtomicU32, stop: &AtomicBool) {
             units: format!("{}/s", spec.units.label()),
             interval: secs,
             ending: since.as_millis() as f64 / 1000.0,
+            bytes: now.bytes.saturating_sub(before.bytes),
+            calls: now.calls.saturating_sub(before.calls),
             flows: flows_before
                 .iter()
                 .zip(flows_now)

@@ -32,6 +32,12 @@ pub struct Panels {
     pub interval: Option<(f64, f64)>,
     /// Latency percentiles, microseconds: (percentile, value).
     pub latency: Option<Series>,
+    /// UDP_STREAM: datagrams a second we sent and the netserver received,
+    /// over time (the gap between them is the loss).
+    pub datagrams: Option<(Series, Series)>,
+    /// The netserver's TCP_INFO round-trip time of each data connection
+    /// over time, milliseconds.
+    pub rtt: Option<Vec<Series>>,
 }
 
 fn num(v: &Value) -> Option<f64> {
@@ -90,6 +96,13 @@ impl Panels {
             .filter_map(|&(p, k)| Some((p, num(&l[k])?)))
             .collect()
         });
+        let remote = doc["remote_interim"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let datagrams = (doc["test"] == "UDP_STREAM")
+            .then(|| datagrams(&interim, &remote))
+            .flatten();
         Ok(Panels {
             title,
             units,
@@ -97,13 +110,19 @@ impl Panels {
             iterations,
             interval,
             latency,
+            datagrams,
+            rtt: rtt(&remote),
         })
     }
 
     /// Draw the panels as one SVG picture.
     pub fn svg(&self) -> Result<String> {
         let mut buf = String::new();
-        let n = 1 + u32::from(self.over_time.is_some()) + u32::from(self.latency.is_some());
+        let n = 1
+            + u32::from(self.over_time.is_some())
+            + u32::from(self.latency.is_some())
+            + u32::from(self.datagrams.is_some())
+            + u32::from(self.rtt.is_some());
         {
             let root = SVGBackend::with_string(&mut buf, (WIDTH, PANEL * n)).into_drawing_area();
             draw(self, &root, n as usize).map_err(|e| anyhow!("drawing the plot: {e}"))?;
@@ -139,6 +158,51 @@ fn over_time(interim: &[Value]) -> Option<(Series, Vec<Series>)> {
     Some((sum, flows))
 }
 
+/// Datagrams a second: ours sent in each interim interval, and the
+/// netserver's received between its reports.
+fn datagrams(interim: &[Value], remote: &[Value]) -> Option<(Series, Series)> {
+    let first = interim.first()?;
+    let start = num(&first["ending"])? - num(&first["interval"])?;
+    let sent: Series = interim
+        .iter()
+        .filter_map(|s| {
+            let t = num(&s["ending"])? - start;
+            Some((t, num(&s["calls"])? / num(&s["interval"])?.max(1e-9)))
+        })
+        .collect();
+    let mut received = Vec::new();
+    let mut last = (0.0, 0.0);
+    for r in remote {
+        let (Some(t), Some(n)) = (num(&r["elapsed_seconds"]), num(&r["calls"])) else {
+            continue;
+        };
+        if t > last.0 {
+            received.push((t, (n - last.1).max(0.0) / (t - last.0)));
+        }
+        last = (t, n);
+    }
+    (!received.is_empty()).then_some((sent, received))
+}
+
+/// The netserver's round-trip time (ms) of each data connection over time.
+fn rtt(remote: &[Value]) -> Option<Vec<Series>> {
+    let mut flows: Vec<Series> = Vec::new();
+    for r in remote {
+        let Some(t) = num(&r["elapsed_seconds"]) else {
+            continue;
+        };
+        for (i, s) in r["tcp"].as_array().into_iter().flatten().enumerate() {
+            if flows.len() <= i {
+                flows.resize(i + 1, Vec::new());
+            }
+            if let (Some(f), Some(us)) = (flows.get_mut(i), num(&s["rtt_us"])) {
+                f.push((t, us / 1000.0));
+            }
+        }
+    }
+    (!flows.is_empty()).then_some(flows)
+}
+
 /// Room above the largest value, so that no line runs along the frame.
 fn top(values: impl Iterator<Item = f64>) -> f64 {
     let m = values.fold(0.0f64, f64::max);
@@ -163,15 +227,91 @@ fn draw(p: &Panels, root: &Area<'_>, n: usize) -> Drawn {
     let root = root.titled(&p.title, ("sans-serif", 22))?;
     let areas = root.split_evenly((n, 1));
     let mut areas = areas.iter();
-    if let (Some((sum, flows)), Some(area)) = (&p.over_time, areas.next()) {
+    if let Some((sum, flows)) = &p.over_time
+        && let Some(area) = areas.next()
+    {
         draw_over_time(area, &p.units, sum, flows)?;
     }
     if let Some(area) = areas.next() {
         draw_iterations(area, &p.units, &p.iterations, p.interval)?;
     }
-    if let (Some(lat), Some(area)) = (&p.latency, areas.next()) {
+    if let Some(lat) = &p.latency
+        && let Some(area) = areas.next()
+    {
         draw_latency(area, lat)?;
     }
+    if let Some((sent, received)) = &p.datagrams
+        && let Some(area) = areas.next()
+    {
+        draw_datagrams(area, sent, received)?;
+    }
+    if let Some(rtt) = &p.rtt
+        && let Some(area) = areas.next()
+    {
+        draw_rtt(area, rtt)?;
+    }
+    Ok(())
+}
+
+fn draw_datagrams(area: &Area<'_>, sent: &Series, received: &Series) -> Drawn {
+    let x_end = sent
+        .iter()
+        .chain(received)
+        .map(|p| p.0)
+        .fold(1e-3, f64::max);
+    let y_top = top(sent.iter().chain(received).map(|p| p.1));
+    let mut chart = panel(area, "UDP datagrams over time: the gap is the loss")
+        .build_cartesian_2d(0.0..x_end, 0.0..y_top)?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds since the start")
+        .y_desc("datagrams/s")
+        .draw()?;
+    chart
+        .draw_series(LineSeries::new(sent.iter().copied(), BLUE.stroke_width(2)))?
+        .label("sent")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE.stroke_width(2)));
+    chart
+        .draw_series(LineSeries::new(
+            received.iter().copied(),
+            GREEN.stroke_width(2),
+        ))?
+        .label("received by the netserver")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], GREEN.stroke_width(2)));
+    legend(&mut chart)?;
+    Ok(())
+}
+
+fn draw_rtt(area: &Area<'_>, flows: &[Series]) -> Drawn {
+    let x_end = flows.iter().flatten().map(|p| p.0).fold(1e-3, f64::max);
+    let y_top = top(flows.iter().flatten().map(|p| p.1));
+    let mut chart = panel(area, "The netserver's TCP round-trip time (TCP_INFO)")
+        .build_cartesian_2d(0.0..x_end, 0.0..y_top)?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds since the netserver's side began")
+        .y_desc("milliseconds")
+        .draw()?;
+    for (i, f) in flows.iter().enumerate() {
+        let colour = flow_colour(i);
+        chart
+            .draw_series(LineSeries::new(f.iter().copied(), colour.stroke_width(2)))?
+            .label(format!("flow {i}"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+    }
+    legend(&mut chart)?;
+    Ok(())
+}
+
+/// The series' names, in a box.
+fn legend<'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+) -> Drawn {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
     Ok(())
 }
 
@@ -208,11 +348,7 @@ fn draw_over_time(area: &Area<'_>, units: &str, sum: &Series, flows: &[Series]) 
             "sum of the flows"
         })
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(2)));
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
+    legend(&mut chart)?;
     Ok(())
 }
 
@@ -247,11 +383,7 @@ fn draw_iterations(
         .draw_series(its.iter().map(|&p| Circle::new(p, 5, BLUE.filled())))?
         .label("result")
         .legend(|(x, y)| Circle::new((x + 10, y), 5, BLUE.filled()));
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
+    legend(&mut chart)?;
     Ok(())
 }
 

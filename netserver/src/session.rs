@@ -587,6 +587,11 @@ impl Session {
         let Some(outcome) = self.test.as_ref().and_then(|t| t.try_result()) else {
             return;
         };
+        if let Some(t) = &self.test
+            && outcome.is_ok()
+        {
+            self.core.interim(t.take_interims());
+        }
         if outcome.is_err()
             && let Some(t) = self.test.take()
         {

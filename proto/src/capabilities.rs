@@ -47,6 +47,8 @@ pub struct Capabilities {
     pub crr_server_closes: bool,
     /// It tells how many connections it turned away from the data port.
     pub foreign: bool,
+    /// It reports its figures every interval of a test (`-D`).
+    pub interim: bool,
     /// It reports where UDP datagrams were lost, TCP_INFO, and the like
     /// (netperf 2.7's reports counters, buffers, CPU and retransmissions).
     pub details: bool,
@@ -69,6 +71,7 @@ impl Capabilities {
             shared_port: has("shared-port"),
             crr_server_closes: has("crr-server-closes"),
             foreign: has("foreign"),
+            interim: has("interim"),
             details: true,
             exact_counts: true,
         }
@@ -85,6 +88,7 @@ impl Capabilities {
             shared_port: true,
             crr_server_closes: true,
             foreign: false,
+            interim: false,
             details: false,
             exact_counts: false,
         }

@@ -54,6 +54,6 @@ pub use session::{
 };
 pub use test::{
     ClientDone, CpuStats, Direction, DropSource, Family, FlowCounters, ForeignConnections, Grant,
-    Limits, Protocol, SideResults, SideSpec, TcpStats, TestEnd, TestKind, TestSpec, Token, Tuning,
-    UdpFast, UdpRecvStats, Window,
+    InterimReport, Limits, Protocol, SideResults, SideSpec, TcpSample, TcpStats, TestEnd, TestKind,
+    TestSpec, Token, Tuning, UdpFast, UdpRecvStats, Window,
 };

@@ -28,7 +28,8 @@ use crate::{
     error::ProtoError,
     frame,
     test::{
-        ClientDone, FlowCounters, ForeignConnections, Grant, SideResults, TestSpec, Tuning, Window,
+        ClientDone, FlowCounters, ForeignConnections, Grant, InterimReport, SideResults, TestSpec,
+        Tuning, Window,
     },
 };
 
@@ -60,6 +61,7 @@ pub const CAPABILITIES: &[&str] = &[
     "tuning",
     "foreign",
     "shared-port",
+    "interim",
 ];
 
 impl Hello {
@@ -151,6 +153,9 @@ pub enum ServerMsg {
     /// Data connections closed as not the test's, before the results: sent
     /// only to a client whose hello names `foreign`, when there were some.
     Foreign(ForeignConnections),
+    /// The server's interim reports (`TestSpec::interim_ms`, which a client
+    /// sets only for a server that names `interim`), before the results.
+    Interim(Vec<InterimReport>),
 }
 
 /// Why the server refused or ended something.
@@ -236,6 +241,7 @@ impl ServerMsg {
             ServerMsg::Error(_) => "Error",
             ServerMsg::FlowTotals { .. } => "FlowTotals",
             ServerMsg::Foreign(_) => "Foreign",
+            ServerMsg::Interim(_) => "Interim",
         }
     }
 

@@ -215,9 +215,9 @@ pub struct TestSpec {
     pub measure_cpu: bool,
     /// Number of CPUs to assume for utilisation (`-n`), 0 = count them.
     pub num_cpus: u32,
-    /// Reserved: an interim report interval from the server, never asked
-    /// for (netperf's interim results are its own); kept, as `None`, for
-    /// the layout of the frames older peers send and read.
+    /// The server's interim reports, one every this many milliseconds
+    /// ([`InterimReport`]), sent before its results; asked only of a
+    /// server that names `interim` (others leave it unread).
     pub interim_ms: Option<u32>,
     /// Data port the client asks the server to listen on (`-P ,port`).
     pub data_port: Option<u16>,
@@ -644,11 +644,11 @@ impl TestSpec {
             return Err(SpecError::new("-n (CPUs)", "more than 65536"));
         }
         if let Some(i) = self.interim_ms
-            && i == 0
+            && !(MIN_INTERIM_MS..=3_600_000).contains(&i)
         {
             return Err(SpecError::new(
                 "-D (interim interval)",
-                "must be more than 0",
+                format!("{i} ms is not between {MIN_INTERIM_MS} ms and an hour"),
             ));
         }
         Ok(())
@@ -732,6 +732,18 @@ impl TestSpec {
             TestKind::UdpRr => flows.saturating_mul(req + resp + FLOW_STATE_BYTES),
             TestKind::TcpCrr | TestKind::TcpCc => loops.saturating_mul(req + resp) + state,
         }
+        .saturating_add(self.interim_memory())
+    }
+
+    /// What the server's interim reports of this test can take: as many
+    /// as it keeps, each with TCP_INFO of as many connections as one holds.
+    pub fn interim_memory(&self) -> u64 {
+        if self.interim_ms.is_none() {
+            return 0;
+        }
+        let one = std::mem::size_of::<InterimReport>()
+            + MAX_TCP_PER_REPORT * std::mem::size_of::<TcpSample>();
+        (MAX_INTERIM_REPORTS * one) as u64
     }
 }
 
@@ -988,6 +1000,43 @@ pub struct CpuStats {
     pub num_cpus: u32,
     /// netperf's method letter ('S' for /proc/stat).
     pub method: char,
+}
+
+/// The most interim reports a server keeps for a test (over an hour at
+/// one a second; later ones are not kept).
+pub const MAX_INTERIM_REPORTS: usize = 4_096;
+/// The most data connections whose TCP_INFO one interim report carries.
+pub const MAX_TCP_PER_REPORT: usize = 8;
+/// The shortest interval between a server's interim reports.
+pub const MIN_INTERIM_MS: u32 = 10;
+/// Interim reports a frame carries.
+pub const INTERIM_REPORTS_PER_FRAME: usize = 128;
+
+/// What the server's side of a test had done at one moment
+/// (`TestSpec::interim_ms`): its counters since its side began, and the
+/// kernel's view of its first data connections. Sent, in frames of their
+/// own, before the results.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct InterimReport {
+    /// Since the server's side of the test began.
+    pub elapsed_ns: u64,
+    /// What the server's side moved (both ways added), in how many calls,
+    /// and its transactions.
+    pub bytes: u64,
+    pub calls: u64,
+    pub transactions: u64,
+    /// TCP_INFO of its first data connections (at most
+    /// [`MAX_TCP_PER_REPORT`]), in flow order.
+    pub tcp: Vec<TcpSample>,
+}
+
+/// TCP_INFO of a data connection at one moment.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpSample {
+    pub rtt_us: u32,
+    pub rttvar_us: u32,
+    pub cwnd: u32,
+    pub retransmits: u64,
 }
 
 /// TCP_INFO figures of a data connection at the end of a test.

@@ -216,7 +216,8 @@ pub fn tcp_responder(
                     && flow.sent(n)
                 {
                     let c = &flow.counters;
-                    live.publish(c.bytes_received, c.transactions);
+                    live.publish(c.bytes_received, c.recv_calls);
+                    live.publish_transactions(c.transactions);
                 }
             }
             Io::Done | Io::Connect | Io::Close => break,

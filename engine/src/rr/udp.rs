@@ -330,7 +330,8 @@ pub fn udp_responder(
                         out.counters.send_calls += 1;
                         out.counters.bytes_sent += m as u64;
                         out.counters.transactions += 1;
-                        live.publish(out.counters.bytes_received, out.counters.transactions);
+                        live.publish(out.counters.bytes_received, out.counters.recv_calls);
+                        live.publish_transactions(out.counters.transactions);
                     }
                     Err(e) if transient(&e) => {}
                     Err(e) => return Err(EngineError::io("UDP send", e)),

@@ -366,6 +366,16 @@ impl Plan {
         self.name == TestName::Omni || self.selection.is_some()
     }
 
+    /// Seconds between interim samples: `-D`'s, or every second for
+    /// `--json-stream` and `--plot` without it; `None`: none taken.
+    pub fn interim_interval(&self) -> Option<f64> {
+        match self.interim {
+            Some((secs, _)) => Some(secs),
+            None if self.json_stream || self.plot.is_some() => Some(1.0),
+            None => None,
+        }
+    }
+
     /// TCP_SENDFILE: the sender sends with sendfile(2).
     pub fn sendfile(&self) -> bool {
         self.name == TestName::TcpSendfile

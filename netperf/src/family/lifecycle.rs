@@ -157,7 +157,7 @@ fn run_test(
     let p = prepare(plan, d, protocol)?;
     let ours = fam.resolve(plan, &p)?;
     let trace = Trace::new(plan, &p, &ours);
-    let spec = request_of(plan, &p, &ours)?;
+    let spec = request_of(plan, &p, &ours, d.caps())?;
     let grant = request(plan, d, &spec)?;
     debug::hp(|| format!("remote listen done.\nremote port is {}", grant.data_port));
     let to = SocketAddr::new(p.data_ip, grant.data_port);
@@ -185,6 +185,7 @@ fn run_test(
     local.counts.cpu = phase.end();
     trace.ended(plan, protocol);
     let remote = d.finish(fam.done(&local), results_wait(plan))?;
+    let remote_interim = d.take_interims();
     debug::hp(|| "remote results obtained".into());
     fam.check(plan, &local, &remote, d.caps())?;
     let (lss, lsr, tos) = local_setup;
@@ -224,6 +225,7 @@ fn run_test(
         latency: local.latency,
         lost: local.lost,
         flows: local.flows,
+        remote_interim,
     })
 }
 
@@ -354,8 +356,14 @@ fn validate(spec: &TestSpec) -> Result<()> {
 /// The request, once, from the plan, our prepared socket and our resolved
 /// side: where our data comes from, netperf 2.7's rule that the netserver's
 /// send ring is as wide as ours when a stream test sends, the fast paths.
-fn request_of(plan: &Plan, p: &Prepared, ours: &Ours) -> Result<TestSpec> {
+fn request_of(plan: &Plan, p: &Prepared, ours: &Ours, caps: &Capabilities) -> Result<TestSpec> {
     let mut spec = spec_for(plan, p.family)?;
+    // the netserver's figures every interval, where it reports them
+    spec.interim_ms = plan.interim_interval().filter(|_| caps.interim).map(|s| {
+        (s * 1000.0)
+            .round()
+            .clamp(f64::from(proto::test::MIN_INTERIM_MS), 3_600_000.0) as u32
+    });
     if p.names_data_addr {
         spec.data_addr = Some(p.data_ip);
     }

@@ -60,6 +60,9 @@ pub struct Measurement {
     /// `--flows`: each flow's local port and retransmissions, in flow
     /// order (their counters are in `local.flows` and `remote.flows`).
     pub flows: Vec<FlowEnd>,
+    /// The netserver's figures every interval (`-D`, `--json-stream`,
+    /// `--plot`), where it reports them.
+    pub remote_interim: Vec<proto::InterimReport>,
 }
 
 impl Measurement {

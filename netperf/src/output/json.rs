@@ -38,6 +38,21 @@ struct Document<'a> {
     iterations: Vec<Iteration>,
     confidence: Option<Confidence>,
     interim: Vec<interim::Sample>,
+    /// The netserver's figures every interval of the last iteration.
+    remote_interim: Vec<RemoteInterim>,
+}
+
+/// One of the netserver's interim reports.
+#[derive(Serialize)]
+struct RemoteInterim {
+    /// Since the netserver's side of the test began.
+    elapsed_seconds: f64,
+    /// What its side had moved (both ways), in calls, and transactions.
+    bytes: u64,
+    calls: u64,
+    transactions: u64,
+    /// TCP_INFO of its first data connections, in flow order.
+    tcp: Vec<proto::TcpSample>,
 }
 
 #[derive(Serialize)]
@@ -342,6 +357,17 @@ pub fn render(r: &Report) -> Result<String, serde_json::Error> {
             _ => None,
         },
         interim: r.interim.clone(),
+        remote_interim: m
+            .remote_interim
+            .iter()
+            .map(|i| RemoteInterim {
+                elapsed_seconds: i.elapsed_ns as f64 / 1e9,
+                bytes: i.bytes,
+                calls: i.calls,
+                transactions: i.transactions,
+                tcp: i.tcp.clone(),
+            })
+            .collect(),
     };
     let mut s = serde_json::to_string_pretty(&doc)?;
     s.push('\n');

@@ -9,8 +9,11 @@ use std::{
     },
 };
 
-use engine::{stream::udp::Drain, timer::StopFlag};
-use proto::ClientDone;
+use engine::{live::Live, stream::udp::Drain, timer::StopFlag};
+use proto::{
+    ClientDone, InterimReport,
+    test::{MAX_INTERIM_REPORTS, MAX_TCP_PER_REPORT},
+};
 use socket2::Socket;
 
 /// What the session and a running test share.
@@ -32,6 +35,10 @@ pub struct TestCtl {
     /// during the measurement.
     foreign: AtomicU64,
     foreign_measured: AtomicU64,
+    /// What the test's data loop has moved, for its interim reports.
+    pub live: Live,
+    /// Its interim reports so far (`TestSpec::interim_ms`).
+    interims: Mutex<Vec<InterimReport>>,
 }
 
 impl Default for TestCtl {
@@ -47,6 +54,8 @@ impl Default for TestCtl {
             expected_datagrams: AtomicU64::new(u64::MAX),
             foreign: AtomicU64::new(0),
             foreign_measured: AtomicU64::new(0),
+            live: Live::new(),
+            interims: Mutex::new(Vec::new()),
         }
     }
 }
@@ -112,6 +121,45 @@ impl TestCtl {
         if measured {
             self.foreign_measured.fetch_add(n, Ordering::Relaxed);
         }
+    }
+
+    /// Take an interim report: what the data loop has moved since
+    /// `began`, and TCP_INFO of the first data connections. Beyond the most
+    /// kept, none is taken.
+    pub(crate) fn sample(&self, began: std::time::Instant) {
+        let Ok(mut v) = self.interims.lock() else {
+            return;
+        };
+        if v.len() >= MAX_INTERIM_REPORTS {
+            return;
+        }
+        let s = self.live.snapshot();
+        let tcp = self
+            .streams
+            .lock()
+            .map(|streams| {
+                streams
+                    .iter()
+                    .take(MAX_TCP_PER_REPORT)
+                    .filter_map(engine::sockopt::tcp_sample)
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.push(InterimReport {
+            elapsed_ns: began.elapsed().as_nanos() as u64,
+            bytes: s.bytes,
+            calls: s.calls,
+            transactions: s.transactions,
+            tcp,
+        });
+    }
+
+    /// The interim reports taken, for the results.
+    pub fn take_interims(&self) -> Vec<InterimReport> {
+        self.interims
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default()
     }
 
     /// What netperf is told of them.

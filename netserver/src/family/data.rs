@@ -42,8 +42,7 @@ pub(crate) fn run_flows_on_loops(
         silence: Duration::from_secs(120),
         window,
     };
-    let live = engine::live::Live::new();
-    let report = engine::evloop::run(conns, &plan, &ctl.stop, &live).map_err(|e| {
+    let report = engine::evloop::run(conns, &plan, &ctl.stop, &ctl.live).map_err(|e| {
         if ctl.is_aborted() {
             aborted()
         } else {
@@ -77,7 +76,7 @@ pub(crate) fn run_udp_flows_on_loops(
         linger: Duration::from_secs(60),
     };
     let flows = socks.into_iter().map(|s| (s, None)).collect();
-    engine::evloop::udp::run(flows, &plan, &ctl.stop, &engine::live::Live::new()).map_err(|e| {
+    engine::evloop::udp::run(flows, &plan, &ctl.stop, &ctl.live).map_err(|e| {
         if ctl.is_aborted() {
             aborted()
         } else {

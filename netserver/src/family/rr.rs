@@ -132,7 +132,7 @@ fn tcp_rr(a: Answer, ctl: &TestCtl) -> Result<SideResults, ErrorMsg> {
             let c: &TcpStream = conns
                 .get(i)
                 .ok_or_else(|| failed("data connection", "no such flow"))?;
-            let r = rr::tcp_responder(c, req, resp, spec.spin, &Live::new());
+            let r = rr::tcp_responder(c, req, resp, spec.spin, &ctl.live);
             let bufs = sockopt::buffer_sizes(SockRef::from(c));
             let tcp = sockopt::tcp_stats(c);
             match r {
@@ -191,7 +191,7 @@ fn udp_rr(a: Answer, ctl: &TestCtl) -> Result<SideResults, ErrorMsg> {
         }
     } else {
         let link = udp_hello(&sock, &expect, spec.connected_udp, deadline, ctl)?;
-        let o = rr::udp_responder(link, &conv, req, resp, spec.spin, &ctl.stop, &Live::new())
+        let o = rr::udp_responder(link, &conv, req, resp, spec.spin, &ctl.stop, &ctl.live)
             .map_err(|e| failed("UDP data socket", e))?;
         add(&mut results, &o);
     }
@@ -223,19 +223,15 @@ fn tcp_crr(a: Answer, ctl: &TestCtl) -> Result<SideResults, ErrorMsg> {
         1
     };
     let flows = spec.flows.max(1) as usize;
+    // a lone answering thread counts into the test's live counters (for
+    // interim reports); several would overwrite each other's there
+    let own = Live::new();
+    let live = if threads == 1 { &ctl.live } else { &own };
     let answered = engine::flow::together(
         threads,
         |_| {
             crr::responder(
-                &sock,
-                &token,
-                peer,
-                &conv,
-                req,
-                resp,
-                flows,
-                &ctl.stop,
-                &Live::new(),
+                &sock, &token, peer, &conv, req, resp, flows, &ctl.stop, live,
             )
             .map_err(|e| {
                 if ctl.is_aborted() {

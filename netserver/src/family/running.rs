@@ -2,14 +2,22 @@
 //! thread running the family's job, and the handle the session holds.
 
 use std::{
-    sync::{Arc, mpsc},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+        mpsc,
+    },
     thread,
+    time::Instant,
 };
 
 use engine::sockopt;
 use proto::{ClientDone, ErrorCode, ErrorMsg, Grant, SideResults, TestSpec};
 
-use super::{ctl::TestCtl, setup::Prepared};
+use super::{
+    ctl::TestCtl,
+    setup::{Job, Prepared},
+};
 use crate::config::Config;
 
 /// Reserve `need` bytes of buffers for a test: within the per-session cap
@@ -62,6 +70,11 @@ impl RunningTest {
     /// End the test now, as its natural end would (see [`TestCtl::end_now`]).
     pub fn end_now(&self) {
         self.ctl.end_now();
+    }
+
+    /// The interim reports the test took (`TestSpec::interim_ms`).
+    pub fn take_interims(&self) -> Vec<proto::InterimReport> {
+        self.ctl.take_interims()
     }
 
     /// The worker's outcome, if it has finished.
@@ -134,6 +147,9 @@ pub(crate) fn launch(
     let cpu = spec.server.cpu_bind;
     let measure = spec.measure_cpu.then_some(cfg.num_cpus);
     let log = cfg.logger.clone();
+    let interval = spec
+        .interim_ms
+        .map(|ms| std::time::Duration::from_millis(u64::from(ms)));
     let thread = thread::Builder::new()
         .name(format!("test {}", spec.kind))
         .spawn(move || {
@@ -150,7 +166,7 @@ pub(crate) fn launch(
             if let Some(Err(e)) = cpu.map(sockopt::pin_current_thread) {
                 log.warn_limited("cpu-bind", &format!("-T: {e}: the test runs unbound"));
             }
-            let r = job(&c);
+            let r = run_sampled(&c, interval, job);
             // -C: our utilisation over the test, from /proc/stat.
             let r = r.map(|mut res| {
                 res.foreign_connections = c.foreign();
@@ -176,5 +192,46 @@ pub(crate) fn launch(
         ctl,
         rx,
         thread: Some(thread),
+    })
+}
+
+/// Run the job, taking an interim report every `interval` meanwhile (on a
+/// thread of its own, which the job never waits for), and a last one at
+/// its end.
+fn run_sampled(
+    ctl: &TestCtl,
+    interval: Option<std::time::Duration>,
+    job: Job,
+) -> Result<SideResults, ErrorMsg> {
+    let Some(every) = interval else {
+        return job(ctl);
+    };
+    let done = AtomicBool::new(false);
+    thread::scope(|sc| {
+        let sampler = thread::Builder::new()
+            .name("interim".into())
+            .spawn_scoped(sc, || {
+                let began = Instant::now();
+                let mut next = began + every;
+                while !done.load(Ordering::Acquire) {
+                    let now = Instant::now();
+                    if now >= next {
+                        ctl.sample(began);
+                        while next <= now {
+                            next += every;
+                        }
+                        continue;
+                    }
+                    thread::park_timeout(next - now);
+                }
+                ctl.sample(began);
+            });
+        let r = job(ctl);
+        done.store(true, Ordering::Release);
+        if let Ok(h) = sampler {
+            h.thread().unpark();
+            let _ = h.join();
+        }
+        r
     })
 }

@@ -8,9 +8,7 @@ use std::{
 
 use engine::{
     buffer::{Placement, Ring},
-    handshake,
-    live::Live,
-    sockopt,
+    handshake, sockopt,
     stream::{self, Outcome, Until},
     timer::Timer,
 };
@@ -166,16 +164,16 @@ fn run(
     // Each flow closes its connection as soon as its loop ends (the sender
     // waits for that), after reading the connection's TCP_INFO.
     let per_flow = |conn: TcpStream| -> Result<(Outcome, End), ErrorMsg> {
-        let live = Live::new();
+        let live = &ctl.live;
         let outcome = if spec.kind == TestKind::TcpMaerts {
             let (size, width, at) = rings.send;
             let mut ring = Ring::placed(size, width, fill, at);
-            stream::send(&conn, &mut ring, until, &ctl.stop, &live, LINGER)
+            stream::send(&conn, &mut ring, until, &ctl.stop, live, LINGER)
         } else {
             let _ = conn.set_read_timeout(Some(SILENCE));
             let (size, width, at) = rings.recv;
             let mut ring = Ring::placed(size, width, b"", at);
-            stream::tcp::receive_ring(&conn, &mut ring, &live, None)
+            stream::tcp::receive_ring(&conn, &mut ring, live, None)
         };
         let end = End {
             tcp: sockopt::tcp_stats(&conn),

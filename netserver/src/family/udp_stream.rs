@@ -9,9 +9,7 @@ use std::{
 
 use engine::{
     buffer::{Placement, Ring},
-    handshake,
-    live::Live,
-    netstat, sockopt,
+    handshake, netstat, sockopt,
     stream::udp,
     timer::Timer,
 };
@@ -99,8 +97,7 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<Prepared, ErrorMsg> {
         };
         let link = udp_hello(&sock, &expect, connected, deadline, ctl)?;
         let mut buf = vec![0u8; proto::test::udp_receive_buffer(recv_size) as usize];
-        let live = Live::new();
-        let out = udp::receive(link, &mut buf, &token, &conv, ctl, &live, fast)
+        let out = udp::receive(link, &mut buf, &token, &conv, ctl, &ctl.live, fast)
             .map_err(|e| failed("UDP data socket", e))?;
         // The socket's own drop counter, read after draining; the host's
         // counter only if that cannot be read.
@@ -254,7 +251,7 @@ fn prepare_sender(
             until,
             spec.rate_bps,
             &ctl.stop,
-            &Live::new(),
+            &ctl.live,
             None,
             proto::UdpFast::default(),
         )

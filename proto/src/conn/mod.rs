@@ -29,7 +29,7 @@ use crate::{
     error::ProtoError,
     message::{ErrorCode, ErrorMsg},
     session::{Authenticator, ClientError, ClientEvent, ClientSession},
-    test::{ClientDone, Family, Grant, Limits, SideResults, TestSpec},
+    test::{ClientDone, Family, Grant, InterimReport, Limits, SideResults, TestSpec},
 };
 
 /// Whether, and how, this server serves netperf 2.7 clients.
@@ -194,6 +194,9 @@ pub(crate) trait ServerSpeaker: Send {
     fn prepare_failed(&mut self, s: &mut Shared, err: ErrorMsg);
     /// The server's side of the test ended.
     fn test_ended(&mut self, s: &mut Shared, outcome: Result<SideResults, ErrorMsg>, now: Instant);
+    /// The test's interim reports, to go before its results where the
+    /// dialect has them (netperf 2.7's has not).
+    fn interim(&mut self, _reports: Vec<InterimReport>) {}
     /// Tell the client `err`, in its framing (the core closes after).
     fn tell(&mut self, s: &mut Shared, err: &ErrorMsg);
     /// A deadline of the dialect's own, and what to do at it.
@@ -445,6 +448,14 @@ impl ServerConn {
         }
     }
 
+    /// The test's interim reports (`TestSpec::interim_ms`), sent before its
+    /// results; call before [`ServerConn::test_ended`].
+    pub fn interim(&mut self, reports: Vec<InterimReport>) {
+        if let Some(sp) = &mut self.speaker {
+            sp.interim(reports);
+        }
+    }
+
     /// The server's side of the test ended.
     pub fn test_ended(&mut self, outcome: Result<SideResults, ErrorMsg>, now: Instant) {
         if let Err(e) = &outcome {
@@ -486,6 +497,10 @@ pub(crate) trait ClientSpeaker: Send {
     /// Both ends proved the key.
     fn authenticated(&self) -> bool {
         false
+    }
+    /// The server's interim reports of the last test, taken.
+    fn take_interims(&mut self) -> Vec<InterimReport> {
+        Vec::new()
     }
 }
 
@@ -597,6 +612,12 @@ impl ClientConn {
     /// asks for none, and the conversation runs without).
     pub fn authenticated(&self) -> bool {
         self.speaker.authenticated()
+    }
+
+    /// The server's interim reports of the last test (`TestSpec::interim_ms`),
+    /// taken: they arrive before its results.
+    pub fn take_interims(&mut self) -> Vec<InterimReport> {
+        self.speaker.take_interims()
     }
 
     pub fn output(&self) -> &[u8] {
@@ -941,6 +962,74 @@ mod tests {
         assert_eq!(r.flows[9_999].transactions, 9_999);
         assert_eq!(r.flow_count, 10_000);
         assert_eq!(s.poll_timeout(), now + Duration::from_secs(60));
+    }
+
+    /// A server's interim reports go before its results, in frames of at
+    /// most 128, and reach the client whole; a client that takes more
+    /// than a test can have is refused.
+    #[test]
+    fn interim_reports_travel_before_the_results() {
+        let now = Instant::now();
+        let mut s = server(now);
+        let mut c = client(now);
+        shuttle(&mut s, &mut c, now);
+        assert!(c.capabilities().interim);
+        let mut spec = TestSpec::new(TestKind::TcpStream, Family::V4);
+        spec.interim_ms = Some(100);
+        c.setup(spec, now, Duration::from_secs(5)).unwrap();
+        shuttle(&mut s, &mut c, now);
+        while s.poll_event().is_some() {}
+        s.granted(grant(), now);
+        shuttle(&mut s, &mut c, now);
+        c.done(ClientDone::default(), now, Duration::from_secs(5))
+            .unwrap();
+        shuttle(&mut s, &mut c, now);
+        let reports: Vec<InterimReport> = (1..=1000u64)
+            .map(|i| InterimReport {
+                elapsed_ns: i * 100_000_000,
+                bytes: i * 1000,
+                tcp: vec![crate::test::TcpSample::default(); 8],
+                ..InterimReport::default()
+            })
+            .collect();
+        s.interim(reports.clone());
+        s.test_ended(
+            Ok(SideResults {
+                bytes_received: 1_000_000,
+                ..SideResults::default()
+            }),
+            now,
+        );
+        let e = shuttle(&mut s, &mut c, now);
+        assert!(matches!(e.as_slice(), [ClientEvent::Results(_)]), "{e:?}");
+        assert_eq!(c.take_interims(), reports);
+        assert!(c.take_interims().is_empty(), "taken once");
+
+        // more than a test keeps: refused as malformed
+        let mut c = client(now);
+        let mut s = server(now);
+        shuttle(&mut s, &mut c, now);
+        let mut spec = TestSpec::new(TestKind::TcpStream, Family::V4);
+        spec.interim_ms = Some(100);
+        c.setup(spec, now, Duration::from_secs(5)).unwrap();
+        shuttle(&mut s, &mut c, now);
+        let too_many = ServerMsg::Interim(vec![
+            InterimReport::default();
+            crate::test::INTERIM_REPORTS_PER_FRAME
+        ]);
+        let frame = crate::frame::encode(&too_many).unwrap();
+        let mut last = Ok(None);
+        for _ in 0..=crate::test::MAX_INTERIM_REPORTS / crate::test::INTERIM_REPORTS_PER_FRAME {
+            last = c.handle_bytes(&frame);
+            if last.is_err() {
+                break;
+            }
+        }
+        assert!(
+            last.as_ref()
+                .is_err_and(|e| format!("{e:?}").contains("interim reports")),
+            "{last:?}"
+        );
     }
 
     #[test]

@@ -16,7 +16,10 @@ use crate::{
     frame,
     message::{ClientMsg, ErrorCode, ErrorMsg, ServerMsg},
     session::{Authenticator, ClientEvent, ClientSession, Sealer, ServerAction, ServerSession},
-    test::{ClientDone, FlowCounters, ForeignConnections, Grant, Limits, SideResults, TestSpec},
+    test::{
+        ClientDone, FlowCounters, ForeignConnections, Grant, INTERIM_REPORTS_PER_FRAME,
+        InterimReport, Limits, MAX_INTERIM_REPORTS, SideResults, TestSpec,
+    },
 };
 
 /// Encode one message as a frame, sealed if `sealer` is given; the body is
@@ -63,6 +66,8 @@ fn take_frame(
 pub(crate) struct OurServer {
     session: ServerSession,
     sealer: Option<Box<dyn Sealer>>,
+    /// The running test's interim reports, sent before its results.
+    interims: Vec<InterimReport>,
 }
 
 impl OurServer {
@@ -76,6 +81,7 @@ impl OurServer {
         OurServer {
             session: ServerSession::new(software, limits, auth, nonce).with_cpu_info(cpu.0, cpu.1),
             sealer: None,
+            interims: Vec::new(),
         }
     }
 
@@ -97,6 +103,11 @@ impl OurServer {
     fn send_results(&mut self, s: &mut Shared, mut r: Box<SideResults>) {
         if r.foreign_connections.closed > 0 && self.session.peer_can("foreign") {
             self.send(s, &ServerMsg::Foreign(r.foreign_connections));
+        }
+        // the interim reports, in frames of their own
+        let interims = std::mem::take(&mut self.interims);
+        for chunk in interims.chunks(INTERIM_REPORTS_PER_FRAME) {
+            self.send(s, &ServerMsg::Interim(chunk.to_vec()));
         }
         // a windowed test's whole-run counters first, in frames of their own
         let totals = std::mem::take(&mut r.totals);
@@ -212,6 +223,15 @@ impl ServerSpeaker for OurServer {
         self.send(s, &m);
     }
 
+    fn interim(&mut self, reports: Vec<InterimReport>) {
+        // only a client that asked for them, which it does of a server
+        // that names `interim`
+        if self.session.peer_can("interim") {
+            self.interims = reports;
+            self.interims.truncate(MAX_INTERIM_REPORTS);
+        }
+    }
+
     fn test_ended(&mut self, s: &mut Shared, outcome: Result<SideResults, ErrorMsg>, now: Instant) {
         if let Some(action) = self.session.test_ended(outcome) {
             if matches!(action, ServerAction::ReplyAndClose(_)) {
@@ -238,6 +258,8 @@ pub(crate) struct OurClient {
     /// What the server turned away from the data port, from a `Foreign`
     /// frame.
     foreign: ForeignConnections,
+    /// The server's interim reports, from `Interim` frames.
+    interims: Vec<InterimReport>,
 }
 
 impl OurClient {
@@ -257,6 +279,7 @@ impl OurClient {
             flows: Vec::new(),
             totals: Vec::new(),
             foreign: ForeignConnections::default(),
+            interims: Vec::new(),
         };
         let start = out.len();
         c.send(&ClientSession::hello(software), out)?;
@@ -279,6 +302,16 @@ impl OurClient {
         let (list, first, counters) = match msg {
             ServerMsg::Foreign(f) => {
                 self.foreign = *f;
+                return Ok(true);
+            }
+            ServerMsg::Interim(reports) => {
+                if self.interims.len() + reports.len() > MAX_INTERIM_REPORTS {
+                    return Err(ProtoError::Malformed(format!(
+                        "more than {MAX_INTERIM_REPORTS} interim reports"
+                    ))
+                    .into());
+                }
+                self.interims.extend_from_slice(reports);
                 return Ok(true);
             }
             ServerMsg::Flows { first, counters } => (&mut self.flows, first, counters),
@@ -331,6 +364,7 @@ impl OurClient {
 
 impl ClientSpeaker for OurClient {
     fn setup(&mut self, spec: TestSpec, out: &mut Vec<u8>) -> Result<(), ClientConnError> {
+        self.interims.clear();
         let m = self.session.setup(spec)?;
         self.send(&m, out)
     }
@@ -392,5 +426,9 @@ impl ClientSpeaker for OurClient {
 
     fn authenticated(&self) -> bool {
         self.session.auth_nonces().is_some()
+    }
+
+    fn take_interims(&mut self) -> Vec<InterimReport> {
+        std::mem::take(&mut self.interims)
     }
 }

@@ -77,6 +77,7 @@ fn json_stream_lines_parse_and_the_last_holds_the_document() {
 fn polylines(svg: &str, stroke: &str) -> Vec<Vec<(f64, f64)>> {
     svg.split("<polyline")
         .skip(1)
+        .filter_map(|p| p.split('>').next())
         .filter(|p| p.contains(&format!("stroke=\"{stroke}\"")))
         .filter_map(|p| {
             let pts = p.split("points=\"").nth(1)?.split('"').next()?;
@@ -160,6 +161,11 @@ fn plot_draws_the_interims_it_was_given() {
         .max_by_key(|l| l.len())
         .unwrap();
     assert_eq!(sum.len(), samples.len(), "a point a sample");
+    let all: Vec<_> = polylines(&svg, "#000000")
+        .into_iter()
+        .filter(|l| l.len() > 2)
+        .collect();
+    assert_eq!(all.len(), 1, "one black line of data: {all:?}");
     // every point where the axes put its sample: the axes' scale from the
     // first and last points, every other point within a pixel of it
     let start = samples[0]["ending"].as_f64().unwrap() - samples[0]["interval"].as_f64().unwrap();
@@ -196,7 +202,10 @@ fn plot_draws_the_interims_it_was_given() {
             "{p:?} is not ({x}, {y}) for {d:?}"
         );
     }
-    assert!(sy < 0.0, "a higher rate is drawn higher up");
+    assert!(
+        sy < 0.0,
+        "a higher rate is drawn higher up: {sum:?} {data:?}"
+    );
     // each flow a line of its own colour, as many points
     let flows = samples[0]["flows"].as_array().unwrap().len();
     assert_eq!(flows, 2);
@@ -323,4 +332,89 @@ fn progress_shows_on_a_terminal_and_not_when_piped() {
         piped.stderr, "",
         "no progress when stderr is not a terminal"
     );
+}
+
+/// The netserver's own figures every interval, from its side of the test:
+/// the last report is its whole count, to the byte and the datagram.
+#[test]
+fn the_netservers_interim_reports_add_up_to_its_results() {
+    let ns = Netserver::start(&[]);
+    let svg_path = temp("plot-udp.svg");
+    let out = ns
+        .netperf(&[
+            "-t",
+            "UDP_STREAM",
+            "-l",
+            "3",
+            "-D",
+            "0.5",
+            "--json",
+            "--plot",
+            svg_path.to_str().unwrap(),
+            "--",
+            "-m",
+            "1024",
+            "--rate",
+            "100m",
+        ])
+        .ok();
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    let reports = doc["remote_interim"].as_array().unwrap();
+    assert!(
+        reports.len() >= 5,
+        "a report every 0.5 s of 3 s: {reports:?}"
+    );
+    let last = reports.last().unwrap();
+    assert_eq!(last["calls"], doc["udp"]["received"], "datagrams received");
+    assert_eq!(last["bytes"], doc["remote"]["bytes_received"]);
+    let times: Vec<f64> = reports
+        .iter()
+        .map(|r| r["elapsed_seconds"].as_f64().unwrap())
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] < w[1]), "{times:?}");
+    assert!((times[0] - 0.5).abs() < 0.1, "{times:?}");
+    // drawn: what we sent and what it received, a point a report
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    assert!(svg.contains("UDP datagrams over time"));
+    let received = polylines(&svg, "#00FF00")
+        .into_iter()
+        .max_by_key(|l| l.len())
+        .unwrap();
+    assert_eq!(received.len(), reports.len());
+    rendered_is_not_blank(&svg_path);
+    let _ = std::fs::remove_file(svg_path);
+
+    // TCP: each flow's TCP_INFO in each report, the last the whole count
+    let out = ns
+        .netperf(&["-l", "2", "-D", "0.5", "--json", "--", "--flows", "2"])
+        .ok();
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    let reports = doc["remote_interim"].as_array().unwrap();
+    assert!(reports.len() >= 3, "{reports:?}");
+    for r in reports {
+        let tcp = r["tcp"].as_array().unwrap();
+        assert_eq!(tcp.len(), 2, "{r}");
+        assert!(
+            tcp.iter()
+                .all(|t| t["rtt_us"].as_u64().unwrap() > 0 && t["cwnd"].as_u64().unwrap() > 0)
+        );
+    }
+    assert_eq!(
+        reports.last().unwrap()["bytes"],
+        doc["remote"]["bytes_received"]
+    );
+    // request/response: its transactions
+    let out = ns
+        .netperf(&["-t", "TCP_RR", "-l", "2", "-D", "0.5", "--json"])
+        .ok();
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    let reports = doc["remote_interim"].as_array().unwrap();
+    assert_eq!(
+        reports.last().unwrap()["transactions"],
+        doc["remote"]["transactions"]
+    );
+    // without -D, --json or --plot nothing is asked of the netserver
+    let out = ns.netperf(&["-l", "1", "--json"]).ok();
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(doc["remote_interim"].as_array().unwrap().len(), 0);
 }
