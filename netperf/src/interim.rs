@@ -53,6 +53,9 @@ pub struct Sample {
     /// With `--flows`: each flow's rate over the interval.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub flows: Vec<f64>,
+    /// TCP_INFO of our first data connections at the interval's end.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tcp: Vec<proto::TcpSample>,
 }
 
 /// Where interim results go: any of printed on stdout as they happen (in
@@ -63,6 +66,9 @@ pub struct Sink {
     pub print: bool,
     pub keep: Option<Arc<Mutex<Vec<Sample>>>>,
     pub stream: Option<Arc<Events>>,
+    /// Our TCP data connections, whose TCP_INFO each kept or streamed
+    /// sample carries (the first [`proto::test::MAX_TCP_PER_REPORT`]).
+    pub watch: Arc<Mutex<Vec<socket2::Socket>>>,
 }
 
 impl Sink {
@@ -105,6 +111,7 @@ impl Spec {
                 print: plan.interim.is_some() && !plan.json,
                 keep: (plan.json || plan.plot.is_some()).then(Arc::default),
                 stream: events.cloned(),
+                ..Sink::default()
             },
             ..Spec::plain(plan)
         })
@@ -229,6 +236,17 @@ fn report(spec: &Spec, live: &Live, counter: &AtomicU32, stop: &AtomicBool) {
                 .zip(flows_now)
                 .map(|(a, b)| per_flow(a, b))
                 .collect(),
+            tcp: spec
+                .sink
+                .watch
+                .lock()
+                .map(|w| {
+                    w.iter()
+                        .take(proto::test::MAX_TCP_PER_REPORT)
+                        .filter_map(engine::sockopt::tcp_sample)
+                        .collect()
+                })
+                .unwrap_or_default(),
         };
         if let Some(events) = &spec.sink.stream
             && let Ok(v) = serde_json::to_value(&sample)

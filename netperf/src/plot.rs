@@ -35,9 +35,10 @@ pub struct Panels {
     /// UDP_STREAM: datagrams a second we sent and the netserver received,
     /// over time (the gap between them is the loss).
     pub datagrams: Option<(Series, Series)>,
-    /// The netserver's TCP_INFO round-trip time of each data connection
-    /// over time, milliseconds.
-    pub rtt: Option<Vec<Series>>,
+    /// TCP_INFO's round-trip time of each data connection over time,
+    /// milliseconds: ours (from our interim samples) and the netserver's
+    /// (from its reports).
+    pub rtt: Option<(Vec<Series>, Vec<Series>)>,
 }
 
 fn num(v: &Value) -> Option<f64> {
@@ -111,7 +112,7 @@ impl Panels {
             interval,
             latency,
             datagrams,
-            rtt: rtt(&remote),
+            rtt: rtt(&interim, &remote),
         })
     }
 
@@ -184,11 +185,23 @@ fn datagrams(interim: &[Value], remote: &[Value]) -> Option<(Series, Series)> {
     (!received.is_empty()).then_some((sent, received))
 }
 
-/// The netserver's round-trip time (ms) of each data connection over time.
-fn rtt(remote: &[Value]) -> Option<Vec<Series>> {
+/// The round-trip time (ms) of each data connection over time: ours, and
+/// the netserver's.
+fn rtt(interim: &[Value], remote: &[Value]) -> Option<(Vec<Series>, Vec<Series>)> {
+    let start = interim
+        .first()
+        .and_then(|s| Some(num(&s["ending"])? - num(&s["interval"])?))
+        .unwrap_or(0.0);
+    let ours = rtt_of(interim, |s| Some(num(&s["ending"])? - start));
+    let theirs = rtt_of(remote, |r| num(&r["elapsed_seconds"]));
+    (!ours.is_empty() || !theirs.is_empty()).then_some((ours, theirs))
+}
+
+/// Each connection's rtt in samples that carry `tcp`, at `time_of`.
+fn rtt_of(samples: &[Value], time_of: impl Fn(&Value) -> Option<f64>) -> Vec<Series> {
     let mut flows: Vec<Series> = Vec::new();
-    for r in remote {
-        let Some(t) = num(&r["elapsed_seconds"]) else {
+    for r in samples {
+        let Some(t) = time_of(r) else {
             continue;
         };
         for (i, s) in r["tcp"].as_array().into_iter().flatten().enumerate() {
@@ -200,7 +213,7 @@ fn rtt(remote: &[Value]) -> Option<Vec<Series>> {
             }
         }
     }
-    (!flows.is_empty()).then_some(flows)
+    flows
 }
 
 /// Room above the largest value, so that no line runs along the frame.
@@ -282,22 +295,25 @@ fn draw_datagrams(area: &Area<'_>, sent: &Series, received: &Series) -> Drawn {
     Ok(())
 }
 
-fn draw_rtt(area: &Area<'_>, flows: &[Series]) -> Drawn {
-    let x_end = flows.iter().flatten().map(|p| p.0).fold(1e-3, f64::max);
-    let y_top = top(flows.iter().flatten().map(|p| p.1));
-    let mut chart = panel(area, "The netserver's TCP round-trip time (TCP_INFO)")
+fn draw_rtt(area: &Area<'_>, (ours, theirs): &(Vec<Series>, Vec<Series>)) -> Drawn {
+    let all = || ours.iter().chain(theirs).flatten();
+    let x_end = all().map(|p| p.0).fold(1e-3, f64::max);
+    let y_top = top(all().map(|p| p.1));
+    let mut chart = panel(area, "TCP round-trip time (TCP_INFO), each end")
         .build_cartesian_2d(0.0..x_end, 0.0..y_top)?;
     chart
         .configure_mesh()
-        .x_desc("seconds since the netserver's side began")
+        .x_desc("seconds since each end's side began")
         .y_desc("milliseconds")
         .draw()?;
-    for (i, f) in flows.iter().enumerate() {
-        let colour = flow_colour(i);
-        chart
-            .draw_series(LineSeries::new(f.iter().copied(), colour.stroke_width(2)))?
-            .label(format!("flow {i}"))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+    for (who, flows, width) in [("netperf", ours, 2), ("netserver", theirs, 1)] {
+        for (i, f) in flows.iter().enumerate() {
+            let style = flow_colour(i).stroke_width(width);
+            chart
+                .draw_series(LineSeries::new(f.iter().copied(), style))?
+                .label(format!("flow {i}, {who}"))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+        }
     }
     legend(&mut chart)?;
     Ok(())

@@ -93,7 +93,31 @@ impl Context {
         ))
     }
 
+    /// A TCP data connection of this iteration, whose TCP_INFO the interim
+    /// samples carry.
+    pub(crate) fn watch_tcp(&self, sock: &impl std::os::fd::AsFd) {
+        if let Some(spec) = &self.interim
+            && (spec.sink.keep.is_some() || spec.sink.stream.is_some())
+            && let Ok(owned) = sock.as_fd().try_clone_to_owned()
+            && let Ok(mut w) = spec.sink.watch.lock()
+            && w.len() < proto::test::MAX_TCP_PER_REPORT
+        {
+            w.push(socket2::Socket::from(owned));
+        }
+    }
+
+    /// The iteration's connections are no longer watched (their last
+    /// sample is taken).
+    pub(crate) fn unwatch(&self) {
+        if let Some(spec) = &self.interim
+            && let Ok(mut w) = spec.sink.watch.lock()
+        {
+            w.clear();
+        }
+    }
+
     pub(crate) fn unbegun(&self) {
+        self.unwatch();
         if let Ok(mut b) = self.began.lock() {
             *b = None;
         }

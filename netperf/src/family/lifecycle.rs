@@ -183,6 +183,7 @@ fn run_test(
     let phase = ctx.begin(plan)?;
     let mut local = fam.run(&r, &ours)?;
     local.counts.cpu = phase.end();
+    ctx.unwatch();
     trace.ended(plan, protocol);
     let remote = d.finish(fam.done(&local), results_wait(plan))?;
     let remote_interim = d.take_interims();
@@ -703,6 +704,7 @@ pub(crate) fn connect_flows(
             mss = sockopt::mss(SockRef::from(&c));
         }
         r.conv.present(&c, &r.grant.token, i)?;
+        r.ctx.watch_tcp(&c);
         conns.push(c);
     }
     Ok((conns, mss))

@@ -403,6 +403,14 @@ fn the_netservers_interim_reports_add_up_to_its_results() {
         reports.last().unwrap()["bytes"],
         doc["remote"]["bytes_received"]
     );
+    // and ours: each of our samples carries each flow's TCP_INFO
+    let ours = doc["interim"].as_array().unwrap();
+    assert!(ours.len() >= 3, "{ours:?}");
+    for s in ours {
+        let tcp = s["tcp"].as_array().unwrap();
+        assert_eq!(tcp.len(), 2, "{s}");
+        assert!(tcp.iter().all(|t| t["rtt_us"].as_u64().unwrap() > 0));
+    }
     // request/response: its transactions
     let out = ns
         .netperf(&["-t", "TCP_RR", "-l", "2", "-D", "0.5", "--json"])
