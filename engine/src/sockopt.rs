@@ -219,6 +219,9 @@ pub fn tcp_sample(sock: &impl AsFd) -> Option<proto::TcpSample> {
         rttvar_us: info.rttvar_us,
         cwnd: info.snd_cwnd,
         retransmits: u64::from(info.total_retrans),
+        delivery_rate: info.delivery_rate,
+        pacing_rate: (info.pacing_rate != u64::MAX).then_some(info.pacing_rate),
+        bytes_in_flight: info.bytes_in_flight,
     })
 }
 

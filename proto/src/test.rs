@@ -1035,8 +1035,15 @@ pub struct InterimReport {
 pub struct TcpSample {
     pub rtt_us: u32,
     pub rttvar_us: u32,
+    /// Segments.
     pub cwnd: u32,
     pub retransmits: u64,
+    /// Bytes a second the kernel last measured delivered, and paces at
+    /// (`None`: no pacing).
+    pub delivery_rate: u64,
+    pub pacing_rate: Option<u64>,
+    /// Bytes sent and not yet acknowledged.
+    pub bytes_in_flight: u64,
 }
 
 /// TCP_INFO figures of a data connection at the end of a test.

@@ -31,6 +31,12 @@ pub fn tcp_info(sock: &impl AsRawFd) -> io::Result<TcpInfo> {
             rtt_us: info.tcpi_rtt,
             rttvar_us: info.tcpi_rttvar,
             snd_cwnd: info.tcpi_snd_cwnd,
+            pacing_rate: info.tcpi_pacing_rate,
+            delivery_rate: info.tcpi_delivery_rate,
+            bytes_in_flight: u64::from(
+                (info.tcpi_unacked + info.tcpi_retrans)
+                    .saturating_sub(info.tcpi_sacked + info.tcpi_lost),
+            ) * u64::from(info.tcpi_snd_mss),
         })
     } else {
         Err(io::Error::last_os_error())

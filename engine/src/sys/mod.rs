@@ -26,6 +26,13 @@ pub struct TcpInfo {
     pub rtt_us: u32,
     pub rttvar_us: u32,
     pub snd_cwnd: u32,
+    /// Bytes a second: the pacing rate (u64::MAX: none) and the rate the
+    /// kernel last measured data delivered at.
+    pub pacing_rate: u64,
+    pub delivery_rate: u64,
+    /// Bytes sent and not yet acknowledged (the kernel's packets in flight,
+    /// in segments of the send MSS).
+    pub bytes_in_flight: u64,
 }
 
 /// `write(2)` on a socket (netperf's `-- -I`: write rather than send).

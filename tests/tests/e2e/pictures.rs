@@ -411,6 +411,16 @@ fn the_netservers_interim_reports_add_up_to_its_results() {
         assert_eq!(tcp.len(), 2, "{s}");
         assert!(tcp.iter().all(|t| t["rtt_us"].as_u64().unwrap() > 0));
     }
+    // the sender's delivery rate, the rate it moved data at, and bytes in
+    // flight while it sends
+    assert!(
+        ours.iter()
+            .any(|s| s["tcp"][0]["delivery_rate"].as_u64().unwrap() > 0)
+    );
+    assert!(
+        ours.iter()
+            .any(|s| s["tcp"][0]["bytes_in_flight"].as_u64().unwrap() > 0)
+    );
     // request/response: its transactions
     let out = ns
         .netperf(&["-t", "TCP_RR", "-l", "2", "-D", "0.5", "--json"])
