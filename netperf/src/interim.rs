@@ -109,7 +109,8 @@ impl Spec {
             style,
             sink: Sink {
                 print: plan.interim.is_some() && !plan.json,
-                keep: (plan.json || plan.plot.is_some()).then(Arc::default),
+                keep: (plan.json || plan.plot.is_some() || plan.interim.is_some())
+                    .then(Arc::default),
                 stream: events.cloned(),
                 ..Sink::default()
             },

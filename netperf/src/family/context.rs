@@ -93,6 +93,32 @@ impl Context {
         ))
     }
 
+    /// How many interim samples are kept so far.
+    pub(crate) fn kept(&self) -> usize {
+        self.interim
+            .as_ref()
+            .and_then(|s| s.sink.keep.as_ref())
+            .and_then(|v| v.lock().ok().map(|v| v.len()))
+            .unwrap_or(0)
+    }
+
+    /// The round-trip times of our connections in the samples kept since
+    /// the `since`th.
+    pub(crate) fn rtts_since(&self, since: usize) -> Vec<u32> {
+        self.interim
+            .as_ref()
+            .and_then(|s| s.sink.keep.as_ref())
+            .and_then(|v| {
+                v.lock().ok().map(|v| {
+                    v.iter()
+                        .skip(since)
+                        .flat_map(|s| s.tcp.iter().map(|t| t.rtt_us))
+                        .collect()
+                })
+            })
+            .unwrap_or_default()
+    }
+
     /// A TCP data connection of this iteration, whose TCP_INFO the interim
     /// samples carry.
     pub(crate) fn watch_tcp(&self, sock: &impl std::os::fd::AsFd) {

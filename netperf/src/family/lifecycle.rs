@@ -180,10 +180,12 @@ fn run_test(
     }
     let _timer = fam.timer(plan, &stop)?;
     let _int = interrupt::stop_on_interrupt(&stop);
+    let kept = ctx.kept();
     let phase = ctx.begin(plan)?;
     let mut local = fam.run(&r, &ours)?;
     local.counts.cpu = phase.end();
     ctx.unwatch();
+    let local_rtts = ctx.rtts_since(kept);
     trace.ended(plan, protocol);
     let remote = d.finish(fam.done(&local), results_wait(plan))?;
     let remote_interim = d.take_interims();
@@ -208,6 +210,7 @@ fn run_test(
             recv_width: ours.sizes.recv_width,
             addr: local.addr,
             tos,
+            rtt_over_time: local_rtts,
         },
         remote: Side {
             counts: remote,
@@ -220,6 +223,10 @@ fn run_test(
             recv_width: rs.recv_width,
             addr: Some(to),
             tos: None,
+            rtt_over_time: remote_interim
+                .iter()
+                .flat_map(|r| r.tcp.iter().map(|t| t.rtt_us))
+                .collect(),
         },
         mss: local.mss,
         send_errors: local.send_errors,

@@ -27,6 +27,10 @@ pub struct Side {
     pub addr: Option<SocketAddr>,
     /// The TOS byte its data socket kept (`-Y`), read back (ours only).
     pub tos: Option<u32>,
+    /// TCP_INFO's round-trip time (microseconds) of every data connection
+    /// at every interim sample (`-D`), in time order: the series the
+    /// `*_TRANSPORT_RTT_MIN/MEDIAN/MAX` selectors summarise.
+    pub rtt_over_time: Vec<u32>,
 }
 
 impl std::ops::Deref for Side {

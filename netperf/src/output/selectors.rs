@@ -1109,7 +1109,34 @@ static SIDED: &[SideSel] = &[
         Fmt::Int,
         |_, s| opt_int(s.m.tcp.as_ref().map(|t| t.cwnd))
     ),
+    side!(
+        ["LOCAL_TRANSPORT_RTT_MIN", "REMOTE_TRANSPORT_RTT_MIN"],
+        ["Transport", "RTT Min", "Microseconds"],
+        Fmt::Int,
+        |_, s| opt_int(rank(&s.m.rtt_over_time, 0.0))
+    ),
+    side!(
+        ["LOCAL_TRANSPORT_RTT_MEDIAN", "REMOTE_TRANSPORT_RTT_MEDIAN"],
+        ["Transport", "RTT Median", "Microseconds"],
+        Fmt::Int,
+        |_, s| opt_int(rank(&s.m.rtt_over_time, 0.5))
+    ),
+    side!(
+        ["LOCAL_TRANSPORT_RTT_MAX", "REMOTE_TRANSPORT_RTT_MAX"],
+        ["Transport", "RTT Max", "Microseconds"],
+        Fmt::Int,
+        |_, s| opt_int(rank(&s.m.rtt_over_time, 1.0))
+    ),
 ];
+
+/// The value at fraction `q` of the way through `v` sorted (nearest rank;
+/// 0: the least, 1: the most), if any.
+fn rank(v: &[u32], q: f64) -> Option<u32> {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    let i = ((v.len() as f64 - 1.0) * q).round() as usize;
+    v.get(i).copied()
+}
 
 /// The socket buffer size at the end, if the side reported it.
 fn end_or(end: u32, initial: u32) -> u32 {

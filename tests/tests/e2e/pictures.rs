@@ -436,3 +436,41 @@ fn the_netservers_interim_reports_add_up_to_its_results() {
     let doc: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(doc["remote_interim"].as_array().unwrap().len(), 0);
 }
+
+/// TCP_INFO over the run, summarised in selectors: each end's least,
+/// median and most round trip over its interim samples; none without `-D`.
+#[test]
+fn round_trip_selectors_summarise_the_run() {
+    let ns = Netserver::start(&[]);
+    let names = [
+        "LOCAL_TRANSPORT_RTT_MIN",
+        "LOCAL_TRANSPORT_RTT_MEDIAN",
+        "LOCAL_TRANSPORT_RTT_MAX",
+        "REMOTE_TRANSPORT_RTT_MIN",
+        "REMOTE_TRANSPORT_RTT_MEDIAN",
+        "REMOTE_TRANSPORT_RTT_MAX",
+    ];
+    let k = names.join(",");
+    let values = |args: &[&str]| -> Vec<i64> {
+        let out = ns.netperf(args).ok();
+        names
+            .iter()
+            .map(|n| {
+                out.stdout
+                    .lines()
+                    .find_map(|l| l.strip_prefix(&format!("{n}=")))
+                    .unwrap_or_else(|| panic!("{n} in {}", out.stdout))
+                    .parse()
+                    .unwrap()
+            })
+            .collect()
+    };
+    let v = values(&[
+        "-l", "2", "-D", "0.25", "-P", "0", "--", "--flows", "2", "-k", &k,
+    ]);
+    assert!(v.iter().all(|&x| x > 0), "{v:?}");
+    assert!(v[0] <= v[1] && v[1] <= v[2], "ours: {v:?}");
+    assert!(v[3] <= v[4] && v[4] <= v[5], "the netserver's: {v:?}");
+    let none = values(&["-l", "1", "-P", "0", "--", "-k", &k]);
+    assert!(none.iter().all(|&x| x == -1), "{none:?}");
+}
