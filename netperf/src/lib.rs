@@ -29,6 +29,7 @@ pub mod output;
 pub mod plot;
 pub mod progress;
 pub mod run;
+pub mod under_load;
 
 use std::process::ExitCode;
 

@@ -45,7 +45,7 @@ pub fn extras(plan: &Plan) -> bool {
 /// output shows its latency (`stats`: `-j` or a latency selector; JSON;
 /// `extras`: our latency lines), unless `--no-latency`.
 fn times_transactions(plan: &Plan, stats: bool, extras: bool) -> bool {
-    plan.latency && (stats || plan.json || extras)
+    plan.latency && (stats || plan.json || extras || plan.under_load.is_some())
 }
 
 /// How a run ended that printed its figures.
@@ -196,6 +196,11 @@ pub fn run(plan: &Plan) -> Result<Outcome> {
             &mut out,
             classic::table(&asked, last, &figures, extras).as_bytes(),
         )?;
+        // ours, asked for by an option of ours
+        emit(
+            &mut out,
+            classic::under_load_lines(last, &figures).as_bytes(),
+        )?;
         if let (Some(v), true) = (&verdict, extras) {
             emit(
                 &mut out,
@@ -276,7 +281,10 @@ fn iterations(
         .filter(|_| plan.name != TestName::TcpCc);
     let Some(c) = confidence else {
         begin_iteration(ctx, 1);
-        let m = family::run_once(plan, d, ctx)?;
+        let m = match plan.under_load {
+            Some(load) => crate::under_load::run(plan, load, d, ctx)?,
+            None => family::run_once(plan, d, ctx)?,
+        };
         let f = Figures::of(asked, &m);
         trace_iteration(1, &f);
         end_iteration(ctx, asked, 1, &f);

@@ -359,6 +359,17 @@ pub fn netperf_vs_netserver(args: &[&str]) -> (Output, Netserver) {
     (out, ns)
 }
 
+/// The value of `KEY=value` in `-k` output, as a number; a missing key
+/// fails the test, naming it.
+pub fn keyval(stdout: &str, key: &str) -> f64 {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+        .unwrap_or_else(|| panic!("{key} in {stdout}"))
+        .parse()
+        .unwrap_or_else(|e| panic!("{key} in {stdout}: {e}"))
+}
+
 /// A TCP port on 127.0.0.1 with nothing listening (bound, then released).
 pub fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");

@@ -12,7 +12,7 @@ use proto::TestKind;
 
 pub use plan::{
     AuthSource, Confidence, DEFAULT_PORT, DialectChoice, Invocation, Length, LocalOnly, MAX_FLOWS,
-    Plan, Selection, SelectorStyle, Units,
+    Plan, Selection, SelectorStyle, UnderLoad, Units,
 };
 pub use test_name::TestName;
 pub use values::CliError;
@@ -91,6 +91,24 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
 
 /// Checks of the whole plan, once everything is read.
 fn finish(plan: &mut Plan) -> Result<(), CliError> {
+    if plan.under_load.is_some() {
+        if !plan.test.is_rr() {
+            return Err(CliError(format!(
+                "--under-load: TCP_RR, UDP_RR and TCP_CRR run under load ({} was asked for)",
+                plan.name.name()
+            )));
+        }
+        if !matches!(plan.length, Length::Seconds(s) if s >= 2) {
+            return Err(CliError(
+                "--under-load: a timed test of 2 s or more (-l), as the load is".into(),
+            ));
+        }
+        if plan.confidence.is_some() {
+            return Err(CliError(
+                "--under-load: one run, not a confidence run (-I/-i)".into(),
+            ));
+        }
+    }
     // --json-stream's last line holds the --json document
     if plan.json_stream {
         plan.json = true;

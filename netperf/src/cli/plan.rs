@@ -8,6 +8,15 @@ use proto::{SideSpec, TestKind};
 
 use super::test_name::TestName;
 
+/// `--under-load`: how many bulk TCP flows load the path, which way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnderLoad {
+    pub flows: u32,
+    /// We send (TCP_STREAM flows), and we receive (TCP_MAERTS flows).
+    pub up: bool,
+    pub down: bool,
+}
+
 /// netserver's well-known control port.
 pub const DEFAULT_PORT: u16 = 12865;
 
@@ -199,6 +208,9 @@ pub struct Plan {
     pub json_stream: bool,
     /// `--plot`: the SVG file the run is drawn into.
     pub plot: Option<PathBuf>,
+    /// `-- --under-load N[,dir]`: bulk flows loading the path while a
+    /// request/response test runs.
+    pub under_load: Option<UnderLoad>,
     /// `--dialect`.
     pub dialect: DialectChoice,
     /// `--key-file` or `-Z`: how we authenticate to netserver.
@@ -296,6 +308,7 @@ impl Plan {
             json: false,
             json_stream: false,
             plot: None,
+            under_load: None,
             dialect: DialectChoice::Auto,
             auth: None,
             local: align.clone(),

@@ -12,7 +12,7 @@ use optparse::{
 use proto::{Protocol, TestKind};
 
 use super::{
-    plan::{Invocation, MAX_FLOWS, Plan, Selection, SelectorStyle},
+    plan::{Invocation, MAX_FLOWS, Plan, Selection, SelectorStyle, UnderLoad},
     test_name::{self, TestName},
     values::*,
 };
@@ -237,6 +237,13 @@ pub const OPTIONS: &[OptDef] = &[
         Arity::Required,
         "N",
         "Run N data connections at once, started together (every test but TCP_SENDFILE and TCP_MSS)",
+    ),
+    OptDef::long_only(
+        "under_load",
+        "under-load",
+        Arity::Required,
+        "N[,up|down|both]",
+        "TCP_RR, UDP_RR, TCP_CRR: run while N bulk TCP flows load the path (up: we send; down; both), after an idle phase",
     ),
     OptDef::long_only(
         "threads",
@@ -667,6 +674,30 @@ fn our_option(
                 )));
             }
             plan.flows = n as u32;
+        }
+        "under_load" => {
+            let (n, dir) = value::pair_explicit(v);
+            let n = value::int(n.unwrap_or("")).map_err(|e| bad(o, e))?;
+            if !(1..=64).contains(&n) {
+                return Err(CliError(format!(
+                    "{o}: '{v}': 1 to 64 load flows a direction"
+                )));
+            }
+            let (up, down) = match dir.map(str::to_ascii_lowercase).as_deref() {
+                None | Some("up") => (true, false),
+                Some("down") => (false, true),
+                Some("both") => (true, true),
+                Some(d) => {
+                    return Err(CliError(format!(
+                        "{o}: '{d}' is not a direction: up, down or both"
+                    )));
+                }
+            };
+            plan.under_load = Some(UnderLoad {
+                flows: n as u32,
+                up,
+                down,
+            });
         }
         "threads" => {
             let n = value::int(v).map_err(|e| bad(o, e))?;

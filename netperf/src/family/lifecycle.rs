@@ -234,6 +234,7 @@ fn run_test(
         lost: local.lost,
         flows: local.flows,
         remote_interim,
+        under_load: None,
     })
 }
 

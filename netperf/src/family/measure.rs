@@ -67,6 +67,8 @@ pub struct Measurement {
     /// The netserver's figures every interval (`-D`, `--json-stream`,
     /// `--plot`), where it reports them.
     pub remote_interim: Vec<proto::InterimReport>,
+    /// `--under-load`: the idle phase's and the load's figures.
+    pub under_load: Option<crate::under_load::LoadFigures>,
 }
 
 impl Measurement {

@@ -40,6 +40,18 @@ struct Document<'a> {
     interim: Vec<interim::Sample>,
     /// The netserver's figures every interval of the last iteration.
     remote_interim: Vec<RemoteInterim>,
+    /// `--under-load`: the idle phase and the load (the loaded phase is
+    /// `result`, `latency_usec`).
+    under_load: Option<UnderLoadJson>,
+}
+
+#[derive(Serialize)]
+struct UnderLoadJson {
+    idle_transaction_rate: f64,
+    idle_latency_usec: Option<Latency>,
+    load_flows: u32,
+    load_up_mbps: Option<f64>,
+    load_down_mbps: Option<f64>,
 }
 
 /// One of the netserver's interim reports.
@@ -192,7 +204,11 @@ pub struct Report<'a> {
 }
 
 fn latency(m: &Measurement) -> Option<Latency> {
-    m.latency.map(|l| Latency {
+    m.latency.as_ref().map(latency_of)
+}
+
+fn latency_of(l: &engine::latency::LatencySummary) -> Latency {
+    Latency {
         count: l.count,
         min: l.min as f64 / 1000.0,
         mean: l.mean / 1000.0,
@@ -202,7 +218,7 @@ fn latency(m: &Measurement) -> Option<Latency> {
         p999: l.p999 as f64 / 1000.0,
         max: l.max as f64 / 1000.0,
         stddev: l.stddev / 1000.0,
-    })
+    }
 }
 
 fn udp(m: &Measurement) -> Option<Udp> {
@@ -357,6 +373,13 @@ pub fn render(r: &Report) -> Result<String, serde_json::Error> {
             _ => None,
         },
         interim: r.interim.clone(),
+        under_load: m.under_load.as_ref().map(|u| UnderLoadJson {
+            idle_transaction_rate: u.idle_rate,
+            idle_latency_usec: u.idle.as_ref().map(latency_of),
+            load_flows: u.flows,
+            load_up_mbps: u.up_mbps,
+            load_down_mbps: u.down_mbps,
+        }),
         remote_interim: m
             .remote_interim
             .iter()

@@ -181,6 +181,14 @@ fn lat_us(c: &Ctx, g: fn(&engine::latency::LatencySummary) -> u64) -> Value {
         .map_or(Value::Int(-1), |l| int(g(l) / 1000))
 }
 
+/// A figure of an `--under-load` run; -1 otherwise.
+fn under_load(c: &Ctx, g: impl Fn(&crate::under_load::LoadFigures) -> Option<i64>) -> Value {
+    match c.m.under_load.as_ref().and_then(g) {
+        Some(v) => int(v),
+        None => Value::Int(-1),
+    }
+}
+
 fn rate_of(c: &Ctx, bytes: u64) -> Value {
     let u = match c.asked.units() {
         Units::Transactions => Units::Bits('m'),
@@ -550,6 +558,33 @@ static SELECTORS: &[Sel] = &[
         ["50th", "Percentile", "Latency", "Microseconds"],
         Fmt::Int,
         |c| lat_us(c, |l| l.p50)
+    ),
+    sel!(
+        "IDLE_P50_LATENCY",
+        ["Idle", "50th Percentile", "Latency", "Microseconds"],
+        Fmt::Int,
+        |c| under_load(c, |u| u.idle.as_ref().map(|l| (l.p50 / 1000) as i64))
+    ),
+    sel!(
+        "LOADED_P50_LATENCY",
+        ["Loaded", "50th Percentile", "Latency", "Microseconds"],
+        Fmt::Int,
+        |c| under_load(c, |_| c.m.latency.as_ref().map(|l| (l.p50 / 1000) as i64))
+    ),
+    sel!(
+        "LOADED_P99_LATENCY",
+        ["Loaded", "99th Percentile", "Latency", "Microseconds"],
+        Fmt::Int,
+        |c| under_load(c, |_| c.m.latency.as_ref().map(|l| (l.p99 / 1000) as i64))
+    ),
+    sel!(
+        "LOAD_THROUGHPUT",
+        ["Load", "Throughput", "10^6bits/s", ""],
+        Fmt::F(2),
+        |c| match &c.m.under_load {
+            Some(u) => Value::F(u.up_mbps.unwrap_or(0.0) + u.down_mbps.unwrap_or(0.0)),
+            None => Value::F(-1.0),
+        }
     ),
     sel!(
         "P90_LATENCY",

@@ -24,3 +24,4 @@ mod shape;
 mod soak;
 mod stream;
 mod udp;
+mod under_load;

@@ -455,14 +455,7 @@ fn round_trip_selectors_summarise_the_run() {
         let out = ns.netperf(args).ok();
         names
             .iter()
-            .map(|n| {
-                out.stdout
-                    .lines()
-                    .find_map(|l| l.strip_prefix(&format!("{n}=")))
-                    .unwrap_or_else(|| panic!("{n} in {}", out.stdout))
-                    .parse()
-                    .unwrap()
-            })
+            .map(|n| harness::keyval(&out.stdout, n) as i64)
             .collect()
     };
     let v = values(&[

@@ -16,6 +16,7 @@ use crate::{family::Measurement, output::asked::Asked};
 
 pub mod flows;
 mod rr;
+pub use rr::under_load_lines;
 mod stream;
 mod udp;
 

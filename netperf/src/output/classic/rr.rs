@@ -166,6 +166,41 @@ fn rr_plain(asked: &Asked, m: &Measurement, f: &Figures, brand: &str, s: &mut St
     let _ = writeln!(s, "{:<6} {:<6}", m.remote.send_buf, m.remote.recv_buf);
 }
 
+/// `--under-load`: the idle phase beside the loaded one, and the load.
+pub fn under_load_lines(m: &Measurement, f: &Figures) -> String {
+    let Some(u) = &m.under_load else {
+        return String::new();
+    };
+    let lat = |l: Option<&engine::latency::LatencySummary>| match l {
+        Some(l) => format!(
+            "latency p50 {:.1} p90 {:.1} p99 {:.1} max {:.1} us",
+            l.p50 as f64 / 1e3,
+            l.p90 as f64 / 1e3,
+            l.p99 as f64 / 1e3,
+            l.max as f64 / 1e3
+        ),
+        None => "latency not timed".to_string(),
+    };
+    let mut load = Vec::new();
+    if let Some(up) = u.up_mbps {
+        load.push(format!("{} flows up {up:.2} 10^6bits/s", u.flows));
+    }
+    if let Some(down) = u.down_mbps {
+        load.push(format!("{} flows down {down:.2} 10^6bits/s", u.flows));
+    }
+    format!(
+        "Under load ({}):
+  idle:   {:.2} Trans/s, {}
+  loaded: {:.2} Trans/s, {}
+",
+        load.join(", "),
+        u.idle_rate,
+        lat(u.idle.as_ref()),
+        m.local.transactions as f64 / f.elapsed.max(1e-9),
+        lat(m.latency.as_ref())
+    )
+}
+
 /// UDP_RR: transactions that got no response in time.
 pub fn udp_rr_loss_line(asked: &Asked, m: &Measurement) -> String {
     let done = m.local.transactions;

@@ -1,0 +1,156 @@
+//! `-- --under-load N[,up|down|both]`: latency under load in one run, as
+//! flent's RRUL takes it with several processes. The request/response
+//! test runs first alone for a short idle phase, then again while N bulk
+//! TCP flows (TCP_STREAM up, TCP_MAERTS down, or both) load the same path
+//! to the same netserver on a control connection of their own; the load
+//! starts a second before the loaded phase and ends a second after it, so
+//! that every loaded transaction crosses a loaded path.
+
+use std::{thread, time::Duration};
+
+use anyhow::{Context as _, Result, anyhow};
+use engine::latency::LatencySummary;
+
+use crate::{
+    cli::{self, Invocation, Length, Plan, UnderLoad},
+    control::{self, Control},
+    family::{self, Context, Measurement},
+    output::{Figures, asked::Asked},
+};
+
+/// How long the load runs before the loaded phase, and after it.
+const RAMP: Duration = Duration::from_secs(1);
+
+/// What the idle phase and the load measured, beside the loaded phase's
+/// own figures.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LoadFigures {
+    /// The idle phase: its latency and transactions a second.
+    pub idle: Option<LatencySummary>,
+    pub idle_rate: f64,
+    /// Load flows a direction.
+    pub flows: u32,
+    /// The load's goodput, 10^6 bits a second, each way it ran.
+    pub up_mbps: Option<f64>,
+    pub down_mbps: Option<f64>,
+}
+
+/// The idle phase's length: a fifth of the test, 1 to 5 s.
+fn idle_secs(plan: &Plan) -> u64 {
+    match plan.length {
+        Length::Seconds(s) => (s / 5).clamp(1, 5),
+        Length::Count(_) => 1,
+    }
+}
+
+/// One direction's load: TCP_STREAM or TCP_MAERTS flows against the
+/// netserver at `d`'s peer, for `secs`, as its own netperf would run them.
+fn load_plan(plan: &Plan, d: &Control, test: &str, flows: u32, secs: u64) -> Result<Plan> {
+    let peer = d.peer();
+    let words: Vec<String> = [
+        "-H",
+        &peer.ip().to_string(),
+        "-p",
+        &peer.port().to_string(),
+        "-t",
+        test,
+        "-l",
+        &secs.to_string(),
+        "-P",
+        "0",
+        "--",
+        "--flows",
+        &flows.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut words = words;
+    // the test's congestion control (-K) is its load's too
+    if plan.local.cong_control.is_some() || plan.remote.cong_control.is_some() {
+        words.push("-K".into());
+        words.push(format!(
+            "{},{}",
+            plan.local.cong_control.as_deref().unwrap_or(""),
+            plan.remote.cong_control.as_deref().unwrap_or("")
+        ));
+    }
+    let Invocation::Run(mut p) = cli::parse(&words).map_err(|e| anyhow!("--under-load: {e}"))?
+    else {
+        return Err(anyhow!("--under-load: the load's plan did not parse"));
+    };
+    p.auth = plan.auth.clone();
+    p.dialect = plan.dialect;
+    Ok(*p)
+}
+
+/// Run the load of one plan on a control connection of its own: its
+/// goodput, 10^6 bits a second.
+fn run_load(lp: &Plan) -> Result<f64> {
+    let mut conn = control::connect(lp).context("--under-load: the load's control connection")?;
+    let ctx = Context::new(lp, Vec::new());
+    let m = family::run_once(lp, &mut conn.control, &ctx).context("--under-load: the load")?;
+    conn.control.bye();
+    Ok(Figures::of(&Asked::of(lp), &m).result)
+}
+
+/// The test idle, then under load: the loaded measurement, carrying the
+/// idle phase's and the load's figures.
+pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Result<Measurement> {
+    let Length::Seconds(secs) = plan.length else {
+        return Err(anyhow!("--under-load: a timed test (-l seconds)"));
+    };
+    let mut idle_plan = plan.clone();
+    idle_plan.length = Length::Seconds(idle_secs(plan));
+    let idle = family::run_once(&idle_plan, d, ctx)?;
+    let load_secs = secs + 2 * RAMP.as_secs();
+    let mut plans = Vec::new();
+    if load.up {
+        plans.push((
+            true,
+            load_plan(plan, d, "TCP_STREAM", load.flows, load_secs)?,
+        ));
+    }
+    if load.down {
+        plans.push((
+            false,
+            load_plan(plan, d, "TCP_MAERTS", load.flows, load_secs)?,
+        ));
+    }
+    let (mut m, loads) = thread::scope(|sc| {
+        let handles: Vec<_> = plans
+            .iter()
+            .map(|(up, lp)| (*up, sc.spawn(move || run_load(lp))))
+            .collect();
+        thread::sleep(RAMP);
+        let m = family::run_once(plan, d, ctx);
+        let loads: Vec<(bool, Result<f64>)> = handles
+            .into_iter()
+            .map(|(up, h)| {
+                (
+                    up,
+                    h.join()
+                        .unwrap_or_else(|_| Err(anyhow!("--under-load: the load's thread failed"))),
+                )
+            })
+            .collect();
+        (m, loads)
+    });
+    let m = m.as_mut().map_err(|e| anyhow!("{e:#}"))?;
+    let mut figures = LoadFigures {
+        idle: idle.latency,
+        idle_rate: idle.local.transactions as f64 / idle.elapsed.max(1e-9),
+        flows: load.flows,
+        ..LoadFigures::default()
+    };
+    for (up, r) in loads {
+        let mbps = r?;
+        if up {
+            figures.up_mbps = Some(mbps);
+        } else {
+            figures.down_mbps = Some(mbps);
+        }
+    }
+    m.under_load = Some(figures);
+    Ok(std::mem::take(m))
+}
