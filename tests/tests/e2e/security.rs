@@ -527,8 +527,10 @@ fn malformed_session(addr: SocketAddr, i: usize) {
 
 /// 2,000 complete sessions and 2,000 malformed ones: afterwards the
 /// daemon's descriptors and threads are back to their baseline exactly,
-/// and its resident memory grew less than 1 MiB (after a warm-up at the
-/// same concurrency: the allocator keeps arenas per thread).
+/// and its resident memory grew less than 1 MiB (after a warm-up of as many
+/// sessions at the same concurrency: the allocator keeps arenas per
+/// thread; 200 left some 600 KiB of one-time growth, 1,100 once under a
+/// loaded machine, the same after 4,000 sessions as after 1,000).
 #[test]
 fn churn_leaves_no_trace() {
     // (sessions of the two workers still closing must not hit the caps)
@@ -552,7 +554,7 @@ fn churn_leaves_no_trace() {
     };
     // warm up the allocator (its per-thread arenas) and the thread stacks
     // at the same concurrency as what is measured
-    churn(200);
+    churn(1000);
     thread::sleep(Duration::from_millis(500));
     let base = footprint(ns.pid());
     churn(1000);
