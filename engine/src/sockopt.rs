@@ -70,7 +70,7 @@ pub fn apply_side(
         // netperf 2.7 tries the algorithm and goes on with the default if
         // the host refuses it; the one in use is read back at the end.
         if let Some(cc) = &side.cong_control {
-            let _ = sock.set_tcp_congestion(cc.as_bytes());
+            let _ = sys::opt::set_congestion(sock, cc);
         }
         if keepalive {
             sock.set_keepalive(true)
@@ -89,8 +89,7 @@ pub fn apply_side(
         .context(|| format!("setting IP TOS to {tos:#04x}"))?;
     }
     if let Some(p) = side.priority {
-        sock.set_priority(p)
-            .context(|| format!("setting SO_PRIORITY to {p}"))?;
+        sys::opt::priority(sock, p).context(|| format!("setting SO_PRIORITY to {p}"))?;
     }
     Ok(())
 }
@@ -127,36 +126,23 @@ pub fn apply_local(
                 .context(|| format!("setting TCP_MAXSEG to {mss}"))?;
         }
         if o.cork {
-            sock.set_tcp_cork(true)
-                .context(|| "setting TCP_CORK".to_string())?;
+            sys::opt::cork(sock, true).context(|| "setting TCP_CORK".to_string())?;
         }
         if o.fastopen {
-            sys::set_int_option(sock, libc::IPPROTO_TCP, libc::TCP_FASTOPEN_CONNECT, 1)
+            sys::opt::fastopen_connect(sock)
                 .context(|| "setting TCP_FASTOPEN_CONNECT".to_string())?;
         }
     }
     if let Some(rate) = o.pacing {
         let r = u32::try_from(rate).unwrap_or(u32::MAX);
-        sys::set_int_option(sock, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, r as i32)
+        sys::opt::max_pacing_rate(sock, r)
             .context(|| format!("setting SO_MAX_PACING_RATE to {rate}"))?;
     }
     if o.so_debug {
         let _ = sys::set_int_option(sock, libc::SOL_SOCKET, libc::SO_DEBUG, 1);
     }
     if o.mtu_discover {
-        let (level, name, value) = match family {
-            Family::V4 => (
-                libc::IPPROTO_IP,
-                libc::IP_MTU_DISCOVER,
-                libc::IP_PMTUDISC_DO,
-            ),
-            Family::V6 => (
-                libc::IPPROTO_IPV6,
-                libc::IPV6_MTU_DISCOVER,
-                libc::IPV6_PMTUDISC_DO,
-            ),
-        };
-        sys::set_int_option(sock, level, name, value)
+        sys::opt::dont_fragment(sock, family == Family::V6)
             .context(|| "setting IP_MTU_DISCOVER".to_string())?;
     }
     Ok(())
@@ -171,8 +157,7 @@ pub fn set_fastopen_listener(sock: &Socket, queue: i32) -> Result<(), EngineErro
 /// TCP_DEFER_ACCEPT on a listener: accept only once data arrived, or after
 /// `secs` seconds (netperf 2.7's netserver uses 5).
 pub fn set_defer_accept(sock: &Socket, secs: i32) -> Result<(), EngineError> {
-    sys::set_int_option(sock, libc::IPPROTO_TCP, libc::TCP_DEFER_ACCEPT, secs)
-        .context(|| "setting TCP_DEFER_ACCEPT".to_string())
+    sys::opt::defer_accept(sock, secs).context(|| "setting TCP_DEFER_ACCEPT".to_string())
 }
 
 /// The TOS byte (traffic class) a socket holds.
@@ -198,14 +183,17 @@ pub fn set_liveness(sock: SockRef<'_>, user_timeout: Duration) -> Result<(), Eng
         .with_retries(3);
     sock.set_tcp_keepalive(&ka)
         .context(|| "setting TCP keepalive".to_string())?;
-    sock.set_tcp_user_timeout(Some(user_timeout))
-        .context(|| "setting TCP_USER_TIMEOUT".to_string())?;
+    // (where the platform has no user timeout, keepalive alone notices)
+    match sys::opt::user_timeout(&*sock, user_timeout) {
+        Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {}
+        r => r.context(|| "setting TCP_USER_TIMEOUT".to_string())?,
+    }
     Ok(())
 }
 
 /// The congestion control algorithm of a TCP socket.
 pub fn congestion_control(sock: SockRef<'_>) -> Option<String> {
-    let v = sock.tcp_congestion().ok()?;
+    let v = sys::opt::congestion(&sock).ok()?;
     let end = v.iter().position(|&b| b == 0).unwrap_or(v.len());
     Some(String::from_utf8_lossy(v.get(..end)?).into_owned())
 }
@@ -240,12 +228,8 @@ pub fn tcp_stats(sock: &impl AsFd) -> Option<TcpStats> {
 /// Have a UDP socket report transmit errors (ENOBUFS from a full queue,
 /// ICMP errors) on send, as netperf does, instead of dropping silently.
 pub fn set_recv_err(sock: &impl AsFd, family: Family) -> Result<(), EngineError> {
-    use nix::sys::socket::{setsockopt, sockopt};
-    match family {
-        Family::V4 => setsockopt(sock, sockopt::Ipv4RecvErr, &true),
-        Family::V6 => setsockopt(sock, sockopt::Ipv6RecvErr, &true),
-    }
-    .map_err(|e| EngineError::io("setting IP_RECVERR", e.into()))
+    sys::opt::recv_err(&sock.as_fd(), family == Family::V6)
+        .map_err(|e| EngineError::io("setting IP_RECVERR", e))
 }
 
 /// TCP_MAXSEG of a connected TCP socket.
@@ -255,11 +239,13 @@ pub fn mss(sock: SockRef<'_>) -> Option<u32> {
 
 /// Pin the calling thread to one CPU (netperf's `-T`).
 pub fn pin_current_thread(cpu: u32) -> Result<(), EngineError> {
-    let mut set = nix::sched::CpuSet::new();
-    set.set(cpu as usize)
-        .map_err(|_| EngineError::Invalid(format!("CPU {cpu} does not exist")))?;
-    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
-        .map_err(|e| EngineError::Invalid(format!("cannot bind to CPU {cpu}: {e}")))
+    match sys::opt::pin_cpu(cpu as usize) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(EngineError::Invalid(format!("CPU {cpu} does not exist"))),
+        Err(e) => Err(EngineError::Invalid(format!(
+            "cannot bind to CPU {cpu}: {e}"
+        ))),
+    }
 }
 
 #[cfg(test)]

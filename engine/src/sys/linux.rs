@@ -63,6 +63,110 @@ pub fn sendfile(
     }
 }
 
+/// Socket options of Linux's own, one call each (the portable layer says
+/// it has none of them).
+pub mod opt {
+    use std::{io, os::fd::AsRawFd, time::Duration};
+
+    use super::super::set_int_option;
+
+    /// TCP_FASTOPEN_CONNECT: connect() sends the first data in the SYN.
+    pub fn fastopen_connect(sock: &impl AsRawFd) -> io::Result<()> {
+        set_int_option(sock, libc::IPPROTO_TCP, libc::TCP_FASTOPEN_CONNECT, 1)
+    }
+
+    /// SO_MAX_PACING_RATE, bytes a second.
+    pub fn max_pacing_rate(sock: &impl AsRawFd, rate: u32) -> io::Result<()> {
+        set_int_option(
+            sock,
+            libc::SOL_SOCKET,
+            libc::SO_MAX_PACING_RATE,
+            rate as i32,
+        )
+    }
+
+    /// IP_MTU_DISCOVER (IPV6_MTU_DISCOVER) = do: never fragment.
+    pub fn dont_fragment(sock: &impl AsRawFd, v6: bool) -> io::Result<()> {
+        if v6 {
+            set_int_option(
+                sock,
+                libc::IPPROTO_IPV6,
+                libc::IPV6_MTU_DISCOVER,
+                libc::IPV6_PMTUDISC_DO,
+            )
+        } else {
+            set_int_option(
+                sock,
+                libc::IPPROTO_IP,
+                libc::IP_MTU_DISCOVER,
+                libc::IP_PMTUDISC_DO,
+            )
+        }
+    }
+
+    /// TCP_DEFER_ACCEPT on a listener, `secs` seconds.
+    pub fn defer_accept(sock: &impl AsRawFd, secs: i32) -> io::Result<()> {
+        set_int_option(sock, libc::IPPROTO_TCP, libc::TCP_DEFER_ACCEPT, secs)
+    }
+
+    /// IP_RECVERR (IPV6_RECVERR): a UDP socket reports transmit errors.
+    pub fn recv_err(sock: &impl AsRawFd, v6: bool) -> io::Result<()> {
+        if v6 {
+            set_int_option(sock, libc::IPPROTO_IPV6, libc::IPV6_RECVERR, 1)
+        } else {
+            set_int_option(sock, libc::IPPROTO_IP, libc::IP_RECVERR, 1)
+        }
+    }
+
+    /// UDP_GRO on a receiving socket.
+    pub fn udp_gro(sock: &impl AsRawFd) -> io::Result<()> {
+        set_int_option(sock, libc::SOL_UDP, super::UDP_GRO, 1)
+    }
+
+    /// UDP_SEGMENT (GSO) of `size` bytes on a sending socket.
+    pub fn udp_segment(sock: &impl AsRawFd, size: i32) -> io::Result<()> {
+        set_int_option(sock, libc::SOL_UDP, super::UDP_SEGMENT, size)
+    }
+
+    /// SO_PRIORITY.
+    pub fn priority(sock: &impl AsRawFd, p: u32) -> io::Result<()> {
+        set_int_option(sock, libc::SOL_SOCKET, libc::SO_PRIORITY, p as i32)
+    }
+
+    /// TCP_CORK.
+    pub fn cork(sock: &impl AsRawFd, on: bool) -> io::Result<()> {
+        set_int_option(sock, libc::IPPROTO_TCP, libc::TCP_CORK, i32::from(on))
+    }
+
+    /// TCP_CONGESTION: set the algorithm by name.
+    pub fn set_congestion(sock: &socket2::Socket, name: &str) -> io::Result<()> {
+        sock.set_tcp_congestion(name.as_bytes())
+    }
+
+    /// TCP_CONGESTION: the algorithm's name as the kernel gives it.
+    pub fn congestion(sock: &socket2::Socket) -> io::Result<Vec<u8>> {
+        sock.tcp_congestion()
+    }
+
+    /// Pin the calling thread to one CPU: `Ok(false)` if there is no such
+    /// CPU.
+    pub fn pin_cpu(cpu: usize) -> io::Result<bool> {
+        let mut set = nix::sched::CpuSet::new();
+        if set.set(cpu).is_err() {
+            return Ok(false);
+        }
+        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+            .map(|()| true)
+            .map_err(io::Error::from)
+    }
+
+    /// TCP_USER_TIMEOUT: unacknowledged data this long ends the connection.
+    pub fn user_timeout(sock: &impl AsRawFd, t: Duration) -> io::Result<()> {
+        let ms = i32::try_from(t.as_millis()).unwrap_or(i32::MAX);
+        set_int_option(sock, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, ms)
+    }
+}
+
 /// `UDP_SEGMENT` and `UDP_GRO` (linux/udp.h), at level `SOL_UDP`.
 pub const UDP_SEGMENT: i32 = 103;
 pub const UDP_GRO: i32 = 104;

@@ -190,3 +190,50 @@ pub fn wait_error_queue(_sock: &impl AsRawFd, _ms: i32) -> io::Result<bool> {
 
 /// Nothing to give back here.
 pub fn trim_heap() {}
+
+/// Linux's own socket options: none here, each says so.
+pub mod opt {
+    use std::{io, os::fd::AsRawFd, time::Duration};
+
+    use super::unsupported;
+
+    pub fn fastopen_connect(_: &impl AsRawFd) -> io::Result<()> {
+        Err(unsupported("TCP_FASTOPEN_CONNECT"))
+    }
+    pub fn max_pacing_rate(_: &impl AsRawFd, _: u32) -> io::Result<()> {
+        Err(unsupported("SO_MAX_PACING_RATE"))
+    }
+    pub fn dont_fragment(_: &impl AsRawFd, _: bool) -> io::Result<()> {
+        Err(unsupported("IP_MTU_DISCOVER"))
+    }
+    pub fn defer_accept(_: &impl AsRawFd, _: i32) -> io::Result<()> {
+        Err(unsupported("TCP_DEFER_ACCEPT"))
+    }
+    pub fn recv_err(_: &impl AsRawFd, _: bool) -> io::Result<()> {
+        Err(unsupported("IP_RECVERR"))
+    }
+    pub fn udp_gro(_: &impl AsRawFd) -> io::Result<()> {
+        Err(unsupported("UDP_GRO"))
+    }
+    pub fn udp_segment(_: &impl AsRawFd, _: i32) -> io::Result<()> {
+        Err(unsupported("UDP_SEGMENT"))
+    }
+    pub fn priority(_: &impl AsRawFd, _: u32) -> io::Result<()> {
+        Err(unsupported("SO_PRIORITY"))
+    }
+    pub fn cork(_: &impl AsRawFd, _: bool) -> io::Result<()> {
+        Err(unsupported("TCP_CORK"))
+    }
+    pub fn user_timeout(_: &impl AsRawFd, _: Duration) -> io::Result<()> {
+        Err(unsupported("TCP_USER_TIMEOUT"))
+    }
+    pub fn set_congestion(_: &socket2::Socket, _: &str) -> io::Result<()> {
+        Err(unsupported("TCP_CONGESTION"))
+    }
+    pub fn congestion(_: &socket2::Socket) -> io::Result<Vec<u8>> {
+        Err(unsupported("TCP_CONGESTION"))
+    }
+    pub fn pin_cpu(_: usize) -> io::Result<bool> {
+        Err(unsupported("binding a thread to a CPU"))
+    }
+}

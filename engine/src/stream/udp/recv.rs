@@ -397,7 +397,7 @@ pub(crate) fn recv_batch(
     fast: UdpFast,
 ) -> Result<MsgBatch, EngineError> {
     if fast.segments > 1 {
-        crate::sys::set_int_option(sock, libc::SOL_UDP, crate::sys::UDP_GRO, 1)
+        crate::sys::opt::udp_gro(sock)
             .map_err(|e| EngineError::io("--gso: setting UDP_GRO on the receiving socket", e))?;
     }
     Ok(MsgBatch::receiving(
