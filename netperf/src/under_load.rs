@@ -47,7 +47,7 @@ fn idle_secs(plan: &Plan) -> u64 {
 /// netserver at `d`'s peer, for `secs`, as its own netperf would run them.
 fn load_plan(plan: &Plan, d: &Control, test: &str, flows: u32, secs: u64) -> Result<Plan> {
     let peer = d.peer();
-    let words: Vec<String> = [
+    let mut words: Vec<String> = [
         "-H",
         &peer.ip().to_string(),
         "-p",
@@ -65,7 +65,6 @@ fn load_plan(plan: &Plan, d: &Control, test: &str, flows: u32, secs: u64) -> Res
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let mut words = words;
     // the test's congestion control (-K) is its load's too
     if plan.local.cong_control.is_some() || plan.remote.cong_control.is_some() {
         words.push("-K".into());
@@ -117,7 +116,7 @@ pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Resu
             load_plan(plan, d, "TCP_MAERTS", load.flows, load_secs)?,
         ));
     }
-    let (mut m, loads) = thread::scope(|sc| {
+    let (m, loads) = thread::scope(|sc| {
         let handles: Vec<_> = plans
             .iter()
             .map(|(up, lp)| (*up, sc.spawn(move || run_load(lp))))
@@ -127,16 +126,16 @@ pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Resu
         let loads: Vec<(bool, Result<f64>)> = handles
             .into_iter()
             .map(|(up, h)| {
+                let r = h.join();
                 (
                     up,
-                    h.join()
-                        .unwrap_or_else(|_| Err(anyhow!("--under-load: the load's thread failed"))),
+                    r.unwrap_or_else(|_| Err(anyhow!("--under-load: the load's thread failed"))),
                 )
             })
             .collect();
         (m, loads)
     });
-    let m = m.as_mut().map_err(|e| anyhow!("{e:#}"))?;
+    let mut m = m?;
     let mut figures = LoadFigures {
         idle: idle.latency,
         idle_rate: idle.local.transactions as f64 / idle.elapsed.max(1e-9),
@@ -144,13 +143,13 @@ pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Resu
         ..LoadFigures::default()
     };
     for (up, r) in loads {
-        let mbps = r?;
+        let mbps = Some(r?);
         if up {
-            figures.up_mbps = Some(mbps);
+            figures.up_mbps = mbps;
         } else {
-            figures.down_mbps = Some(mbps);
+            figures.down_mbps = mbps;
         }
     }
     m.under_load = Some(figures);
-    Ok(std::mem::take(m))
+    Ok(m)
 }
