@@ -11,6 +11,9 @@ complete -c netserver -l max-flows -d 'Most flows (data connections) in one test
 complete -c netserver -l memory-cap -d 'Most buffer memory one session may use (default 64M)' -r
 complete -c netserver -l memory-budget -d 'Most buffer memory all running tests together may use (default a quarter of the host\'s memory, at most 64G)' -r
 complete -c netserver -l log-file -d 'Append log lines to this file (default: stderr, or nothing when detached)' -r
+complete -c netserver -l log-format -d 'Log lines as text (default) or as one JSON object each' -r
+complete -c netserver -l record -d 'Append a JSON line to this file after each completed test, with both ends\' figures' -r
+complete -c netserver -l metrics -d 'Serve OpenMetrics text at http://addr:port/metrics (off by default; unauthenticated)' -r
 complete -c netserver -l handshake-timeout -d 'Hello and authentication must be done within this (default 10; first bytes within half of it)' -r
 complete -c netserver -l idle-timeout -d 'Longest silence of a control connection between tests (default 60)' -r
 complete -c netserver -l data-timeout -d 'Data connections must arrive within this of the setup reply (default 10)' -r

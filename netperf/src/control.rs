@@ -217,6 +217,14 @@ impl Control {
         }
     }
 
+    /// Tell the netserver what we made of the test just finished (one
+    /// that names `summary`, for its `--record`; nothing answers). A
+    /// failure to send is the next request's to report.
+    pub fn summary(&mut self, summary: proto::ClientSummary) {
+        self.ctl.core().summary(summary);
+        let _ = self.ctl.flush();
+    }
+
     /// End the conversation politely.
     pub fn bye(&mut self) {
         self.ctl.close();

@@ -130,6 +130,27 @@ pub const OPTIONS: &[OptDef] = &[
         "Append log lines to this file (default: stderr, or nothing when detached)",
     ),
     OptDef::long_only(
+        "log_format",
+        "log-format",
+        Arity::Required,
+        "text|json",
+        "Log lines as text (default) or as one JSON object each",
+    ),
+    OptDef::long_only(
+        "record",
+        "record",
+        Arity::Required,
+        "file",
+        "Append a JSON line to this file after each completed test, with both ends' figures",
+    ),
+    OptDef::long_only(
+        "metrics",
+        "metrics",
+        Arity::Required,
+        "addr:port",
+        "Serve OpenMetrics text at http://addr:port/metrics (off by default; unauthenticated)",
+    ),
+    OptDef::long_only(
         "handshake_timeout",
         "handshake-timeout",
         Arity::Required,
@@ -198,6 +219,11 @@ pub struct ServerOptions {
     pub foreground: bool,
     pub verbosity: u8,
     pub log_file: Option<PathBuf>,
+    pub log_format: crate::log::Format,
+    /// `--record`.
+    pub record_file: Option<PathBuf>,
+    /// `--metrics`.
+    pub metrics: Option<std::net::SocketAddr>,
     pub config: Config,
 }
 
@@ -236,6 +262,9 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
         foreground: false,
         verbosity: 1,
         log_file: None,
+        log_format: crate::log::Format::Text,
+        record_file: None,
+        metrics: None,
         config: Config::default(),
     };
     let bad = |opt: &str, e: value::ValueError| CliError(format!("{opt}: {e}"));
@@ -306,6 +335,19 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
                     std::sync::Arc::new(crate::admission::MemoryBudget::new(n as u64));
             }
             "log_file" => o.log_file = Some(PathBuf::from(v)),
+            "log_format" => {
+                o.log_format = match v {
+                    "text" => crate::log::Format::Text,
+                    "json" => crate::log::Format::Json,
+                    _ => {
+                        return Err(CliError(format!(
+                            "{spelled}: '{v}' is not a log format: text or json"
+                        )));
+                    }
+                }
+            }
+            "record" => o.record_file = Some(PathBuf::from(v)),
+            "metrics" => o.metrics = Some(metrics_addr(spelled, v)?),
             "handshake_timeout" => {
                 let secs = count(spelled, v)? as u64;
                 o.config.handshake_timeout = Duration::from_secs(secs);
@@ -352,6 +394,27 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
         None
     };
     Ok(Invocation::Run(Box::new(o)))
+}
+
+/// `--metrics`'s address: `ADDR:PORT`, `[V6]:PORT`, or `:PORT` for every
+/// address.
+fn metrics_addr(opt: &str, v: &str) -> Result<std::net::SocketAddr, CliError> {
+    let bad = |why: &str| CliError(format!("{opt}: '{v}' {why}"));
+    let (host, port) = v
+        .rsplit_once(':')
+        .ok_or_else(|| bad("is not ADDR:PORT (for example 127.0.0.1:9865)"))?;
+    let port = value::port(port).map_err(|e| CliError(format!("{opt}: {e}")))?;
+    if port == 0 {
+        return Err(bad("needs a port other than 0"));
+    }
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let ip: std::net::IpAddr = if host.is_empty() {
+        std::net::Ipv6Addr::UNSPECIFIED.into()
+    } else {
+        host.parse()
+            .map_err(|_| bad("does not start with an IP address (ADDR:PORT)"))?
+    };
+    Ok(std::net::SocketAddr::new(ip, port))
 }
 
 fn count(opt: &str, v: &str) -> Result<usize, CliError> {
@@ -417,6 +480,30 @@ mod tests {
         assert_eq!(o.port, 2);
         assert!(!run(&[]).foreground);
         assert_eq!(run(&[]).port, 12865);
+    }
+
+    #[test]
+    fn metrics_log_format_and_record() {
+        let o = run(&["--metrics", "127.0.0.1:9865", "--log-format", "json"]);
+        assert_eq!(o.metrics, Some("127.0.0.1:9865".parse().unwrap()));
+        assert_eq!(o.log_format, crate::log::Format::Json);
+        assert_eq!(
+            run(&["--metrics", "[::1]:9865"]).metrics,
+            Some("[::1]:9865".parse().unwrap())
+        );
+        assert_eq!(
+            run(&["--metrics", ":9865"]).metrics,
+            Some("[::]:9865".parse().unwrap())
+        );
+        let o = run(&["--record", "/var/log/netserver.jsonl"]);
+        assert_eq!(
+            o.record_file.as_deref(),
+            Some(std::path::Path::new("/var/log/netserver.jsonl"))
+        );
+        assert!(err(&["--metrics", "9865"]).starts_with("--metrics: '9865' is not ADDR:PORT"));
+        assert!(err(&["--metrics", "host:9865"]).contains("IP address"));
+        assert!(err(&["--metrics", "127.0.0.1:0"]).contains("other than 0"));
+        assert!(err(&["--log-format", "xml"]).starts_with("--log-format: 'xml'"));
     }
 
     #[test]

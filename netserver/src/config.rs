@@ -8,6 +8,7 @@ use proto::Limits;
 use crate::{
     admission::{MemoryBudget, SessionCaps},
     log::Logger,
+    metrics::Metrics,
 };
 
 /// The software string netserver sends in its hello.
@@ -50,6 +51,10 @@ pub struct Config {
     pub logger: Logger,
     /// Buffer memory of all running tests together (`--memory-budget`).
     pub memory_budget: Arc<MemoryBudget>,
+    /// What `--metrics` serves (counted whether or not it is served).
+    pub metrics: Arc<Metrics>,
+    /// `--record`: a line for each completed test.
+    pub record: Option<Logger>,
 }
 
 impl Default for Config {
@@ -70,6 +75,8 @@ impl Default for Config {
             netperf2_passphrase: None,
             logger: Logger::stderr(1),
             memory_budget: Arc::new(MemoryBudget::for_this_host()),
+            metrics: Arc::default(),
+            record: None,
         }
     }
 }

@@ -20,9 +20,10 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
-    /// The log file cannot be opened.
-    #[error("--log-file {}: {source}", path.display())]
+    /// The log file (or the record) cannot be opened.
+    #[error("{option} {}: {source}", path.display())]
     LogFile {
+        option: &'static str,
         path: PathBuf,
         #[source]
         source: io::Error,

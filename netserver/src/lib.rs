@@ -33,6 +33,9 @@ pub mod error;
 pub mod family;
 pub mod listener;
 pub mod log;
+pub mod metrics;
+mod record;
+mod scrape;
 pub mod session;
 pub mod shared;
 pub mod shutdown;
@@ -65,24 +68,36 @@ pub fn serve_one(stream: TcpStream, config: Config) -> io::Result<()> {
         census: Census::default(),
         failures: Failures::default(),
         workers: Arc::default(),
+        sessions_begun: Default::default(),
     });
     if let Err(why) = shared.census.admit(peer.ip(), shared.config.session_caps()) {
         return Err(io::Error::other(format!("{why:?}")));
     }
-    let r = listener::accept_loop(Vec::new(), Some((stream, peer)), &shared);
+    let r = listener::accept_loop(Vec::new(), None, Some((stream, peer)), &shared);
     shared.workers.wait_none(Duration::from_secs(5));
     r
 }
 
 pub fn run(listeners: Vec<TcpListener>, config: Config, shutdown: Shutdown) -> io::Result<()> {
+    run_with_metrics(listeners, None, config, shutdown)
+}
+
+/// [`run`], serving the metrics endpoint on `metrics` too (`--metrics`).
+pub fn run_with_metrics(
+    listeners: Vec<TcpListener>,
+    metrics: Option<TcpListener>,
+    config: Config,
+    shutdown: Shutdown,
+) -> io::Result<()> {
     let shared = Arc::new(Shared {
         config,
         shutdown,
         census: Census::default(),
         failures: Failures::default(),
         workers: Arc::default(),
+        sessions_begun: Default::default(),
     });
-    let r = listener::accept_loop(listeners, None, &shared);
+    let r = listener::accept_loop(listeners, metrics, None, &shared);
     // aborted tests' workers end on their own, soon: their data sockets
     // are closed before we return
     shared.workers.wait_none(Duration::from_secs(5));

@@ -27,7 +27,7 @@ use std::os::fd::AsRawFd;
 use mio::{Events, Interest, Poll, Token, Waker, unix::SourceFd};
 use proto::{ErrorCode, ErrorMsg};
 
-use crate::{admission::Refusal, session, shared::Shared};
+use crate::{admission::Refusal, metrics::Refused, scrape, session, shared::Shared};
 
 const WAKE: Token = Token(usize::MAX);
 /// Tokens of waiting connections start here (listeners are below).
@@ -190,6 +190,7 @@ const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 /// the loop returns when its sessions have ended.
 pub(crate) fn accept_loop(
     mut listeners: Vec<TcpListener>,
+    metrics: Option<TcpListener>,
     first: Option<(TcpStream, SocketAddr)>,
     shared: &Arc<Shared>,
 ) -> io::Result<()> {
@@ -205,6 +206,7 @@ pub(crate) fn accept_loop(
     let mut room = WaitingRoom::new();
     let mut held = Held::default();
     let mut sessions = session::Sessions::new(shared.clone(), waker);
+    let mut scrapes = scrape::Scrapes::new(metrics, poll.registry())?;
     if let Some((stream, peer)) = first {
         let token = room.new_token();
         sessions.start(poll.registry(), stream, peer, token);
@@ -225,6 +227,7 @@ pub(crate) fn accept_loop(
         let now = Instant::now();
         if shared.shutdown.is_triggered() && stopping.is_none() {
             stopping = Some(now + SHUTDOWN_WAIT);
+            scrapes.stop(poll.registry());
             stop_accepting(
                 &mut listeners,
                 &poll,
@@ -249,6 +252,7 @@ pub(crate) fn accept_loop(
             stopping,
             trim.at,
             held.next_due(),
+            scrapes.next_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -271,6 +275,9 @@ pub(crate) fn accept_loop(
             match ev.token() {
                 WAKE => {}
                 Token(t) if sessions.owns(t) => sessions.on_event(poll.registry(), ev),
+                Token(t) if scrapes.owns(t) => {
+                    scrapes.on_event(poll.registry(), ev, shared, sessions.len());
+                }
                 Token(t) if t >= FIRST_WAITING => {
                     // its whole first message (or its end): a session's
                     // to serve; a part of it waits on, for the rest
@@ -295,6 +302,7 @@ pub(crate) fn accept_loop(
         }
         let now = Instant::now();
         sessions.on_wake(poll.registry(), now);
+        scrapes.expire(poll.registry(), now);
         if let Some(cutoff) = now.checked_sub(first_bytes) {
             let closed = room.expire(&poll, cutoff, ErrorCode::Timeout, &silent);
             if closed > 0 {
@@ -429,6 +437,7 @@ fn drain(
                 if room.len() >= shared.config.max_pending.max(1)
                     && let Some(gone) = room.evict(poll)
                 {
+                    shared.config.metrics.refused(Refused::Evicted);
                     log.warn_limited(
                         "waiting-full",
                         &format!(
@@ -447,6 +456,7 @@ fn drain(
             // close one of them and go on.
             Err(e) if is_resource_error(&e) && room.len() > 0 => {
                 if let Some(gone) = room.evict(poll) {
+                    shared.config.metrics.refused(Refused::Evicted);
                     log.warn_limited(
                         "accept-evict",
                         &format!(
@@ -507,6 +517,7 @@ fn admit(
         crate::admission::Turn::At(at) => {
             if held.per_address(peer.ip()) >= Held::MAX_PER_ADDRESS {
                 let text = "too many authentication attempts from your address are waiting their turn; try again shortly";
+                cfg.metrics.refused(Refused::Auth);
                 log.warn_limited("auth-held", &format!("refused {peer}: {text}"));
                 refuse(&stream, ErrorCode::Auth, text);
                 return;
@@ -531,6 +542,7 @@ fn admit(
             busy(&stream, peer, why, shared);
             return;
         };
+        cfg.metrics.refused(Refused::Evicted);
         log.warn_limited(
             "evicted",
             &format!("closed the idlest session, of {gone}, to make room for {peer}"),
@@ -590,6 +602,10 @@ impl Held {
 
 /// Tell a client over a session cap which cap, and which option raises it.
 fn busy(stream: &TcpStream, peer: SocketAddr, why: Refusal, shared: &Shared) {
+    shared.config.metrics.refused(match why {
+        Refusal::Sessions(_) => Refused::Busy,
+        Refusal::PerClient(_) => Refused::PerAddress,
+    });
     let text = match why {
         Refusal::Sessions(n) => format!(
             "netserver is busy: it already serves {n} sessions (--max-sessions); try again later"

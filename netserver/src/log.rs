@@ -12,25 +12,58 @@ use std::{
     collections::HashMap,
     fmt::Write as _,
     io::Write,
+    net::SocketAddr,
     sync::{
         Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
         mpsc::{self, SyncSender, TrySendError},
     },
     thread,
-    time::{Duration, Instant},
+    time::{Duration, Instant, SystemTime},
 };
 
 /// Where log lines go.
 pub type Sink = Box<dyn Write + Send>;
 
+/// How lines are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Format {
+    /// `netserver: ` and the text (the default).
+    #[default]
+    Text,
+    /// One JSON object a line (`--log-format json`).
+    Json,
+    /// Each line as given (`--record`'s lines, JSON already).
+    Raw,
+}
+
+/// What one log line is about, beyond its text: the JSON log's fields.
+#[derive(Debug, Default)]
+pub struct Event<'a> {
+    /// What happened, in a word or two (`test-completed`, `refused`, ...).
+    pub event: &'static str,
+    pub session: Option<u64>,
+    pub peer: Option<SocketAddr>,
+    pub dialect: Option<&'static str>,
+    pub test: Option<&'static str>,
+    pub outcome: Option<&'static str>,
+    pub reason: Option<&'a str>,
+    pub figures: Option<serde_json::Value>,
+}
+
 #[derive(Clone)]
 pub struct Logger {
     inner: Arc<Mutex<Inner>>,
     verbosity: u8,
+    format: Format,
+    /// Lines dropped in all, for the metrics.
+    dropped_total: Arc<AtomicU64>,
 }
 
 struct Inner {
     out: Out,
+    format: Format,
+    dropped_total: Arc<AtomicU64>,
     /// Per cause: start of the current window and lines in it.
     windows: HashMap<&'static str, (Instant, u32, u64)>,
 }
@@ -83,22 +116,115 @@ impl Inner {
         }
     }
 
-    /// Queue one line; with no room, count it as dropped.
-    fn line(&mut self, text: &str) {
+    /// Queue one line as it is; with no room, count it as dropped.
+    fn push(&mut self, line: String) {
         self.start_writer();
+        let format = self.format;
         let Out::Queued { tx, dropped } = &mut self.out else {
             return;
         };
         if *dropped > 0 {
-            let note = format!("({dropped} log lines dropped: the log's reader did not keep up)");
-            if tx.try_send(Msg::Line(note)).is_ok() {
-                *dropped = 0;
+            let text = format!("{dropped} log lines dropped: the log's reader did not keep up");
+            let note = match format {
+                Format::Text => Some(format!("({text})")),
+                Format::Json => Some(json_line(
+                    "warn",
+                    &Event {
+                        event: "log-dropped",
+                        figures: Some(serde_json::json!({ "dropped": *dropped })),
+                        ..Event::default()
+                    },
+                    &text,
+                )),
+                // a record holds records only: the metrics count these
+                Format::Raw => None,
+            };
+            match note {
+                Some(n) => {
+                    if tx.try_send(Msg::Line(n)).is_ok() {
+                        *dropped = 0;
+                    }
+                }
+                None => *dropped = 0,
             }
         }
-        if let Err(TrySendError::Full(_)) = tx.try_send(Msg::Line(format!("netserver: {text}"))) {
+        if let Err(TrySendError::Full(_)) = tx.try_send(Msg::Line(line)) {
             *dropped += 1;
+            self.dropped_total.fetch_add(1, Ordering::Relaxed);
         }
     }
+
+    /// Queue one event's line, in the log's format.
+    fn line(&mut self, severity: &str, ev: &Event<'_>, text: &str) {
+        let line = match self.format {
+            Format::Text => format!("netserver: {text}"),
+            Format::Json => json_line(severity, ev, text),
+            Format::Raw => text.to_string(),
+        };
+        self.push(line);
+    }
+}
+
+/// An event as one JSON object.
+fn json_line(severity: &str, ev: &Event<'_>, text: &str) -> String {
+    let mut o = serde_json::Map::new();
+    o.insert("ts".into(), rfc3339(SystemTime::now()).into());
+    o.insert("level".into(), severity.into());
+    o.insert(
+        "event".into(),
+        if ev.event.is_empty() {
+            "message"
+        } else {
+            ev.event
+        }
+        .into(),
+    );
+    if let Some(s) = ev.session {
+        o.insert("session".into(), s.into());
+    }
+    if let Some(p) = ev.peer {
+        o.insert("peer".into(), p.to_string().into());
+    }
+    let words = [
+        ("dialect", ev.dialect),
+        ("test", ev.test),
+        ("outcome", ev.outcome),
+        ("reason", ev.reason),
+    ];
+    for (k, v) in words {
+        if let Some(v) = v {
+            o.insert(k.into(), v.into());
+        }
+    }
+    if let Some(f) = &ev.figures {
+        o.insert("figures".into(), f.clone());
+    }
+    o.insert("msg".into(), text.into());
+    serde_json::Value::Object(o).to_string()
+}
+
+/// A time as RFC 3339 in UTC, to the millisecond.
+pub fn rfc3339(t: SystemTime) -> String {
+    let since = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // days since 1970-01-01 to a civil date (Gregorian, proleptic)
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        since.subsec_millis()
+    )
 }
 
 /// The writer thread: until every logger is gone.
@@ -122,12 +248,22 @@ fn write_lines(mut sink: Sink, rx: &mpsc::Receiver<Msg>) {
 
 impl Logger {
     pub fn new(sink: Sink, verbosity: u8) -> Logger {
+        Logger::with_format(sink, verbosity, Format::Text)
+    }
+
+    /// A log whose lines are in `format`.
+    pub fn with_format(sink: Sink, verbosity: u8, format: Format) -> Logger {
+        let dropped_total = Arc::new(AtomicU64::new(0));
         Logger {
             inner: Arc::new(Mutex::new(Inner {
                 out: Out::Idle(sink),
+                format,
+                dropped_total: dropped_total.clone(),
                 windows: HashMap::new(),
             })),
             verbosity,
+            format,
+            dropped_total,
         }
     }
 
@@ -136,13 +272,28 @@ impl Logger {
     }
 
     pub fn discard() -> Logger {
+        let dropped_total = Arc::new(AtomicU64::new(0));
         Logger {
             inner: Arc::new(Mutex::new(Inner {
                 out: Out::Gone,
+                format: Format::Text,
+                dropped_total: dropped_total.clone(),
                 windows: HashMap::new(),
             })),
             verbosity: 0,
+            format: Format::Text,
+            dropped_total,
         }
+    }
+
+    /// The format its lines are in.
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// Lines dropped so far because the writer did not keep up.
+    pub fn dropped(&self) -> u64 {
+        self.dropped_total.load(Ordering::Relaxed)
     }
 
     /// Write from now on to `sink` (SIGHUP, after logrotate moved the file).
@@ -208,17 +359,47 @@ impl Logger {
 
     /// Log at `level` (0 = always, 1 = default, 2 = verbose).
     pub fn log(&self, level: u8, line: &str) {
+        self.event(level, &Event::default(), line);
+    }
+
+    /// Log an event at `level`: its text, and in the JSON log its fields.
+    pub fn event(&self, level: u8, ev: &Event<'_>, text: &str) {
         if level > self.verbosity {
             return;
         }
+        let severity = match level {
+            0 => "error",
+            1 => "info",
+            _ => "debug",
+        };
         if let Ok(mut inner) = self.inner.lock() {
-            inner.line(line);
+            inner.line(severity, ev, text);
+        }
+    }
+
+    /// Write one line as it is (a `--record` line), whatever the verbosity.
+    pub fn raw(&self, line: String) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.push(line);
         }
     }
 
     /// Log a warning of some `cause`, at most [`BURST`] per 10 s per cause;
     /// the suppressed count is reported when the next window opens.
     pub fn warn_limited(&self, cause: &'static str, line: &str) {
+        self.warn_event(
+            &Event {
+                event: cause,
+                ..Event::default()
+            },
+            line,
+        );
+    }
+
+    /// [`Logger::warn_limited`] of an event whose fields are known; its
+    /// cause is its `event`.
+    pub fn warn_event(&self, ev: &Event<'_>, line: &str) {
+        let cause = ev.event;
         let Ok(mut inner) = self.inner.lock() else {
             return;
         };
@@ -228,15 +409,23 @@ impl Logger {
             let suppressed = entry.2;
             *entry = (now, 0, 0);
             if suppressed > 0 {
-                inner.line(&format!(
-                    "({suppressed} more '{cause}' messages suppressed)"
-                ));
+                let note = Event {
+                    event: "suppressed",
+                    reason: Some(cause),
+                    figures: Some(serde_json::json!({ "suppressed": suppressed })),
+                    ..Event::default()
+                };
+                inner.line(
+                    "warn",
+                    &note,
+                    &format!("({suppressed} more '{cause}' messages suppressed)"),
+                );
             }
         }
         let entry = inner.windows.entry(cause).or_insert((now, 0, 0));
         if entry.1 < BURST {
             entry.1 += 1;
-            inner.line(line);
+            inner.line("warn", ev, line);
         } else {
             entry.2 += 1;
         }
@@ -327,6 +516,47 @@ mod tests {
             "no count of the dropped"
         );
         assert!(text.ends_with("netserver: after\n"));
+    }
+
+    #[test]
+    fn json_lines_carry_the_fields_and_the_text() {
+        let buf = Buf::default();
+        let log = Logger::with_format(Box::new(buf.clone()), 1, Format::Json);
+        log.event(
+            1,
+            &Event {
+                event: "test-completed",
+                session: Some(4),
+                peer: Some("127.0.0.1:5000".parse().unwrap()),
+                test: Some("TCP_RR"),
+                figures: Some(serde_json::json!({ "transactions": 12 })),
+                ..Event::default()
+            },
+            "done \"quoted\"",
+        );
+        log.warn_limited("busy", "refused");
+        log.sync(Duration::from_secs(5));
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines[0]["event"], "test-completed");
+        assert_eq!(lines[0]["session"], 4);
+        assert_eq!(lines[0]["peer"], "127.0.0.1:5000");
+        assert_eq!(lines[0]["figures"]["transactions"], 12);
+        assert_eq!(lines[0]["msg"], "done \"quoted\"");
+        assert_eq!(lines[0]["level"], "info");
+        assert_eq!(lines[1]["event"], "busy");
+        assert_eq!(lines[1]["level"], "warn");
+    }
+
+    #[test]
+    fn rfc3339_dates() {
+        let at = |s: u64| rfc3339(SystemTime::UNIX_EPOCH + Duration::from_millis(s));
+        assert_eq!(at(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(at(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(at(1_796_169_599_000), "2026-12-01T23:59:59.000Z");
     }
 
     #[test]

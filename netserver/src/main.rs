@@ -147,9 +147,12 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
             // stdout and stderr are the client's connection too: nothing
             // may be printed; the log goes only to --log-file.
             opts.config.logger = match &opts.log_file {
-                Some(path) => Logger::new(Box::new(open_log(path)?), opts.verbosity),
+                Some(path) => {
+                    Logger::with_format(Box::new(open_log(path)?), opts.verbosity, opts.log_format)
+                }
                 None => Logger::discard(),
             };
+            opts.config.record = open_record(&opts)?;
             // (an error printed on stderr would go to the client)
             let log = opts.config.logger.clone();
             if let Err(e) = netserver::serve_one(conn, opts.config) {
@@ -185,16 +188,39 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
         .as_ref()
         .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()));
     let log_file = opts.log_file.as_deref().map(open_log).transpose()?;
+    let record_path = opts
+        .record_file
+        .as_ref()
+        .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()));
+    let record = opts
+        .record_file
+        .as_deref()
+        .map(|p| open_file("--record", p))
+        .transpose()?;
+    // bound before detaching, so that a taken port is the command's error
+    let metrics = match opts.metrics {
+        Some(addr) => Some(bind_metrics(addr)?),
+        None => None,
+    };
     if !opts.foreground {
         // Detach as netserver does: fork, new session, cwd /, stdio to
         // /dev/null. No thread exists yet, so forking is safe.
         nix::unistd::daemon(false, false).map_err(|e| Error::system("cannot detach", e))?;
     }
     opts.config.logger = match log_file {
-        Some(f) => Logger::new(Box::new(f), opts.verbosity),
-        None if opts.foreground => Logger::stderr(opts.verbosity),
+        Some(f) => Logger::with_format(Box::new(f), opts.verbosity, opts.log_format),
+        None if opts.foreground => {
+            Logger::with_format(Box::new(io::stderr()), opts.verbosity, opts.log_format)
+        }
         None => Logger::discard(),
     };
+    opts.config.record =
+        record.map(|f| Logger::with_format(Box::new(f), 0, netserver::log::Format::Raw));
+    if let Some(Ok(a)) = metrics.as_ref().map(|m| m.local_addr()) {
+        opts.config
+            .logger
+            .log(1, &format!("metrics at http://{a}/metrics"));
+    }
 
     // Signals are taken by one thread with sigwait; every other thread
     // inherits the blocked mask, so no handler runs at an awkward moment.
@@ -207,6 +233,9 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
         .map_err(|e| Error::system("cannot block signals", e))?;
     // (after the mask: the log's thread inherits it)
     opts.config.logger.start();
+    if let Some(r) = &opts.config.record {
+        r.start();
+    }
     let shutdown = Shutdown::new();
     let s = shutdown.clone();
     let log = opts.config.logger.clone();
@@ -219,11 +248,22 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
             opts.config.memory_budget.limit()
         ),
     );
-    signal_thread(signals, log_path, log, s)?;
+    let mut reopen = Vec::new();
+    if let Some(p) = log_path {
+        reopen.push((p, log.clone()));
+    }
+    if let (Some(p), Some(r)) = (record_path, &opts.config.record) {
+        reopen.push((p, r.clone()));
+    }
+    signal_thread(signals, reopen, log, s)?;
 
     let log = opts.config.logger.clone();
-    let r = netserver::run(listeners, opts.config, shutdown)
+    let record = opts.config.record.clone();
+    let r = netserver::run_with_metrics(listeners, metrics, opts.config, shutdown)
         .map_err(|e| Error::system("accept loop", e));
+    if let Some(r) = record {
+        r.sync(Duration::from_secs(2));
+    }
     // the last lines (why it stopped) reach the log before the process ends
     log.sync(Duration::from_secs(2));
     r
@@ -234,7 +274,7 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
 /// SIGTERM shut the daemon down.
 fn signal_thread(
     signals: SigSet,
-    log_path: Option<std::path::PathBuf>,
+    reopen: Vec<(std::path::PathBuf, Logger)>,
     log: Logger,
     s: Shutdown,
 ) -> Result<(), Error> {
@@ -243,35 +283,15 @@ fn signal_thread(
         .spawn(move || {
             loop {
                 match signals.wait() {
-                    // logrotate moved the file: write to a new one there
-                    Ok(Signal::SIGHUP) => match &log_path {
-                        Some(p) => match OpenOptions::new().create(true).append(true).open(p) {
-                            Ok(f) => {
-                                if log.replace_sink(Box::new(f)) {
-                                    log.log(
-                                        1,
-                                        &format!("SIGHUP: log file {} reopened", p.display()),
-                                    );
-                                } else {
-                                    log.log(
-                                        0,
-                                        &format!(
-                                            "SIGHUP: the log is stuck writing to the old file; {} not reopened",
-                                            p.display()
-                                        ),
-                                    );
-                                }
-                            }
-                            Err(e) => log.log(
-                                0,
-                                &format!(
-                                    "SIGHUP: cannot reopen {}: {e}; still writing to the old file",
-                                    p.display()
-                                ),
-                            ),
-                        },
-                        None => log.log(1, "SIGHUP ignored (no --log-file to reopen)"),
-                    },
+                    // logrotate moved the files: write to new ones there
+                    Ok(Signal::SIGHUP) if reopen.is_empty() => {
+                        log.log(1, "SIGHUP ignored (no --log-file or --record to reopen)");
+                    }
+                    Ok(Signal::SIGHUP) => {
+                        for (p, to) in &reopen {
+                            reopen_one(p, to, &log);
+                        }
+                    }
                     Ok(sig) => {
                         log.log(1, &format!("{sig}: shutting down"));
                         s.trigger();
@@ -285,13 +305,62 @@ fn signal_thread(
         .map_err(|e| Error::system("cannot start the signal thread", e))
 }
 
+/// SIGHUP: `to` writes to a new file at `p` from now on (said in `log`).
+fn reopen_one(p: &std::path::Path, to: &Logger, log: &Logger) {
+    match OpenOptions::new().create(true).append(true).open(p) {
+        Ok(f) => {
+            if to.replace_sink(Box::new(f)) {
+                log.log(1, &format!("SIGHUP: {} reopened", p.display()));
+            } else {
+                log.log(
+                    0,
+                    &format!(
+                        "SIGHUP: the writer is stuck writing to the old file; {} not reopened",
+                        p.display()
+                    ),
+                );
+            }
+        }
+        Err(e) => log.log(
+            0,
+            &format!(
+                "SIGHUP: cannot reopen {}: {e}; still writing to the old file",
+                p.display()
+            ),
+        ),
+    }
+}
+
+/// `--record`'s writer, for the inetd case (the daemon opens it itself).
+fn open_record(opts: &ServerOptions) -> Result<Option<Logger>, Error> {
+    Ok(match &opts.record_file {
+        Some(p) => Some(Logger::with_format(
+            Box::new(open_file("--record", p)?),
+            0,
+            netserver::log::Format::Raw,
+        )),
+        None => None,
+    })
+}
+
+/// Bind `--metrics`'s listener.
+fn bind_metrics(addr: std::net::SocketAddr) -> Result<std::net::TcpListener, Error> {
+    std::net::TcpListener::bind(addr).map_err(|e| Error::Setup(format!("--metrics {addr}: {e}")))
+}
+
 /// Open (append to) the `--log-file`.
 fn open_log(path: &std::path::Path) -> Result<std::fs::File, Error> {
+    open_file("--log-file", path)
+}
+
+/// Open (append to) the file of `option`.
+fn open_file(option: &'static str, path: &std::path::Path) -> Result<std::fs::File, Error> {
     OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)
         .map_err(|source| Error::LogFile {
+            option,
             path: path.to_path_buf(),
             source,
         })

@@ -13,16 +13,22 @@ use std::{
     io::{self, Read, Write},
     net::{SocketAddr, TcpStream},
     sync::{Arc, Mutex},
-    time::{Duration, Instant},
+    time::{Duration, Instant, SystemTime},
 };
 
-use mio::{Interest, Registry, Token, Waker, event::Event};
+use mio::{Interest, Registry, Token, Waker, event::Event as Readiness};
 use proto::{
     Authenticator, ErrorCode, ErrorMsg,
     conn::{ServerConn, ServerEvent, Timeouts},
 };
 
-use crate::{family, log::escape, shared::Shared};
+use crate::{
+    family,
+    log::{Event, escape},
+    metrics::{Refused, Tally, dialect_label},
+    record,
+    shared::Shared,
+};
 
 /// Once we decide to close, how long we try to deliver our last message.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
@@ -115,6 +121,7 @@ impl Sessions {
         match Session::new(stream, peer, &self.shared, token, self.finished.clone()) {
             Ok(mut s) => match registry.register(&mut s.conn, Token(token), Interest::READABLE) {
                 Ok(()) => {
+                    self.shared.config.metrics.session_accepted();
                     self.live.insert(token, s);
                     self.read(registry, token);
                 }
@@ -133,7 +140,7 @@ impl Sessions {
     }
 
     /// Readiness of a session's control socket.
-    pub(crate) fn on_event(&mut self, registry: &Registry, ev: &Event) {
+    pub(crate) fn on_event(&mut self, registry: &Registry, ev: &Readiness) {
         let token = ev.token().0;
         let Some(s) = self.live.get_mut(&token) else {
             return;
@@ -301,10 +308,11 @@ impl Sessions {
             self.timers.remove(&(at, token));
         }
         if let Err(e) = why {
-            self.shared
-                .config
-                .logger
-                .log(2, &format!("{}: session ended: {e}", s.peer));
+            self.shared.config.logger.event(
+                2,
+                &s.about("session-ended"),
+                &format!("{}: session ended: {e}", s.peer),
+            );
         }
         let _ = registry.deregister(&mut s.conn);
         let (ip, pending) = (s.peer.ip(), s.pending);
@@ -316,6 +324,8 @@ impl Sessions {
 
 struct Session {
     shared: Arc<Shared>,
+    /// Its number in the log and the record.
+    id: u64,
     token: usize,
     finished: Arc<Finished>,
     conn: mio::net::TcpStream,
@@ -331,6 +341,21 @@ struct Session {
     /// Since when it has run no test (it came, or its last test ended):
     /// the longest idle is closed first when a new client needs its place.
     idle_since: Instant,
+    /// The running test's place in the metrics (failed if dropped).
+    tally: Option<Tally>,
+    /// When the running test was granted (the record's start).
+    started_at: SystemTime,
+    /// The UDP sender's datagrams, as the client said when done.
+    datagrams_sent: Option<u64>,
+    /// A completed test's record line, waiting for what the client made
+    /// of it (until its summary, its next request, or its end).
+    record: Option<record::Finished>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.write_record(None);
+    }
 }
 
 impl Session {
@@ -379,6 +404,7 @@ impl Session {
         });
         Ok(Session {
             shared: shared.clone(),
+            id: shared.session_id(),
             token,
             finished,
             conn,
@@ -390,7 +416,86 @@ impl Session {
             pending: true,
             deadline: None,
             idle_since: Instant::now(),
+            tally: None,
+            started_at: SystemTime::now(),
+            datagrams_sent: None,
+            record: None,
         })
+    }
+
+    /// The fields of this session's log events.
+    fn about(&self, event: &'static str) -> Event<'static> {
+        Event {
+            event,
+            session: Some(self.id),
+            peer: Some(self.peer),
+            dialect: self.core.dialect().map(dialect_label),
+            ..Event::default()
+        }
+    }
+
+    /// Write the pending record line, with what the client made of the
+    /// test if it told.
+    fn write_record(&mut self, client: Option<&proto::ClientSummary>) {
+        if let (Some(f), Some(rec)) = (self.record.take(), &self.shared.config.record) {
+            rec.raw(record::line(&f, client));
+        }
+    }
+
+    /// A test's results went out: counted, logged, recorded.
+    fn results_sent(&mut self, r: &proto::SideResults) {
+        self.idle_since = Instant::now();
+        let Some(mut t) = self.test.take() else {
+            return;
+        };
+        t.join();
+        let kind = t.spec.kind;
+        if let Some(tally) = self.tally.take() {
+            tally.completed(kind, r);
+        }
+        let figures = serde_json::json!({
+            "bytes_sent": r.bytes_sent,
+            "bytes_received": r.bytes_received,
+            "transactions": r.transactions,
+            "elapsed_s": r.elapsed_ns as f64 / 1e9,
+        });
+        self.shared.config.logger.event(
+            1,
+            &Event {
+                test: Some(kind.name()),
+                outcome: Some("completed"),
+                figures: Some(figures),
+                ..self.about("test-completed")
+            },
+            &format!(
+                "{} {} {} bytes sent, {} received, {} transactions, {:.2} s",
+                self.peer,
+                kind,
+                r.bytes_sent,
+                r.bytes_received,
+                r.transactions,
+                r.elapsed_ns as f64 / 1e9
+            ),
+        );
+        if self.shared.config.record.is_some() {
+            self.record = Some(record::Finished {
+                session: self.id,
+                peer: self.peer,
+                dialect: self
+                    .core
+                    .dialect()
+                    .unwrap_or(proto::dialect::Dialect::Native),
+                spec: t.spec.clone(),
+                start: self.started_at,
+                end: SystemTime::now(),
+                server: r.clone(),
+                datagrams_sent: self.datagrams_sent.take(),
+            });
+            // a client that will not say what it made of it: now
+            if !self.core.peer_can("summary") {
+                self.write_record(None);
+            }
+        }
     }
 
     /// Let the core act on the clock and send what it queued; whether the
@@ -412,6 +517,7 @@ impl Session {
             let log = &self.shared.config.logger;
             match ev {
                 ServerEvent::Foreign { dialect, bytes } => {
+                    self.shared.config.metrics.refused(Refused::Protocol);
                     log.warn_limited(
                         "protocol",
                         &format!(
@@ -423,8 +529,12 @@ impl Session {
                     );
                 }
                 ServerEvent::Established => {}
-                ServerEvent::Prepare(spec) => self.prepare(&spec),
+                ServerEvent::Prepare(spec) => {
+                    self.write_record(None);
+                    self.prepare(&spec);
+                }
                 ServerEvent::ClientDone(done) => {
+                    self.datagrams_sent = Some(done.datagrams_sent);
                     if let Some(t) = &self.test {
                         t.client_done(done);
                     }
@@ -438,35 +548,34 @@ impl Session {
                     if let Some(t) = self.test.take() {
                         t.abort();
                     }
+                    // (counted failed)
+                    self.tally = None;
                 }
-                ServerEvent::AuthFailed => self.shared.failures.record(self.peer.ip()),
-                ServerEvent::Log(0, text) => {
-                    log.log(0, &format!("{}: {}", self.peer, escape(&text)));
+                ServerEvent::AuthFailed => {
+                    self.shared.config.metrics.refused(Refused::Auth);
+                    self.shared.failures.record(self.peer.ip());
                 }
+                ServerEvent::ProtocolError => {
+                    self.shared.config.metrics.refused(Refused::Protocol);
+                }
+                ServerEvent::Summary(summary) => self.write_record(Some(&summary)),
                 ServerEvent::Log(1, text) if text.starts_with("refused") => {
-                    log.warn_limited("refused", &format!("{}: {}", self.peer, escape(&text)));
+                    log.warn_event(
+                        &Event {
+                            reason: Some(&escape(&text)),
+                            ..self.about("refused")
+                        },
+                        &format!("{}: {}", self.peer, escape(&text)),
+                    );
                 }
                 ServerEvent::Log(level, text) => {
-                    log.log(level, &format!("{}: {}", self.peer, escape(&text)));
+                    log.event(
+                        level,
+                        &self.about("session"),
+                        &format!("{}: {}", self.peer, escape(&text)),
+                    );
                 }
-                ServerEvent::ResultsSent(r) => {
-                    self.idle_since = Instant::now();
-                    if let Some(mut t) = self.test.take() {
-                        t.join();
-                        log.log(
-                            1,
-                            &format!(
-                                "{} {} {} bytes sent, {} received, {} transactions, {:.2} s",
-                                self.peer,
-                                t.spec.kind,
-                                r.bytes_sent,
-                                r.bytes_received,
-                                r.transactions,
-                                r.elapsed_ns as f64 / 1e9
-                            ),
-                        );
-                    }
-                }
+                ServerEvent::ResultsSent(r) => self.results_sent(&r),
             }
         }
     }
@@ -475,11 +584,11 @@ impl Session {
         let finished = self.finished.clone();
         let token = self.token;
         let on_done = Box::new(move || finished.push(token));
-        let conv = engine::conventions::Conventions::from(
-            self.core
-                .dialect()
-                .unwrap_or(proto::dialect::Dialect::Native),
-        );
+        let dialect = self
+            .core
+            .dialect()
+            .unwrap_or(proto::dialect::Dialect::Native);
+        let conv = engine::conventions::Conventions::from(dialect);
         match family::start(
             spec,
             self.local.ip(),
@@ -492,16 +601,21 @@ impl Session {
             Ok(test) => {
                 self.core.granted(test.grant.clone(), Instant::now());
                 self.test = Some(test);
+                self.started_at = SystemTime::now();
+                self.datagrams_sent = None;
+                self.tally = Some(self.shared.config.metrics.test_started(spec.kind, dialect));
             }
             Err(e) => {
-                self.shared.config.logger.log(
+                let why = escape(&e.message);
+                self.shared.config.logger.event(
                     1,
-                    &format!(
-                        "{}: {} refused: {}",
-                        self.peer,
-                        spec.kind,
-                        escape(&e.message)
-                    ),
+                    &Event {
+                        test: Some(spec.kind.name()),
+                        outcome: Some("refused"),
+                        reason: Some(&why),
+                        ..self.about("test-refused")
+                    },
+                    &format!("{}: {} refused: {why}", self.peer, spec.kind),
                 );
                 self.core.prepare_failed(e);
             }
@@ -596,6 +710,7 @@ impl Session {
             && let Some(t) = self.test.take()
         {
             t.abort();
+            self.tally = None;
         }
         self.core.test_ended(outcome, Instant::now());
         self.drain_events();

@@ -49,6 +49,8 @@ pub struct Capabilities {
     pub foreign: bool,
     /// It reports its figures every interval of a test (`-D`).
     pub interim: bool,
+    /// It takes what we made of each test (for its `--record`).
+    pub summary: bool,
     /// It reports where UDP datagrams were lost, TCP_INFO, and the like
     /// (netperf 2.7's reports counters, buffers, CPU and retransmissions).
     pub details: bool,
@@ -72,6 +74,7 @@ impl Capabilities {
             crr_server_closes: has("crr-server-closes"),
             foreign: has("foreign"),
             interim: has("interim"),
+            summary: has("summary"),
             details: true,
             exact_counts: true,
         }
@@ -89,6 +92,7 @@ impl Capabilities {
             crr_server_closes: true,
             foreign: false,
             interim: false,
+            summary: false,
             details: false,
             exact_counts: false,
         }

@@ -53,7 +53,8 @@ pub use session::{
     Authenticator, ClientError, ClientEvent, ClientSession, Role, ServerAction, ServerSession,
 };
 pub use test::{
-    ClientDone, CpuStats, Direction, DropSource, Family, FlowCounters, ForeignConnections, Grant,
-    InterimReport, Limits, Protocol, SideResults, SideSpec, TcpSample, TcpStats, TestEnd, TestKind,
-    TestSpec, Token, Tuning, UdpFast, UdpRecvStats, Window,
+    ClientDone, ClientSummary, CpuStats, Direction, DropSource, Family, FlowCounters,
+    ForeignConnections, Grant, InterimReport, LatencyFigures, Limits, Protocol, SideResults,
+    SideSpec, TcpSample, TcpStats, TestEnd, TestKind, TestSpec, Token, Tuning, UdpFast,
+    UdpRecvStats, Window,
 };

@@ -28,8 +28,8 @@ use crate::{
     error::ProtoError,
     frame,
     test::{
-        ClientDone, FlowCounters, ForeignConnections, Grant, InterimReport, SideResults, TestSpec,
-        Tuning, Window,
+        ClientDone, ClientSummary, FlowCounters, ForeignConnections, Grant, InterimReport,
+        SideResults, TestSpec, Tuning, Window,
     },
 };
 
@@ -62,6 +62,7 @@ pub const CAPABILITIES: &[&str] = &[
     "foreign",
     "shared-port",
     "interim",
+    "summary",
 ];
 
 impl Hello {
@@ -125,6 +126,9 @@ pub enum ClientMsg {
     /// `--gso`, and the window): sent only to a server whose hello names
     /// `tuning`.
     SetupTuned(Box<TestSpec>, Tuning),
+    /// What netperf made of the test whose results it just received: sent
+    /// only to a server whose hello names `summary`, between tests.
+    Summary(Box<ClientSummary>),
 }
 
 /// netserver to netperf.
@@ -216,6 +220,7 @@ impl ClientMsg {
             ClientMsg::Bye => "Bye",
             ClientMsg::SetupWindowed(..) => "SetupWindowed",
             ClientMsg::SetupTuned(..) => "SetupTuned",
+            ClientMsg::Summary(_) => "Summary",
         }
     }
 

@@ -8,7 +8,7 @@
 use crate::{
     error::ProtoError,
     message::{ClientMsg, ErrorCode, ErrorMsg, Hello, ServerHello, ServerMsg},
-    test::{ClientDone, Grant, Limits, SideResults, TestSpec, Tuning},
+    test::{ClientDone, ClientSummary, Grant, Limits, SideResults, TestSpec, Tuning},
 };
 
 /// Which end computes a proof.
@@ -65,6 +65,8 @@ pub enum ServerAction {
     SendResults(ServerMsg),
     /// The client said goodbye.
     Close,
+    /// What the client made of the last test (nothing to answer).
+    Summary(Box<ClientSummary>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -285,6 +287,7 @@ impl ServerSession {
                     ServerAction::ClientDone(done)
                 }
             }
+            (ServerState::Idle, ClientMsg::Summary(summary)) => ServerAction::Summary(summary),
             (ServerState::Idle | ServerState::AwaitHello, ClientMsg::Bye) => {
                 self.state = ServerState::Closed;
                 ServerAction::Close
@@ -683,8 +686,35 @@ mod tests {
                 client.handle(wire_s(msg)).unwrap(),
                 ClientEvent::Results(Box::new(res))
             );
+            // what the client made of it, between tests: nothing answers
+            let summary = ClientSummary {
+                lost: round,
+                ..Default::default()
+            };
+            assert_eq!(
+                server.handle(wire_c(ClientMsg::Summary(Box::new(summary.clone())))),
+                ServerAction::Summary(Box::new(summary))
+            );
         }
         assert_eq!(server.handle(wire_c(ClientMsg::Bye)), ServerAction::Close);
+    }
+
+    /// A summary in the middle of a test is out of order.
+    #[test]
+    fn a_summary_mid_test_is_a_protocol_error() {
+        let mut server = ServerSession::new("srv", Limits::default(), None, [1; 32]);
+        let mut client = ClientSession::new(None, [2; 32]);
+        let m = reply(server.handle(wire_c(ClientSession::hello("cli"))));
+        client.handle(wire_s(m)).unwrap();
+        let spec = TestSpec::new(TestKind::TcpStream, Family::V4);
+        server.handle(wire_c(client.setup(spec).unwrap()));
+        server.granted(grant());
+        let a = server.handle(wire_c(ClientMsg::Summary(Box::default())));
+        let ServerAction::ReplyAndClose(ServerMsg::Error(e)) = a else {
+            panic!("{a:?}");
+        };
+        assert_eq!(e.code, ErrorCode::Protocol);
+        assert!(e.message.contains("Summary"), "{}", e.message);
     }
 
     /// `--batch`/`--gso` (and a window beside them) travel in `SetupTuned`

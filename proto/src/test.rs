@@ -984,6 +984,31 @@ pub struct ClientDone {
     pub datagrams_sent: u64,
 }
 
+/// What netperf made of a test, sent after its results to a netserver
+/// whose hello names `summary` (the netserver's `--record` writes it
+/// beside its own figures). Nothing answers it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct ClientSummary {
+    /// netperf's own counters over its measured interval (per-flow
+    /// counters left out: `flow_count` and `spread` say enough).
+    pub local: SideResults,
+    /// Round trips of a request/response test.
+    pub latency: Option<LatencyFigures>,
+    /// UDP_RR: transactions with no response within the receive timeout.
+    pub lost: u64,
+}
+
+/// A request/response test's round trips, microseconds.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq)]
+pub struct LatencyFigures {
+    pub min_us: f64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+}
+
 /// CPU utilisation measured by one side over its measured interval.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct CpuStats {

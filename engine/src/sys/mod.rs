@@ -197,6 +197,28 @@ pub fn clock_ticks() -> i64 {
     i64::from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as i32)
 }
 
+/// Descriptors this process holds, and how many it may hold (its soft
+/// RLIMIT_NOFILE): for the netserver's metrics.
+pub fn descriptors() -> Option<(u64, u64)> {
+    let dir = if cfg!(target_os = "linux") {
+        "/proc/self/fd"
+    } else {
+        "/dev/fd"
+    };
+    // (the directory's own descriptor, open while it is read, is not counted)
+    let open = std::fs::read_dir(dir).ok()?.count().saturating_sub(1) as u64;
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the struct it is given.
+    let r = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    // (rlim_t is u64 here, i64 on FreeBSD)
+    #[allow(clippy::unnecessary_cast)]
+    let max = if r == 0 { lim.rlim_cur as u64 } else { 0 };
+    Some((open, max))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -191,6 +191,13 @@ fn run_test(
     let remote_interim = d.take_interims();
     debug::hp(|| "remote results obtained".into());
     fam.check(plan, &local, &remote, d.caps())?;
+    if d.caps().summary {
+        d.summary(summary_of(
+            &local.counts,
+            local.latency.as_ref(),
+            local.lost,
+        ));
+    }
     let (lss, lsr, tos) = local_setup;
     let rs = fam.remote_sizes(plan, &grant);
     let ours = Ours {
@@ -236,6 +243,27 @@ fn run_test(
         remote_interim,
         under_load: None,
     })
+}
+
+/// What we made of a test, for the netserver's `--record`.
+fn summary_of(
+    counts: &SideResults,
+    latency: Option<&engine::latency::LatencySummary>,
+    lost: u64,
+) -> proto::ClientSummary {
+    let us = |ns: f64| ns / 1000.0;
+    proto::ClientSummary {
+        local: counts.clone(),
+        latency: latency.map(|l| proto::LatencyFigures {
+            min_us: us(l.min as f64),
+            mean_us: us(l.mean),
+            p50_us: us(l.p50 as f64),
+            p90_us: us(l.p90 as f64),
+            p99_us: us(l.p99 as f64),
+            max_us: us(l.max as f64),
+        }),
+        lost,
+    }
 }
 
 /// netperf 2.7's `-d` lines about our first data socket: made, its

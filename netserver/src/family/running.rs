@@ -24,6 +24,15 @@ use crate::config::Config;
 /// and the daemon's budget, or refused naming the limit.
 fn reserve(need: u64, cfg: &Config) -> Result<crate::admission::Reservation, ErrorMsg> {
     let cap = cfg.limits.memory_per_session;
+    if need > cap
+        || need
+            > cfg
+                .memory_budget
+                .limit()
+                .saturating_sub(cfg.memory_budget.in_use())
+    {
+        cfg.metrics.refused(crate::metrics::Refused::Memory);
+    }
     if need > cap {
         return Err(ErrorMsg::new(
             ErrorCode::InvalidRequest,

@@ -29,7 +29,9 @@ use crate::{
     error::ProtoError,
     message::{ErrorCode, ErrorMsg},
     session::{Authenticator, ClientError, ClientEvent, ClientSession},
-    test::{ClientDone, Family, Grant, InterimReport, Limits, SideResults, TestSpec},
+    test::{
+        ClientDone, ClientSummary, Family, Grant, InterimReport, Limits, SideResults, TestSpec,
+    },
 };
 
 /// Whether, and how, this server serves netperf 2.7 clients.
@@ -109,6 +111,12 @@ pub enum ServerEvent {
     /// End the running test now, as its natural end would (netserver
     /// 2.7's padded timer, for a netperf 2.7 client: the results follow).
     EndTest,
+    /// The client broke the protocol (undecodable bytes, a message out of
+    /// order, another version): it was told, and the connection closes.
+    ProtocolError,
+    /// What the client made of the test whose results went out last
+    /// (a client whose hello names `summary`).
+    Summary(Box<ClientSummary>),
 }
 
 /// What a server-side speaker works on: the bytes in and out, the events,
@@ -204,6 +212,10 @@ pub(crate) trait ServerSpeaker: Send {
         None
     }
     fn own_timeout(&mut self, _s: &mut Shared, _now: Instant) {}
+    /// Whether the client named `capability` (netperf 2.7's names none).
+    fn peer_can(&self, _capability: &str) -> bool {
+        false
+    }
 }
 
 /// What the server needs to make a speaker once the first bytes say which.
@@ -283,6 +295,13 @@ impl ServerConn {
 
     pub fn established(&self) -> bool {
         self.speaker.as_ref().is_some_and(|s| s.established())
+    }
+
+    /// Whether the client named `capability` in its hello.
+    pub fn peer_can(&self, capability: &str) -> bool {
+        self.speaker
+            .as_ref()
+            .is_some_and(|s| s.peer_can(capability))
     }
 
     /// The dialect the connection speaks, once its first bytes said (for
@@ -502,6 +521,8 @@ pub(crate) trait ClientSpeaker: Send {
     fn take_interims(&mut self) -> Vec<InterimReport> {
         Vec::new()
     }
+    /// Tell the server what we made of the last test, if it takes that.
+    fn summary(&mut self, _summary: ClientSummary, _out: &mut Vec<u8>) {}
 }
 
 /// What went wrong on the client's side of a control connection.
@@ -677,6 +698,12 @@ impl ClientConn {
             self.expect(now, wait, "CPU calibration");
         }
         awaited
+    }
+
+    /// Tell the netserver what we made of the test whose results came
+    /// last (only one that names `summary` is told; nothing answers).
+    pub fn summary(&mut self, summary: ClientSummary) {
+        self.speaker.summary(summary, &mut self.outbuf);
     }
 
     pub fn bye(&mut self) {

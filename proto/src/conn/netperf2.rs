@@ -140,6 +140,7 @@ impl Netperf2Server {
         if self.served.is_some() {
             // netperf 2.7 sends nothing during a test
             s.log(1, "netperf 2.7 client: a request during a test");
+            s.event(ServerEvent::ProtocolError);
             s.abort_test();
             s.close(now);
             return;

@@ -17,8 +17,9 @@ use crate::{
     message::{ClientMsg, ErrorCode, ErrorMsg, ServerMsg},
     session::{Authenticator, ClientEvent, ClientSession, Sealer, ServerAction, ServerSession},
     test::{
-        ClientDone, FlowCounters, ForeignConnections, Grant, INTERIM_REPORTS_PER_FRAME,
-        InterimReport, Limits, MAX_INTERIM_REPORTS, SideResults, TestSpec,
+        ClientDone, ClientSummary, FlowCounters, ForeignConnections, Grant,
+        INTERIM_REPORTS_PER_FRAME, InterimReport, Limits, MAX_INTERIM_REPORTS, SideResults,
+        TestSpec,
     },
 };
 
@@ -150,8 +151,12 @@ impl OurServer {
             }
             ServerAction::ReplyAndClose(m) => {
                 if let ServerMsg::Error(e) = &m {
-                    if e.code == ErrorCode::Auth {
-                        s.event(ServerEvent::AuthFailed);
+                    match e.code {
+                        ErrorCode::Auth => s.event(ServerEvent::AuthFailed),
+                        ErrorCode::Protocol | ErrorCode::Version => {
+                            s.event(ServerEvent::ProtocolError)
+                        }
+                        _ => {}
                     }
                     s.log(1, format!("refused: {}", e.message));
                 }
@@ -169,6 +174,7 @@ impl OurServer {
                 }
             }
             ServerAction::Close => s.close(now),
+            ServerAction::Summary(summary) => s.event(ServerEvent::Summary(summary)),
         }
     }
 }
@@ -202,6 +208,7 @@ impl ServerSpeaker for OurServer {
                 Ok(None) => return,
                 Err(e) => {
                     s.log(1, e.to_string());
+                    s.event(ServerEvent::ProtocolError);
                     let msg = self.session.protocol_error(&e);
                     s.abort_test();
                     self.send(s, &msg);
@@ -243,6 +250,10 @@ impl ServerSpeaker for OurServer {
 
     fn tell(&mut self, s: &mut Shared, err: &ErrorMsg) {
         self.send(s, &ServerMsg::Error(err.clone()));
+    }
+
+    fn peer_can(&self, capability: &str) -> bool {
+        self.session.peer_can(capability)
     }
 }
 
@@ -430,5 +441,13 @@ impl ClientSpeaker for OurClient {
 
     fn take_interims(&mut self) -> Vec<InterimReport> {
         std::mem::take(&mut self.interims)
+    }
+
+    fn summary(&mut self, mut summary: ClientSummary, out: &mut Vec<u8>) {
+        if self.capabilities.summary {
+            // the flows' own counters stay here: a summary fits a frame
+            summary.local.flows.clear();
+            let _ = self.send(&ClientMsg::Summary(Box::new(summary)), out);
+        }
     }
 }

@@ -131,6 +131,28 @@ fn static_binaries_image_and_manifests() {
             4,
             "{out}"
         );
+        // the Prometheus operator's pair: the Service against its schema,
+        // the ServiceMonitor (a custom resource, no schema) against what it
+        // must agree with
+        let mut c = Command::new("sh");
+        c.current_dir(&root).args([
+            "-c",
+            "kubernetes-validate --strict dist/k8s/prometheus-operator/*.yaml",
+        ]);
+        let out = run_with_deadline(c, Duration::from_secs(300));
+        assert!(out.success(), "{out}");
+        let said = format!("{}{}", out.stdout, out.stderr);
+        assert_eq!(said.matches("passed").count(), 1, "{out}");
+        assert!(
+            said.contains("Couldn't find schema for kind ServiceMonitor"),
+            "{out}"
+        );
+        let mut c = Command::new("python3");
+        c.current_dir(&root)
+            .arg("tests/tests/e2e/servicemonitor_check.py");
+        let out = run_with_deadline(c, Duration::from_secs(60));
+        assert!(out.success(), "{out}");
+        assert!(out.stdout.contains("servicemonitor ok"), "{out}");
     }
 }
 

@@ -11,6 +11,7 @@ mod errors;
 mod fleet;
 mod flows;
 mod lab;
+mod metrics;
 mod netperf2;
 mod netperf2_real;
 mod omni;

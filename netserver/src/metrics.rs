@@ -1,0 +1,466 @@
+//! What the daemon counts for `--metrics`: one registry of the Prometheus
+//! project's client, updated where things happen (sessions in the control
+//! loop, tests as they start and end) with atomic counters that cost a
+//! test nothing, and the gauges of what the daemon holds (sessions,
+//! memory, descriptors) read when a scraper asks. [`crate::scrape`] serves
+//! the text.
+
+use std::sync::{Arc, Mutex};
+
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{
+        counter::Counter,
+        family::Family,
+        gauge::Gauge,
+        histogram::{Histogram, exponential_buckets},
+        info::Info,
+    },
+    registry::{Registry, Unit},
+};
+use proto::{SideResults, TestKind, dialect::Dialect};
+
+/// Why a session (or a test) was turned away: the `reason` label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// At `--max-sessions`.
+    Busy,
+    /// At `--max-per-client`.
+    PerAddress,
+    /// It failed to authenticate, or its address's attempts were waiting.
+    Auth,
+    /// A test would not fit the buffer memory budget.
+    Memory,
+    /// Closed to make room for another (the idlest session, the oldest
+    /// silent connection).
+    Evicted,
+    /// It spoke a protocol (or a dialect) this netserver does not serve.
+    Protocol,
+}
+
+impl Refused {
+    fn label(self) -> &'static str {
+        match self {
+            Refused::Busy => "busy",
+            Refused::PerAddress => "per_address",
+            Refused::Auth => "auth",
+            Refused::Memory => "memory",
+            Refused::Evicted => "evicted",
+            Refused::Protocol => "protocol",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TestLabels {
+    test: &'static str,
+    dialect: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TestLabel {
+    test: &'static str,
+}
+
+/// A dialect's label value.
+pub fn dialect_label(d: Dialect) -> &'static str {
+    match d {
+        Dialect::Native => "native",
+        Dialect::Netperf2 => "netperf2",
+    }
+}
+
+/// Whether a test moves datagrams (UDP) rather than a byte stream.
+fn datagrams(kind: TestKind) -> bool {
+    matches!(
+        kind,
+        TestKind::UdpStream | TestKind::UdpMaerts | TestKind::UdpRr
+    )
+}
+
+type HistogramFamily = Family<TestLabel, Histogram, fn() -> Histogram>;
+
+fn duration_histogram() -> Histogram {
+    // 10 ms to about 11 min, doubling
+    Histogram::new(exponential_buckets(0.01, 2.0, 17))
+}
+
+/// Every figure the endpoint serves.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    accepted: Counter,
+    active: Gauge,
+    refused: Family<ReasonLabel, Counter>,
+    started: Family<TestLabels, Counter>,
+    completed: Family<TestLabels, Counter>,
+    failed: Family<TestLabels, Counter>,
+    tests_active: Gauge,
+    sent_bytes: Family<TestLabel, Counter>,
+    received_bytes: Family<TestLabel, Counter>,
+    sent_datagrams: Family<TestLabel, Counter>,
+    received_datagrams: Family<TestLabel, Counter>,
+    duration: HistogramFamily,
+    memory_used: Gauge,
+    memory_limit: Gauge,
+    open_fds: Gauge,
+    max_fds: Gauge,
+    log_dropped: Counter,
+    record_dropped: Counter,
+    /// One scrape encodes at a time (the registry is read-only; this keeps
+    /// the gauges read for it together).
+    encoding: Mutex<()>,
+}
+
+/// What the daemon holds when a scraper asks.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Held {
+    pub sessions: u64,
+    pub memory_used: u64,
+    pub memory_limit: u64,
+    pub log_dropped: u64,
+    pub record_dropped: u64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let m = Metrics {
+            registry: Registry::default(),
+            accepted: Counter::default(),
+            active: Gauge::default(),
+            refused: Family::default(),
+            started: Family::default(),
+            completed: Family::default(),
+            failed: Family::default(),
+            tests_active: Gauge::default(),
+            sent_bytes: Family::default(),
+            received_bytes: Family::default(),
+            sent_datagrams: Family::default(),
+            received_datagrams: Family::default(),
+            duration: Family::new_with_constructor(duration_histogram),
+            memory_used: Gauge::default(),
+            memory_limit: Gauge::default(),
+            open_fds: Gauge::default(),
+            max_fds: Gauge::default(),
+            log_dropped: Counter::default(),
+            record_dropped: Counter::default(),
+            encoding: Mutex::new(()),
+        };
+        registry.register(
+            "netserver_build",
+            "This netserver's version and its control protocol's",
+            Info::new(vec![
+                ("version", env!("CARGO_PKG_VERSION").to_string()),
+                ("protocol", proto::PROTOCOL_VERSION.to_string()),
+            ]),
+        );
+        registry.register(
+            "netserver_sessions_accepted",
+            "Control sessions admitted",
+            m.accepted.clone(),
+        );
+        registry.register(
+            "netserver_sessions_active",
+            "Control sessions open now",
+            m.active.clone(),
+        );
+        registry.register(
+            "netserver_sessions_refused",
+            "Sessions (or tests) turned away, by reason",
+            m.refused.clone(),
+        );
+        registry.register(
+            "netserver_tests_started",
+            "Tests whose data path was set up",
+            m.started.clone(),
+        );
+        registry.register(
+            "netserver_tests_completed",
+            "Tests whose results went out",
+            m.completed.clone(),
+        );
+        registry.register(
+            "netserver_tests_failed",
+            "Tests that started and ended without results",
+            m.failed.clone(),
+        );
+        registry.register(
+            "netserver_tests_active",
+            "Tests running now",
+            m.tests_active.clone(),
+        );
+        registry.register_with_unit(
+            "netserver_sent",
+            "Bytes this netserver's side of completed tests sent",
+            Unit::Bytes,
+            m.sent_bytes.clone(),
+        );
+        registry.register_with_unit(
+            "netserver_received",
+            "Bytes this netserver's side of completed tests received",
+            Unit::Bytes,
+            m.received_bytes.clone(),
+        );
+        registry.register(
+            "netserver_sent_datagrams",
+            "Datagrams this netserver's side of completed UDP tests sent",
+            m.sent_datagrams.clone(),
+        );
+        registry.register(
+            "netserver_received_datagrams",
+            "Datagrams this netserver's side of completed UDP tests received",
+            m.received_datagrams.clone(),
+        );
+        registry.register_with_unit(
+            "netserver_test_duration",
+            "Measured interval of completed tests",
+            Unit::Seconds,
+            m.duration.clone(),
+        );
+        registry.register_with_unit(
+            "netserver_memory_budget_used",
+            "Buffer memory the running tests reserved",
+            Unit::Bytes,
+            m.memory_used.clone(),
+        );
+        registry.register_with_unit(
+            "netserver_memory_budget_limit",
+            "Buffer memory all running tests together may reserve (--memory-budget)",
+            Unit::Bytes,
+            m.memory_limit.clone(),
+        );
+        registry.register(
+            "process_open_fds",
+            "File descriptors the process holds",
+            m.open_fds.clone(),
+        );
+        registry.register(
+            "process_max_fds",
+            "File descriptors the process may hold",
+            m.max_fds.clone(),
+        );
+        registry.register(
+            "netserver_log_lines_dropped",
+            "Log lines dropped because the log's reader did not keep up",
+            m.log_dropped.clone(),
+        );
+        registry.register(
+            "netserver_record_lines_dropped",
+            "--record lines dropped because the file's writer did not keep up",
+            m.record_dropped.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    pub fn session_accepted(&self) {
+        self.accepted.inc();
+    }
+
+    pub fn refused(&self, why: Refused) {
+        self.refused
+            .get_or_create(&ReasonLabel {
+                reason: why.label(),
+            })
+            .inc();
+    }
+
+    /// A test started: its tally, which counts it completed or failed.
+    pub fn test_started(self: &Arc<Self>, kind: TestKind, dialect: Dialect) -> Tally {
+        let labels = TestLabels {
+            test: kind.name(),
+            dialect: dialect_label(dialect),
+        };
+        self.started.get_or_create(&labels).inc();
+        self.tests_active.inc();
+        Tally {
+            metrics: self.clone(),
+            labels: Some(labels),
+        }
+    }
+
+    /// The text a scraper gets (OpenMetrics), with the gauges of what is
+    /// held now.
+    pub fn encode(&self, held: Held) -> String {
+        let _one = self.encoding.lock();
+        self.active.set(to_i64(held.sessions));
+        self.memory_used.set(to_i64(held.memory_used));
+        self.memory_limit.set(to_i64(held.memory_limit));
+        let (open, max) = engine::sys::descriptors().unwrap_or((0, 0));
+        self.open_fds.set(to_i64(open));
+        self.max_fds.set(to_i64(max));
+        catch_up(&self.log_dropped, held.log_dropped);
+        catch_up(&self.record_dropped, held.record_dropped);
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+/// The Prometheus text format (0.0.4) of an OpenMetrics text, for a
+/// scraper that did not ask for OpenMetrics (`promtool`, `curl`, older
+/// scrapers): a counter's family is named with its `_total`, an info's
+/// is a gauge named with its `_info`, and there are no `# UNIT` and
+/// `# EOF` lines.
+pub fn prometheus_text(openmetrics: &str) -> String {
+    let mut out = String::with_capacity(openmetrics.len());
+    let mut help: Option<&str> = None;
+    for line in openmetrics.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            help = Some(rest);
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or((rest, "untyped"));
+            let (name, kind) = match kind {
+                "counter" => (format!("{name}_total"), "counter"),
+                "info" => (format!("{name}_info"), "gauge"),
+                k => (name.to_string(), k),
+            };
+            if let Some(h) = help.take() {
+                let text = h.split_once(' ').map_or("", |(_, t)| t);
+                out.push_str(&format!("# HELP {name} {text}\n"));
+            }
+            out.push_str(&format!("# TYPE {name} {kind}\n"));
+            continue;
+        }
+        if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Bring a counter kept elsewhere (the log's) up to its count.
+fn catch_up(c: &Counter, total: u64) {
+    let now = c.get();
+    if total > now {
+        c.inc_by(total - now);
+    }
+}
+
+/// A running test's place in the counts: completed with its results, or
+/// failed when dropped without them.
+#[derive(Debug)]
+pub struct Tally {
+    metrics: Arc<Metrics>,
+    labels: Option<TestLabels>,
+}
+
+impl Tally {
+    /// Its results went out.
+    pub fn completed(mut self, kind: TestKind, r: &SideResults) {
+        let Some(labels) = self.labels.take() else {
+            return;
+        };
+        let m = &self.metrics;
+        m.tests_active.dec();
+        m.completed.get_or_create(&labels).inc();
+        let test = TestLabel { test: labels.test };
+        m.sent_bytes.get_or_create(&test).inc_by(r.bytes_sent);
+        m.received_bytes
+            .get_or_create(&test)
+            .inc_by(r.bytes_received);
+        if datagrams(kind) {
+            let received = r.udp.as_ref().map_or(r.recv_calls, |u| u.received);
+            m.sent_datagrams.get_or_create(&test).inc_by(r.send_calls);
+            m.received_datagrams.get_or_create(&test).inc_by(received);
+        }
+        m.duration
+            .get_or_create(&test)
+            .observe(r.elapsed_ns as f64 / 1e9);
+    }
+}
+
+impl Drop for Tally {
+    fn drop(&mut self) {
+        if let Some(labels) = self.labels.take() {
+            self.metrics.tests_active.dec();
+            self.metrics.failed.get_or_create(&labels).inc();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_units_and_tallies() {
+        let m = Arc::new(Metrics::new());
+        m.session_accepted();
+        m.refused(Refused::PerAddress);
+        let t = m.test_started(TestKind::UdpStream, Dialect::Native);
+        let r = SideResults {
+            bytes_received: 4096,
+            recv_calls: 5,
+            udp: Some(proto::UdpRecvStats {
+                received: 4,
+                out_of_order: 0,
+                duplicates: 0,
+                foreign: 0,
+                rcvbuf_drops: 0,
+                drops_source: proto::DropSource::Socket,
+                jitter_ns: 0,
+            }),
+            elapsed_ns: 1_500_000_000,
+            ..Default::default()
+        };
+        let running = m.encode(Held::default());
+        assert!(running.contains("netserver_tests_active 1\n"), "{running}");
+        t.completed(TestKind::UdpStream, &r);
+        drop(m.test_started(TestKind::TcpRr, Dialect::Netperf2));
+        let text = m.encode(Held {
+            sessions: 3,
+            memory_limit: 1 << 20,
+            ..Default::default()
+        });
+        for line in [
+            "netserver_sessions_accepted_total 1\n",
+            "netserver_sessions_active 3\n",
+            "netserver_sessions_refused_total{reason=\"per_address\"} 1\n",
+            "netserver_tests_started_total{test=\"UDP_STREAM\",dialect=\"native\"} 1\n",
+            "netserver_tests_completed_total{test=\"UDP_STREAM\",dialect=\"native\"} 1\n",
+            "netserver_tests_failed_total{test=\"TCP_RR\",dialect=\"netperf2\"} 1\n",
+            "netserver_tests_active 0\n",
+            "netserver_received_bytes_total{test=\"UDP_STREAM\"} 4096\n",
+            "netserver_received_datagrams_total{test=\"UDP_STREAM\"} 4\n",
+            "netserver_test_duration_seconds_count{test=\"UDP_STREAM\"} 1\n",
+            "netserver_memory_budget_limit_bytes 1048576\n",
+            "netserver_build_info{version=\"",
+            "# EOF\n",
+        ] {
+            assert!(text.contains(line), "no {line:?} in\n{text}");
+        }
+        let plain = prometheus_text(&text);
+        for line in [
+            "# TYPE netserver_sessions_accepted_total counter\n",
+            "# HELP netserver_sessions_accepted_total Control sessions admitted.\n",
+            "# TYPE netserver_build_info gauge\n",
+            "# TYPE netserver_test_duration_seconds histogram\n",
+            "netserver_sessions_accepted_total 1\n",
+        ] {
+            assert!(plain.contains(line), "no {line:?} in\n{plain}");
+        }
+        assert!(!plain.contains("# EOF") && !plain.contains("# UNIT"));
+    }
+}
