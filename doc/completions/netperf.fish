@@ -42,7 +42,8 @@ TCP_CC\t''
 TCP_MSS\t''
 LOC_CPU\t''
 REM_CPU\t''
-UUID\t''"
+UUID\t''
+RPM\t''"
 complete -c netperf -s d -d 'Increase debugging output'
 complete -c netperf -s h -d 'Display this text'
 complete -c netperf -s j -d 'Time each send and receive of stream tests too (the _RR tests are always timed)'

@@ -207,6 +207,40 @@ fn read_eof(s: &TcpStream) -> io::Result<()> {
     }
 }
 
+/// A request's send or a response's receive on `c`, as the flow asks.
+#[inline(always)]
+fn exchange(
+    flow: &mut CrrRequest,
+    c: &TcpStream,
+    io: Io,
+    request: &[u8],
+    resp: &mut [u8],
+) -> Result<(), EngineError> {
+    let short = || EngineError::Invalid("TCP_CRR: a transfer beyond its buffer".into());
+    match io {
+        Io::Send { offset, len } => {
+            let buf = request.get(offset..offset + len).ok_or_else(short)?;
+            match (&*c).write(buf) {
+                Ok(n) => flow.sent(n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(EngineError::io("sending a request", e)),
+            }
+        }
+        Io::Recv { offset, len } => {
+            let buf = resp.get_mut(offset..offset + len).ok_or_else(short)?;
+            match (&*c).read(buf) {
+                Ok(n) => flow.received(n).map_err(|_| {
+                    EngineError::io("receiving a response", io::ErrorKind::UnexpectedEof.into())
+                })?,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(EngineError::io("receiving a response", e)),
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 /// Requester role (netperf's side of TCP_CRR): drives a [`CrrRequest`].
 pub fn requester(p: &CrrRequester, stop: &StopFlag, live: &Live) -> Result<RrOutcome, EngineError> {
     let request = fill_request(&p.token, p.flow, p.req, &p.conv);
@@ -233,25 +267,9 @@ pub fn requester(p: &CrrRequester, stop: &StopFlag, live: &Live) -> Result<RrOut
                 conn = Some(c);
                 flow.connected();
             }
-            Io::Send { offset, len } => {
+            io @ (Io::Send { .. } | Io::Recv { .. }) => {
                 let c = conn.as_ref().ok_or_else(no_conn)?;
-                let buf = request.get(offset..offset + len).ok_or_else(no_conn)?;
-                match (&*c).write(buf) {
-                    Ok(n) => flow.sent(n),
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(EngineError::io("sending a request", e)),
-                }
-            }
-            Io::Recv { offset, len } => {
-                let c = conn.as_ref().ok_or_else(no_conn)?;
-                let buf = resp.get_mut(offset..offset + len).ok_or_else(no_conn)?;
-                match (&*c).read(buf) {
-                    Ok(n) => flow.received(n).map_err(|_| {
-                        EngineError::io("receiving a response", io::ErrorKind::UnexpectedEof.into())
-                    })?,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(EngineError::io("receiving a response", e)),
-                }
+                exchange(&mut flow, c, io, &request, &mut resp)?;
             }
             Io::Close => {
                 let c = conn.take().ok_or_else(no_conn)?;
@@ -283,6 +301,97 @@ pub fn requester(p: &CrrRequester, stop: &StopFlag, live: &Live) -> Result<RrOut
         latency,
         histogram: latency.map(|_| Box::new(lat)),
         mss,
+        ..RrOutcome::default()
+    })
+}
+
+/// One probe of a responsiveness test (netperf's `-t RPM`): a new
+/// connection's handshake and its request's response, each one round trip.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Probe {
+    /// When it began, since the prober began.
+    pub at_ns: u64,
+    /// connect(2) to its return: the SYN out, the SYN-ACK back.
+    pub connect_ns: u64,
+    /// The request's first byte out to the response's last byte in.
+    pub response_ns: u64,
+}
+
+/// The requester paced: a transaction (a probe) every `every`, each one's
+/// two round trips handed to `record` as it ends. The counts are the
+/// requester's, so the netserver's answers are checked against them as a
+/// TCP_CRR test's are.
+pub fn prober(
+    p: &CrrRequester,
+    stop: &StopFlag,
+    live: &Live,
+    every: Duration,
+    record: &mut dyn FnMut(Probe),
+) -> Result<RrOutcome, EngineError> {
+    let request = fill_request(&p.token, p.flow, p.req, &p.conv);
+    let mut resp = vec![0u8; p.resp];
+    let mut ports = Ports::new(p.ports);
+    let mut flow = CrrRequest::new(p.conv.crr_preamble(), p.req, p.resp, p.until.limit());
+    let mut lat = Latency::new();
+    let mut conn: Option<TcpStream> = None;
+    let no_conn = || EngineError::Invalid("RPM: no probe connection open".into());
+    let start = Instant::now();
+    let begun = clock::now_ns();
+    let mut probe = Probe::default();
+    let mut connected_at = 0;
+    let mut probes = 0u32;
+    loop {
+        match flow.next() {
+            Io::Connect => {
+                // the next probe's turn
+                let due = start + every * probes;
+                while !stop.is_set() && Instant::now() < due {
+                    std::thread::sleep((due - Instant::now()).min(Duration::from_millis(20)));
+                }
+                if stop.is_set() {
+                    flow.stop();
+                    continue;
+                }
+                probes += 1;
+                let t0 = clock::now_ns();
+                conn = Some(connect(p, &mut ports)?);
+                connected_at = clock::now_ns();
+                probe = Probe {
+                    at_ns: t0.wrapping_sub(begun),
+                    connect_ns: connected_at.wrapping_sub(t0),
+                    response_ns: 0,
+                };
+                flow.connected();
+            }
+            io @ (Io::Send { .. } | Io::Recv { .. }) => {
+                let c = conn.as_ref().ok_or_else(no_conn)?;
+                exchange(&mut flow, c, io, &request, &mut resp)?;
+            }
+            Io::Close => {
+                probe.response_ns = clock::now_ns().wrapping_sub(connected_at);
+                let c = conn.take().ok_or_else(no_conn)?;
+                if p.conv.crr_closer == Closer::Requester {
+                    c.shutdown(Shutdown::Write)
+                        .map_err(|e| EngineError::io("closing a probe's connection", e))?;
+                }
+                read_eof(&c).map_err(|e| EngineError::io("closing a probe's connection", e))?;
+                drop(c);
+                flow.closed();
+                live.publish(flow.counters.bytes_received, flow.counters.recv_calls);
+                live.publish_transactions(flow.counters.transactions);
+                lat.record(probe.connect_ns);
+                lat.record(probe.response_ns);
+                record(probe);
+            }
+            Io::Done => break,
+        }
+    }
+    let latency = lat.summary();
+    Ok(RrOutcome {
+        counters: flow.counters,
+        elapsed: start.elapsed(),
+        latency,
+        histogram: latency.map(|_| Box::new(lat)),
         ..RrOutcome::default()
     })
 }

@@ -28,6 +28,7 @@ pub mod interrupt;
 pub mod output;
 pub mod plot;
 pub mod progress;
+pub mod rpm;
 pub mod run;
 pub mod under_load;
 

@@ -281,10 +281,7 @@ fn iterations(
         .filter(|_| plan.name != TestName::TcpCc);
     let Some(c) = confidence else {
         begin_iteration(ctx, 1);
-        let m = match plan.under_load {
-            Some(load) => crate::under_load::run(plan, load, d, ctx)?,
-            None => family::run_once(plan, d, ctx)?,
-        };
+        let m = measure(plan, d, ctx)?;
         let f = Figures::of(asked, &m);
         trace_iteration(1, &f);
         end_iteration(ctx, asked, 1, &f);
@@ -294,7 +291,7 @@ fn iterations(
         c,
         |i| {
             begin_iteration(ctx, i);
-            let m = family::run_once(plan, d, ctx)?;
+            let m = measure(plan, d, ctx)?;
             let f = Figures::of(asked, &m);
             trace_iteration(i as usize, &f);
             end_iteration(ctx, asked, i, &f);
@@ -322,6 +319,16 @@ fn iterations(
         },
     )?;
     Ok((runs.into_iter().map(|(_, r)| r).collect(), Some(verdict)))
+}
+
+/// One iteration: the plan's test, alone, under load, or as the
+/// responsiveness test's phases.
+fn measure(plan: &Plan, d: &mut control::Control, ctx: &Context) -> Result<Measurement> {
+    match (plan.under_load, plan.rpm) {
+        (Some(load), _) => crate::under_load::run(plan, load, d, ctx),
+        (None, Some(load)) => crate::rpm::run(plan, load, d, ctx),
+        (None, None) => family::run_once(plan, d, ctx),
+    }
 }
 
 /// Iteration `i` (from 1) begins: the stream and the progress line say so.

@@ -44,8 +44,17 @@ fn idle_secs(plan: &Plan) -> u64 {
 }
 
 /// One direction's load: TCP_STREAM or TCP_MAERTS flows against the
-/// netserver at `d`'s peer, for `secs`, as its own netperf would run them.
-fn load_plan(plan: &Plan, d: &Control, test: &str, flows: u32, secs: u64) -> Result<Plan> {
+/// netserver at `d`'s peer, for `secs`, as its own netperf would run them;
+/// with `interim` (seconds), TCP_INFO of its sending end is kept that
+/// often (unprinted).
+pub(crate) fn load_plan(
+    plan: &Plan,
+    d: &Control,
+    test: &str,
+    flows: u32,
+    secs: u64,
+    interim: Option<f64>,
+) -> Result<Plan> {
     let peer = d.peer();
     let mut words: Vec<String> = [
         "-H",
@@ -58,13 +67,15 @@ fn load_plan(plan: &Plan, d: &Control, test: &str, flows: u32, secs: u64) -> Res
         &secs.to_string(),
         "-P",
         "0",
-        "--",
-        "--flows",
-        &flows.to_string(),
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
+    if let Some(every) = interim {
+        words.push("-D".into());
+        words.push(format!("{every}"));
+    }
+    words.extend(["--".to_string(), "--flows".into(), flows.to_string()]);
     // the test's congestion control (-K) is its load's too
     if plan.local.cong_control.is_some() || plan.remote.cong_control.is_some() {
         words.push("-K".into());
@@ -83,14 +94,36 @@ fn load_plan(plan: &Plan, d: &Control, test: &str, flows: u32, secs: u64) -> Res
     Ok(*p)
 }
 
-/// Run the load of one plan on a control connection of its own: its
-/// goodput, 10^6 bits a second.
-fn run_load(lp: &Plan) -> Result<f64> {
-    let mut conn = control::connect(lp).context("--under-load: the load's control connection")?;
-    let ctx = Context::new(lp, Vec::new());
-    let m = family::run_once(lp, &mut conn.control, &ctx).context("--under-load: the load")?;
+/// What one direction's load did.
+#[derive(Debug)]
+pub(crate) struct Load {
+    /// Its goodput, 10^6 bits a second.
+    pub mbps: f64,
+    /// Its sending end's round-trip times (TCP_INFO, microseconds), every
+    /// interim sample of every flow, when its plan keeps them.
+    pub rtt_us: Vec<u32>,
+}
+
+/// Run the load of one plan on a control connection of its own.
+pub(crate) fn run_load(lp: &Plan) -> Result<Load> {
+    let mut conn = control::connect(lp).context("the load's control connection")?;
+    let mut ctx = Context::new(lp, Vec::new());
+    if let Some(i) = &mut ctx.interim {
+        // kept for its TCP_INFO, never printed
+        i.sink.print = false;
+    }
+    let m = family::run_once(lp, &mut conn.control, &ctx).context("the load")?;
     conn.control.bye();
-    Ok(Figures::of(&Asked::of(lp), &m).result)
+    // the sending end's view: ours up, the netserver's down
+    let sender = if lp.test == proto::TestKind::TcpMaerts {
+        &m.remote
+    } else {
+        &m.local
+    };
+    Ok(Load {
+        mbps: Figures::of(&Asked::of(lp), &m).result,
+        rtt_us: sender.rtt_over_time.clone(),
+    })
 }
 
 /// The test idle, then under load: the loaded measurement, carrying the
@@ -107,13 +140,13 @@ pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Resu
     if load.up {
         plans.push((
             true,
-            load_plan(plan, d, "TCP_STREAM", load.flows, load_secs)?,
+            load_plan(plan, d, "TCP_STREAM", load.flows, load_secs, None)?,
         ));
     }
     if load.down {
         plans.push((
             false,
-            load_plan(plan, d, "TCP_MAERTS", load.flows, load_secs)?,
+            load_plan(plan, d, "TCP_MAERTS", load.flows, load_secs, None)?,
         ));
     }
     let (m, loads) = thread::scope(|sc| {
@@ -123,7 +156,7 @@ pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Resu
             .collect();
         thread::sleep(RAMP);
         let m = family::run_once(plan, d, ctx);
-        let loads: Vec<(bool, Result<f64>)> = handles
+        let loads: Vec<(bool, Result<Load>)> = handles
             .into_iter()
             .map(|(up, h)| {
                 let r = h.join();
@@ -143,7 +176,7 @@ pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Resu
         ..LoadFigures::default()
     };
     for (up, r) in loads {
-        let mbps = Some(r?);
+        let mbps = Some(r.map_err(|e| anyhow!("--under-load: {e:#}"))?.mbps);
         if up {
             figures.up_mbps = mbps;
         } else {

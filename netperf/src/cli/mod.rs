@@ -89,8 +89,50 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
     Ok(Invocation::Run(Box::new(plan)))
 }
 
+/// Load flows a direction of `-t RPM` when `--flows` does not say.
+pub const RPM_FLOWS: u32 = 4;
+/// And at most (the draft's limit).
+pub const RPM_MAX_FLOWS: u32 = 16;
+
+/// `-t RPM`: its load, from `-- -d` and `--flows` (which counts load
+/// flows a direction; the probes are one connection at a time).
+fn finish_rpm(plan: &mut Plan) -> Result<(), CliError> {
+    if plan.name != TestName::Rpm {
+        return Ok(());
+    }
+    if plan.under_load.is_some() {
+        return Err(CliError(
+            "--under-load: RPM loads the path itself (-- -d up|down|both, --flows N)".into(),
+        ));
+    }
+    if !matches!(plan.length, Length::Seconds(s) if s >= 2) {
+        return Err(CliError(
+            "-t RPM: a timed test of 2 s or more (-l), as its load is".into(),
+        ));
+    }
+    let flows = if plan.flows > 1 {
+        plan.flows
+    } else {
+        RPM_FLOWS
+    };
+    if flows > RPM_MAX_FLOWS {
+        return Err(CliError(format!(
+            "--flows {flows}: RPM loads at most {RPM_MAX_FLOWS} flows a direction, as the draft does"
+        )));
+    }
+    let load = plan.rpm.unwrap_or(UnderLoad {
+        flows: 0,
+        up: true,
+        down: true,
+    });
+    plan.rpm = Some(UnderLoad { flows, ..load });
+    plan.flows = 1;
+    Ok(())
+}
+
 /// Checks of the whole plan, once everything is read.
 fn finish(plan: &mut Plan) -> Result<(), CliError> {
+    finish_rpm(plan)?;
     if plan.under_load.is_some() {
         if !plan.test.is_rr() {
             return Err(CliError(format!(

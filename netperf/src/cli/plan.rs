@@ -211,6 +211,8 @@ pub struct Plan {
     /// `-- --under-load N[,dir]`: bulk flows loading the path while a
     /// request/response test runs.
     pub under_load: Option<UnderLoad>,
+    /// `-t RPM`: its load (flows a direction, which directions).
+    pub rpm: Option<UnderLoad>,
     /// `--dialect`.
     pub dialect: DialectChoice,
     /// `--key-file` or `-Z`: how we authenticate to netserver.
@@ -309,6 +311,7 @@ impl Plan {
             json_stream: false,
             plot: None,
             under_load: None,
+            rpm: None,
             dialect: DialectChoice::Auto,
             auth: None,
             local: align.clone(),

@@ -35,6 +35,9 @@ pub enum TestName {
     RemCpu,
     /// Prints a fresh UUID.
     Uuid,
+    /// Responsiveness under working conditions (ours, after the IETF IPPM
+    /// draft): round trips a minute while bulk flows load the path.
+    Rpm,
 }
 
 /// netperf's direction bits (`-d`): XMIT and RECV.
@@ -42,7 +45,7 @@ pub const XMIT: u32 = 0x2;
 pub const RECV: u32 = 0x4;
 
 impl TestName {
-    pub const ALL: [TestName; 13] = [
+    pub const ALL: [TestName; 14] = [
         TestName::TcpStream,
         TestName::TcpMaerts,
         TestName::UdpStream,
@@ -56,6 +59,7 @@ impl TestName {
         TestName::LocCpu,
         TestName::RemCpu,
         TestName::Uuid,
+        TestName::Rpm,
     ];
 
     pub fn name(self) -> &'static str {
@@ -73,6 +77,7 @@ impl TestName {
             TestName::LocCpu => "LOC_CPU",
             TestName::RemCpu => "REM_CPU",
             TestName::Uuid => "UUID",
+            TestName::Rpm => "RPM",
         }
     }
 
@@ -92,6 +97,9 @@ impl TestName {
             TestName::LocCpu => "the local CPU meter's rate",
             TestName::RemCpu => "the netserver's CPU meter's rate",
             TestName::Uuid => "a fresh UUID",
+            TestName::Rpm => {
+                "responsiveness: round trips a minute on a loaded path (-- -d up|down|both)"
+            }
         }
     }
 
@@ -132,7 +140,8 @@ impl TestName {
             TestName::UdpStream => (Protocol::Udp, XMIT, false),
             TestName::TcpRr => (Protocol::Tcp, XMIT | RECV, false),
             TestName::UdpRr => (Protocol::Udp, XMIT | RECV, false),
-            TestName::TcpCrr => (Protocol::Tcp, XMIT | RECV, true),
+            // its probes: a new connection and a request/response each
+            TestName::TcpCrr | TestName::Rpm => (Protocol::Tcp, XMIT | RECV, true),
             TestName::TcpCc => (Protocol::Tcp, 0, true),
             TestName::Omni | TestName::LocCpu | TestName::RemCpu | TestName::Uuid => {
                 (Protocol::Tcp, 0, false)

@@ -411,6 +411,19 @@ fn option(
         }
         "connection_test" => shape.connection = true,
         "cork" => plan.local_only.cork = true,
+        "direction" if plan.name == TestName::Rpm => {
+            let (up, down) = match v.to_ascii_lowercase().as_str() {
+                "up" => (true, false),
+                "down" => (false, true),
+                "both" => (true, true),
+                _ => {
+                    return Err(CliError(format!(
+                        "{o}: '{v}' is not a direction of the load: up, down or both"
+                    )));
+                }
+            };
+            plan.rpm = Some(UnderLoad { flows: 0, up, down });
+        }
         "direction" => {
             if !omni {
                 // netperf 2.7 reads -d for OMNI only; a named test keeps

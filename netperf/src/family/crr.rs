@@ -4,7 +4,11 @@
 //! each connection's preamble names its flow, so the netserver counts every
 //! flow's transactions.
 
-use std::{net::SocketAddr, time::Duration};
+use std::{
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use anyhow::{Result, bail};
 use engine::{
@@ -40,6 +44,43 @@ pub fn default_ports() -> (u16, u16) {
 pub(crate) struct Crr {
     /// The address each connection binds to.
     local_ip: Option<std::net::IpAddr>,
+    /// `-t RPM`'s probes: paced, each one's round trips kept.
+    probes: Option<Arc<Probes>>,
+}
+
+/// The probes of one phase of a responsiveness test: one every `every`,
+/// each kept as it ends.
+#[derive(Debug)]
+pub struct Probes {
+    pub every: Duration,
+    pub kept: Mutex<Vec<crr::Probe>>,
+}
+
+impl Probes {
+    pub fn new(every: Duration) -> Arc<Probes> {
+        Arc::new(Probes {
+            every,
+            kept: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// What was kept, taken.
+    pub fn take(&self) -> Vec<crr::Probe> {
+        self.kept
+            .lock()
+            .map(|mut k| std::mem::take(&mut *k))
+            .unwrap_or_default()
+    }
+}
+
+impl Crr {
+    /// A TCP_CRR that probes: a transaction every `probes.every`.
+    pub(crate) fn probing(probes: Arc<Probes>) -> Crr {
+        Crr {
+            local_ip: None,
+            probes: Some(probes),
+        }
+    }
 }
 
 impl Family for Crr {
@@ -121,7 +162,20 @@ impl Family for Crr {
                 ..base.clone()
             }
         };
-        let outcomes: Vec<Result<RrOutcome>> = if n == 1 {
+        let outcomes: Vec<Result<RrOutcome>> = if let Some(log) = &self.probes {
+            let mut keep = |p: crr::Probe| {
+                if let Ok(mut k) = log.kept.lock() {
+                    k.push(p);
+                }
+            };
+            vec![Ok(crr::prober(
+                &flow(0),
+                r.stop,
+                &r.ctx.live,
+                log.every,
+                &mut keep,
+            )?)]
+        } else if n == 1 {
             vec![Ok(crr::requester(&flow(0), r.stop, &r.ctx.live)?)]
         } else {
             let plan = evloop::crr::CrrPlan {

@@ -242,6 +242,7 @@ fn run_test(
         flows: local.flows,
         remote_interim,
         under_load: None,
+        rpm: None,
     })
 }
 

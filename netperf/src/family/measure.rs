@@ -69,6 +69,8 @@ pub struct Measurement {
     pub remote_interim: Vec<proto::InterimReport>,
     /// `--under-load`: the idle phase's and the load's figures.
     pub under_load: Option<crate::under_load::LoadFigures>,
+    /// `-t RPM`: every probe and the responsiveness figures.
+    pub rpm: Option<crate::rpm::RpmFigures>,
 }
 
 impl Measurement {

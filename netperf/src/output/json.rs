@@ -43,6 +43,44 @@ struct Document<'a> {
     /// `--under-load`: the idle phase and the load (the loaded phase is
     /// `result`, `latency_usec`).
     under_load: Option<UnderLoadJson>,
+    /// `-t RPM`: the responsiveness figures and every probe (`result` is
+    /// the RPM).
+    rpm: Option<RpmJson>,
+}
+
+#[derive(Serialize)]
+struct RpmJson {
+    rpm: f64,
+    category: &'static str,
+    confidence: &'static str,
+    idle_rpm: f64,
+    foreign_rpm: f64,
+    self_rpm: Option<f64>,
+    /// Each second's moving-window RPM of the loaded phase.
+    intervals: Vec<f64>,
+    idle_probes: Vec<ProbeJson>,
+    loaded_probes: Vec<ProbeJson>,
+    /// The load connections' TCP_INFO round-trip times (self probes).
+    self_rtt_usec: Vec<u32>,
+}
+
+/// One probe: when it began (since its phase began), its connection's
+/// handshake and its request's response.
+#[derive(Serialize)]
+struct ProbeJson {
+    at_seconds: f64,
+    connect_usec: f64,
+    response_usec: f64,
+}
+
+fn probes_json(p: &[engine::crr::Probe]) -> Vec<ProbeJson> {
+    p.iter()
+        .map(|p| ProbeJson {
+            at_seconds: p.at_ns as f64 / 1e9,
+            connect_usec: p.connect_ns as f64 / 1e3,
+            response_usec: p.response_ns as f64 / 1e3,
+        })
+        .collect()
 }
 
 #[derive(Serialize)]
@@ -308,7 +346,11 @@ pub fn render(r: &Report) -> Result<String, serde_json::Error> {
         result: Result_ {
             elapsed_seconds: f.elapsed,
             value: f.result,
-            units: format!("{}/s", p.units().label()),
+            units: if m.rpm.is_some() {
+                "RPM".to_string()
+            } else {
+                format!("{}/s", p.units().label())
+            },
             transaction_rate: p.test.is_rr().then(|| {
                 if m.elapsed > 0.0 {
                     m.local.transactions as f64 / m.elapsed
@@ -379,6 +421,18 @@ pub fn render(r: &Report) -> Result<String, serde_json::Error> {
             load_flows: u.flows,
             load_up_mbps: u.up_mbps,
             load_down_mbps: u.down_mbps,
+        }),
+        rpm: m.rpm.as_ref().map(|r| RpmJson {
+            rpm: r.rpm,
+            category: crate::rpm::category(r.rpm),
+            confidence: r.confidence.name(),
+            idle_rpm: r.idle_rpm,
+            foreign_rpm: r.foreign_rpm,
+            self_rpm: r.self_rpm,
+            intervals: r.intervals.clone(),
+            idle_probes: probes_json(&r.idle),
+            loaded_probes: probes_json(&r.loaded),
+            self_rtt_usec: r.self_rtt_us.clone(),
         }),
         remote_interim: m
             .remote_interim

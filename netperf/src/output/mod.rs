@@ -70,7 +70,11 @@ impl Figures {
         let u = asked.units();
         Figures {
             elapsed: m.elapsed,
-            result: rate(u, asked.test, m),
+            // the responsiveness test's result is its RPM
+            result: m
+                .rpm
+                .as_ref()
+                .map_or_else(|| rate(u, asked.test, m), |r| r.rpm),
             send_rate: u.rate(m.local.bytes_sent as f64, m.elapsed),
             recv_rate: u.rate(m.remote.bytes_received as f64, m.elapsed),
             local_cpu: m.local.cpu.as_ref().map(|c| c.util),

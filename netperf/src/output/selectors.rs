@@ -189,6 +189,14 @@ fn under_load(c: &Ctx, g: impl Fn(&crate::under_load::LoadFigures) -> Option<i64
     }
 }
 
+/// A figure of a `-t RPM` run, rounded; -1 otherwise.
+fn rpm(c: &Ctx, g: fn(&crate::rpm::RpmFigures) -> Option<f64>) -> Value {
+    match c.m.rpm.as_ref().and_then(g) {
+        Some(v) => int(v.round() as i64),
+        None => Value::Int(-1),
+    }
+}
+
 fn rate_of(c: &Ctx, bytes: u64) -> Value {
     let u = match c.asked.units() {
         Units::Transactions => Units::Bits('m'),
@@ -585,6 +593,40 @@ static SELECTORS: &[Sel] = &[
             Some(u) => Value::F(u.up_mbps.unwrap_or(0.0) + u.down_mbps.unwrap_or(0.0)),
             None => Value::F(-1.0),
         }
+    ),
+    sel!(
+        "RPM",
+        ["Responsiveness", "Round Trips", "a Minute", ""],
+        Fmt::Int,
+        |c| rpm(c, |r| Some(r.rpm))
+    ),
+    sel!(
+        "IDLE_RPM",
+        ["Idle", "Round Trips", "a Minute", ""],
+        Fmt::Int,
+        |c| rpm(c, |r| Some(r.idle_rpm))
+    ),
+    sel!(
+        "FOREIGN_RPM",
+        ["Loaded", "Foreign", "Round Trips", "a Minute"],
+        Fmt::Int,
+        |c| rpm(c, |r| Some(r.foreign_rpm))
+    ),
+    sel!(
+        "SELF_RPM",
+        ["Loaded", "Self", "Round Trips", "a Minute"],
+        Fmt::Int,
+        |c| rpm(c, |r| r.self_rpm)
+    ),
+    sel!(
+        "RPM_CONFIDENCE",
+        ["Responsiveness", "Confidence", "", ""],
+        Fmt::Str,
+        |c| c
+            .m
+            .rpm
+            .as_ref()
+            .map_or(Value::None, |r| Value::Str(r.confidence.name().into()))
     ),
     sel!(
         "P90_LATENCY",

@@ -18,6 +18,7 @@ mod omni;
 mod options;
 mod output;
 mod pictures;
+mod rpm;
 mod rr;
 mod security;
 mod server;

@@ -417,10 +417,15 @@ fn the_netservers_interim_reports_add_up_to_its_results() {
         ours.iter()
             .any(|s| s["tcp"][0]["delivery_rate"].as_u64().unwrap() > 0)
     );
-    assert!(
-        ours.iter()
-            .any(|s| s["tcp"][0]["bytes_in_flight"].as_u64().unwrap() > 0)
-    );
+    // (of any flow at any sample: a receiver the machine starves of CPU
+    // closes its window, and a flow then has nothing in flight)
+    assert!(ours.iter().any(|s| {
+        s["tcp"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["bytes_in_flight"].as_u64().unwrap() > 0)
+    }));
     // request/response: its transactions
     let out = ns
         .netperf(&["-t", "TCP_RR", "-l", "2", "-D", "0.5", "--json"])

@@ -15,11 +15,13 @@ use crate::cli::{TestName, Units};
 use crate::{family::Measurement, output::asked::Asked};
 
 pub mod flows;
+mod rpm;
 mod rr;
 pub use rr::under_load_lines;
 mod stream;
 mod udp;
 
+pub use rpm::rpm;
 pub use rr::{rr, udp_rr_loss_line};
 pub use stream::stream;
 pub use udp::{udp_loss_line, udp_stream};
@@ -47,6 +49,7 @@ pub fn title(asked: &Asked) -> &'static str {
                 Direction::RequestResponse => "OMNI Send|Recv TEST",
             },
         },
+        TestName::Rpm => "MIGRATED TCP RESPONSIVENESS (RPM) TEST",
         TestName::LocCpu | TestName::RemCpu | TestName::Uuid => "",
     }
 }
@@ -178,6 +181,7 @@ pub fn table(asked: &Asked, m: &Measurement, f: &Figures, extras: bool) -> Strin
             rr(asked, m, f, extras) + &flows::block(asked, m)
         }
         TestName::TcpMss => mss(asked, m),
+        TestName::Rpm => rpm(asked, m, f),
         TestName::Omni | TestName::LocCpu | TestName::RemCpu | TestName::Uuid => String::new(),
     }
 }

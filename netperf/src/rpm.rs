@@ -1,0 +1,317 @@
+//! `-t RPM`: responsiveness under working conditions, after the IETF IPPM
+//! draft (draft-ietf-ippm-responsiveness-08), on netperf's transport (no
+//! HTTP, no TLS).
+//!
+//! - Idle: probes alone for [`IDLE`] (the idle latency and idle RPM).
+//! - Loaded: bulk TCP flows load the path (TCP_STREAM up, TCP_MAERTS
+//!   down, or both, `--flows` a direction, at most 16), each on a control
+//!   connection of its own to the same netserver; after [`WARMUP`] the
+//!   probes run for the test's length, and the load ends after them.
+//! - A probe is a TCP_CRR transaction: a new connection (its handshake is
+//!   the draft's `tcp_f`) and one small request/response on it (`http_f`),
+//!   one at a time, at most one every [`PROBE_EVERY`]. The draft's self
+//!   probes (a request on a loaded connection) become the load
+//!   connections' own round-trip time, TCP_INFO's smoothed RTT sampled
+//!   every [`SELF_EVERY`] at the sending end, as the draft allows where a
+//!   loaded connection cannot carry a request (a netperf data connection
+//!   carries one test's bytes one way).
+//! - RPM as the draft computes it: each set's 95% single-sided trimmed
+//!   mean (the slowest 5% left out), foreign RPM = 60000 / ((TM(tcp_f) +
+//!   TM(http_f)) / 2), loaded RPM = 60000 / TM(self), RPM their mean.
+//!   The stability rule is the draft's too: the RPM of each second's
+//!   moving window of 4 intervals, stable when the last 4 vary by less
+//!   than 5% (standard deviation over the latest); the confidence is High
+//!   (stable), Medium (not stable) or Low (fewer than 4 intervals).
+
+use std::{thread, time::Duration};
+
+use anyhow::{Result, anyhow};
+use engine::crr::Probe;
+
+use crate::{
+    cli::{Length, Plan, UnderLoad},
+    control::Control,
+    family::{self, Context, Measurement, crr::Probes},
+    under_load::{self, LoadFigures},
+};
+
+/// The idle phase.
+const IDLE: Duration = Duration::from_secs(2);
+/// How long the load runs before the loaded probes begin.
+const WARMUP: Duration = Duration::from_secs(2);
+/// The most probes a second: one at a time, at most one every this.
+const PROBE_EVERY: Duration = Duration::from_millis(50);
+/// How often the load connections' TCP_INFO is read (their self probes).
+const SELF_EVERY: f64 = 0.1;
+/// The draft's moving average: intervals in it, their length, and the
+/// standard deviation it calls stable.
+const MAD: usize = 4;
+const INTERVAL_NS: u64 = 1_000_000_000;
+const SDT: f64 = 0.05;
+
+/// What a responsiveness test measured.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RpmFigures {
+    /// Every probe, idle and loaded.
+    pub idle: Vec<Probe>,
+    pub loaded: Vec<Probe>,
+    /// The load connections' round-trip times, microseconds (self probes).
+    pub self_rtt_us: Vec<u32>,
+    pub idle_rpm: f64,
+    pub foreign_rpm: f64,
+    pub self_rpm: Option<f64>,
+    /// The result: foreign and self RPM's mean (foreign alone without
+    /// self probes).
+    pub rpm: f64,
+    /// Each second's moving-window RPM of the loaded phase.
+    pub intervals: Vec<f64>,
+    pub confidence: Confidence,
+}
+
+/// The draft's confidence in a result.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Confidence {
+    /// Fewer intervals than the moving window holds.
+    #[default]
+    Low,
+    /// Enough intervals, not stable.
+    Medium,
+    /// Stable.
+    High,
+}
+
+impl Confidence {
+    pub fn name(self) -> &'static str {
+        match self {
+            Confidence::Low => "Low",
+            Confidence::Medium => "Medium",
+            Confidence::High => "High",
+        }
+    }
+}
+
+/// The draft's words for an RPM.
+pub fn category(rpm: f64) -> &'static str {
+    match rpm {
+        r if r < 300.0 => "Poor",
+        r if r < 1000.0 => "Fair",
+        r if r < 6000.0 => "Good",
+        _ => "Excellent",
+    }
+}
+
+/// The 95% single-sided trimmed mean: the mean of all but the largest 5%.
+pub fn trimmed_mean(values: &[f64]) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let keep = ((v.len() as f64 * 0.95).ceil() as usize).clamp(1, v.len());
+    let kept = v.get(..keep)?;
+    Some(kept.iter().sum::<f64>() / kept.len() as f64)
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// Foreign RPM of a set of probes: 60000 over the mean of the two round
+/// trips' trimmed means (milliseconds).
+pub fn foreign_rpm(probes: &[Probe]) -> Option<f64> {
+    let tcp: Vec<f64> = probes.iter().map(|p| ms(p.connect_ns)).collect();
+    let req: Vec<f64> = probes.iter().map(|p| ms(p.response_ns)).collect();
+    let rtt = (trimmed_mean(&tcp)? + trimmed_mean(&req)?) / 2.0;
+    (rtt > 0.0).then(|| 60_000.0 / rtt)
+}
+
+/// Self RPM of the load connections' round-trip times (microseconds).
+pub fn self_rpm(rtt_us: &[u32]) -> Option<f64> {
+    let v: Vec<f64> = rtt_us
+        .iter()
+        .filter(|r| **r > 0)
+        .map(|r| f64::from(*r) / 1000.0)
+        .collect();
+    let tm = trimmed_mean(&v)?;
+    (tm > 0.0).then(|| 60_000.0 / tm)
+}
+
+/// The result of foreign and (if any) self RPM.
+fn combined(foreign: f64, own: Option<f64>) -> f64 {
+    match own {
+        Some(s) => (foreign + s) / 2.0,
+        None => foreign,
+    }
+}
+
+/// Each second's RPM over the moving window of the [`MAD`] intervals that
+/// end with it (self samples shared out over the intervals in time order),
+/// and the draft's confidence in the last.
+pub fn stability(loaded: &[Probe], self_rtt_us: &[u32]) -> (Vec<f64>, Confidence) {
+    let Some(last) = loaded.iter().map(|p| p.at_ns).max() else {
+        return (Vec::new(), Confidence::Low);
+    };
+    let first = loaded.iter().map(|p| p.at_ns).min().unwrap_or(0);
+    let n = ((last - first) / INTERVAL_NS + 1) as usize;
+    let per = self_rtt_us.len().div_ceil(n.max(1)).max(1);
+    let mut series = Vec::new();
+    for k in 0..n {
+        let lo = first + (k.saturating_sub(MAD - 1) as u64) * INTERVAL_NS;
+        let hi = first + (k as u64 + 1) * INTERVAL_NS;
+        let window: Vec<Probe> = loaded
+            .iter()
+            .filter(|p| (lo..hi).contains(&p.at_ns))
+            .copied()
+            .collect();
+        let s_lo = (k.saturating_sub(MAD - 1) * per).min(self_rtt_us.len());
+        let s_hi = ((k + 1) * per).min(self_rtt_us.len());
+        let own = self_rtt_us.get(s_lo..s_hi).and_then(self_rpm);
+        if let Some(f) = foreign_rpm(&window) {
+            series.push(combined(f, own));
+        }
+    }
+    if series.len() < MAD {
+        return (series, Confidence::Low);
+    }
+    let tail = series.get(series.len() - MAD..).unwrap_or_default();
+    let mean = tail.iter().sum::<f64>() / MAD as f64;
+    let sd = (tail.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / MAD as f64).sqrt();
+    let latest = tail.last().copied().unwrap_or(0.0);
+    let c = if sd < SDT * latest {
+        Confidence::High
+    } else {
+        Confidence::Medium
+    };
+    (series, c)
+}
+
+/// One phase of probes: a paced TCP_CRR on `d` for `secs`.
+fn probe_phase(
+    plan: &Plan,
+    secs: u64,
+    d: &mut Control,
+    ctx: &Context,
+) -> Result<(Measurement, Vec<Probe>)> {
+    let mut p = plan.clone();
+    p.length = Length::Seconds(secs);
+    let probes = Probes::new(PROBE_EVERY);
+    let fam = Box::new(family::crr::Crr::probing(probes.clone()));
+    let m = family::lifecycle::run_once(&p, d, ctx, fam)?;
+    Ok((m, probes.take()))
+}
+
+/// The test: idle probes, then loaded ones; the loaded measurement, with
+/// the idle phase's, the load's and the RPM figures.
+pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Result<Measurement> {
+    let Length::Seconds(secs) = plan.length else {
+        return Err(anyhow!("-t RPM: a timed test (-l seconds)"));
+    };
+    let (idle_m, idle) = probe_phase(plan, IDLE.as_secs(), d, ctx)?;
+    let load_secs = WARMUP.as_secs() + secs + 1;
+    let mut plans = Vec::new();
+    for (up, test) in [(true, "TCP_STREAM"), (false, "TCP_MAERTS")] {
+        if (up && load.up) || (!up && load.down) {
+            let lp = under_load::load_plan(plan, d, test, load.flows, load_secs, Some(SELF_EVERY))?;
+            plans.push((up, lp));
+        }
+    }
+    let (loaded, loads) = thread::scope(|sc| {
+        let handles: Vec<_> = plans
+            .iter()
+            .map(|(up, lp)| (*up, sc.spawn(move || under_load::run_load(lp))))
+            .collect();
+        thread::sleep(WARMUP);
+        let m = probe_phase(plan, secs, d, ctx);
+        let loads: Vec<_> = handles
+            .into_iter()
+            .map(|(up, h)| {
+                let r = h
+                    .join()
+                    .unwrap_or_else(|_| Err(anyhow!("-t RPM: the load's thread failed")));
+                (up, r)
+            })
+            .collect();
+        (m, loads)
+    });
+    let (mut m, probes) = loaded?;
+    let mut figures = LoadFigures {
+        idle: idle_m.latency,
+        idle_rate: idle_m.local.transactions as f64 / idle_m.elapsed.max(1e-9),
+        flows: load.flows,
+        ..LoadFigures::default()
+    };
+    let mut self_rtt_us = Vec::new();
+    for (up, r) in loads {
+        let l = r.map_err(|e| anyhow!("-t RPM: {e:#}"))?;
+        self_rtt_us.extend(l.rtt_us);
+        if up {
+            figures.up_mbps = Some(l.mbps);
+        } else {
+            figures.down_mbps = Some(l.mbps);
+        }
+    }
+    let idle_rpm = foreign_rpm(&idle).ok_or_else(|| anyhow!("-t RPM: no idle probe ended"))?;
+    let foreign = foreign_rpm(&probes).ok_or_else(|| anyhow!("-t RPM: no loaded probe ended"))?;
+    let own = self_rpm(&self_rtt_us);
+    let (intervals, confidence) = stability(&probes, &self_rtt_us);
+    m.rpm = Some(RpmFigures {
+        idle,
+        loaded: probes,
+        self_rtt_us,
+        idle_rpm,
+        foreign_rpm: foreign,
+        self_rpm: own,
+        rpm: combined(foreign, own),
+        intervals,
+        confidence,
+    });
+    m.under_load = Some(figures);
+    Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn probe(at_s: f64, tcp_ms: f64, req_ms: f64) -> Probe {
+        Probe {
+            at_ns: (at_s * 1e9) as u64,
+            connect_ns: (tcp_ms * 1e6) as u64,
+            response_ns: (req_ms * 1e6) as u64,
+        }
+    }
+
+    #[test]
+    fn the_drafts_arithmetic() {
+        // the slowest 5% are left out: of 20 values, the largest
+        let mut v: Vec<f64> = (1..=19).map(f64::from).collect();
+        v.push(1000.0);
+        assert_eq!(trimmed_mean(&v), Some(10.0));
+        // 20 ms and 40 ms round trips: 30 ms, 2000 RPM
+        let p: Vec<Probe> = (0..10).map(|i| probe(i as f64 * 0.1, 20.0, 40.0)).collect();
+        assert!((foreign_rpm(&p).unwrap() - 2000.0).abs() < 1e-6);
+        // self probes of 100 ms: 600 RPM; the result their mean
+        assert!((self_rpm(&[100_000; 5]).unwrap() - 600.0).abs() < 1e-6);
+        assert!((combined(2000.0, Some(600.0)) - 1300.0).abs() < 1e-9);
+        assert_eq!(category(250.0), "Poor");
+        assert_eq!(category(1300.0), "Good");
+    }
+
+    #[test]
+    fn stability_by_the_moving_window() {
+        let steady: Vec<Probe> = (0..60).map(|i| probe(i as f64 * 0.1, 10.0, 10.0)).collect();
+        let (series, c) = stability(&steady, &[]);
+        assert_eq!(series.len(), 6);
+        assert_eq!(c, Confidence::High);
+        // the round trips double every second: never stable
+        let growing: Vec<Probe> = (0..60)
+            .map(|i| {
+                let t = 2f64.powi(i / 10);
+                probe(i as f64 * 0.1, t, t)
+            })
+            .collect();
+        assert_eq!(stability(&growing, &[]).1, Confidence::Medium);
+        let short: Vec<Probe> = (0..20).map(|i| probe(i as f64 * 0.1, 10.0, 10.0)).collect();
+        assert_eq!(stability(&short, &[]).1, Confidence::Low);
+    }
+}

@@ -1,0 +1,160 @@
+//! `-t RPM`: the responsiveness test's table, selectors and JSON, its RPM
+//! recomputed from the probes it reports as the draft computes it, on
+//! both address families; its bad options named.
+
+use harness::{Netserver, keyval, run_with_deadline};
+use serde_json::Value;
+
+/// The draft's 95% single-sided trimmed mean.
+fn tm(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let keep = ((v.len() as f64 * 0.95).ceil() as usize).clamp(1, v.len());
+    v[..keep].iter().sum::<f64>() / keep as f64
+}
+
+fn foreign(probes: &[Value]) -> f64 {
+    let col = |k: &str| -> Vec<f64> {
+        probes
+            .iter()
+            .map(|p| p[k].as_f64().unwrap() / 1000.0)
+            .collect()
+    };
+    60_000.0 / ((tm(col("connect_usec")) + tm(col("response_usec"))) / 2.0)
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-6 * b.abs().max(1.0)
+}
+
+#[test]
+fn rpm_is_the_drafts_figure_of_the_probes_it_reports() {
+    for ns in [Netserver::start(&[]), Netserver::start_v6(&[])] {
+        let host = ns.addr().ip().to_string();
+        let out = ns
+            .netperf(&[
+                "-H", &host, "-t", "RPM", "-l", "3", "--json", "--", "-d", "both", "--flows", "2",
+            ])
+            .ok();
+        let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+        let r = &doc["rpm"];
+        let idle = r["idle_probes"].as_array().unwrap();
+        let loaded = r["loaded_probes"].as_array().unwrap();
+        // a probe every 50 ms at most: about 40 idle ones in 2 s
+        assert!(
+            (20..=41).contains(&idle.len()),
+            "{} idle probes",
+            idle.len()
+        );
+        assert!(loaded.len() >= 20, "{} loaded probes", loaded.len());
+        assert!(close(r["idle_rpm"].as_f64().unwrap(), foreign(idle)), "{r}");
+        let f = foreign(loaded);
+        assert!(close(r["foreign_rpm"].as_f64().unwrap(), f), "{r}");
+        let own: Vec<f64> = r["self_rtt_usec"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap() / 1000.0)
+            .filter(|v| *v > 0.0)
+            .collect();
+        assert!(!own.is_empty(), "the load's TCP_INFO was read: {r}");
+        let s = 60_000.0 / tm(own);
+        assert!(close(r["self_rpm"].as_f64().unwrap(), s), "{r}");
+        let rpm = (f + s) / 2.0;
+        assert!(close(r["rpm"].as_f64().unwrap(), rpm), "{r}");
+        assert!(
+            close(doc["result"]["value"].as_f64().unwrap(), rpm),
+            "{doc}"
+        );
+        assert_eq!(doc["result"]["units"], "RPM");
+        assert!(
+            ["Low", "Medium", "High"].contains(&r["confidence"].as_str().unwrap()),
+            "{r}"
+        );
+        // the netserver answered every probe (the lifecycle checked it)
+        let u = &doc["under_load"];
+        assert_eq!(u["load_flows"], 2);
+        assert!(u["load_up_mbps"].as_f64().unwrap() > 0.0, "{u}");
+        assert!(u["load_down_mbps"].as_f64().unwrap() > 0.0, "{u}");
+    }
+}
+
+#[test]
+fn rpm_piped_table_and_selectors() {
+    let ns = Netserver::start(&[]);
+    let out = ns.netperf(&["-t", "RPM", "-l", "2", "--", "-d", "up"]).ok();
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("MIGRATED TCP RESPONSIVENESS (RPM) TEST from "),
+        "{}",
+        out.stdout
+    );
+    assert!(lines[1].starts_with("Idle     Loaded   Loaded   Self"));
+    let row: Vec<&str> = lines[5].split_whitespace().collect();
+    assert_eq!(row.len(), 8, "{}", lines[5]);
+    // only up: no down load
+    assert_eq!(row[5], "-1.00", "{}", lines[5]);
+    assert!(row[4].parse::<f64>().unwrap() > 0.0);
+    let result = lines
+        .iter()
+        .find(|l| l.starts_with("Responsiveness: "))
+        .unwrap();
+    assert!(result.contains(&format!("{} RPM (", row[7])), "{result}");
+    // no --under-load lines: the table has the load
+    assert!(!out.stdout.contains("Under load ("), "{}", out.stdout);
+
+    let out = ns
+        .netperf(&[
+            "-t",
+            "RPM",
+            "-l",
+            "2",
+            "-P",
+            "0",
+            "--",
+            "-d",
+            "down",
+            "--flows",
+            "1",
+            "-k",
+            "RPM,IDLE_RPM,FOREIGN_RPM,SELF_RPM,RPM_CONFIDENCE,IDLE_P50_LATENCY,LOADED_P50_LATENCY,LOADED_P99_LATENCY,LOAD_THROUGHPUT",
+        ])
+        .ok();
+    for k in [
+        "RPM",
+        "IDLE_RPM",
+        "FOREIGN_RPM",
+        "SELF_RPM",
+        "IDLE_P50_LATENCY",
+        "LOADED_P50_LATENCY",
+        "LOADED_P99_LATENCY",
+        "LOAD_THROUGHPUT",
+    ] {
+        assert!(keyval(&out.stdout, k) > 0.0, "{k}: {}", out.stdout);
+    }
+    assert!(out.stdout.contains("RPM_CONFIDENCE="), "{}", out.stdout);
+}
+
+#[test]
+fn rpm_bad_options_are_named() {
+    for (args, needle) in [
+        (
+            &["-t", "RPM", "--", "-d", "sideways"][..],
+            "-d: 'sideways' is not a direction of the load",
+        ),
+        (
+            &["-t", "RPM", "--", "--flows", "17"][..],
+            "at most 16 flows",
+        ),
+        (&["-t", "RPM", "-l", "1"][..], "2 s or more"),
+        (
+            &["-t", "RPM", "--", "--under-load", "2"][..],
+            "RPM loads the path itself",
+        ),
+    ] {
+        let mut c = std::process::Command::new(harness::bin("netperf"));
+        c.args(["-H", "127.0.0.1", "-p", "1"]).args(args);
+        let out = run_with_deadline(c, std::time::Duration::from_secs(20));
+        assert!(!out.success(), "{args:?}");
+        assert!(out.stderr.contains(needle), "{args:?}: {}", out.stderr);
+    }
+}
