@@ -206,6 +206,11 @@ pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Resu
     let Length::Seconds(secs) = plan.length else {
         return Err(anyhow!("-t RPM: a timed test (-l seconds)"));
     };
+    if !d.caps().flows && load.flows > 1 {
+        return Err(anyhow!(
+            "-t RPM: netperf 2.7's netserver runs one flow a test: load it with -- --flows 1 (it reports no TCP_INFO during a test, so only our own sending end's round trips, up, serve as self probes)"
+        ));
+    }
     let (idle_m, idle) = probe_phase(plan, IDLE.as_secs(), d, ctx)?;
     let load_secs = WARMUP.as_secs() + secs + 1;
     let mut plans = Vec::new();

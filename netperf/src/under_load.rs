@@ -3,8 +3,9 @@
 //! test runs first alone for a short idle phase, then again while N bulk
 //! TCP flows (TCP_STREAM up, TCP_MAERTS down, or both) load the same path
 //! to the same netserver on a control connection of their own; the load
-//! starts a second before the loaded phase and ends a second after it, so
-//! that every loaded transaction crosses a loaded path.
+//! starts 2 s before the loaded phase (by then a loss-based TCP has filled
+//! the bottleneck's queue after its slow start's losses) and ends 2 s after
+//! it, so that every loaded transaction crosses a loaded path.
 
 use std::{thread, time::Duration};
 
@@ -19,7 +20,7 @@ use crate::{
 };
 
 /// How long the load runs before the loaded phase, and after it.
-const RAMP: Duration = Duration::from_secs(1);
+const RAMP: Duration = Duration::from_secs(2);
 
 /// What the idle phase and the load measured, beside the loaded phase's
 /// own figures.

@@ -298,3 +298,139 @@ impl Drop for Hosts {
         delete_namespaces([&self.a, &self.b].into_iter());
     }
 }
+
+/// A client and a server with a router between them, each in its own
+/// namespace, for a bottleneck that is not the sender's own qdisc (where
+/// TCP's small queues and pacing would keep the queue short): the server S
+/// at 198.18.0.1/25 behind the router's 198.18.0.126, the client C at
+/// 198.18.0.130/25 behind its 198.18.0.129. Deleted on drop.
+#[derive(Debug)]
+pub struct Routed {
+    pub client: String,
+    pub router: String,
+    pub server: String,
+}
+
+/// [`Routed`]'s server and client addresses.
+pub const ROUTED_SERVER: &str = "198.18.0.1";
+pub const ROUTED_CLIENT: &str = "198.18.0.130";
+/// The router's interfaces toward the server and toward the client.
+pub const TO_SERVER: &str = "rs";
+pub const TO_CLIENT: &str = "rc";
+
+impl Routed {
+    pub fn new(test: &str) -> Option<Routed> {
+        if !may_run(test) {
+            return None;
+        }
+        let t = tag();
+        let r = Routed {
+            client: format!("npC{t}"),
+            router: format!("npR{t}"),
+            server: format!("npS{t}"),
+        };
+        for ns in [&r.client, &r.router, &r.server] {
+            sh(&["ip", "netns", "add", ns]);
+            sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+        }
+        let link = |ns: &str, dev: &str, peer: &str, addr: &str, raddr: &str| {
+            sh(&[
+                "ip", "-n", &r.router, "link", "add", peer, "type", "veth", "peer", "name", dev,
+                "netns", ns,
+            ]);
+            sh(&["ip", "-n", ns, "addr", "add", addr, "dev", dev]);
+            sh(&["ip", "-n", &r.router, "addr", "add", raddr, "dev", peer]);
+            sh(&["ip", "-n", ns, "link", "set", dev, "up"]);
+            sh(&["ip", "-n", &r.router, "link", "set", peer, "up"]);
+        };
+        link(
+            &r.server,
+            "s0",
+            TO_SERVER,
+            "198.18.0.1/25",
+            "198.18.0.126/25",
+        );
+        link(
+            &r.client,
+            "c0",
+            TO_CLIENT,
+            "198.18.0.130/25",
+            "198.18.0.129/25",
+        );
+        sh(&[
+            "ip",
+            "-n",
+            &r.server,
+            "route",
+            "add",
+            "default",
+            "via",
+            "198.18.0.126",
+        ]);
+        sh(&[
+            "ip",
+            "-n",
+            &r.client,
+            "route",
+            "add",
+            "default",
+            "via",
+            "198.18.0.129",
+        ]);
+        sh(&[
+            "ip",
+            "netns",
+            "exec",
+            &r.router,
+            "sysctl",
+            "-q",
+            "-w",
+            "net.ipv4.ip_forward=1",
+        ]);
+        Some(r)
+    }
+
+    /// A command that runs `program` inside `ns`.
+    pub fn command(&self, ns: &str, program: &Path) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns]).arg(program);
+        c
+    }
+
+    /// The router's egress on `dev` a token bucket of `mbit` Mbit/s whose
+    /// queue holds `limit` bytes.
+    pub fn bottleneck(&self, dev: &str, mbit: u32, limit: u64) {
+        sh(&[
+            "ip",
+            "netns",
+            "exec",
+            &self.router,
+            "tc",
+            "qdisc",
+            "replace",
+            "dev",
+            dev,
+            "root",
+            "tbf",
+            "rate",
+            &format!("{mbit}mbit"),
+            "burst",
+            "15kb",
+            "limit",
+            &limit.to_string(),
+        ]);
+    }
+
+    /// `netserver -D -p 0 -L 198.18.0.1` in the server's namespace.
+    pub fn netserver(&self) -> crate::Netserver {
+        let mut cmd = self.command(&self.server, &crate::bin("netserver"));
+        cmd.args(["-D", "-p", "0", "-L", ROUTED_SERVER]);
+        crate::Netserver::spawn(cmd)
+    }
+}
+
+impl Drop for Routed {
+    fn drop(&mut self) {
+        delete_namespaces([&self.client, &self.router, &self.server].into_iter());
+    }
+}

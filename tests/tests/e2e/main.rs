@@ -4,6 +4,7 @@
 
 mod accuracy;
 mod attacks;
+mod bottleneck;
 mod bugs27;
 mod confidence;
 mod dropin;
