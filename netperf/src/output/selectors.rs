@@ -622,11 +622,9 @@ static SELECTORS: &[Sel] = &[
         "RPM_CONFIDENCE",
         ["Responsiveness", "Confidence", "", ""],
         Fmt::Str,
-        |c| c
-            .m
-            .rpm
-            .as_ref()
-            .map_or(Value::None, |r| Value::Str(r.confidence.name().into()))
+        |c| c.m.rpm.as_ref().map_or(Value::Str(String::new()), |r| {
+            Value::Str(r.confidence.name().into())
+        })
     ),
     sel!(
         "P90_LATENCY",
