@@ -23,10 +23,14 @@
 //!   than 5% (standard deviation over the latest); the confidence is High
 //!   (stable), Medium (not stable) or Low (fewer than 4 intervals).
 
-use std::{thread, time::Duration};
+use std::{
+    sync::Arc,
+    thread,
+    time::{Duration, Instant},
+};
 
 use anyhow::{Result, anyhow};
-use engine::crr::Probe;
+use engine::{crr::Probe, live::Live};
 
 use crate::{
     cli::{Length, Plan, UnderLoad},
@@ -200,27 +204,42 @@ fn probe_phase(
     Ok((m, probes.take()))
 }
 
-/// The test: idle probes, then loaded ones; the loaded measurement, with
-/// the idle phase's, the load's and the RPM figures.
-pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Result<Measurement> {
-    let Length::Seconds(secs) = plan.length else {
-        return Err(anyhow!("-t RPM: a timed test (-l seconds)"));
-    };
-    if !d.caps().flows && load.flows > 1 {
-        return Err(anyhow!(
-            "-t RPM: netperf 2.7's netserver runs one flow a test: load it with -- --flows 1 (it reports no TCP_INFO during a test, so only our own sending end's round trips, up, serve as self probes)"
-        ));
-    }
-    let (idle_m, idle) = probe_phase(plan, IDLE.as_secs(), d, ctx)?;
+/// What the load did while the probes ran.
+struct LoadDone {
+    /// Flows a direction (at the end of a ramp).
+    flows: u32,
+    up_mbps: Option<f64>,
+    down_mbps: Option<f64>,
+    /// The sending ends' TCP_INFO round trips (self probes).
+    rtt_us: Vec<u32>,
+}
+
+type Probed = (Measurement, Vec<Probe>);
+
+/// The directions asked for: (up, the test that loads it).
+fn directions(load: UnderLoad) -> Vec<(bool, &'static str)> {
+    [(true, "TCP_STREAM"), (false, "TCP_MAERTS")]
+        .into_iter()
+        .filter(|(up, _)| if *up { load.up } else { load.down })
+        .collect()
+}
+
+/// `--flows N`: N flows a direction at once, as one test each way, for
+/// the warm-up and the probes; the goodput as the receivers counted it.
+fn fixed(
+    plan: &Plan,
+    load: UnderLoad,
+    d: &mut Control,
+    ctx: &Context,
+    secs: u64,
+) -> Result<(Probed, LoadDone)> {
     let load_secs = WARMUP.as_secs() + secs + 1;
     let mut plans = Vec::new();
-    for (up, test) in [(true, "TCP_STREAM"), (false, "TCP_MAERTS")] {
-        if (up && load.up) || (!up && load.down) {
-            let lp = under_load::load_plan(plan, d, test, load.flows, load_secs, Some(SELF_EVERY))?;
-            plans.push((up, lp));
-        }
+    for (up, test) in directions(load) {
+        let lp = under_load::load_plan(plan, d, test, load.flows, load_secs, Some(SELF_EVERY))?;
+        plans.push((up, lp));
     }
-    let (loaded, loads) = thread::scope(|sc| {
+    let (probed, loads) = thread::scope(|sc| {
         let handles: Vec<_> = plans
             .iter()
             .map(|(up, lp)| (*up, sc.spawn(move || under_load::run_load(lp))))
@@ -238,23 +257,166 @@ pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Resu
             .collect();
         (m, loads)
     });
-    let (mut m, probes) = loaded?;
-    let mut figures = LoadFigures {
-        idle: idle_m.latency,
-        idle_rate: idle_m.local.transactions as f64 / idle_m.elapsed.max(1e-9),
+    let probed = probed?;
+    let mut done = LoadDone {
         flows: load.flows,
-        ..LoadFigures::default()
+        up_mbps: None,
+        down_mbps: None,
+        rtt_us: Vec::new(),
     };
-    let mut self_rtt_us = Vec::new();
     for (up, r) in loads {
         let l = r.map_err(|e| anyhow!("-t RPM: {e:#}"))?;
-        self_rtt_us.extend(l.rtt_us);
+        done.rtt_us.extend(l.rtt_us);
         if up {
-            figures.up_mbps = Some(l.mbps);
+            done.up_mbps = Some(l.mbps);
         } else {
-            figures.down_mbps = Some(l.mbps);
+            done.down_mbps = Some(l.mbps);
         }
     }
+    Ok((probed, done))
+}
+
+/// The longest the ramp may take before the probes begin anyway.
+const RAMP_MAX: Duration = Duration::from_secs(10);
+
+/// The draft's ramp: a flow a direction, then another each second (each
+/// flow a test of its own) until the goodput's moving average is stable
+/// ([`saturated`]), the flows reach their limit or [`RAMP_MAX`] passes;
+/// then the probes, until the load ends. Every flow ends at the same
+/// moment, [`RAMP_MAX`] and `secs` after the first began (a netserver
+/// sending TCP_MAERTS ends on its own timer), so the probes run `secs` or,
+/// after a shorter ramp, longer. The goodput is what the load moved while
+/// the probes ran.
+fn ramped(
+    plan: &Plan,
+    load: UnderLoad,
+    d: &mut Control,
+    ctx: &Context,
+    secs: u64,
+) -> Result<(Probed, LoadDone)> {
+    let dirs = directions(load);
+    let span = RAMP_MAX.as_secs() + secs + 1;
+    let began = Instant::now();
+    thread::scope(|sc| {
+        let mut flows = Vec::new();
+        // a flow a direction, each a test whose length ends it with the rest
+        let start = |flows: &mut Vec<(bool, Arc<Live>, _)>, d: &Control| -> Result<()> {
+            let left = span.saturating_sub(began.elapsed().as_secs()).max(2);
+            for (up, test) in &dirs {
+                let lp = under_load::load_plan(plan, d, test, 1, left, Some(SELF_EVERY))?;
+                let c = Context::new(&lp, Vec::new());
+                let live = c.live.clone();
+                flows.push((*up, live, sc.spawn(move || under_load::run_load_in(&lp, c))));
+            }
+            Ok(())
+        };
+        let moved = |flows: &Vec<(bool, Arc<Live>, _)>, up: bool| -> u64 {
+            flows
+                .iter()
+                .filter(|(u, _, _)| *u == up)
+                .map(|(_, l, _)| l.snapshot().bytes)
+                .sum()
+        };
+        let ramp = (|| -> Result<u32> {
+            start(&mut flows, d)?;
+            let (mut at, mut was) = (began, 0);
+            let mut goodput = Vec::new();
+            let mut per_dir = 1;
+            loop {
+                thread::sleep(Duration::from_secs(1));
+                let now = Instant::now();
+                let b = moved(&flows, true) + moved(&flows, false);
+                let dt = now.duration_since(at).as_secs_f64();
+                goodput.push(b.saturating_sub(was) as f64 * 8.0 / dt);
+                (at, was) = (now, b);
+                if saturated(&goodput) || now.duration_since(began) >= RAMP_MAX {
+                    return Ok(per_dir);
+                }
+                if per_dir < load.flows {
+                    start(&mut flows, d)?;
+                    per_dir += 1;
+                }
+            }
+        })();
+        // the probes, until the load ends
+        let probed = ramp.and_then(|per_dir| {
+            let left = span.saturating_sub(began.elapsed().as_secs() + 1).max(secs);
+            let (t0, up0, down0) = (Instant::now(), moved(&flows, true), moved(&flows, false));
+            let probed = probe_phase(plan, left, d, ctx)?;
+            let dt = t0.elapsed().as_secs_f64();
+            let rate = |b: u64, b0: u64| b.saturating_sub(b0) as f64 * 8.0 / dt / 1e6;
+            let (up1, down1) = (moved(&flows, true), moved(&flows, false));
+            Ok((
+                probed,
+                LoadDone {
+                    flows: per_dir,
+                    up_mbps: load.up.then(|| rate(up1, up0)),
+                    down_mbps: load.down.then(|| rate(down1, down0)),
+                    rtt_us: Vec::new(),
+                },
+            ))
+        });
+        let mut failed = None;
+        let mut rtt_us = Vec::new();
+        for (_, _, h) in flows {
+            match h.join() {
+                Ok(Ok(l)) => rtt_us.extend(l.rtt_us),
+                Ok(Err(e)) => failed = failed.or(Some(e)),
+                Err(_) => failed = failed.or(Some(anyhow!("the load's thread failed"))),
+            }
+        }
+        let (probed, mut done) = probed?;
+        if let Some(e) = failed {
+            return Err(anyhow!("-t RPM: {e:#}"));
+        }
+        done.rtt_us = rtt_us;
+        Ok((probed, done))
+    })
+}
+
+/// The draft's saturation: the moving averages of the last [`MAD`]
+/// intervals' goodput, [`MAD`] of them, vary by less than [`SDT`] of the
+/// latest.
+pub fn saturated(goodput: &[f64]) -> bool {
+    if goodput.len() < 2 * MAD - 1 {
+        return false;
+    }
+    let ma: Vec<f64> = goodput
+        .windows(MAD)
+        .map(|w| w.iter().sum::<f64>() / MAD as f64)
+        .collect();
+    let tail = ma.get(ma.len() - MAD..).unwrap_or_default();
+    let mean = tail.iter().sum::<f64>() / MAD as f64;
+    let sd = (tail.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / MAD as f64).sqrt();
+    tail.last().is_some_and(|l| sd < SDT * l)
+}
+
+/// The test: idle probes, then loaded ones; the loaded measurement, with
+/// the idle phase's, the load's and the RPM figures.
+pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Result<Measurement> {
+    let Length::Seconds(secs) = plan.length else {
+        return Err(anyhow!("-t RPM: a timed test (-l seconds)"));
+    };
+    if !d.caps().flows && !load.ramp && load.flows > 1 {
+        return Err(anyhow!(
+            "--flows {}: netperf 2.7's netserver runs one flow a test: leave --flows out (the ramp runs a test a flow) or give --flows 1",
+            load.flows
+        ));
+    }
+    let (idle_m, idle) = probe_phase(plan, IDLE.as_secs(), d, ctx)?;
+    let ((mut m, probes), done) = if load.ramp {
+        ramped(plan, load, d, ctx, secs)?
+    } else {
+        fixed(plan, load, d, ctx, secs)?
+    };
+    let figures = LoadFigures {
+        idle: idle_m.latency,
+        idle_rate: idle_m.local.transactions as f64 / idle_m.elapsed.max(1e-9),
+        flows: done.flows,
+        up_mbps: done.up_mbps,
+        down_mbps: done.down_mbps,
+    };
+    let self_rtt_us = done.rtt_us;
     let idle_rpm = foreign_rpm(&idle).ok_or_else(|| anyhow!("-t RPM: no idle probe ended"))?;
     let foreign = foreign_rpm(&probes).ok_or_else(|| anyhow!("-t RPM: no loaded probe ended"))?;
     let own = self_rpm(&self_rtt_us);
@@ -300,6 +462,19 @@ mod tests {
         assert!((combined(2000.0, Some(600.0)) - 1300.0).abs() < 1e-9);
         assert_eq!(category(250.0), "Poor");
         assert_eq!(category(1300.0), "Good");
+    }
+
+    #[test]
+    fn saturation_by_the_moving_average() {
+        // 7 intervals at least (4 moving averages of 4)
+        assert!(!saturated(&[100.0; 6]));
+        assert!(saturated(&[100.0; 7]));
+        // still growing: not saturated
+        let growing: Vec<f64> = (1..=10).map(|i| f64::from(i) * 10.0).collect();
+        assert!(!saturated(&growing));
+        // grew, then flat
+        let flat: Vec<f64> = [10.0, 50.0, 90.0].into_iter().chain([100.0; 7]).collect();
+        assert!(saturated(&flat));
     }
 
     #[test]

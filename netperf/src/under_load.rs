@@ -107,8 +107,13 @@ pub(crate) struct Load {
 
 /// Run the load of one plan on a control connection of its own.
 pub(crate) fn run_load(lp: &Plan) -> Result<Load> {
+    run_load_in(lp, Context::new(lp, Vec::new()))
+}
+
+/// [`run_load`] in a context made for it (one its runner stops, or whose
+/// counters it reads as it runs).
+pub(crate) fn run_load_in(lp: &Plan, mut ctx: Context) -> Result<Load> {
     let mut conn = control::connect(lp).context("the load's control connection")?;
-    let mut ctx = Context::new(lp, Vec::new());
     if let Some(i) = &mut ctx.interim {
         // kept for its TCP_INFO, never printed
         i.sink.print = false;

@@ -89,10 +89,17 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
     Ok(Invocation::Run(Box::new(plan)))
 }
 
-/// Load flows a direction of `-t RPM` when `--flows` does not say.
-pub const RPM_FLOWS: u32 = 4;
-/// And at most (the draft's limit).
+/// Load flows a direction of `-t RPM` at most (the draft's limit).
 pub const RPM_MAX_FLOWS: u32 = 16;
+
+/// `-t RPM`'s load when the options do not say: both ways, ramped up to
+/// the draft's limit.
+pub const RPM_LOAD: UnderLoad = UnderLoad {
+    flows: RPM_MAX_FLOWS,
+    ramp: true,
+    up: true,
+    down: true,
+};
 
 /// `-t RPM`: its load, from `-- -d` and `--flows` (which counts load
 /// flows a direction; the probes are one connection at a time).
@@ -110,22 +117,14 @@ fn finish_rpm(plan: &mut Plan) -> Result<(), CliError> {
             "-t RPM: a timed test of 2 s or more (-l), as its load is".into(),
         ));
     }
-    let flows = if plan.flows > 1 {
-        plan.flows
-    } else {
-        RPM_FLOWS
-    };
-    if flows > RPM_MAX_FLOWS {
+    let load = plan.rpm.unwrap_or(RPM_LOAD);
+    if load.flows > RPM_MAX_FLOWS {
         return Err(CliError(format!(
-            "--flows {flows}: RPM loads at most {RPM_MAX_FLOWS} flows a direction, as the draft does"
+            "--flows {}: RPM loads at most {RPM_MAX_FLOWS} flows a direction, as the draft does",
+            load.flows
         )));
     }
-    let load = plan.rpm.unwrap_or(UnderLoad {
-        flows: 0,
-        up: true,
-        down: true,
-    });
-    plan.rpm = Some(UnderLoad { flows, ..load });
+    plan.rpm = Some(load);
     plan.flows = 1;
     Ok(())
 }

@@ -12,6 +12,9 @@ use super::test_name::TestName;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UnderLoad {
     pub flows: u32,
+    /// `-t RPM` without `--flows`: flows are added a second at a time, up
+    /// to `flows`, until the goodput stops growing (the draft's ramp).
+    pub ramp: bool,
     /// We send (TCP_STREAM flows), and we receive (TCP_MAERTS flows).
     pub up: bool,
     pub down: bool,

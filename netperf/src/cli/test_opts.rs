@@ -422,7 +422,8 @@ fn option(
                     )));
                 }
             };
-            plan.rpm = Some(UnderLoad { flows: 0, up, down });
+            let was = plan.rpm.unwrap_or(super::RPM_LOAD);
+            plan.rpm = Some(UnderLoad { up, down, ..was });
         }
         "direction" => {
             if !omni {
@@ -687,6 +688,15 @@ fn our_option(
                 )));
             }
             plan.flows = n as u32;
+            if plan.name == TestName::Rpm {
+                // a fixed load, not the draft's ramp
+                let was = plan.rpm.unwrap_or(super::RPM_LOAD);
+                plan.rpm = Some(UnderLoad {
+                    flows: n as u32,
+                    ramp: false,
+                    ..was
+                });
+            }
         }
         "under_load" => {
             let (n, dir) = value::pair_explicit(v);
@@ -708,6 +718,7 @@ fn our_option(
             };
             plan.under_load = Some(UnderLoad {
                 flows: n as u32,
+                ramp: false,
                 up,
                 down,
             });

@@ -78,6 +78,27 @@ fn rpm_is_the_drafts_figure_of_the_probes_it_reports() {
     }
 }
 
+/// Without --flows, the draft's ramp: a flow a second until the goodput
+/// stops growing, 16 at most.
+#[test]
+fn rpm_ramps_its_load_up() {
+    let ns = Netserver::start(&[]);
+    let out = ns
+        .netperf(&["-t", "RPM", "-l", "2", "--json", "--", "-d", "up"])
+        .ok();
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    let u = &doc["under_load"];
+    let flows = u["load_flows"].as_u64().unwrap();
+    assert!((1..=16).contains(&flows), "{u}");
+    assert!(u["load_up_mbps"].as_f64().unwrap() > 0.0, "{u}");
+    assert!(u["load_down_mbps"].is_null(), "{u}");
+    // the probes ran at least -l
+    let probes = doc["rpm"]["loaded_probes"].as_array().unwrap();
+    let last = probes.last().unwrap()["at_seconds"].as_f64().unwrap();
+    assert!(last >= 1.5, "the probes ended at {last} s");
+    assert!(doc["rpm"]["rpm"].as_f64().unwrap() > 0.0);
+}
+
 #[test]
 fn rpm_piped_table_and_selectors() {
     let ns = Netserver::start(&[]);

@@ -111,3 +111,33 @@ fn under_load_is_refused_where_it_does_not_apply() {
         assert!(out.stderr.contains(words), "{args:?}: {out}");
     }
 }
+
+/// IPv6 as IPv4: the load and the test on ::1.
+#[test]
+fn under_load_runs_over_ipv6() {
+    let ns = Netserver::start_v6(&[]);
+    let out = ns
+        .netperf(&[
+            "-H",
+            "::1",
+            "-t",
+            "TCP_RR",
+            "-l",
+            "2",
+            "--json",
+            "--",
+            "--under-load",
+            "1,both",
+        ])
+        .ok();
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    let u = &doc["under_load"];
+    assert!(u["load_up_mbps"].as_f64().unwrap() > 0.0, "{u}");
+    assert!(u["load_down_mbps"].as_f64().unwrap() > 0.0, "{u}");
+    assert!(
+        doc["control"]["remote"]
+            .as_str()
+            .unwrap()
+            .starts_with("[::1]")
+    );
+}
