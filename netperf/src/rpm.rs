@@ -225,7 +225,9 @@ fn directions(load: UnderLoad) -> Vec<(bool, &'static str)> {
 }
 
 /// `--flows N`: N flows a direction at once, as one test each way, for
-/// the warm-up and the probes; the goodput as the receivers counted it.
+/// the warm-up and the probes; the goodput as the receivers counted it
+/// while the probes ran (the load's `--warmup` and `--cooldown` keep its
+/// slow start out).
 fn fixed(
     plan: &Plan,
     load: UnderLoad,
@@ -233,10 +235,15 @@ fn fixed(
     ctx: &Context,
     secs: u64,
 ) -> Result<(Probed, LoadDone)> {
-    let load_secs = WARMUP.as_secs() + secs + 1;
+    // measured while the probes run, where the netserver can
+    let span = under_load::Span {
+        before: WARMUP.as_secs(),
+        during: secs,
+        after: 1,
+    };
     let mut plans = Vec::new();
     for (up, test) in directions(load) {
-        let lp = under_load::load_plan(plan, d, test, load.flows, load_secs, Some(SELF_EVERY))?;
+        let lp = under_load::load_plan(plan, d, test, load.flows, span, Some(SELF_EVERY))?;
         plans.push((up, lp));
     }
     let (probed, loads) = thread::scope(|sc| {
@@ -303,7 +310,12 @@ fn ramped(
         let start = |flows: &mut Vec<(bool, Arc<Live>, _)>, d: &Control| -> Result<()> {
             let left = span.saturating_sub(began.elapsed().as_secs()).max(2);
             for (up, test) in &dirs {
-                let lp = under_load::load_plan(plan, d, test, 1, left, Some(SELF_EVERY))?;
+                let span = under_load::Span {
+                    before: 0,
+                    during: left,
+                    after: 0,
+                };
+                let lp = under_load::load_plan(plan, d, test, 1, span, Some(SELF_EVERY))?;
                 let c = Context::new(&lp, Vec::new());
                 let live = c.live.clone();
                 flows.push((*up, live, sc.spawn(move || under_load::run_load_in(&lp, c))));

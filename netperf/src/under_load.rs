@@ -44,18 +44,34 @@ fn idle_secs(plan: &Plan) -> u64 {
     }
 }
 
+/// How long a load runs: seconds before the interval it is measured over,
+/// the interval, and after it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Span {
+    pub before: u64,
+    pub during: u64,
+    pub after: u64,
+}
+
 /// One direction's load: TCP_STREAM or TCP_MAERTS flows against the
-/// netserver at `d`'s peer, for `secs`, as its own netperf would run them;
-/// with `interim` (seconds), TCP_INFO of its sending end is kept that
-/// often (unprinted).
+/// netserver at `d`'s peer, as its own netperf would run them, for `span`:
+/// measured over its middle (`--warmup`, `--cooldown`) by a netserver that
+/// can, else over all of it. With `interim` (seconds), TCP_INFO of its
+/// sending end is kept that often (unprinted).
 pub(crate) fn load_plan(
     plan: &Plan,
     d: &Control,
     test: &str,
     flows: u32,
-    secs: u64,
+    span: Span,
     interim: Option<f64>,
 ) -> Result<Plan> {
+    let windowed = d.caps().window && (span.before > 0 || span.after > 0);
+    let secs = if windowed {
+        span.during
+    } else {
+        span.before + span.during + span.after
+    };
     let peer = d.peer();
     let mut words: Vec<String> = [
         "-H",
@@ -77,6 +93,14 @@ pub(crate) fn load_plan(
         words.push(format!("{every}"));
     }
     words.extend(["--".to_string(), "--flows".into(), flows.to_string()]);
+    if windowed {
+        words.extend([
+            "--warmup".to_string(),
+            span.before.to_string(),
+            "--cooldown".into(),
+            span.after.to_string(),
+        ]);
+    }
     // the test's congestion control (-K) is its load's too
     if plan.local.cong_control.is_some() || plan.remote.cong_control.is_some() {
         words.push("-K".into());
@@ -141,18 +165,23 @@ pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Resu
     let mut idle_plan = plan.clone();
     idle_plan.length = Length::Seconds(idle_secs(plan));
     let idle = family::run_once(&idle_plan, d, ctx)?;
-    let load_secs = secs + 2 * RAMP.as_secs();
+    // measured while the test is, where the netserver can
+    let span = Span {
+        before: RAMP.as_secs(),
+        during: secs,
+        after: RAMP.as_secs(),
+    };
     let mut plans = Vec::new();
     if load.up {
         plans.push((
             true,
-            load_plan(plan, d, "TCP_STREAM", load.flows, load_secs, None)?,
+            load_plan(plan, d, "TCP_STREAM", load.flows, span, None)?,
         ));
     }
     if load.down {
         plans.push((
             false,
-            load_plan(plan, d, "TCP_MAERTS", load.flows, load_secs, None)?,
+            load_plan(plan, d, "TCP_MAERTS", load.flows, span, None)?,
         ));
     }
     let (m, loads) = thread::scope(|sc| {

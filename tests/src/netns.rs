@@ -415,7 +415,7 @@ impl Routed {
             "rate",
             &format!("{mbit}mbit"),
             "burst",
-            "15kb",
+            "64kb",
             "limit",
             &limit.to_string(),
         ]);

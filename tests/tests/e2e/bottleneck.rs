@@ -41,6 +41,13 @@ fn netperf(r: &Routed, port: u16, args: &[&str]) -> harness::Output {
     run_with_deadline(c, Duration::from_secs(90)).ok()
 }
 
+/// The draft's 95% single-sided trimmed mean.
+fn trimmed(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let keep = ((v.len() as f64 * 0.95).ceil() as usize).clamp(1, v.len());
+    v[..keep].iter().sum::<f64>() / keep as f64
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -86,6 +93,22 @@ fn one_queue(r: &Routed, port: u16, limit: u64) -> f64 {
             rpm["confidence"]
         );
         eprintln!("{seen}");
+        // idle RPM: 60 s over the idle probes' round trip as the draft
+        // counts it (the trimmed means of the handshake and the response)
+        let col = |k: &str| -> Vec<f64> {
+            rpm["idle_probes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p[k].as_f64().unwrap() / 1e3)
+                .collect()
+        };
+        let idle_rtt_ms = (trimmed(col("connect_usec")) + trimmed(col("response_usec"))) / 2.0;
+        let idle_rpm = rpm["idle_rpm"].as_f64().unwrap();
+        assert!(
+            within(idle_rpm, 60_000.0 / idle_rtt_ms, 10.0),
+            "idle RPM {idle_rpm:.0}, idle round trip {idle_rtt_ms:.3} ms"
+        );
         let ok = within(loaded_ms, want, 20.0)
             && within(self_ms, want, 20.0)
             && within(goodput, payload_mbps(), 3.0);
