@@ -877,8 +877,10 @@ mod tests {
                 t.join().unwrap();
             }
             let (counted, open) = r.window.unwrap();
+            // (a loop starved of CPU on a shared machine closes it late;
+            // what it counted is exact either way, checked below)
             assert!(
-                open >= Duration::from_millis(450) && open <= Duration::from_millis(600),
+                open >= Duration::from_millis(450) && open <= Duration::from_millis(1000),
                 "{open:?}"
             );
             for (w, f) in counted.iter().zip(&r.flows) {

@@ -165,3 +165,40 @@ fn loaded_round_trips_are_the_queues_delay() {
         "RPM {small:.0} with a 10 ms queue, {large:.0} with a 100 ms one"
     );
 }
+
+/// Without --flows, the draft's ramp: a flow a second until the goodput
+/// stops growing (at least 7 seconds by the draft's rule), 16 at most;
+/// the probes then run to the load's end, at least -l, and the load moved
+/// what the bucket admits.
+#[test]
+fn rpm_ramps_its_load_until_the_goodput_is_flat() {
+    let Some(r) = Routed::new("rpm_ramps_its_load_until_the_goodput_is_flat") else {
+        return;
+    };
+    r.bottleneck(TO_SERVER, RATE_MBIT, 125_000);
+    let ns = r.netserver();
+    let out = netperf(
+        &r,
+        ns.port(),
+        &[
+            "-t", "RPM", "-l", "3", "--json", "--", "-K", "cubic", "-d", "up",
+        ],
+    );
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    let u = &doc["under_load"];
+    let flows = u["load_flows"].as_u64().unwrap();
+    assert!((1..=16).contains(&flows), "{u}");
+    assert!(u["load_down_mbps"].is_null(), "{u}");
+    let goodput = u["load_up_mbps"].as_f64().unwrap();
+    eprintln!(
+        "ramp: {flows} flows, {goodput:.2} Mbit/s, RPM {}",
+        doc["rpm"]["rpm"]
+    );
+    // our sender's count, which may run ahead of the receiver's by what
+    // its socket buffers hold: within 5% of the bucket
+    assert!(within(goodput, payload_mbps(), 5.0), "{u}");
+    let probes = doc["rpm"]["loaded_probes"].as_array().unwrap();
+    let last = probes.last().unwrap()["at_seconds"].as_f64().unwrap();
+    assert!(last >= 2.5, "the probes ended at {last} s");
+    assert!(doc["rpm"]["rpm"].as_f64().unwrap() > 0.0);
+}

@@ -1,6 +1,8 @@
 //! `-t RPM`: the responsiveness test's table, selectors and JSON, its RPM
 //! recomputed from the probes it reports as the draft computes it, on
-//! both address families; its bad options named.
+//! both address families; its bad options named. One load flow a
+//! direction: on loopback a flow takes a CPU, and the tests beside these
+//! need theirs (the ramp runs through a bottleneck, in bottleneck.rs).
 
 use harness::{Netserver, keyval, run_with_deadline};
 use serde_json::Value;
@@ -32,7 +34,7 @@ fn rpm_is_the_drafts_figure_of_the_probes_it_reports() {
         let host = ns.addr().ip().to_string();
         let out = ns
             .netperf(&[
-                "-H", &host, "-t", "RPM", "-l", "3", "--json", "--", "-d", "both", "--flows", "2",
+                "-H", &host, "-t", "RPM", "-l", "3", "--json", "--", "-d", "both", "--flows", "1",
             ])
             .ok();
         let doc: Value = serde_json::from_str(&out.stdout).unwrap();
@@ -72,37 +74,18 @@ fn rpm_is_the_drafts_figure_of_the_probes_it_reports() {
         );
         // the netserver answered every probe (the lifecycle checked it)
         let u = &doc["under_load"];
-        assert_eq!(u["load_flows"], 2);
+        assert_eq!(u["load_flows"], 1);
         assert!(u["load_up_mbps"].as_f64().unwrap() > 0.0, "{u}");
         assert!(u["load_down_mbps"].as_f64().unwrap() > 0.0, "{u}");
     }
 }
 
-/// Without --flows, the draft's ramp: a flow a second until the goodput
-/// stops growing, 16 at most.
-#[test]
-fn rpm_ramps_its_load_up() {
-    let ns = Netserver::start(&[]);
-    let out = ns
-        .netperf(&["-t", "RPM", "-l", "2", "--json", "--", "-d", "up"])
-        .ok();
-    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
-    let u = &doc["under_load"];
-    let flows = u["load_flows"].as_u64().unwrap();
-    assert!((1..=16).contains(&flows), "{u}");
-    assert!(u["load_up_mbps"].as_f64().unwrap() > 0.0, "{u}");
-    assert!(u["load_down_mbps"].is_null(), "{u}");
-    // the probes ran at least -l
-    let probes = doc["rpm"]["loaded_probes"].as_array().unwrap();
-    let last = probes.last().unwrap()["at_seconds"].as_f64().unwrap();
-    assert!(last >= 1.5, "the probes ended at {last} s");
-    assert!(doc["rpm"]["rpm"].as_f64().unwrap() > 0.0);
-}
-
 #[test]
 fn rpm_piped_table_and_selectors() {
     let ns = Netserver::start(&[]);
-    let out = ns.netperf(&["-t", "RPM", "-l", "2", "--", "-d", "up"]).ok();
+    let out = ns
+        .netperf(&["-t", "RPM", "-l", "2", "--", "-d", "up", "--flows", "1"])
+        .ok();
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert!(
         lines[0].starts_with("MIGRATED TCP RESPONSIVENESS (RPM) TEST from "),
