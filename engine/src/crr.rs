@@ -317,7 +317,7 @@ pub struct Probe {
     pub response_ns: u64,
 }
 
-/// The requester paced: a transaction (a probe) every `every`, each one's
+/// The requester paced: a transaction (a probe) at most every `every`, each one's
 /// two round trips handed to `record` as it ends. The counts are the
 /// requester's, so the netserver's answers are checked against them as a
 /// TCP_CRR test's are.
@@ -339,12 +339,12 @@ pub fn prober(
     let begun = clock::now_ns();
     let mut probe = Probe::default();
     let mut connected_at = 0;
-    let mut probes = 0u32;
+    // the next probe's turn: `every` after the last one began (a slow
+    // probe delays the next; none are made up for after it)
+    let mut due = start;
     loop {
         match flow.next() {
             Io::Connect => {
-                // the next probe's turn
-                let due = start + every * probes;
                 while !stop.is_set() && Instant::now() < due {
                     std::thread::sleep((due - Instant::now()).min(Duration::from_millis(20)));
                 }
@@ -352,7 +352,7 @@ pub fn prober(
                     flow.stop();
                     continue;
                 }
-                probes += 1;
+                due = Instant::now() + every;
                 let t0 = clock::now_ns();
                 conn = Some(connect(p, &mut ports)?);
                 connected_at = clock::now_ns();

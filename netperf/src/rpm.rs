@@ -59,14 +59,17 @@ pub struct RpmFigures {
     /// Every probe, idle and loaded.
     pub idle: Vec<Probe>,
     pub loaded: Vec<Probe>,
-    /// The load connections' round-trip times, microseconds (self probes).
-    pub self_rtt_us: Vec<u32>,
+    /// The load connections' round-trip times read while the probes ran
+    /// (self probes).
+    pub self_samples: Vec<SelfSample>,
     pub idle_rpm: f64,
     pub foreign_rpm: f64,
     pub self_rpm: Option<f64>,
     /// The result: foreign and self RPM's mean (foreign alone without
-    /// self probes).
+    /// self probes), over the last [`MAD`] intervals.
     pub rpm: f64,
+    /// Where those intervals begin, since the loaded probes began.
+    pub final_from_ns: u64,
     /// Each second's moving-window RPM of the loaded phase.
     pub intervals: Vec<f64>,
     pub confidence: Confidence,
@@ -148,30 +151,63 @@ fn combined(foreign: f64, own: Option<f64>) -> f64 {
     }
 }
 
+/// A self probe: a load connection's TCP_INFO round trip, and when it was
+/// read, since the loaded probes began.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SelfSample {
+    pub at_ns: u64,
+    pub rtt_us: u32,
+}
+
+/// The RPM of the probes and self samples in `[lo, hi)` (ns since the
+/// loaded probes began).
+fn rpm_within(
+    loaded: &[Probe],
+    own: &[SelfSample],
+    lo: u64,
+    hi: u64,
+) -> Option<(f64, Option<f64>)> {
+    let window: Vec<Probe> = loaded
+        .iter()
+        .filter(|p| (lo..hi).contains(&p.at_ns))
+        .copied()
+        .collect();
+    let rtts: Vec<u32> = own
+        .iter()
+        .filter(|s| (lo..hi).contains(&s.at_ns))
+        .map(|s| s.rtt_us)
+        .collect();
+    Some((foreign_rpm(&window)?, self_rpm(&rtts)))
+}
+
+/// The loaded phase's one-second intervals: how many.
+fn intervals_of(loaded: &[Probe]) -> u64 {
+    loaded
+        .iter()
+        .map(|p| p.at_ns / INTERVAL_NS + 1)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The result as the draft takes it: foreign and self RPM over the last
+/// [`MAD`] intervals of the loaded phase.
+pub fn final_rpm(loaded: &[Probe], own: &[SelfSample]) -> Option<(f64, Option<f64>)> {
+    let n = intervals_of(loaded);
+    let lo = n.saturating_sub(MAD as u64) * INTERVAL_NS;
+    rpm_within(loaded, own, lo, u64::MAX)
+}
+
 /// Each second's RPM over the moving window of the [`MAD`] intervals that
-/// end with it (self samples shared out over the intervals in time order),
-/// and the draft's confidence in the last.
-pub fn stability(loaded: &[Probe], self_rtt_us: &[u32]) -> (Vec<f64>, Confidence) {
-    let Some(last) = loaded.iter().map(|p| p.at_ns).max() else {
-        return (Vec::new(), Confidence::Low);
-    };
-    let first = loaded.iter().map(|p| p.at_ns).min().unwrap_or(0);
-    let n = ((last - first) / INTERVAL_NS + 1) as usize;
-    let per = self_rtt_us.len().div_ceil(n.max(1)).max(1);
+/// end with it (full windows only), and the draft's confidence in the
+/// last: Low with fewer than [`MAD`] such windows.
+pub fn stability(loaded: &[Probe], own: &[SelfSample]) -> (Vec<f64>, Confidence) {
+    let n = intervals_of(loaded);
     let mut series = Vec::new();
-    for k in 0..n {
-        let lo = first + (k.saturating_sub(MAD - 1) as u64) * INTERVAL_NS;
-        let hi = first + (k as u64 + 1) * INTERVAL_NS;
-        let window: Vec<Probe> = loaded
-            .iter()
-            .filter(|p| (lo..hi).contains(&p.at_ns))
-            .copied()
-            .collect();
-        let s_lo = (k.saturating_sub(MAD - 1) * per).min(self_rtt_us.len());
-        let s_hi = ((k + 1) * per).min(self_rtt_us.len());
-        let own = self_rtt_us.get(s_lo..s_hi).and_then(self_rpm);
-        if let Some(f) = foreign_rpm(&window) {
-            series.push(combined(f, own));
+    for k in (MAD as u64 - 1)..n {
+        let lo = (k + 1 - MAD as u64) * INTERVAL_NS;
+        let hi = (k + 1) * INTERVAL_NS;
+        if let Some((f, s)) = rpm_within(loaded, own, lo, hi) {
+            series.push(combined(f, s));
         }
     }
     if series.len() < MAD {
@@ -187,6 +223,27 @@ pub fn stability(loaded: &[Probe], self_rtt_us: &[u32]) -> (Vec<f64>, Confidence
         Confidence::Medium
     };
     (series, c)
+}
+
+/// The self samples read while the probes ran (`from` to `to`, Unix
+/// seconds), in time order, timed from `from`.
+fn while_probing(rtt_at: &[(f64, u32)], from: f64, to: f64) -> Vec<SelfSample> {
+    let mut v: Vec<SelfSample> = rtt_at
+        .iter()
+        .filter(|(at, rtt)| *at >= from && *at <= to && *rtt > 0)
+        .map(|(at, rtt)| SelfSample {
+            at_ns: ((at - from) * 1e9) as u64,
+            rtt_us: *rtt,
+        })
+        .collect();
+    v.sort_by_key(|s| s.at_ns);
+    v
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// One phase of probes: a paced TCP_CRR on `d` for `secs`.
@@ -210,8 +267,9 @@ struct LoadDone {
     flows: u32,
     up_mbps: Option<f64>,
     down_mbps: Option<f64>,
-    /// The sending ends' TCP_INFO round trips (self probes).
-    rtt_us: Vec<u32>,
+    /// The sending ends' TCP_INFO round trips read while the probes ran
+    /// (self probes).
+    own: Vec<SelfSample>,
 }
 
 type Probed = (Measurement, Vec<Probe>);
@@ -252,7 +310,8 @@ fn fixed(
             .map(|(up, lp)| (*up, sc.spawn(move || under_load::run_load(lp))))
             .collect();
         thread::sleep(WARMUP);
-        let m = probe_phase(plan, secs, d, ctx);
+        let from = unix_now();
+        let m = probe_phase(plan, secs, d, ctx).map(|m| (m, from, unix_now()));
         let loads: Vec<_> = handles
             .into_iter()
             .map(|(up, h)| {
@@ -264,22 +323,24 @@ fn fixed(
             .collect();
         (m, loads)
     });
-    let probed = probed?;
+    let (probed, from, to) = probed?;
     let mut done = LoadDone {
         flows: load.flows,
         up_mbps: None,
         down_mbps: None,
-        rtt_us: Vec::new(),
+        own: Vec::new(),
     };
+    let mut rtt_at = Vec::new();
     for (up, r) in loads {
         let l = r.map_err(|e| anyhow!("-t RPM: {e:#}"))?;
-        done.rtt_us.extend(l.rtt_us);
+        rtt_at.extend(l.rtt_at);
         if up {
             done.up_mbps = Some(l.mbps);
         } else {
             done.down_mbps = Some(l.mbps);
         }
     }
+    done.own = while_probing(&rtt_at, from, to);
     Ok((probed, done))
 }
 
@@ -354,34 +415,37 @@ fn ramped(
         let probed = ramp.and_then(|per_dir| {
             let left = span.saturating_sub(began.elapsed().as_secs() + 1).max(secs);
             let (t0, up0, down0) = (Instant::now(), moved(&flows, true), moved(&flows, false));
+            let from = unix_now();
             let probed = probe_phase(plan, left, d, ctx)?;
+            let to = unix_now();
             let dt = t0.elapsed().as_secs_f64();
             let rate = |b: u64, b0: u64| b.saturating_sub(b0) as f64 * 8.0 / dt / 1e6;
             let (up1, down1) = (moved(&flows, true), moved(&flows, false));
             Ok((
                 probed,
+                (from, to),
                 LoadDone {
                     flows: per_dir,
                     up_mbps: load.up.then(|| rate(up1, up0)),
                     down_mbps: load.down.then(|| rate(down1, down0)),
-                    rtt_us: Vec::new(),
+                    own: Vec::new(),
                 },
             ))
         });
         let mut failed = None;
-        let mut rtt_us = Vec::new();
+        let mut rtt_at = Vec::new();
         for (_, _, h) in flows {
             match h.join() {
-                Ok(Ok(l)) => rtt_us.extend(l.rtt_us),
+                Ok(Ok(l)) => rtt_at.extend(l.rtt_at),
                 Ok(Err(e)) => failed = failed.or(Some(e)),
                 Err(_) => failed = failed.or(Some(anyhow!("the load's thread failed"))),
             }
         }
-        let (probed, mut done) = probed?;
+        let (probed, (from, to), mut done) = probed?;
         if let Some(e) = failed {
             return Err(anyhow!("-t RPM: {e:#}"));
         }
-        done.rtt_us = rtt_us;
+        done.own = while_probing(&rtt_at, from, to);
         Ok((probed, done))
     })
 }
@@ -428,19 +492,21 @@ pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Resu
         up_mbps: done.up_mbps,
         down_mbps: done.down_mbps,
     };
-    let self_rtt_us = done.rtt_us;
+    let own_samples = done.own;
     let idle_rpm = foreign_rpm(&idle).ok_or_else(|| anyhow!("-t RPM: no idle probe ended"))?;
-    let foreign = foreign_rpm(&probes).ok_or_else(|| anyhow!("-t RPM: no loaded probe ended"))?;
-    let own = self_rpm(&self_rtt_us);
-    let (intervals, confidence) = stability(&probes, &self_rtt_us);
+    let (foreign, own) =
+        final_rpm(&probes, &own_samples).ok_or_else(|| anyhow!("-t RPM: no loaded probe ended"))?;
+    let (intervals, confidence) = stability(&probes, &own_samples);
+    let final_from_ns = intervals_of(&probes).saturating_sub(MAD as u64) * INTERVAL_NS;
     m.rpm = Some(RpmFigures {
         idle,
         loaded: probes,
-        self_rtt_us,
+        self_samples: own_samples,
         idle_rpm,
         foreign_rpm: foreign,
         self_rpm: own,
         rpm: combined(foreign, own),
+        final_from_ns,
         intervals,
         confidence,
     });
@@ -477,6 +543,40 @@ mod tests {
     }
 
     #[test]
+    fn the_result_is_the_last_four_seconds() {
+        // slow at first, then 10 ms round trips: the result is the latter's
+        let p: Vec<Probe> = (0..80)
+            .map(|i| {
+                let t = if i < 40 { 100.0 } else { 10.0 };
+                probe(i as f64 * 0.1, t, t)
+            })
+            .collect();
+        let own: Vec<SelfSample> = (0..80)
+            .map(|i| SelfSample {
+                at_ns: i * 100_000_000,
+                rtt_us: if i < 40 { 100_000 } else { 20_000 },
+            })
+            .collect();
+        let (f, s) = final_rpm(&p, &own).unwrap();
+        assert!((f - 6000.0).abs() < 1e-6, "{f}");
+        assert!((s.unwrap() - 3000.0).abs() < 1e-6);
+        // self samples read outside the probes' time are left out
+        let at = |s: f64| 1000.0 + s;
+        let kept = while_probing(
+            &[(at(-1.0), 5), (at(0.5), 7), (at(3.0), 9)],
+            at(0.0),
+            at(2.0),
+        );
+        assert_eq!(
+            kept,
+            [SelfSample {
+                at_ns: 500_000_000,
+                rtt_us: 7
+            }]
+        );
+    }
+
+    #[test]
     fn saturation_by_the_moving_average() {
         // 7 intervals at least (4 moving averages of 4)
         assert!(!saturated(&[100.0; 6]));
@@ -491,12 +591,16 @@ mod tests {
 
     #[test]
     fn stability_by_the_moving_window() {
-        let steady: Vec<Probe> = (0..60).map(|i| probe(i as f64 * 0.1, 10.0, 10.0)).collect();
+        let steady: Vec<Probe> = (0..90).map(|i| probe(i as f64 * 0.1, 10.0, 10.0)).collect();
         let (series, c) = stability(&steady, &[]);
+        // 9 intervals: full windows end at the 4th to the 9th
         assert_eq!(series.len(), 6);
         assert_eq!(c, Confidence::High);
+        // 6 intervals: 3 full windows, fewer than the draft asks
+        let (series, c) = stability(&steady[..60], &[]);
+        assert_eq!((series.len(), c), (3, Confidence::Low));
         // the round trips double every second: never stable
-        let growing: Vec<Probe> = (0..60)
+        let growing: Vec<Probe> = (0..90)
             .map(|i| {
                 let t = 2f64.powi(i / 10);
                 probe(i as f64 * 0.1, t, t)

@@ -124,9 +124,10 @@ pub(crate) fn load_plan(
 pub(crate) struct Load {
     /// Its goodput, 10^6 bits a second.
     pub mbps: f64,
-    /// Its sending end's round-trip times (TCP_INFO, microseconds), every
-    /// interim sample of every flow, when its plan keeps them.
-    pub rtt_us: Vec<u32>,
+    /// Its sending end's round-trip times (TCP_INFO, microseconds) at
+    /// every interim sample of every flow, when its plan keeps them, with
+    /// when each was read (Unix seconds).
+    pub rtt_at: Vec<(f64, u32)>,
 }
 
 /// Run the load of one plan on a control connection of its own.
@@ -137,6 +138,9 @@ pub(crate) fn run_load(lp: &Plan) -> Result<Load> {
 /// [`run_load`] in a context made for it (one its runner stops, or whose
 /// counters it reads as it runs).
 pub(crate) fn run_load_in(lp: &Plan, mut ctx: Context) -> Result<Load> {
+    let began = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
     let mut conn = control::connect(lp).context("the load's control connection")?;
     if let Some(i) = &mut ctx.interim {
         // kept for its TCP_INFO, never printed
@@ -144,15 +148,28 @@ pub(crate) fn run_load_in(lp: &Plan, mut ctx: Context) -> Result<Load> {
     }
     let m = family::run_once(lp, &mut conn.control, &ctx).context("the load")?;
     conn.control.bye();
-    // the sending end's view: ours up, the netserver's down
-    let sender = if lp.test == proto::TestKind::TcpMaerts {
-        &m.remote
+    // the sending end's view: ours up, the netserver's down (its clock
+    // counted from its side's start, a moment after ours)
+    let rtt_at = if lp.test == proto::TestKind::TcpMaerts {
+        m.remote_interim
+            .iter()
+            .flat_map(|r| {
+                let at = began + r.elapsed_ns as f64 / 1e9;
+                r.tcp.iter().map(move |t| (at, t.rtt_us))
+            })
+            .collect()
     } else {
-        &m.local
+        ctx.interim
+            .as_ref()
+            .map(|i| i.sink.kept())
+            .unwrap_or_default()
+            .iter()
+            .flat_map(|s| s.tcp.iter().map(|t| (s.ending, t.rtt_us)))
+            .collect()
     };
     Ok(Load {
         mbps: Figures::of(&Asked::of(lp), &m).result,
-        rtt_us: sender.rtt_over_time.clone(),
+        rtt_at,
     })
 }
 

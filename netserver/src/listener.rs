@@ -257,7 +257,7 @@ pub(crate) fn accept_loop(
         .into_iter()
         .flatten()
         .min();
-        let timeout = if sessions.has_more() {
+        let timeout = if sessions.has_more() || scrapes.has_more() {
             Some(Duration::ZERO)
         } else {
             wake_at.map(|t| t.saturating_duration_since(now))

@@ -155,10 +155,14 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
             opts.config.record = open_record(&opts)?;
             // (an error printed on stderr would go to the client)
             let log = opts.config.logger.clone();
+            let record = opts.config.record.clone();
             if let Err(e) = netserver::serve_one(conn, opts.config) {
                 log.log(1, &format!("inetd connection: {e}"));
             }
             log.sync(Duration::from_secs(2));
+            if let Some(r) = record {
+                r.sync(Duration::from_secs(2));
+            }
             return Ok(());
         }
     };

@@ -168,7 +168,7 @@ impl Metrics {
         );
         registry.register(
             "netserver_sessions_accepted",
-            "Control sessions admitted",
+            "Control sessions admitted (before their hello and authentication, which may still refuse them)",
             m.accepted.clone(),
         );
         registry.register(
@@ -297,8 +297,11 @@ impl Metrics {
         self.active.set(to_i64(held.sessions));
         self.memory_used.set(to_i64(held.memory_used));
         self.memory_limit.set(to_i64(held.memory_limit));
-        let (open, max) = engine::sys::descriptors().unwrap_or((0, 0));
-        self.open_fds.set(to_i64(open));
+        let (open, max) = engine::sys::descriptors();
+        // (uncountable: the last count stands)
+        if let Some(open) = open {
+            self.open_fds.set(to_i64(open));
+        }
         self.max_fds.set(to_i64(max));
         catch_up(&self.log_dropped, held.log_dropped);
         catch_up(&self.record_dropped, held.record_dropped);
@@ -454,7 +457,7 @@ mod tests {
         let plain = prometheus_text(&text);
         for line in [
             "# TYPE netserver_sessions_accepted_total counter\n",
-            "# HELP netserver_sessions_accepted_total Control sessions admitted.\n",
+            "# HELP netserver_sessions_accepted_total Control sessions admitted (before",
             "# TYPE netserver_build_info gauge\n",
             "# TYPE netserver_test_duration_seconds histogram\n",
             "netserver_sessions_accepted_total 1\n",

@@ -33,8 +33,14 @@ const ACCEPT_BUDGET: usize = 64;
 struct Conn {
     stream: mio::net::TcpStream,
     request: Vec<u8>,
+    /// How much of `request` has been searched for the headers' end.
+    scanned: usize,
     /// The answer, once the request is whole, and how much of it went.
     answer: Option<(Vec<u8>, usize)>,
+    /// The answer went: what else the client sends is read and dropped
+    /// until it closes (closing with bytes unread would reset the
+    /// connection, and the answer with it).
+    draining: bool,
     since: Instant,
 }
 
@@ -43,7 +49,15 @@ pub(crate) struct Scrapes {
     listener: Option<mio::net::TcpListener>,
     conns: HashMap<usize, Conn>,
     next: usize,
+    /// Connections may be waiting in the listener's backlog: accept again
+    /// at the loop's next turn (the budget ran out), or at this instant
+    /// (descriptors ran out).
+    again: bool,
+    retry_at: Option<Instant>,
 }
+
+/// After running out of descriptors, how long before accepting again.
+const BACKOFF: Duration = Duration::from_millis(100);
 
 impl Scrapes {
     pub(crate) fn new(listener: Option<TcpListener>, registry: &Registry) -> io::Result<Scrapes> {
@@ -60,20 +74,35 @@ impl Scrapes {
             listener,
             conns: HashMap::new(),
             next: FIRST,
+            again: false,
+            retry_at: None,
         })
+    }
+
+    /// Whether connections may wait to be accepted now.
+    pub(crate) fn has_more(&self) -> bool {
+        self.again
     }
 
     pub(crate) fn owns(&self, token: usize) -> bool {
         (FIRST..=LISTENER).contains(&token) && self.listener.is_some()
     }
 
-    /// The earliest deadline of a connection.
+    /// The earliest deadline of a connection, or of accepting again.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.conns.values().map(|c| c.since + DEADLINE).min()
+        self.conns
+            .values()
+            .map(|c| c.since + DEADLINE)
+            .chain(self.retry_at)
+            .min()
     }
 
-    /// Close the connections past their deadline.
+    /// Close the connections past their deadline; accept what waits if
+    /// it is time.
     pub(crate) fn expire(&mut self, registry: &Registry, now: Instant) {
+        if self.again || self.retry_at.is_some_and(|t| now >= t) {
+            self.accept(registry);
+        }
         let late: Vec<usize> = self
             .conns
             .iter()
@@ -129,6 +158,7 @@ impl Scrapes {
     }
 
     fn accept(&mut self, registry: &Registry) {
+        (self.again, self.retry_at) = (false, None);
         for _ in 0..ACCEPT_BUDGET {
             let Some(l) = &self.listener else { return };
             match l.accept() {
@@ -152,18 +182,25 @@ impl Scrapes {
                             Conn {
                                 stream,
                                 request: Vec::new(),
+                                scanned: 0,
                                 answer: None,
+                                draining: false,
                                 since: Instant::now(),
                             },
                         );
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // WouldBlock, or out of descriptors: the next readiness
-                // (or the next scrape) tries again
-                Err(_) => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                // out of descriptors, or the like: try again shortly
+                Err(_) => {
+                    self.retry_at = Some(Instant::now() + BACKOFF);
+                    return;
+                }
             }
         }
+        // the budget ran out: more may be queued
+        self.again = true;
     }
 
     fn new_token(&mut self) -> usize {
@@ -187,6 +224,9 @@ impl Conn {
     /// Read what came, answer once the request is whole, write what the
     /// socket takes. Whether the connection is done.
     fn serve(&mut self, body: impl Fn() -> String) -> io::Result<bool> {
+        if self.draining {
+            return self.drain();
+        }
         if self.answer.is_none() {
             let mut chunk = [0u8; 2048];
             loop {
@@ -209,10 +249,11 @@ impl Conn {
                     Ok(n) => {
                         self.request
                             .extend_from_slice(chunk.get(..n).unwrap_or_default());
-                        if let Some(a) = answer(&self.request, &body) {
+                        if let Some(a) = answer(&self.request, self.scanned, &body) {
                             self.answer = Some((a, 0));
                             break;
                         }
+                        self.scanned = self.request.len();
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -232,17 +273,40 @@ impl Conn {
                 Err(e) => return Err(e),
             }
         }
-        Ok(true)
+        // all of it went: the client reads it, then closes
+        let _ = self.stream.shutdown(std::net::Shutdown::Write);
+        self.draining = true;
+        self.drain()
+    }
+
+    /// Read and drop what comes until the client closes (its deadline
+    /// bounds it). Whether it has.
+    fn drain(&mut self) -> io::Result<bool> {
+        let mut chunk = [0u8; 2048];
+        loop {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Ok(true),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
     }
 }
 
 /// The answer to a whole request (its headers ended), or `None` while it
-/// is not whole. The body is made only for a good request.
-fn answer(request: &[u8], body: impl FnOnce() -> String) -> Option<Vec<u8>> {
-    let end = request
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .or_else(|| request.windows(2).position(|w| w == b"\n\n"))?;
+/// is not whole; the first `scanned` bytes were searched before (only what
+/// came since is, so a request sent a byte at a time costs no more than
+/// one sent whole). The body is made only for a good request.
+fn answer(request: &[u8], scanned: usize, body: impl FnOnce() -> String) -> Option<Vec<u8>> {
+    let from = scanned.saturating_sub(3);
+    let tail = request.get(from..).unwrap_or_default();
+    let end = from
+        + tail
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .or_else(|| tail.windows(2).position(|w| w == b"\n\n"))?;
     let head = String::from_utf8_lossy(request.get(..end).unwrap_or_default()).into_owned();
     let mut words = head.lines().next().unwrap_or("").split_whitespace();
     let (method, target, version) = (words.next(), words.next(), words.next());
@@ -295,14 +359,18 @@ fn response(code: u16, reason: &str, content_type: &str, body: &str) -> Vec<u8> 
 mod tests {
     use super::*;
 
+    fn answer_whole(r: &[u8], body: impl FnOnce() -> String) -> Option<Vec<u8>> {
+        answer(r, 0, body)
+    }
+
     fn text(r: Option<Vec<u8>>) -> String {
         String::from_utf8(r.expect("an answer")).unwrap()
     }
 
     #[test]
     fn one_resource_and_clear_refusals() {
-        assert!(answer(b"GET /metrics HTTP/1.1\r\nHost: x\r\n", || "m".into()).is_none());
-        let ok = text(answer(
+        assert!(answer_whole(b"GET /metrics HTTP/1.1\r\nHost: x\r\n", || "m".into()).is_none());
+        let ok = text(answer_whole(
             b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: application/openmetrics-text;version=1.0.0\r\n\r\n",
             || "# EOF\n".into(),
         ));
@@ -312,20 +380,31 @@ mod tests {
             "{ok}"
         );
         assert!(ok.contains("Content-Length: 6\r\n") && ok.ends_with("\r\n\r\n# EOF\n"));
-        let plain = text(answer(b"GET /metrics HTTP/1.1\r\n\r\n", || {
+        let plain = text(answer_whole(b"GET /metrics HTTP/1.1\r\n\r\n", || {
             "# EOF\n".into()
         }));
         assert!(
             plain.contains("version=0.0.4") && plain.ends_with("\r\n\r\n"),
             "{plain}"
         );
-        let q = text(answer(b"GET /metrics?x=1 HTTP/1.0\r\n\r\n", || "m".into()));
+        let q = text(answer_whole(b"GET /metrics?x=1 HTTP/1.0\r\n\r\n", || {
+            "m".into()
+        }));
         assert!(q.starts_with("HTTP/1.1 200"));
-        let nf = text(answer(b"GET / HTTP/1.1\r\n\r\n", || unreachable!()));
+        let nf = text(answer_whole(b"GET / HTTP/1.1\r\n\r\n", || unreachable!()));
         assert!(nf.starts_with("HTTP/1.1 404"));
-        let post = text(answer(b"POST /metrics HTTP/1.1\r\n\r\n", || unreachable!()));
+        let post = text(answer_whole(
+            b"POST /metrics HTTP/1.1\r\n\r\n",
+            || unreachable!(),
+        ));
         assert!(post.starts_with("HTTP/1.1 405") && post.contains("Allow: GET"));
-        let junk = text(answer(b"\x16\x03\x01 garbage\n\n", || unreachable!()));
+        let junk = text(answer_whole(b"\x16\x03\x01 garbage\n\n", || unreachable!()));
         assert!(junk.starts_with("HTTP/1.1 400"));
+        // a byte at a time: each search starts where the last ended
+        let whole = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+        for n in 1..whole.len() {
+            assert!(answer(&whole[..n], n - 1, || "m".into()).is_none(), "{n}");
+        }
+        assert!(answer(whole, whole.len() - 1, || "m".into()).is_some());
     }
 }

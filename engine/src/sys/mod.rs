@@ -197,16 +197,19 @@ pub fn clock_ticks() -> i64 {
     i64::from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as i32)
 }
 
-/// Descriptors this process holds, and how many it may hold (its soft
-/// RLIMIT_NOFILE): for the netserver's metrics.
-pub fn descriptors() -> Option<(u64, u64)> {
+/// Descriptors this process holds (`None` when they cannot be counted:
+/// reading the list takes a descriptor too), and how many it may hold
+/// (its soft RLIMIT_NOFILE): for the netserver's metrics.
+pub fn descriptors() -> (Option<u64>, u64) {
     let dir = if cfg!(target_os = "linux") {
         "/proc/self/fd"
     } else {
         "/dev/fd"
     };
     // (the directory's own descriptor, open while it is read, is not counted)
-    let open = std::fs::read_dir(dir).ok()?.count().saturating_sub(1) as u64;
+    let open = std::fs::read_dir(dir)
+        .ok()
+        .map(|d| d.count().saturating_sub(1) as u64);
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -216,7 +219,7 @@ pub fn descriptors() -> Option<(u64, u64)> {
     // (rlim_t is u64 here, i64 on FreeBSD)
     #[allow(clippy::unnecessary_cast)]
     let max = if r == 0 { lim.rlim_cur as u64 } else { 0 };
-    Some((open, max))
+    (open, max)
 }
 
 #[cfg(test)]

@@ -60,8 +60,18 @@ struct RpmJson {
     intervals: Vec<f64>,
     idle_probes: Vec<ProbeJson>,
     loaded_probes: Vec<ProbeJson>,
-    /// The load connections' TCP_INFO round-trip times (self probes).
-    self_rtt_usec: Vec<u32>,
+    /// The load connections' TCP_INFO round-trip times read while the
+    /// probes ran (self probes).
+    self_samples: Vec<SelfJson>,
+    /// The result is of the probes and samples from here on (the last 4
+    /// seconds), since the loaded probes began.
+    final_from_seconds: f64,
+}
+
+#[derive(Serialize)]
+struct SelfJson {
+    at_seconds: f64,
+    rtt_usec: u32,
 }
 
 /// One probe: when it began (since its phase began), its connection's
@@ -432,7 +442,15 @@ pub fn render(r: &Report) -> Result<String, serde_json::Error> {
             intervals: r.intervals.clone(),
             idle_probes: probes_json(&r.idle),
             loaded_probes: probes_json(&r.loaded),
-            self_rtt_usec: r.self_rtt_us.clone(),
+            self_samples: r
+                .self_samples
+                .iter()
+                .map(|s| SelfJson {
+                    at_seconds: s.at_ns as f64 / 1e9,
+                    rtt_usec: s.rtt_us,
+                })
+                .collect(),
+            final_from_seconds: r.final_from_ns as f64 / 1e9,
         }),
         remote_interim: m
             .remote_interim

@@ -24,16 +24,8 @@ use crate::config::Config;
 /// and the daemon's budget, or refused naming the limit.
 fn reserve(need: u64, cfg: &Config) -> Result<crate::admission::Reservation, ErrorMsg> {
     let cap = cfg.limits.memory_per_session;
-    if need > cap
-        || need
-            > cfg
-                .memory_budget
-                .limit()
-                .saturating_sub(cfg.memory_budget.in_use())
-    {
-        cfg.metrics.refused(crate::metrics::Refused::Memory);
-    }
     if need > cap {
+        cfg.metrics.refused(crate::metrics::Refused::Memory);
         return Err(ErrorMsg::new(
             ErrorCode::InvalidRequest,
             format!(
@@ -43,6 +35,7 @@ fn reserve(need: u64, cfg: &Config) -> Result<crate::admission::Reservation, Err
     }
     let budget = cfg.memory_budget.limit();
     cfg.memory_budget.reserve(need).map_err(|free| {
+        cfg.metrics.refused(crate::metrics::Refused::Memory);
         if need > budget {
             ErrorMsg::new(
                 ErrorCode::Resource,

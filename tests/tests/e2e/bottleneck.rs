@@ -76,12 +76,11 @@ fn one_queue(r: &Routed, port: u16, limit: u64) -> f64 {
             / 1e3;
         let want = queue_ms + idle_ms;
         let loaded_ms = doc["latency_usec"]["p50"].as_f64().unwrap() / 1e3;
-        let own: Vec<f64> = rpm["self_rtt_usec"]
+        let own: Vec<f64> = rpm["self_samples"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|v| v.as_f64().unwrap() / 1e3)
-            .filter(|v| *v > 0.0)
+            .map(|v| v["rtt_usec"].as_f64().unwrap() / 1e3)
             .collect();
         let self_ms = median(own);
         let goodput = doc["under_load"]["load_up_mbps"].as_f64().unwrap();

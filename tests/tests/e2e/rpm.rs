@@ -34,7 +34,7 @@ fn rpm_is_the_drafts_figure_of_the_probes_it_reports() {
         let host = ns.addr().ip().to_string();
         let out = ns
             .netperf(&[
-                "-H", &host, "-t", "RPM", "-l", "3", "--json", "--", "-d", "both", "--flows", "1",
+                "-H", &host, "-t", "RPM", "-l", "5", "--json", "--", "-d", "both", "--flows", "1",
             ])
             .ok();
         let doc: Value = serde_json::from_str(&out.stdout).unwrap();
@@ -49,16 +49,29 @@ fn rpm_is_the_drafts_figure_of_the_probes_it_reports() {
         );
         assert!(loaded.len() >= 20, "{} loaded probes", loaded.len());
         assert!(close(r["idle_rpm"].as_f64().unwrap(), foreign(idle)), "{r}");
-        let f = foreign(loaded);
-        assert!(close(r["foreign_rpm"].as_f64().unwrap(), f), "{r}");
-        let own: Vec<f64> = r["self_rtt_usec"]
-            .as_array()
-            .unwrap()
+        // the result is of the last 4 seconds' probes and self samples
+        let from = r["final_from_seconds"].as_f64().unwrap();
+        let last: Vec<Value> = loaded
             .iter()
-            .map(|v| v.as_f64().unwrap() / 1000.0)
-            .filter(|v| *v > 0.0)
+            .filter(|p| p["at_seconds"].as_f64().unwrap() >= from)
+            .cloned()
             .collect();
-        assert!(!own.is_empty(), "the load's TCP_INFO was read: {r}");
+        assert!(!last.is_empty() && last.len() < loaded.len(), "{from}");
+        let f = foreign(&last);
+        assert!(close(r["foreign_rpm"].as_f64().unwrap(), f), "{r}");
+        let samples = r["self_samples"].as_array().unwrap();
+        assert!(!samples.is_empty(), "the load's TCP_INFO was read: {r}");
+        // read while the probes ran, in time order
+        let times: Vec<f64> = samples
+            .iter()
+            .map(|s| s["at_seconds"].as_f64().unwrap())
+            .collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+        let own: Vec<f64> = samples
+            .iter()
+            .filter(|s| s["at_seconds"].as_f64().unwrap() >= from)
+            .map(|s| s["rtt_usec"].as_f64().unwrap() / 1000.0)
+            .collect();
         let s = 60_000.0 / tm(own);
         assert!(close(r["self_rpm"].as_f64().unwrap(), s), "{r}");
         let rpm = (f + s) / 2.0;

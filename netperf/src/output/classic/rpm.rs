@@ -38,7 +38,7 @@ pub fn rpm(asked: &Asked, m: &Measurement, f: &Figures) -> String {
         us(u.idle.as_ref().map(|l| l.p50)),
         us(m.latency.as_ref().map(|l| l.p50)),
         us(m.latency.as_ref().map(|l| l.p99)),
-        median_us(&r.self_rtt_us).unwrap_or(-1.0),
+        median_us(&r.self_samples.iter().map(|s| s.rtt_us).collect::<Vec<_>>()).unwrap_or(-1.0),
         u.up_mbps.unwrap_or(-1.0),
         u.down_mbps.unwrap_or(-1.0),
         r.loaded.len(),
