@@ -102,6 +102,7 @@ fn out_of_ports(ports: &Ports, e: &io::Error) -> EngineError {
 }
 
 /// One connected socket, bound to the next free port of the range.
+#[inline(always)]
 fn connect(p: &CrrRequester, ports: &mut Ports) -> Result<TcpStream, EngineError> {
     open(p, ports, false).map(Into::into)
 }
@@ -207,8 +208,8 @@ fn read_eof(s: &TcpStream) -> io::Result<()> {
     }
 }
 
-/// A request's send or a response's receive on `c`, as the flow asks.
-#[inline(always)]
+/// A request's send or a response's receive on `c`, as the flow asks
+/// (the prober's).
 fn exchange(
     flow: &mut CrrRequest,
     c: &TcpStream,
@@ -267,9 +268,28 @@ pub fn requester(p: &CrrRequester, stop: &StopFlag, live: &Live) -> Result<RrOut
                 conn = Some(c);
                 flow.connected();
             }
-            io @ (Io::Send { .. } | Io::Recv { .. }) => {
+            // (written out here, not through `exchange`: this loop's
+            // instructions per transaction are measured, and the shared
+            // helper cost 58 more, by callgrind)
+            Io::Send { offset, len } => {
                 let c = conn.as_ref().ok_or_else(no_conn)?;
-                exchange(&mut flow, c, io, &request, &mut resp)?;
+                let buf = request.get(offset..offset + len).ok_or_else(no_conn)?;
+                match (&*c).write(buf) {
+                    Ok(n) => flow.sent(n),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(EngineError::io("sending a request", e)),
+                }
+            }
+            Io::Recv { offset, len } => {
+                let c = conn.as_ref().ok_or_else(no_conn)?;
+                let buf = resp.get_mut(offset..offset + len).ok_or_else(no_conn)?;
+                match (&*c).read(buf) {
+                    Ok(n) => flow.received(n).map_err(|_| {
+                        EngineError::io("receiving a response", io::ErrorKind::UnexpectedEof.into())
+                    })?,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(EngineError::io("receiving a response", e)),
+                }
             }
             Io::Close => {
                 let c = conn.take().ok_or_else(no_conn)?;
