@@ -1,12 +1,23 @@
-//! Ctrl-C: end a running test early and still print its results, as iperf3
-//! does; a second Ctrl-C, or one outside a test, exits at once.
+//! Ctrl-C: end the running tests early and still print their results, as
+//! iperf3 does; a second Ctrl-C, or one outside a test, exits at once.
+//! Several tests may run at once (`-t RPM`'s probes and its load, each load
+//! flow a test of its own): Ctrl-C stops them all.
 
-use std::{process, sync::Mutex, thread};
+use std::{
+    process,
+    sync::{
+        Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    thread,
+};
 
 use engine::timer::StopFlag;
 use nix::sys::signal::{SigSet, Signal};
 
-static CURRENT: Mutex<Option<StopFlag>> = Mutex::new(None);
+/// The running tests' flags, each under its guard's number.
+static CURRENT: Mutex<Vec<(u64, StopFlag)>> = Mutex::new(Vec::new());
+static NEXT: AtomicU64 = AtomicU64::new(0);
 
 /// Take SIGINT on a thread of its own. Call before any other thread starts,
 /// so that every thread inherits the blocked signal.
@@ -21,30 +32,37 @@ pub fn install() {
             if set.wait().is_err() {
                 return;
             }
-            let flag = CURRENT.lock().ok().and_then(|mut c| c.take());
-            match flag {
-                Some(f) => f.set(),
-                None => process::exit(130),
+            let flags = CURRENT
+                .lock()
+                .map(|mut c| std::mem::take(&mut *c))
+                .unwrap_or_default();
+            if flags.is_empty() {
+                process::exit(130);
+            }
+            for (_, f) in flags {
+                f.set();
             }
         }
     });
 }
 
-/// While the guard lives, Ctrl-C raises `flag` instead of exiting.
+/// While the guard lives, Ctrl-C raises `flag` (and those of the other
+/// tests running) instead of exiting.
 pub fn stop_on_interrupt(flag: &StopFlag) -> Guard {
+    let id = NEXT.fetch_add(1, Ordering::Relaxed);
     if let Ok(mut c) = CURRENT.lock() {
-        *c = Some(flag.clone());
+        c.push((id, flag.clone()));
     }
-    Guard
+    Guard(id)
 }
 
 #[derive(Debug)]
-pub struct Guard;
+pub struct Guard(u64);
 
 impl Drop for Guard {
     fn drop(&mut self) {
         if let Ok(mut c) = CURRENT.lock() {
-            *c = None;
+            c.retain(|(id, _)| *id != self.0);
         }
     }
 }

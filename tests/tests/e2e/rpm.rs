@@ -175,3 +175,37 @@ fn rpm_bad_options_are_named() {
         assert!(out.stderr.contains(needle), "{args:?}: {}", out.stderr);
     }
 }
+
+/// Ctrl-C stops every test RPM runs at once (its probes and each load
+/// flow), and the figures so far are printed, as for any test.
+#[test]
+fn ctrl_c_ends_the_probes_and_the_load() {
+    let ns = Netserver::start(&[]);
+    let child = std::process::Command::new(harness::bin("netperf"))
+        .args(["-H", "127.0.0.1", "-p", &ns.port().to_string()])
+        .args(["-t", "RPM", "-l", "30", "--", "-d", "up", "--flows", "1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // idle 2 s, warm-up 2 s, then a few seconds of probes
+    std::thread::sleep(std::time::Duration::from_secs(7));
+    let started = std::time::Instant::now();
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("Responsiveness: "), "{text}");
+    // well before the 30 s it asked for
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+}
