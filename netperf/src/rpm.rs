@@ -36,7 +36,7 @@ use crate::{
     cli::{Length, Plan, UnderLoad},
     control::Control,
     family::{self, Context, Measurement, crr::Probes},
-    under_load::{self, LoadFigures},
+    under_load::{self, LoadFigures, unix_now},
 };
 
 /// The idle phase.
@@ -210,14 +210,9 @@ pub fn stability(loaded: &[Probe], own: &[SelfSample]) -> (Vec<f64>, Confidence)
             series.push(combined(f, s));
         }
     }
-    if series.len() < MAD {
-        return (series, Confidence::Low);
-    }
-    let tail = series.get(series.len() - MAD..).unwrap_or_default();
-    let mean = tail.iter().sum::<f64>() / MAD as f64;
-    let sd = (tail.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / MAD as f64).sqrt();
-    let latest = tail.last().copied().unwrap_or(0.0);
-    let c = if sd < SDT * latest {
+    let c = if series.len() < MAD {
+        Confidence::Low
+    } else if steady(&series) {
         Confidence::High
     } else {
         Confidence::Medium
@@ -238,12 +233,6 @@ fn while_probing(rtt_at: &[(f64, u32)], from: f64, to: f64) -> Vec<SelfSample> {
         .collect();
     v.sort_by_key(|s| s.at_ns);
     v
-}
-
-fn unix_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// One phase of probes: a paced TCP_CRR on `d` for `secs`.
@@ -274,14 +263,6 @@ struct LoadDone {
 
 type Probed = (Measurement, Vec<Probe>);
 
-/// The directions asked for: (up, the test that loads it).
-fn directions(load: UnderLoad) -> Vec<(bool, &'static str)> {
-    [(true, "TCP_STREAM"), (false, "TCP_MAERTS")]
-        .into_iter()
-        .filter(|(up, _)| if *up { load.up } else { load.down })
-        .collect()
-}
-
 /// `--flows N`: N flows a direction at once, as one test each way, for
 /// the warm-up and the probes; the goodput as the receivers counted it
 /// while the probes ran (the load's `--warmup` and `--cooldown` keep its
@@ -299,48 +280,19 @@ fn fixed(
         during: secs,
         after: 1,
     };
-    let mut plans = Vec::new();
-    for (up, test) in directions(load) {
-        let lp = under_load::load_plan(plan, d, test, load.flows, span, Some(SELF_EVERY))?;
-        plans.push((up, lp));
-    }
-    let (probed, loads) = thread::scope(|sc| {
-        let handles: Vec<_> = plans
-            .iter()
-            .map(|(up, lp)| (*up, sc.spawn(move || under_load::run_load(lp))))
-            .collect();
-        thread::sleep(WARMUP);
+    let plans = under_load::load_plans(plan, d, load, span, Some(SELF_EVERY))?;
+    let (probed, loads) = under_load::beside(&plans, WARMUP, || {
         let from = unix_now();
-        let m = probe_phase(plan, secs, d, ctx).map(|m| (m, from, unix_now()));
-        let loads: Vec<_> = handles
-            .into_iter()
-            .map(|(up, h)| {
-                let r = h
-                    .join()
-                    .unwrap_or_else(|_| Err(anyhow!("-t RPM: the load's thread failed")));
-                (up, r)
-            })
-            .collect();
-        (m, loads)
+        probe_phase(plan, secs, d, ctx).map(|m| (m, from, unix_now()))
     });
     let (probed, from, to) = probed?;
-    let mut done = LoadDone {
+    let g = under_load::gather(loads).map_err(|e| anyhow!("-t RPM: {e:#}"))?;
+    let done = LoadDone {
         flows: load.flows,
-        up_mbps: None,
-        down_mbps: None,
-        own: Vec::new(),
+        up_mbps: g.up_mbps,
+        down_mbps: g.down_mbps,
+        own: while_probing(&g.rtt_at, from, to),
     };
-    let mut rtt_at = Vec::new();
-    for (up, r) in loads {
-        let l = r.map_err(|e| anyhow!("-t RPM: {e:#}"))?;
-        rtt_at.extend(l.rtt_at);
-        if up {
-            done.up_mbps = Some(l.mbps);
-        } else {
-            done.down_mbps = Some(l.mbps);
-        }
-    }
-    done.own = while_probing(&rtt_at, from, to);
     Ok((probed, done))
 }
 
@@ -362,7 +314,7 @@ fn ramped(
     ctx: &Context,
     secs: u64,
 ) -> Result<(Probed, LoadDone)> {
-    let dirs = directions(load);
+    let dirs = under_load::directions(load);
     let span = RAMP_MAX.as_secs() + secs + 1;
     let began = Instant::now();
     thread::scope(|sc| {
@@ -461,7 +413,15 @@ pub fn saturated(goodput: &[f64]) -> bool {
         .windows(MAD)
         .map(|w| w.iter().sum::<f64>() / MAD as f64)
         .collect();
-    let tail = ma.get(ma.len() - MAD..).unwrap_or_default();
+    steady(&ma)
+}
+
+/// The draft's stability: the last [`MAD`] values' standard deviation is
+/// less than [`SDT`] of the latest.
+fn steady(values: &[f64]) -> bool {
+    let Some(tail) = values.len().checked_sub(MAD).and_then(|i| values.get(i..)) else {
+        return false;
+    };
     let mean = tail.iter().sum::<f64>() / MAD as f64;
     let sd = (tail.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / MAD as f64).sqrt();
     tail.last().is_some_and(|l| sd < SDT * l)

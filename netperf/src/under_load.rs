@@ -138,9 +138,7 @@ pub(crate) fn run_load(lp: &Plan) -> Result<Load> {
 /// [`run_load`] in a context made for it (one its runner stops, or whose
 /// counters it reads as it runs).
 pub(crate) fn run_load_in(lp: &Plan, mut ctx: Context) -> Result<Load> {
-    let began = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
+    let began = unix_now();
     let mut conn = control::connect(lp).context("the load's control connection")?;
     if let Some(i) = &mut ctx.interim {
         // kept for its TCP_INFO, never printed
@@ -188,53 +186,98 @@ pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Resu
         during: secs,
         after: RAMP.as_secs(),
     };
-    let mut plans = Vec::new();
-    if load.up {
-        plans.push((
-            true,
-            load_plan(plan, d, "TCP_STREAM", load.flows, span, None)?,
-        ));
-    }
-    if load.down {
-        plans.push((
-            false,
-            load_plan(plan, d, "TCP_MAERTS", load.flows, span, None)?,
-        ));
-    }
-    let (m, loads) = thread::scope(|sc| {
+    let plans = load_plans(plan, d, load, span, None)?;
+    let (m, loads) = beside(&plans, RAMP, || family::run_once(plan, d, ctx));
+    let mut m = m?;
+    let done = gather(loads).map_err(|e| anyhow!("--under-load: {e:#}"))?;
+    m.under_load = Some(LoadFigures {
+        idle: idle.latency,
+        idle_rate: idle.local.transactions as f64 / idle.elapsed.max(1e-9),
+        flows: load.flows,
+        up_mbps: done.up_mbps,
+        down_mbps: done.down_mbps,
+    });
+    Ok(m)
+}
+
+/// The directions a load runs: (up, the test that loads it).
+pub(crate) fn directions(load: UnderLoad) -> Vec<(bool, &'static str)> {
+    [(true, "TCP_STREAM"), (false, "TCP_MAERTS")]
+        .into_iter()
+        .filter(|(up, _)| if *up { load.up } else { load.down })
+        .collect()
+}
+
+/// A plan a direction the load runs, `load.flows` flows each.
+pub(crate) fn load_plans(
+    plan: &Plan,
+    d: &Control,
+    load: UnderLoad,
+    span: Span,
+    interim: Option<f64>,
+) -> Result<Vec<(bool, Plan)>> {
+    directions(load)
+        .into_iter()
+        .map(|(up, test)| Ok((up, load_plan(plan, d, test, load.flows, span, interim)?)))
+        .collect()
+}
+
+/// Run `during` while the loads of `plans` run, starting it `ahead` after
+/// them: what it returned, and each load's outcome once it ended.
+pub(crate) fn beside<T>(
+    plans: &[(bool, Plan)],
+    ahead: Duration,
+    during: impl FnOnce() -> T,
+) -> (T, Vec<(bool, Result<Load>)>) {
+    thread::scope(|sc| {
         let handles: Vec<_> = plans
             .iter()
             .map(|(up, lp)| (*up, sc.spawn(move || run_load(lp))))
             .collect();
-        thread::sleep(RAMP);
-        let m = family::run_once(plan, d, ctx);
-        let loads: Vec<(bool, Result<Load>)> = handles
+        thread::sleep(ahead);
+        let t = during();
+        let loads = handles
             .into_iter()
             .map(|(up, h)| {
-                let r = h.join();
-                (
-                    up,
-                    r.unwrap_or_else(|_| Err(anyhow!("--under-load: the load's thread failed"))),
-                )
+                let r = h
+                    .join()
+                    .unwrap_or_else(|_| Err(anyhow!("the load's thread failed")));
+                (up, r)
             })
             .collect();
-        (m, loads)
-    });
-    let mut m = m?;
-    let mut figures = LoadFigures {
-        idle: idle.latency,
-        idle_rate: idle.local.transactions as f64 / idle.elapsed.max(1e-9),
-        flows: load.flows,
-        ..LoadFigures::default()
+        (t, loads)
+    })
+}
+
+/// What the loads did, each way: their goodput and their sending ends'
+/// round trips (the first failure, if one failed).
+pub(crate) struct Gathered {
+    pub up_mbps: Option<f64>,
+    pub down_mbps: Option<f64>,
+    pub rtt_at: Vec<(f64, u32)>,
+}
+
+pub(crate) fn gather(loads: Vec<(bool, Result<Load>)>) -> Result<Gathered> {
+    let mut g = Gathered {
+        up_mbps: None,
+        down_mbps: None,
+        rtt_at: Vec::new(),
     };
     for (up, r) in loads {
-        let mbps = Some(r.map_err(|e| anyhow!("--under-load: {e:#}"))?.mbps);
+        let l = r?;
+        g.rtt_at.extend(l.rtt_at);
         if up {
-            figures.up_mbps = mbps;
+            g.up_mbps = Some(l.mbps);
         } else {
-            figures.down_mbps = mbps;
+            g.down_mbps = Some(l.mbps);
         }
     }
-    m.under_load = Some(figures);
-    Ok(m)
+    Ok(g)
+}
+
+/// Now, in seconds since the Unix epoch (when samples were read).
+pub(crate) fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }

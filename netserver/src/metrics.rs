@@ -75,14 +75,6 @@ pub fn dialect_label(d: Dialect) -> &'static str {
     }
 }
 
-/// Whether a test moves datagrams (UDP) rather than a byte stream.
-fn datagrams(kind: TestKind) -> bool {
-    matches!(
-        kind,
-        TestKind::UdpStream | TestKind::UdpMaerts | TestKind::UdpRr
-    )
-}
-
 type HistogramFamily = Family<TestLabel, Histogram, fn() -> Histogram>;
 
 fn duration_histogram() -> Histogram {
@@ -383,7 +375,7 @@ impl Tally {
         m.received_bytes
             .get_or_create(&test)
             .inc_by(r.bytes_received);
-        if datagrams(kind) {
+        if kind.protocol() == proto::Protocol::Udp {
             let received = r.udp.as_ref().map_or(r.recv_calls, |u| u.received);
             m.sent_datagrams.get_or_create(&test).inc_by(r.send_calls);
             m.received_datagrams.get_or_create(&test).inc_by(received);

@@ -90,6 +90,13 @@ fn may_run(test: &str) -> bool {
     false
 }
 
+/// A command that runs `program` inside namespace `ns`.
+fn in_namespace(ns: &str, program: &Path) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns]).arg(program);
+    c
+}
+
 /// A name tag unique to this process and call.
 fn tag() -> String {
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -155,9 +162,7 @@ impl Mesh {
 
     /// A command that runs `program` inside host `i`.
     pub fn command(&self, i: usize, program: &Path) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.hosts[i]]).arg(program);
-        c
+        in_namespace(&self.hosts[i], program)
     }
 }
 
@@ -229,9 +234,7 @@ impl Hosts {
 
     /// A command that runs `program` inside `ns`.
     pub fn command(&self, ns: &str, program: &Path) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", ns]).arg(program);
-        c
+        in_namespace(ns, program)
     }
 
     /// `netserver -D -p 0 -L addr` and `extra`, in host A.
@@ -392,9 +395,7 @@ impl Routed {
 
     /// A command that runs `program` inside `ns`.
     pub fn command(&self, ns: &str, program: &Path) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", ns]).arg(program);
-        c
+        in_namespace(ns, program)
     }
 
     /// The router's egress on `dev` a token bucket of `mbit` Mbit/s whose
