@@ -488,6 +488,22 @@ impl Answerer<'_> {
         });
     }
 
+    /// Wait until the listener or a waiting connection has something, at
+    /// most until the oldest waiting one's time is up: whether the listener
+    /// has a connection to accept.
+    fn next_ready(&self, listener: &TcpListener) -> Result<bool, EngineError> {
+        use std::os::fd::AsFd as _;
+        let oldest = self.waiting.iter().map(|u| u.since).min();
+        let left = oldest.map_or(CONN_TIMEOUT, |t| {
+            (t + CONN_TIMEOUT).saturating_duration_since(Instant::now())
+        });
+        let mut socks = vec![listener.as_fd()];
+        socks.extend(self.waiting.iter().map(|u| u.conn.as_fd()));
+        let ready = crate::sys::wait_readable(&socks, left.max(Duration::from_millis(1)))
+            .map_err(|e| EngineError::io("waiting on the data listener", e))?;
+        Ok(ready.first().copied().unwrap_or(false))
+    }
+
     /// Those waiting: a look at what they sent since, without waiting; the
     /// proven answered, the silent past their time closed.
     fn look_again(&mut self) {
@@ -622,6 +638,15 @@ pub fn responder(
     loop {
         if !a.waiting.is_empty() {
             a.look_again();
+        }
+        // Connections wait for the rest of their preamble: wake for them
+        // or for the next connection, whichever comes first (an accept
+        // would sleep through their requests until its timeout).
+        if !a.waiting.is_empty() && !a.next_ready(&listener)? {
+            if stop.is_set() {
+                break;
+            }
+            continue;
         }
         let conn = match listener.accept() {
             Ok((c, from)) if conv.proof == Proof::ControlPeer && from.ip() != peer => {

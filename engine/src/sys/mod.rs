@@ -7,7 +7,7 @@
 
 #![allow(unsafe_code)]
 
-use std::{io, os::fd::AsRawFd};
+use std::{io, os::fd::AsRawFd, time::Duration};
 
 #[cfg(target_os = "linux")]
 mod linux;
@@ -131,6 +131,35 @@ pub(crate) fn socket_addr(
         }
         _ => None,
     }
+}
+
+/// Wait until one of `socks` has something to read (data, a connection to
+/// accept, an end or an error), at most `timeout`: which of them have, in
+/// their order (all false when the time passed).
+pub fn wait_readable(
+    socks: &[std::os::fd::BorrowedFd<'_>],
+    timeout: Duration,
+) -> io::Result<Vec<bool>> {
+    let mut fds: Vec<libc::pollfd> = socks
+        .iter()
+        .map(|s| libc::pollfd {
+            fd: s.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: the pointer and count describe `fds`, which outlives the call;
+    // the kernel writes only their revents.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(vec![false; fds.len()]);
+        }
+        return Err(e);
+    }
+    Ok(fds.iter().map(|f| f.revents != 0).collect())
 }
 
 /// A descriptor this process inherited open (systemd's socket activation
