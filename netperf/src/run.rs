@@ -215,11 +215,46 @@ pub fn run(plan: &Plan) -> Result<Outcome> {
     for l in lines {
         eprintln!("netperf: warning: {l}");
     }
+    for l in path_notes(&asked, &runs) {
+        eprintln!("netperf: {l}");
+    }
     Ok(if affected {
         Outcome::ForeignTraffic
     } else {
         Outcome::Clean
     })
+}
+
+/// What the receive path did that a reader of the figures must know, on
+/// stderr whatever the output (scripts read stdout): a discarding receiver
+/// delivered nothing; a mapping receiver that could map little copied,
+/// and why.
+fn path_notes(asked: &Asked, runs: &Runs) -> Vec<String> {
+    let (mut mapped, mut received) = (0u64, 0u64);
+    for (m, _) in runs {
+        let side = match asked.test {
+            proto::TestKind::TcpMaerts => &m.local.counts,
+            _ => &m.remote.counts,
+        };
+        mapped += side.rx.mapped_bytes;
+        received += side.bytes_received;
+    }
+    let who = match asked.test {
+        proto::TestKind::TcpMaerts => "netperf",
+        _ => "the netserver",
+    };
+    match asked.rx {
+        proto::RxPath::Discard => vec![format!(
+            "--rx-discard: {who}'s kernel dropped the data uncopied (MSG_TRUNC); nothing reached user space: the figure is the stack's ceiling, not a delivery rate"
+        )],
+        proto::RxPath::ZeroCopy if received > 0 && mapped * 2 < received => vec![format!(
+            "--rx-zerocopy: {who} could map only {:.1}% of the {received} bytes it received and copied the rest: the kernel maps whole pages only, so each segment must carry whole pages (an MSS that is a multiple of {}: on loopback an MTU of 61512 with IPv6 or 61492 with IPv4, or -- -G {}), arriving in pages of their own (on loopback, send with --zerocopy: a plain send's pages are shared and cannot be mapped)",
+            classic::share(mapped, received),
+            engine::sys::page_size(),
+            engine::sys::page_size() + 12,
+        )],
+        _ => Vec::new(),
+    }
 }
 
 /// What reached the test's data sockets without being the test's, over

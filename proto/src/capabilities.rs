@@ -17,6 +17,9 @@ pub enum Feature {
     UdpFast,
     /// Both data sockets with one port on one host (`-- -P N`).
     SharedPort,
+    /// The netserver's data path through other calls than netperf's
+    /// (`--rx-zerocopy`, `--rx-discard` where it receives, `--io-uring`).
+    Paths,
 }
 
 impl Feature {
@@ -26,6 +29,7 @@ impl Feature {
             Feature::Window => "--warmup/--cooldown",
             Feature::UdpFast => "--batch, --gso",
             Feature::SharedPort => "-- -P with one port for both ends",
+            Feature::Paths => "--rx-zerocopy, --rx-discard, --io-uring",
         }
     }
 }
@@ -51,6 +55,8 @@ pub struct Capabilities {
     pub interim: bool,
     /// It takes what we made of each test (for its `--record`).
     pub summary: bool,
+    /// Its data path takes other calls than netperf's (`SetupPaths`).
+    pub paths: bool,
     /// It reports where UDP datagrams were lost, TCP_INFO, and the like
     /// (netperf 2.7's reports counters, buffers, CPU and retransmissions).
     pub details: bool,
@@ -75,6 +81,7 @@ impl Capabilities {
             foreign: has("foreign"),
             interim: has("interim"),
             summary: has("summary"),
+            paths: has("paths"),
             details: true,
             exact_counts: true,
         }
@@ -93,6 +100,7 @@ impl Capabilities {
             foreign: false,
             interim: false,
             summary: false,
+            paths: false,
             details: false,
             exact_counts: false,
         }
@@ -104,6 +112,7 @@ impl Capabilities {
             Feature::Window => self.window,
             Feature::UdpFast => self.udp_fast,
             Feature::SharedPort => self.shared_port,
+            Feature::Paths => self.paths,
         }
     }
 
@@ -115,6 +124,9 @@ impl Capabilities {
         }
         let what = f.option();
         Some(match self.dialect {
+            Dialect::Netperf2 if f == Feature::Paths => format!(
+                "{what}: netperf 2.7's netserver moves its data with plain send and recv; use this suite's netserver at that end"
+            ),
             Dialect::Netperf2 => format!(
                 "{what}: netperf 2.7's netserver runs one flow per test, with no window; run several netperf processes against it, or use this suite's netserver"
             ),

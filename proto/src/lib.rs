@@ -54,7 +54,8 @@ pub use session::{
 };
 pub use test::{
     ClientDone, ClientSummary, CpuStats, Direction, DropSource, Family, FlowCounters,
-    ForeignConnections, Grant, InterimReport, LatencyFigures, Limits, Protocol, SideResults,
-    SideSpec, TcpSample, TcpStats, TestEnd, TestKind, TestSpec, Token, Tuning, UdpFast,
-    UdpRecvStats, Window,
+    ForeignConnections, Grant, InterimReport, LatencyFigures, Limits, Paths, Protocol,
+    RX_MAP_WINDOW, RxFigures, RxPath, SideResults, SideSpec, TcpSample, TcpStats, TestEnd,
+    TestKind, TestSpec, Token, Tuning, URING_BUFFER_MAX, URING_BUFFERS, UdpFast, UdpRecvStats,
+    Window,
 };

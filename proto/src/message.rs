@@ -28,8 +28,8 @@ use crate::{
     error::ProtoError,
     frame,
     test::{
-        ClientDone, ClientSummary, FlowCounters, ForeignConnections, Grant, InterimReport,
-        SideResults, TestSpec, Tuning, Window,
+        ClientDone, ClientSummary, FlowCounters, ForeignConnections, Grant, InterimReport, Paths,
+        RxFigures, SideResults, TestSpec, Tuning, Window,
     },
 };
 
@@ -63,6 +63,7 @@ pub const CAPABILITIES: &[&str] = &[
     "shared-port",
     "interim",
     "summary",
+    "paths",
 ];
 
 impl Hello {
@@ -129,6 +130,10 @@ pub enum ClientMsg {
     /// What netperf made of the test whose results it just received: sent
     /// only to a server whose hello names `summary`, between tests.
     Summary(Box<ClientSummary>),
+    /// A test whose data path's calls are not netperf's (`--rx-zerocopy`,
+    /// `--rx-discard`, `--io-uring`), with `SetupTuned`'s settings: sent
+    /// only to a server whose hello names `paths`.
+    SetupPaths(Box<TestSpec>, Tuning, Paths),
 }
 
 /// netserver to netperf.
@@ -160,6 +165,10 @@ pub enum ServerMsg {
     /// The server's interim reports (`TestSpec::interim_ms`, which a client
     /// sets only for a server that names `interim`), before the results.
     Interim(Vec<InterimReport>),
+    /// What the server's receive path did beyond copying (bytes mapped by
+    /// `--rx-zerocopy`), before the results: sent only to a client whose
+    /// hello names `paths`, when the test asked for a path.
+    Received(RxFigures),
 }
 
 /// Why the server refused or ended something.
@@ -220,6 +229,7 @@ impl ClientMsg {
             ClientMsg::Bye => "Bye",
             ClientMsg::SetupWindowed(..) => "SetupWindowed",
             ClientMsg::SetupTuned(..) => "SetupTuned",
+            ClientMsg::SetupPaths(..) => "SetupPaths",
             ClientMsg::Summary(_) => "Summary",
         }
     }
@@ -247,6 +257,7 @@ impl ServerMsg {
             ServerMsg::FlowTotals { .. } => "FlowTotals",
             ServerMsg::Foreign(_) => "Foreign",
             ServerMsg::Interim(_) => "Interim",
+            ServerMsg::Received(_) => "Received",
         }
     }
 

@@ -255,6 +255,10 @@ impl ServerSession {
                 spec.window = Some(window);
                 self.handle(ClientMsg::Setup(spec))
             }
+            (ServerState::Idle, ClientMsg::SetupPaths(mut spec, t, paths)) => {
+                spec.paths = paths;
+                self.handle(ClientMsg::SetupTuned(spec, t))
+            }
             (ServerState::Idle, ClientMsg::SetupTuned(mut spec, t)) => {
                 spec.window = t.window;
                 spec.udp_fast = t.udp_fast;
@@ -483,6 +487,10 @@ impl ClientSession {
         }
         self.state = ClientState::AwaitGrant;
         Ok(match (spec.window, spec.udp_fast) {
+            (window, udp_fast) if spec.paths.is_on() => {
+                let paths = spec.paths;
+                ClientMsg::SetupPaths(Box::new(spec), Tuning { window, udp_fast }, paths)
+            }
             (window, udp_fast) if udp_fast.is_on() => {
                 ClientMsg::SetupTuned(Box::new(spec), Tuning { window, udp_fast })
             }

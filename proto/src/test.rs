@@ -250,6 +250,11 @@ pub struct TestSpec {
     /// `tuning` capability.
     #[serde(skip)]
     pub udp_fast: UdpFast,
+    /// The data path's system calls (`--rx-zerocopy`, `--rx-discard`,
+    /// `--io-uring`): not part of `Setup` either; they travel in
+    /// `SetupPaths`, to a server that named the `paths` capability.
+    #[serde(skip)]
+    pub paths: Paths,
 }
 
 /// The most datagrams (or GSO messages) one sendmmsg/recvmmsg moves
@@ -286,6 +291,62 @@ impl UdpFast {
         self.batch > 1 || self.segments > 1
     }
 }
+
+/// How a TCP stream receiver takes its bytes off the socket.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum RxPath {
+    /// recv(2) into a buffer: the kernel copies every byte (netperf's).
+    #[default]
+    Copy,
+    /// recv(2) with MSG_TRUNC: the kernel drops the bytes without copying
+    /// them (`--rx-discard`): nothing reaches user space.
+    Discard,
+    /// TCP_ZEROCOPY_RECEIVE: whole pages of the socket's data mapped into
+    /// user space, the rest copied (`--rx-zerocopy`).
+    ZeroCopy,
+}
+
+impl RxPath {
+    /// The option that asks for it.
+    pub fn option(self) -> &'static str {
+        match self {
+            RxPath::Copy => "",
+            RxPath::Discard => "--rx-discard",
+            RxPath::ZeroCopy => "--rx-zerocopy",
+        }
+    }
+}
+
+/// The data path's system calls beyond netperf's, as `SetupPaths` tells
+/// the netserver.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Paths {
+    /// How the netserver's side receives, where it receives a TCP stream.
+    pub rx: RxPath,
+    /// Both ends move the stream's data through io_uring (`--io-uring`).
+    pub uring: bool,
+}
+
+impl Paths {
+    /// Whether anything is asked beyond netperf's plain calls.
+    pub fn is_on(&self) -> bool {
+        *self != Paths::default()
+    }
+}
+
+/// Where a stream sender's buffer starts on the event loops: a page, so
+/// that its pages go whole to a zero-copy send (and so to a receiver that
+/// maps them).
+pub const PAGE_ALIGN: u32 = 4096;
+
+/// The io_uring receiver's provided buffers: this many a flow...
+pub const URING_BUFFERS: u32 = 64;
+/// ... of at most this many bytes each (a stream's receive size, or a
+/// datagram's room).
+pub const URING_BUFFER_MAX: u32 = 65_536;
+/// The zero-copy receiver's window of mapped pages, a flow: the most it
+/// maps in one call, and holds until its next.
+pub const RX_MAP_WINDOW: u32 = 2 << 20;
 
 /// What `SetupTuned` carries beside the spec.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -372,6 +433,7 @@ impl TestSpec {
             peer_data_port: None,
             window: None,
             udp_fast: UdpFast::default(),
+            paths: Paths::default(),
         }
     }
 
@@ -382,6 +444,7 @@ impl TestSpec {
         self.check_counts(limits)?;
         self.check_end(limits)?;
         self.check_server_side()?;
+        self.check_paths()?;
         let memory = self.server_memory();
         if memory > limits.memory_per_session {
             return Err(SpecError::new(
@@ -583,6 +646,36 @@ impl TestSpec {
     }
 
     /// What the server's side is asked to set: congestion control, buffer placement, widths, priority, CPU.
+    /// The data path's calls: the receive paths where the server receives
+    /// a TCP stream, io_uring on the stream tests.
+    fn check_paths(&self) -> Result<(), SpecError> {
+        let rx = self.paths.rx;
+        if rx != RxPath::Copy && self.kind != TestKind::TcpStream {
+            return Err(SpecError::new(
+                rx.option(),
+                "the netserver receives a TCP stream only in TCP_STREAM",
+            ));
+        }
+        if self.paths.uring
+            && !matches!(
+                self.kind,
+                TestKind::TcpStream | TestKind::TcpMaerts | TestKind::UdpStream
+            )
+        {
+            return Err(SpecError::new(
+                "--io-uring",
+                "only TCP_STREAM, TCP_MAERTS and UDP_STREAM have it",
+            ));
+        }
+        if self.paths.uring && (self.udp_fast.is_on() || rx != RxPath::Copy) {
+            return Err(SpecError::new(
+                "--io-uring",
+                "it makes its own calls: not with --batch, --gso, --rx-zerocopy or --rx-discard",
+            ));
+        }
+        Ok(())
+    }
+
     fn check_server_side(&self) -> Result<(), SpecError> {
         if let Some(cc) = &self.server.cong_control
             && (cc.is_empty()
@@ -715,7 +808,10 @@ impl TestSpec {
             TestKind::TcpStream if on_loops => {
                 loops.saturating_mul(1 + size(recv).max(512)) + state
             }
-            TestKind::TcpMaerts if on_loops => loops.saturating_mul(size(send) + 512) + state,
+            TestKind::TcpMaerts if on_loops => {
+                loops.saturating_mul(Ring::placed(send.size.max(1), 1, PAGE_ALIGN, 0).bytes() + 512)
+                    + state
+            }
             TestKind::TcpStream => recv.bytes(),
             TestKind::TcpMaerts | TestKind::UdpMaerts => send.bytes(),
             TestKind::UdpStream => {
@@ -733,6 +829,23 @@ impl TestSpec {
             TestKind::TcpCrr | TestKind::TcpCc => loops.saturating_mul(req + resp) + state,
         }
         .saturating_add(self.interim_memory())
+        .saturating_add(self.path_memory())
+    }
+
+    /// What the data path's calls hold beyond the rings, on the server: a
+    /// zero-copy receiver's window of mapped pages (taken off the socket's
+    /// queue, held until its next call), an io_uring receiver's provided
+    /// buffers, each flow.
+    pub fn path_memory(&self) -> u64 {
+        let flows = u64::from(self.flows.max(1));
+        let mut per_flow = 0u64;
+        if self.paths.rx == RxPath::ZeroCopy {
+            per_flow += u64::from(RX_MAP_WINDOW);
+        }
+        if self.paths.uring {
+            per_flow += u64::from(URING_BUFFERS) * u64::from(URING_BUFFER_MAX);
+        }
+        flows.saturating_mul(per_flow)
     }
 
     /// What the server's interim reports of this test can take: as many
@@ -1161,6 +1274,19 @@ pub struct SideResults {
     /// `foreign` capability, never in this message.
     #[serde(skip)]
     pub foreign_connections: ForeignConnections,
+    /// What the receive path did beyond copying. It travels in a
+    /// `Received` frame before the results, to a client that names the
+    /// `paths` capability, never in this message.
+    #[serde(skip)]
+    pub rx: RxFigures,
+}
+
+/// What a receiver's path did beyond copying (`--rx-zerocopy`): of the
+/// bytes it received, how many came as mapped pages (the rest were
+/// copied).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RxFigures {
+    pub mapped_bytes: u64,
 }
 
 /// Data connections that reached a test's data port without being the

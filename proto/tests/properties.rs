@@ -105,6 +105,7 @@ fn spec() -> impl Strategy<Value = TestSpec> {
                     peer_data_port: port,
                     window: None,
                     udp_fast: proto::UdpFast::default(),
+                    paths: proto::Paths::default(),
                 }
             },
         )
@@ -175,6 +176,7 @@ fn results() -> impl Strategy<Value = SideResults> {
             flows,
             totals: Vec::new(),
             foreign_connections: Default::default(),
+            rx: Default::default(),
         })
 }
 
@@ -211,6 +213,18 @@ fn client_msg() -> impl Strategy<Value = ClientMsg> {
                 )
             }
         ),
+        (spec(), 0u8..3, any::<bool>()).prop_map(|(s, rx, uring)| {
+            let rx = match rx {
+                0 => proto::RxPath::Copy,
+                1 => proto::RxPath::Discard,
+                _ => proto::RxPath::ZeroCopy,
+            };
+            ClientMsg::SetupPaths(
+                Box::new(s),
+                proto::Tuning::default(),
+                proto::Paths { rx, uring },
+            )
+        }),
         any::<u64>().prop_map(|n| ClientMsg::Done(ClientDone { datagrams_sent: n })),
         Just(ClientMsg::Bye),
     ]
@@ -258,6 +272,8 @@ fn server_msg() -> impl Strategy<Value = ServerMsg> {
                 num_cpus: 4,
             })),
         results().prop_map(|r| ServerMsg::Results(Box::new(r))),
+        any::<u64>()
+            .prop_map(|mapped_bytes| ServerMsg::Received(proto::RxFigures { mapped_bytes })),
         (any::<u64>(), any::<u64>()).prop_map(|(closed, measured)| ServerMsg::Foreign(
             proto::ForeignConnections { closed, measured }
         )),

@@ -435,3 +435,57 @@ impl Drop for Routed {
         delete_namespaces([&self.client, &self.router, &self.server].into_iter());
     }
 }
+
+/// One host whose loopback carries whole pages: a namespace with `lo` at
+/// MTU 61512, so that an IPv6 segment (40 bytes of IP header, 32 of TCP
+/// with timestamps) carries 61440 bytes, 15 pages, and a receiver can map
+/// them (`--rx-zerocopy`). Deleted on drop.
+#[derive(Debug)]
+pub struct PageLoop {
+    pub ns: String,
+}
+
+impl PageLoop {
+    /// The MTU that makes an IPv6 loopback segment 15 pages.
+    pub const MTU: &'static str = "61512";
+
+    pub fn new(test: &str) -> Option<PageLoop> {
+        if !may_run(test) {
+            return None;
+        }
+        let l = PageLoop {
+            ns: format!("npL{}", tag()),
+        };
+        sh(&["ip", "netns", "add", &l.ns]);
+        sh(&[
+            "ip",
+            "-n",
+            &l.ns,
+            "link",
+            "set",
+            "lo",
+            "mtu",
+            Self::MTU,
+            "up",
+        ]);
+        Some(l)
+    }
+
+    /// A command that runs `program` inside the host.
+    pub fn command(&self, program: &Path) -> Command {
+        in_namespace(&self.ns, program)
+    }
+
+    /// `netserver -D -p 0 -L ::1` and `extra`, inside the host.
+    pub fn netserver(&self, extra: &[&str]) -> crate::Netserver {
+        let mut cmd = self.command(&crate::bin("netserver"));
+        cmd.args(["-D", "-p", "0", "-L", "::1"]).args(extra);
+        crate::Netserver::spawn(cmd)
+    }
+}
+
+impl Drop for PageLoop {
+    fn drop(&mut self) {
+        delete_namespaces(std::iter::once(&self.ns));
+    }
+}

@@ -26,13 +26,21 @@ pub mod crr;
 pub mod udp;
 
 use crate::{
-    EngineError, clock,
+    EngineError,
+    buffer::{Buffer, Placement},
+    clock,
     flow::{Ended, Io, RrRequest, RrRespond, StreamRecv, StreamSend},
     latency::Latency,
     live::Live,
     rr::window::Window,
+    stream::{rx::Reader, zc::ZcSender},
     timer::StopFlag,
 };
+
+/// How long a blocking flow's zero-copy send waits at most for the
+/// kernel's room.
+const ZC_WAIT_MS: i32 = 100;
+use proto::RxPath;
 
 /// What every flow of a run does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +80,10 @@ pub struct Plan {
     /// `--warmup`/`--cooldown`: count only between these offsets from the
     /// common start (the report's `window`).
     pub window: Option<(Duration, Duration)>,
+    /// How a receiving flow takes its bytes.
+    pub rx: RxPath,
+    /// Sending flows send with MSG_ZEROCOPY (`--zerocopy`).
+    pub zerocopy: bool,
 }
 
 /// What a run counted: each flow's, in the order of the connections given,
@@ -88,6 +100,8 @@ pub struct Report {
     /// open (the mean over the threads, each of which takes its snapshots
     /// as its clock passes the window's edges).
     pub window: Option<(Vec<proto::FlowCounters>, Duration)>,
+    /// What the receiving flows' path did beyond copying.
+    pub rx: proto::RxFigures,
 }
 
 impl Report {
@@ -111,14 +125,15 @@ impl Report {
         }
         r.close_flows();
         r.tcp = self.tcp.first().cloned().flatten();
+        r.rx = self.rx;
         (r.send_buf_end, r.recv_buf_end) = self.bufs_end;
         r
     }
 }
 
 enum Machine {
-    Send(StreamSend),
-    Recv(StreamRecv),
+    Send(StreamSend, Option<ZcSender>),
+    Recv(StreamRecv, Reader),
     Req(RrRequest, Window),
     Resp(RrRespond),
 }
@@ -149,7 +164,7 @@ struct Slot {
 
 /// The thread's buffers, shared by its flows.
 struct Buffers {
-    out: Vec<u8>,
+    out: Buffer,
     inb: Vec<u8>,
 }
 
@@ -173,9 +188,11 @@ pub fn run(
     let mut latency: Option<Latency> = None;
     let mut windowed = vec![proto::FlowCounters::default(); n];
     let mut open_for: Vec<Duration> = Vec::new();
+    let mut rx = proto::RxFigures::default();
     for (ended, lat, open) in results {
         open_for.extend(open);
         for d in ended {
+            rx.mapped_bytes += d.mapped;
             if let (Some(slot), Some(w)) = (windowed.get_mut(d.index), d.window) {
                 *slot = w;
             }
@@ -210,6 +227,7 @@ pub fn run(
         bufs_end,
         latency,
         window,
+        rx,
     })
 }
 
@@ -281,12 +299,17 @@ struct Done {
     window: Option<proto::FlowCounters>,
     tcp: Option<proto::TcpStats>,
     bufs_end: (u32, u32),
+    /// Bytes a receiving flow took as mapped pages.
+    mapped: u64,
 }
 
-fn machine(role: Role) -> Machine {
-    match role {
-        Role::Send { size, total } => Machine::Send(StreamSend::new(size, total)),
-        Role::Recv { .. } => Machine::Recv(StreamRecv::default()),
+fn machine(plan: &Plan, sock: &mio::net::TcpStream) -> Result<Machine, EngineError> {
+    Ok(match plan.role {
+        Role::Send { size, total } => Machine::Send(
+            StreamSend::new(size, total),
+            plan.zerocopy.then(|| ZcSender::new(sock)).transpose()?,
+        ),
+        Role::Recv { .. } => Machine::Recv(StreamRecv::default(), Reader::new(plan.rx, sock)?),
         Role::Request {
             req,
             resp,
@@ -298,7 +321,7 @@ fn machine(role: Role) -> Machine {
             Window::new(burst as usize + 1),
         ),
         Role::Respond { req, resp, .. } => Machine::Resp(RrRespond::new(req.max(1), resp.max(1))),
-    }
+    })
 }
 
 fn buffers(role: Role) -> Buffers {
@@ -308,12 +331,14 @@ fn buffers(role: Role) -> Buffers {
         Role::Request { req, resp, .. } => (req.max(1), resp.max(1)),
         Role::Respond { req, resp, .. } => (resp.max(1), req.max(1)),
     };
-    let mut o = vec![0u8; out];
-    for (i, b) in o.iter_mut().enumerate() {
-        *b = b'a' + (i % 26) as u8;
-    }
+    // a stream sender's buffer starts a page, so that its pages go whole
+    // (a zero-copy send's, and so a mapping receiver's)
+    let at = match role {
+        Role::Send { .. } => Placement::new(proto::test::PAGE_ALIGN, 0),
+        _ => Placement::default(),
+    };
     Buffers {
-        out: o,
+        out: Buffer::new(out, at),
         inb: vec![0u8; inb.max(512)],
     }
 }
@@ -348,6 +373,7 @@ fn run_share(
         lockstep,
         max_steps: usize::MAX,
         return_at: None,
+        blocking: false,
     };
     let mut lat = Latency::new();
     let mut events = Events::with_capacity(1024);
@@ -367,6 +393,7 @@ fn run_share(
                     lockstep: false,
                     max_steps: BLOCKING_STEPS,
                     return_at: Some(Instant::now() + BLOCKING_TICK),
+                    blocking: true,
                 },
                 &mut lat,
                 &mut now_ns,
@@ -461,8 +488,8 @@ fn register(
         }
         slots.push(Slot {
             index,
+            machine: machine(plan, &sock)?,
             sock,
-            machine: machine(plan.role),
             phase: Phase::Running,
             ended: None,
             at_open: None,
@@ -486,12 +513,17 @@ fn done_of(s: Slot, start: Instant, open_for: Option<Duration>) -> Done {
         let close = s.at_close.unwrap_or(counters);
         close.since(s.at_open.unwrap_or(close))
     });
+    let mapped = match &s.machine {
+        Machine::Recv(_, r) => r.mapped,
+        _ => 0,
+    };
     Done {
         index: s.index,
         ended: Ended { counters, elapsed },
         window: in_window,
         tcp: s.tcp,
         bufs_end: s.bufs_end,
+        mapped,
     }
 }
 
@@ -526,8 +558,8 @@ fn overdue(
 
 fn counters_of(s: &Slot) -> proto::FlowCounters {
     match &s.machine {
-        Machine::Send(f) => f.counters,
-        Machine::Recv(f) => f.counters,
+        Machine::Send(f, _) => f.counters,
+        Machine::Recv(f, _) => f.counters,
         Machine::Req(f, _) => f.counters,
         Machine::Resp(f) => f.counters,
     }
@@ -584,8 +616,8 @@ impl Edges {
 /// Add what a flow did since it last added to the run's live counters.
 fn publish(s: &mut Slot, live: &Live) {
     let (bytes, tx) = match &s.machine {
-        Machine::Send(f) => (f.counters.bytes_sent, 0),
-        Machine::Recv(f) => (f.counters.bytes_received, 0),
+        Machine::Send(f, _) => (f.counters.bytes_sent, 0),
+        Machine::Recv(f, _) => (f.counters.bytes_received, 0),
         Machine::Req(f, _) => (f.counters.bytes_received, f.counters.transactions),
         Machine::Resp(f) => (f.counters.bytes_received, f.counters.transactions),
     };
@@ -665,6 +697,8 @@ struct Mode {
     /// at the clock and the window's edges).
     max_steps: usize,
     return_at: Option<Instant>,
+    /// The socket blocks (a lone flow's, with a receive timeout).
+    blocking: bool,
 }
 
 /// Drive one flow until its socket would block, or it is done.
@@ -681,6 +715,7 @@ fn drive(
         lockstep,
         max_steps,
         return_at,
+        blocking,
     } = mode;
     for call in 0..max_steps {
         // (the clock once every few calls, not on every one)
@@ -699,37 +734,53 @@ fn drive(
             continue;
         }
         match &mut s.machine {
-            Machine::Send(f) => {
+            Machine::Send(f, zc) => {
                 let want = if stopping { None } else { f.next_len() };
                 let Some(want) = want else {
+                    if let Some(z) = zc {
+                        z.finish(&s.sock);
+                    }
                     half_close(s)?;
                     continue;
                 };
-                let buf = bufs.out.get(..want).unwrap_or(&bufs.out);
-                match step((&s.sock).write(buf), "send")? {
+                let out = bufs.out.as_slice();
+                let buf = out.get(..want).unwrap_or(out);
+                let sent = match zc {
+                    // (a blocking flow waits a moment for the kernel's room,
+                    // then looks at the clock)
+                    Some(z) => z.send(&s.sock, buf, blocking.then_some(ZC_WAIT_MS)),
+                    None => (&s.sock).write(buf),
+                };
+                match step(sent, "send")? {
                     Step::Did(usize::MAX) => {}
                     Step::Did(n) => f.sent(n),
                     Step::Wait => return Ok(()),
                 }
             }
-            Machine::Recv(f) => match step((&s.sock).read(&mut bufs.inb), "receive")? {
-                Step::Did(usize::MAX) => {}
-                Step::Did(n) => {
-                    s.last_progress = Instant::now();
-                    if f.received(n) {
-                        let _ = s.sock.shutdown(Shutdown::Write);
-                        finish(s);
+            Machine::Recv(f, r) => {
+                match step(r.read(&s.sock, &mut bufs.inb, !blocking), "receive")? {
+                    Step::Did(usize::MAX) => {}
+                    Step::Did(n) => {
+                        s.last_progress = Instant::now();
+                        if f.received(n) {
+                            let _ = s.sock.shutdown(Shutdown::Write);
+                            finish(s);
+                        }
                     }
+                    Step::Wait => return Ok(()),
                 }
-                Step::Wait => return Ok(()),
-            },
+            }
             Machine::Req(f, sent_at) => {
                 if stopping {
                     f.stop();
                 }
                 match f.next() {
                     Io::Send { offset, len } => {
-                        let buf = bufs.out.get(offset..offset + len).unwrap_or_default();
+                        let buf = bufs
+                            .out
+                            .as_slice()
+                            .get(offset..offset + len)
+                            .unwrap_or_default();
                         match step((&s.sock).write(buf), "send")? {
                             Step::Did(usize::MAX) => {}
                             Step::Did(n) => {
@@ -786,7 +837,11 @@ fn drive(
                     }
                 }
                 Io::Send { offset, len } => {
-                    let buf = bufs.out.get(offset..offset + len).unwrap_or_default();
+                    let buf = bufs
+                        .out
+                        .as_slice()
+                        .get(offset..offset + len)
+                        .unwrap_or_default();
                     match step((&s.sock).write(buf), "send")? {
                         Step::Did(usize::MAX) => {}
                         Step::Did(n) => {
@@ -849,6 +904,8 @@ mod tests {
             linger: Duration::from_secs(10),
             silence: Duration::from_secs(10),
             window: None,
+            rx: RxPath::Copy,
+            zerocopy: false,
         }
     }
 
@@ -899,22 +956,28 @@ mod tests {
     /// `n` flows of `total` bytes each, sent by `tx_threads` threads and
     /// received by two: both ends count every byte of every flow.
     fn streams(n: usize, tx_threads: usize, total: u64) {
+        streams_by(n, tx_threads, total, RxPath::Copy, false);
+    }
+
+    fn streams_by(n: usize, tx_threads: usize, total: u64, rx: RxPath, zerocopy: bool) {
         let (c, s) = pairs(n);
         let rx = std::thread::spawn(move || {
-            run(
-                s,
-                &plan(Role::Recv { size: 8192 }, 2),
-                &StopFlag::new(),
-                &Live::new(),
-            )
-            .unwrap()
+            let p = Plan {
+                rx,
+                ..plan(Role::Recv { size: 8192 }, 2)
+            };
+            run(s, &p, &StopFlag::new(), &Live::new()).unwrap()
         });
         let live = Live::new();
         let send = Role::Send {
             size: 3000,
             total: Some(total),
         };
-        let tx = run(c, &plan(send, tx_threads), &StopFlag::new(), &live).unwrap();
+        let p = Plan {
+            zerocopy,
+            ..plan(send, tx_threads)
+        };
+        let tx = run(c, &p, &StopFlag::new(), &live).unwrap();
         let rx = rx.join().unwrap();
         for (a, b) in tx.flows.iter().zip(&rx.flows) {
             assert_eq!(a.counters.bytes_sent, total);
@@ -933,6 +996,17 @@ mod tests {
     #[test]
     fn a_flow_per_thread_counts_to_the_byte() {
         streams(2, 2, 10_000_001);
+    }
+
+    /// The receive paths (a discarding receiver; a mapping one, which on
+    /// plain loopback maps nothing and copies) and zero-copy senders count
+    /// to the byte, on event loops and a flow a thread alike.
+    #[test]
+    fn every_path_counts_to_the_byte() {
+        for (n, threads) in [(6, 2), (2, 2)] {
+            streams_by(n, threads, 1_000_001, RxPath::Discard, false);
+            streams_by(n, threads, 1_000_001, RxPath::ZeroCopy, true);
+        }
     }
 
     #[test]

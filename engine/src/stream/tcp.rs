@@ -22,9 +22,11 @@ use crate::{
     flow::{Ended, StreamRecv, StreamSend},
     latency::Latency,
     live::Live,
+    stream::{rx::Reader, zc::ZcSender},
     sys,
     timer::StopFlag,
 };
+use proto::RxPath;
 
 /// When the sender stops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,70 +48,6 @@ pub enum SendCall {
     /// send(2) with MSG_ZEROCOPY (`--zerocopy`): a ring buffer is sent
     /// again only once the kernel has said it is done with it.
     ZeroCopy,
-}
-
-/// How far the kernel has got with our MSG_ZEROCOPY sends.
-#[derive(Debug)]
-struct ZeroCopy {
-    /// The number the next successful send gets.
-    next: u32,
-    /// Sends numbered below this are complete (TCP completes in order).
-    done: u32,
-    /// The number of the last send from each ring buffer.
-    last: Vec<Option<u32>>,
-}
-
-impl ZeroCopy {
-    fn new(conn: &TcpStream, width: usize) -> Result<ZeroCopy, EngineError> {
-        sys::set_int_option(conn, libc::SOL_SOCKET, sys::SO_ZEROCOPY, 1)
-            .map_err(|e| EngineError::io("--zerocopy: setting SO_ZEROCOPY", e))?;
-        Ok(ZeroCopy {
-            next: 0,
-            done: 0,
-            last: vec![None; width],
-        })
-    }
-
-    /// Take what the error queue says; wait (a tick at a time, so that a
-    /// stalled peer cannot hold us past the stop flag) until the send from
-    /// buffer `slot` is complete.
-    fn reuse(&mut self, conn: &TcpStream, slot: usize, stop: &StopFlag) -> io::Result<()> {
-        let Some(id) = self.last.get(slot).copied().flatten() else {
-            return Ok(());
-        };
-        // wrapping comparison: id is complete once done has passed it;
-        // the queue is read only while it is not
-        let mut raised = false;
-        while self.done.wrapping_sub(id) as i32 <= 0 && !stop.is_set() {
-            match sys::zerocopy_done(conn)? {
-                sys::ErrQueue::ZeroCopyDone { lo, hi } => {
-                    raised = false;
-                    if hi >= lo {
-                        self.done = self.done.max(hi.wrapping_add(1));
-                    }
-                }
-                sys::ErrQueue::Other => raised = false,
-                // POLLERR raised with nothing queued is the connection's
-                // own error (a reset) or its end: the send that follows
-                // reports it
-                sys::ErrQueue::Empty if raised => {
-                    if let Some(e) = conn.take_error()? {
-                        return Err(e);
-                    }
-                    return Ok(());
-                }
-                sys::ErrQueue::Empty => raised = sys::wait_error_queue(conn, 100)?,
-            }
-        }
-        Ok(())
-    }
-
-    fn sent(&mut self, slot: usize) {
-        if let Some(s) = self.last.get_mut(slot) {
-            *s = Some(self.next);
-        }
-        self.next = self.next.wrapping_add(1);
-    }
 }
 
 /// What one side of a stream test counted: a flow's counters, the
@@ -145,26 +83,27 @@ pub fn send_with(
 ) -> Result<Outcome, EngineError> {
     let size = ring.size() as u64;
     let mut zc = match how {
-        SendCall::ZeroCopy => Some(ZeroCopy::new(conn, ring.width())?),
+        SendCall::ZeroCopy => Some(ZcSender::new(conn)?),
         _ => None,
     };
-    pump(conn, size, until, stop, live, linger, lat, "send", |want| {
-        let (slot, next) = ring.next_slot();
+    let out = pump(conn, size, until, stop, live, linger, lat, "send", |want| {
+        let next = ring.next_buf();
         let buf = next.get(..want).unwrap_or(next);
         match (how, zc.as_mut()) {
-            (SendCall::ZeroCopy, Some(zc)) => {
-                zc.reuse(conn, slot, stop)?;
-                let n = sys::send_zerocopy(conn, buf)?;
-                if n > 0 {
-                    zc.sent(slot);
-                }
-                Ok(n)
-            }
+            // (a wait is a tick at most: pump looks at the stop flag)
+            (SendCall::ZeroCopy, Some(zc)) => zc.send(conn, buf, Some(ZC_WAIT_MS)),
             (SendCall::Write, _) => sys::write(conn, buf),
             _ => (&*conn).write(buf),
         }
-    })
+    });
+    if let Some(zc) = zc.as_mut() {
+        zc.finish(conn);
+    }
+    out
 }
+
+/// How long a zero-copy send waits at most for the kernel's room.
+const ZC_WAIT_MS: i32 = 100;
 
 /// TCP_SENDFILE's sender: sendfile(2) of `size` bytes at a time from
 /// `file`, which holds `width` messages back to back, cycling through them
@@ -276,6 +215,21 @@ pub fn receive_ring(
     lat: Option<&mut Latency>,
 ) -> Result<Outcome, EngineError> {
     receive_with(conn, live, lat, |c| (&*c).read(ring.next_buf()))
+}
+
+/// [`receive_ring`] by the path of `reader` (the ring's buffers are the
+/// copies' room; a zero-copy or discarding path takes more, or nothing).
+pub fn receive_by(
+    conn: &TcpStream,
+    ring: &mut Ring,
+    reader: &mut Reader,
+    live: &Live,
+    lat: Option<&mut Latency>,
+) -> Result<Outcome, EngineError> {
+    if reader.path() == RxPath::Copy {
+        return receive_ring(conn, ring, live, lat);
+    }
+    receive_with(conn, live, lat, |c| reader.read(c, ring.next_buf(), false))
 }
 
 #[inline]

@@ -482,3 +482,168 @@ pub fn trim_heap() {
         libc::malloc_trim(0);
     }
 }
+
+/// `recv(2)` with `MSG_TRUNC` on a TCP socket: up to `len` bytes taken off
+/// the receive queue and dropped, never copied (`--rx-discard`).
+pub fn recv_discard(sock: &impl AsRawFd, len: usize, nonblocking: bool) -> io::Result<usize> {
+    let flags = libc::MSG_TRUNC | if nonblocking { libc::MSG_DONTWAIT } else { 0 };
+    // SAFETY: with MSG_TRUNC on a TCP socket the kernel writes nothing to
+    // the buffer; a null pointer with a length is what it is given.
+    let n = unsafe { libc::recv(sock.as_raw_fd(), std::ptr::null_mut(), len, flags) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// `TCP_ZEROCOPY_RECEIVE` (linux/tcp.h).
+const TCP_ZEROCOPY_RECEIVE: i32 = 35;
+
+/// `struct tcp_zerocopy_receive` (linux/tcp.h), as of Linux 5.11 (the
+/// copy buffer for the unaligned rest); older kernels read its first
+/// fields.
+#[repr(C)]
+#[derive(Default)]
+struct TcpZerocopyReceive {
+    address: u64,
+    length: u32,
+    recv_skip_hint: u32,
+    inq: u32,
+    err: i32,
+    copybuf_address: u64,
+    copybuf_len: i32,
+    flags: u32,
+    msg_control: u64,
+    msg_controllen: u64,
+    msg_flags: u32,
+    reserved: u32,
+}
+
+/// What one zero-copy receive did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ZcReceived {
+    /// Bytes mapped as whole pages into the window.
+    pub mapped: usize,
+    /// Bytes copied into the copy buffer (the unaligned rest).
+    pub copied: usize,
+    /// Bytes at the head of the queue that could be neither: to be read
+    /// with a plain receive.
+    pub skip: usize,
+}
+
+/// A window of address space mapped onto a TCP socket, into which
+/// `TCP_ZEROCOPY_RECEIVE` maps the pages of received data. The pages one
+/// receive maps stay until the next (which unmaps them first) or until
+/// the window is dropped.
+pub struct RxMap {
+    addr: std::ptr::NonNull<libc::c_void>,
+    len: usize,
+}
+
+// SAFETY: the window is plain address space of this process; nothing in it
+// is tied to the thread that mapped it.
+unsafe impl Send for RxMap {}
+
+impl std::fmt::Debug for RxMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RxMap").field("len", &self.len).finish()
+    }
+}
+
+impl RxMap {
+    /// Map a window of `len` bytes (rounded up to pages) onto `sock`.
+    pub fn new(sock: &impl AsRawFd, len: usize) -> io::Result<RxMap> {
+        let page = page_size();
+        let len = len.max(page).div_ceil(page) * page;
+        // SAFETY: a new shared, read-only mapping of the socket; the kernel
+        // picks the address; nothing else refers to it.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                sock.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let addr = std::ptr::NonNull::new(p).ok_or_else(|| io::Error::other("mmap gave null"))?;
+        Ok(RxMap { addr, len })
+    }
+
+    /// The window's length.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the window is empty (never: it holds a page at least).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Map what has arrived on `sock` into the window (whole pages), and
+    /// copy into `copy` what comes before the next whole page when that is
+    /// all there is (at most `copy`'s length). `Ok` with nothing mapped,
+    /// copied or to skip: nothing has arrived; `UnexpectedEof`: the peer
+    /// closed its side and everything was taken.
+    pub fn receive(&mut self, sock: &impl AsRawFd, copy: &mut [u8]) -> io::Result<ZcReceived> {
+        let mut zc = TcpZerocopyReceive {
+            address: self.addr.as_ptr() as u64,
+            length: u32::try_from(self.len).unwrap_or(u32::MAX),
+            copybuf_address: copy.as_mut_ptr() as u64,
+            copybuf_len: i32::try_from(copy.len()).unwrap_or(i32::MAX),
+            ..TcpZerocopyReceive::default()
+        };
+        let mut len = std::mem::size_of::<TcpZerocopyReceive>() as libc::socklen_t;
+        // SAFETY: `zc` names our window (mapped on this socket, `length`
+        // bytes) and `copy` (its length); the kernel maps pages into the
+        // one and writes at most `copybuf_len` bytes into the other, and
+        // writes the struct within `len`.
+        let rc = unsafe {
+            libc::getsockopt(
+                sock.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                TCP_ZEROCOPY_RECEIVE,
+                (&raw mut zc).cast(),
+                &mut len,
+            )
+        };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            // nothing left, and the peer's end has come
+            if e.raw_os_error() == Some(libc::EIO) {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            return Err(e);
+        }
+        if zc.err != 0 {
+            return Err(io::Error::from_raw_os_error(zc.err.abs()));
+        }
+        Ok(ZcReceived {
+            mapped: zc.length as usize,
+            copied: usize::try_from(zc.copybuf_len).unwrap_or(0),
+            skip: zc.recv_skip_hint as usize,
+        })
+    }
+}
+
+impl Drop for RxMap {
+    fn drop(&mut self) {
+        // SAFETY: the window is ours, mapped in `new` with this length;
+        // nothing refers to its pages once it goes.
+        unsafe {
+            libc::munmap(self.addr.as_ptr(), self.len);
+        }
+    }
+}
+
+/// The size of a page.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf only reads a configuration value.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
+}

@@ -237,3 +237,43 @@ pub mod opt {
         Err(unsupported("binding a thread to a CPU"))
     }
 }
+
+/// `MSG_TRUNC` on TCP is Linux's: `--rx-discard` says so.
+pub fn recv_discard(_sock: &impl AsRawFd, _len: usize, _nonblocking: bool) -> io::Result<usize> {
+    Err(unsupported("recv with MSG_TRUNC on TCP (--rx-discard)"))
+}
+
+/// What one zero-copy receive did (Linux's TCP_ZEROCOPY_RECEIVE).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ZcReceived {
+    pub mapped: usize,
+    pub copied: usize,
+    pub skip: usize,
+}
+
+/// Linux's zero-copy receive window: not to be had here.
+#[derive(Debug)]
+pub struct RxMap(());
+
+impl RxMap {
+    pub fn new(_sock: &impl AsRawFd, _len: usize) -> io::Result<RxMap> {
+        Err(unsupported("TCP_ZEROCOPY_RECEIVE (--rx-zerocopy)"))
+    }
+
+    pub fn len(&self) -> usize {
+        0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        true
+    }
+
+    pub fn receive(&mut self, _sock: &impl AsRawFd, _copy: &mut [u8]) -> io::Result<ZcReceived> {
+        Err(unsupported("TCP_ZEROCOPY_RECEIVE (--rx-zerocopy)"))
+    }
+}
+
+/// The size of a page.
+pub fn page_size() -> usize {
+    4096
+}

@@ -169,17 +169,42 @@ fn finish(plan: &mut Plan) -> Result<(), CliError> {
             plan.name.name()
         )));
     }
-    if plan.zerocopy
-        && (plan.name != TestName::TcpStream || plan.flows > 1 || plan.window.is_some())
+    if plan.zerocopy && plan.name != TestName::TcpStream {
+        return Err(CliError(format!(
+            "--zerocopy: TCP_STREAM has it ({} was asked for)",
+            plan.name.name()
+        )));
+    }
+    if plan.rx != proto::RxPath::Copy
+        && !matches!(plan.test, TestKind::TcpStream | TestKind::TcpMaerts)
     {
         return Err(CliError(format!(
-            "--zerocopy: TCP_STREAM of one flow has it ({}{} was asked for)",
-            plan.name.name(),
-            if plan.flows > 1 || plan.window.is_some() {
-                " with --flows/--warmup/--cooldown"
-            } else {
-                ""
-            }
+            "{}: a TCP stream's receiver has it: TCP_STREAM (the netserver receives) or TCP_MAERTS (we do) ({} was asked for)",
+            plan.rx.option(),
+            plan.name.name()
+        )));
+    }
+    if plan.uring
+        && !matches!(
+            plan.test,
+            TestKind::TcpStream | TestKind::TcpMaerts | TestKind::UdpStream
+        )
+    {
+        return Err(CliError(format!(
+            "--io-uring: the stream tests have it: TCP_STREAM, TCP_MAERTS, UDP_STREAM ({} was asked for)",
+            plan.name.name()
+        )));
+    }
+    if plan.uring
+        && (plan.udp_batch > 1
+            || plan.udp_gso.is_some()
+            || plan.zerocopy
+            || plan.sendfile()
+            || plan.rx != proto::RxPath::Copy)
+    {
+        return Err(CliError(format!(
+            "--io-uring: it makes its own calls; not with --batch, --gso, --zerocopy, --rx-zerocopy, --rx-discard or TCP_SENDFILE ({} was asked for)",
+            plan.name.name()
         )));
     }
     // TCP_MSS: one connection, whatever -l says.

@@ -256,6 +256,12 @@ pub struct Plan {
     pub udp_gso: Option<u32>,
     /// `--zerocopy`: TCP_STREAM sends with MSG_ZEROCOPY.
     pub zerocopy: bool,
+    /// `--rx-zerocopy`, `--rx-discard`: how the end that receives a TCP
+    /// stream takes its bytes (the netserver in TCP_STREAM, we in
+    /// TCP_MAERTS).
+    pub rx: proto::RxPath,
+    /// `--io-uring`: both ends move a stream test's data through io_uring.
+    pub uring: bool,
     pub spin: bool,
     /// `--flows`: data connections in one test.
     pub flows: u32,
@@ -339,6 +345,8 @@ impl Plan {
             udp_batch: 1,
             udp_gso: None,
             zerocopy: false,
+            rx: proto::RxPath::Copy,
+            uring: false,
             spin: false,
             flows: 1,
             window: None,

@@ -295,6 +295,27 @@ pub const OPTIONS: &[OptDef] = &[
         "TCP_STREAM: send with MSG_ZEROCOPY (a buffer is reused once the kernel is done with it)",
     ),
     OptDef::long_only(
+        "rx_zerocopy",
+        "rx-zerocopy",
+        Arity::None,
+        "",
+        "TCP_STREAM, TCP_MAERTS: the receiver maps whole pages of data (TCP_ZEROCOPY_RECEIVE) and copies only the rest",
+    ),
+    OptDef::long_only(
+        "rx_discard",
+        "rx-discard",
+        Arity::None,
+        "",
+        "TCP_STREAM, TCP_MAERTS: the receiver's kernel drops the data uncopied (MSG_TRUNC): the stack's ceiling, no delivery",
+    ),
+    OptDef::long_only(
+        "io_uring",
+        "io-uring",
+        Arity::None,
+        "",
+        "TCP_STREAM, TCP_MAERTS, UDP_STREAM: both ends move the data through io_uring (batched sends, multishot receive)",
+    ),
+    OptDef::long_only(
         "spin",
         "spin",
         Arity::None,
@@ -679,6 +700,20 @@ fn our_option(
         }
         "gso" => plan.udp_gso = Some(size(v)?.max(1)),
         "zerocopy" => plan.zerocopy = true,
+        "rx_zerocopy" | "rx_discard" => {
+            let path = if occ.id == "rx_zerocopy" {
+                proto::RxPath::ZeroCopy
+            } else {
+                proto::RxPath::Discard
+            };
+            if plan.rx != proto::RxPath::Copy && plan.rx != path {
+                return Err(CliError(
+                    "--rx-zerocopy, --rx-discard: a receiver takes its bytes one way; give one of them".into(),
+                ));
+            }
+            plan.rx = path;
+        }
+        "io_uring" => plan.uring = true,
         "no_latency" => plan.latency = false,
         "flows" => {
             let n = value::int(v).map_err(|e| bad(o, e))?;

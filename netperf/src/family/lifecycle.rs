@@ -13,8 +13,8 @@ use anyhow::{Context as _, Result, bail};
 use engine::{conventions::Conventions, sockopt, timer::StopFlag, timer::Timer};
 use optparse::value::AddrFamily;
 use proto::{
-    Capabilities, ClientDone, Family as AddrFam, Feature, Grant, Limits, Protocol, SideResults,
-    TestEnd, TestKind, TestSpec, UdpFast, test::Resolved,
+    Capabilities, ClientDone, Family as AddrFam, Feature, Grant, Limits, Paths, Protocol, RxPath,
+    SideResults, TestEnd, TestKind, TestSpec, UdpFast, test::Resolved,
 };
 use socket2::{SockRef, Socket};
 
@@ -146,6 +146,9 @@ fn run_test(
     }
     if plan.window.is_some() {
         needs.push(Feature::Window);
+    }
+    if paths_of(plan).is_on() {
+        needs.push(Feature::Paths);
     }
     if let Some(why) = needs.into_iter().find_map(|f| d.caps().lacks(f)) {
         bail!("{why}");
@@ -377,8 +380,31 @@ pub fn spec_for(plan: &Plan, family: AddrFam) -> Result<TestSpec> {
     spec.remote_fill = plan.remote_fill;
     spec.flows = plan.flows;
     spec.window = plan.window;
+    spec.paths = paths_of(plan);
     validate(&spec)?;
     Ok(spec)
+}
+
+/// The data path's calls the netserver is told: its receive path where it
+/// receives a TCP stream, io_uring at both ends.
+pub(crate) fn paths_of(plan: &Plan) -> Paths {
+    Paths {
+        rx: if plan.test == TestKind::TcpStream {
+            plan.rx
+        } else {
+            RxPath::Copy
+        },
+        uring: plan.uring,
+    }
+}
+
+/// How our end receives a TCP stream (TCP_MAERTS's receiver).
+pub(crate) fn local_rx(plan: &Plan) -> RxPath {
+    if plan.test == TestKind::TcpMaerts {
+        plan.rx
+    } else {
+        RxPath::Copy
+    }
 }
 
 /// Refuse what no netserver would run before asking one (the server checks

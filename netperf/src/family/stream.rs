@@ -14,14 +14,14 @@ use engine::{
     evloop::{self, Role},
     latency::Latency,
     sockopt,
-    stream::{self, Until, tcp::SendCall},
+    stream::{self, Until, rx::Reader, tcp::SendCall},
     timer::{StopFlag, Timer},
 };
 use proto::{Capabilities, SideResults, TestKind};
 use socket2::SockRef;
 
 use super::{
-    lifecycle::{Family, Local, Ours, Prepared, Run, connect_flows},
+    lifecycle::{self, Family, Local, Ours, Prepared, Run, connect_flows},
     measure::FlowEnd,
 };
 use crate::cli::{Length, Plan, TestName};
@@ -112,6 +112,7 @@ impl Family for Streams {
             .ok_or_else(|| anyhow::anyhow!("no data connection"))?;
         let mut lat = r.ctx.stats.then(Latency::new);
         let s = ours.sizes;
+        let mut mapped = 0;
         let outcome = if plan.test == TestKind::TcpStream {
             let at = Placement::new(plan.local.send_align, plan.local.send_offset);
             let mut ring =
@@ -160,10 +161,17 @@ impl Family for Streams {
                 _ => Duration::from_secs(330),
             };
             conn.set_read_timeout(Some(silence))?;
-            stream::tcp::receive_ring(&conn, &mut ring, &r.ctx.live, lat.as_mut())?
+            let mut reader = Reader::new(lifecycle::local_rx(plan), &conn)?;
+            let o =
+                stream::tcp::receive_by(&conn, &mut ring, &mut reader, &r.ctx.live, lat.as_mut())?;
+            mapped = reader.mapped;
+            o
         };
         let mut counts = SideResults {
             tcp: sockopt::tcp_stats(&conn),
+            rx: proto::RxFigures {
+                mapped_bytes: mapped,
+            },
             ..outcome.results()
         };
         (counts.send_buf_end, counts.recv_buf_end) = sockopt::buffer_sizes(SockRef::from(&conn));
@@ -279,6 +287,8 @@ pub(crate) fn run_on_loops(
             _ => Duration::from_secs(330),
         },
         window: window.map(|(bounds, _)| bounds),
+        rx: lifecycle::local_rx(plan),
+        zerocopy: plan.zerocopy,
     };
     let live = &r.ctx.live;
     if count.is_none_or(|c| c % u64::from(n) == 0) {
@@ -296,6 +306,7 @@ pub(crate) fn run_on_loops(
     let b = b?;
     a.flows.extend(b.flows);
     a.tcp.extend(b.tcp);
+    a.rx.mapped_bytes += b.rx.mapped_bytes;
     if let Some(lb) = b.latency {
         match &mut a.latency {
             Some(la) => la.merge(&lb),

@@ -59,6 +59,11 @@ pub struct Asked {
     pub spin: bool,
     pub flows: u32,
     pub window: Option<proto::Window>,
+    /// `--rx-zerocopy`, `--rx-discard`: how the receiving end took its
+    /// bytes; `--zerocopy`, `--io-uring`: how the data moved.
+    pub rx: proto::RxPath,
+    pub zerocopy: bool,
+    pub uring: bool,
 }
 
 impl Asked {
@@ -104,6 +109,9 @@ impl Asked {
             spin: p.spin,
             flows: p.flows,
             window: p.window,
+            rx: p.rx,
+            zerocopy: p.zerocopy,
+            uring: p.uring,
         }
     }
 

@@ -119,6 +119,9 @@ pub struct Side {
     /// Data connections the side closed as not the test's (the netserver's
     /// data port), and how many of them came during the measurement.
     pub foreign_connections: ForeignConnections,
+    /// Of the bytes received, those that came as mapped pages
+    /// (`--rx-zerocopy`; 0 on every other path).
+    pub rx_mapped_bytes: u64,
 }
 
 /// Data connections turned away from a test's data port.
@@ -205,6 +208,7 @@ impl From<&proto::SideResults> for Side {
                 closed: r.foreign_connections.closed,
                 during_measurement: r.foreign_connections.measured,
             },
+            rx_mapped_bytes: r.rx.mapped_bytes,
         }
     }
 }

@@ -41,6 +41,8 @@ pub(crate) fn run_flows_on_loops(
         linger: Duration::from_secs(60),
         silence: Duration::from_secs(120),
         window,
+        rx: spec.paths.rx,
+        zerocopy: false,
     };
     let report = engine::evloop::run(conns, &plan, &ctl.stop, &ctl.live).map_err(|e| {
         if ctl.is_aborted() {

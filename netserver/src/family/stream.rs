@@ -9,7 +9,7 @@ use std::{
 use engine::{
     buffer::{Placement, Ring},
     handshake, sockopt,
-    stream::{self, Outcome, Until},
+    stream::{self, Outcome, Until, rx::Reader},
     timer::Timer,
 };
 use proto::{ErrorCode, ErrorMsg, Protocol, SideResults, TestEnd, TestKind, TestSpec};
@@ -125,6 +125,8 @@ fn run_flows(
 struct End {
     tcp: Option<proto::TcpStats>,
     bufs: (u32, u32),
+    /// Bytes its receive path took as mapped pages.
+    mapped: u64,
 }
 
 fn run(
@@ -165,6 +167,7 @@ fn run(
     // waits for that), after reading the connection's TCP_INFO.
     let per_flow = |conn: TcpStream| -> Result<(Outcome, End), ErrorMsg> {
         let live = &ctl.live;
+        let mut mapped = 0;
         let outcome = if spec.kind == TestKind::TcpMaerts {
             let (size, width, at) = rings.send;
             let mut ring = Ring::placed(size, width, fill, at);
@@ -173,11 +176,16 @@ fn run(
             let _ = conn.set_read_timeout(Some(SILENCE));
             let (size, width, at) = rings.recv;
             let mut ring = Ring::placed(size, width, b"", at);
-            stream::tcp::receive_ring(&conn, &mut ring, live, None)
+            Reader::new(spec.paths.rx, &conn).and_then(|mut reader| {
+                let o = stream::tcp::receive_by(&conn, &mut ring, &mut reader, live, None);
+                mapped = reader.mapped;
+                o
+            })
         };
         let end = End {
             tcp: sockopt::tcp_stats(&conn),
             bufs: sockopt::buffer_sizes(SockRef::from(&conn)),
+            mapped,
         };
         drop(conn);
         match outcome {
@@ -207,6 +215,7 @@ fn run(
     for r in outcomes {
         let (o, end) = r?;
         results.add_flow(&o.counters, engine::flow::nanos(o.elapsed));
+        results.rx.mapped_bytes += end.mapped;
         if results.tcp.is_none() {
             results.tcp = end.tcp;
             (results.send_buf_end, results.recv_buf_end) = end.bufs;

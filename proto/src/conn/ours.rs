@@ -18,8 +18,8 @@ use crate::{
     session::{Authenticator, ClientEvent, ClientSession, Sealer, ServerAction, ServerSession},
     test::{
         ClientDone, ClientSummary, FlowCounters, ForeignConnections, Grant,
-        INTERIM_REPORTS_PER_FRAME, InterimReport, Limits, MAX_INTERIM_REPORTS, SideResults,
-        TestSpec,
+        INTERIM_REPORTS_PER_FRAME, InterimReport, Limits, MAX_INTERIM_REPORTS, RxFigures,
+        SideResults, TestSpec,
     },
 };
 
@@ -104,6 +104,9 @@ impl OurServer {
     fn send_results(&mut self, s: &mut Shared, mut r: Box<SideResults>) {
         if r.foreign_connections.closed > 0 && self.session.peer_can("foreign") {
             self.send(s, &ServerMsg::Foreign(r.foreign_connections));
+        }
+        if r.rx != RxFigures::default() && self.session.peer_can("paths") {
+            self.send(s, &ServerMsg::Received(r.rx));
         }
         // the interim reports, in frames of their own
         let interims = std::mem::take(&mut self.interims);
@@ -271,6 +274,8 @@ pub(crate) struct OurClient {
     foreign: ForeignConnections,
     /// The server's interim reports, from `Interim` frames.
     interims: Vec<InterimReport>,
+    /// What the server's receive path did, from a `Received` frame.
+    rx: RxFigures,
 }
 
 impl OurClient {
@@ -291,6 +296,7 @@ impl OurClient {
             totals: Vec::new(),
             foreign: ForeignConnections::default(),
             interims: Vec::new(),
+            rx: RxFigures::default(),
         };
         let start = out.len();
         c.send(&ClientSession::hello(software), out)?;
@@ -313,6 +319,10 @@ impl OurClient {
         let (list, first, counters) = match msg {
             ServerMsg::Foreign(f) => {
                 self.foreign = *f;
+                return Ok(true);
+            }
+            ServerMsg::Received(rx) => {
+                self.rx = *rx;
                 return Ok(true);
             }
             ServerMsg::Interim(reports) => {
@@ -353,6 +363,7 @@ impl OurClient {
         }
         r.totals = std::mem::take(&mut self.totals);
         r.foreign_connections = std::mem::take(&mut self.foreign);
+        r.rx = std::mem::take(&mut self.rx);
         if !r.totals.is_empty() && r.totals.len() != (r.flow_count.max(1) as usize) {
             return Err(ProtoError::Malformed(format!(
                 "results of {} flows carried whole-run counters of {}",
@@ -385,6 +396,7 @@ impl ClientSpeaker for OurClient {
         self.send(&m, out)?;
         self.flows.clear();
         self.foreign = ForeignConnections::default();
+        self.rx = RxFigures::default();
         Ok(())
     }
 

@@ -21,6 +21,7 @@ mod output;
 mod pictures;
 mod rpm;
 mod rr;
+mod rxpath;
 mod security;
 mod server;
 mod shape;

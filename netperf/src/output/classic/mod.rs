@@ -23,7 +23,7 @@ mod udp;
 
 pub use rpm::rpm;
 pub use rr::{rr, udp_rr_loss_line};
-pub use stream::stream;
+pub use stream::{path_lines, share, stream};
 pub use udp::{udp_loss_line, udp_stream};
 
 /// The test's title as netperf 2.7 names it: by the name `-t` gave (so
@@ -174,15 +174,27 @@ fn brand(asked: &Asked) -> &str {
 pub fn table(asked: &Asked, m: &Measurement, f: &Figures, extras: bool) -> String {
     match asked.name {
         TestName::TcpStream | TestName::TcpMaerts | TestName::TcpSendfile => {
-            stream(asked, m, f) + &flows::block(asked, m)
+            stream(asked, m, f) + &flows::block(asked, m) + &our_path(asked, m, extras)
         }
-        TestName::UdpStream => udp_stream(asked, m, f, extras) + &flows::block(asked, m),
+        TestName::UdpStream => {
+            udp_stream(asked, m, f, extras) + &flows::block(asked, m) + &our_path(asked, m, extras)
+        }
         TestName::TcpRr | TestName::UdpRr | TestName::TcpCrr | TestName::TcpCc => {
             rr(asked, m, f, extras) + &flows::block(asked, m)
         }
         TestName::TcpMss => mss(asked, m),
         TestName::Rpm => rpm(asked, m, f),
         TestName::Omni | TestName::LocCpu | TestName::RemCpu | TestName::Uuid => String::new(),
+    }
+}
+
+/// How the data moved, where our options chose it: on a terminal or at
+/// `-v 3` only.
+fn our_path(asked: &Asked, m: &Measurement, extras: bool) -> String {
+    if extras {
+        path_lines(asked, m)
+    } else {
+        String::new()
     }
 }
 

@@ -163,3 +163,51 @@ fn stream_detail(asked: &Asked, m: &Measurement) -> String {
     );
     s
 }
+
+/// Our line on how the data moved, where an option of ours chose it
+/// (`--rx-zerocopy`, `--rx-discard`, `--zerocopy`, `--io-uring`): empty
+/// otherwise. Not netperf 2.7's: only on a terminal or at `-v 3`.
+pub fn path_lines(asked: &Asked, m: &Measurement) -> String {
+    let mut s = String::new();
+    let (who, side) = match asked.test {
+        TestKind::TcpMaerts => ("netperf", &m.local.counts),
+        _ => ("the netserver", &m.remote.counts),
+    };
+    match asked.rx {
+        proto::RxPath::ZeroCopy => {
+            let _ = writeln!(
+                s,
+                "Receive path: {who} took {:.1}% of the {} bytes it received as mapped pages (--rx-zerocopy), copying the rest",
+                share(side.rx.mapped_bytes, side.bytes_received),
+                side.bytes_received
+            );
+        }
+        proto::RxPath::Discard => {
+            let _ = writeln!(
+                s,
+                "Receive path: {who}'s kernel dropped the {} bytes it received uncopied (--rx-discard): nothing reached user space; the stack's ceiling, not a delivery rate",
+                side.bytes_received
+            );
+        }
+        proto::RxPath::Copy => {}
+    }
+    if asked.zerocopy {
+        let _ = writeln!(s, "Send path: netperf sent with MSG_ZEROCOPY (--zerocopy)");
+    }
+    if asked.uring {
+        let _ = writeln!(
+            s,
+            "Data path: both ends moved the data through io_uring (--io-uring)"
+        );
+    }
+    s
+}
+
+/// `part` as a percentage of `whole` (0 of nothing).
+pub fn share(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}

@@ -1,0 +1,204 @@
+//! How a TCP stream receiver takes its bytes off the socket: netperf's
+//! copy into a buffer, or, beyond netperf, the kernel dropping them
+//! uncopied (`--rx-discard`, the stack's ceiling: nothing reaches user
+//! space) or mapping whole pages of them into a window of ours
+//! (`--rx-zerocopy`, TCP_ZEROCOPY_RECEIVE: only the unaligned rest is
+//! copied). Every path counts every byte the socket gave, as the copy
+//! does; the blocking loop of one flow and the event loops of many both
+//! receive through a [`Reader`].
+
+use std::{
+    io::{self, Read},
+    os::fd::AsFd,
+    time::Duration,
+};
+
+use proto::{RX_MAP_WINDOW, RxPath};
+
+use crate::{EngineError, sys};
+
+/// The zero-copy receiver's SO_RCVLOWAT: a wait ends once this much has
+/// arrived (or the stream ends), so that one call maps many pages; a wait
+/// for every few pages cost a third more CPU a byte on loopback.
+const RX_LOWAT: i32 = 512 * 1024;
+
+/// One flow's receive path, with what it holds (the zero-copy window).
+#[derive(Debug)]
+pub struct Reader {
+    path: RxPath,
+    map: Option<sys::RxMap>,
+    /// Bytes that came as mapped pages.
+    pub mapped: u64,
+    /// Extra system calls beyond one a receive (a zero-copy receive whose
+    /// rest is read with a plain one, or a wait for data).
+    pub extra_calls: u64,
+}
+
+impl Reader {
+    /// The path `path` on `conn`: a zero-copy window mapped onto it.
+    pub fn new(path: RxPath, conn: &impl AsFd) -> Result<Reader, EngineError> {
+        if path == RxPath::ZeroCopy {
+            // wake for many pages at once (the kernel keeps the mark under
+            // half the receive buffer)
+            let _ =
+                sys::set_int_option(&conn.as_fd(), libc::SOL_SOCKET, libc::SO_RCVLOWAT, RX_LOWAT);
+        }
+        let map = match path {
+            RxPath::ZeroCopy => Some(
+                sys::RxMap::new(&conn.as_fd(), RX_MAP_WINDOW as usize).map_err(|e| {
+                    EngineError::io("--rx-zerocopy: mapping a window onto the data socket", e)
+                })?,
+            ),
+            _ => None,
+        };
+        Ok(Reader {
+            path,
+            map,
+            mapped: 0,
+            extra_calls: 0,
+        })
+    }
+
+    /// Netperf's copy, with nothing held.
+    pub fn copy() -> Reader {
+        Reader {
+            path: RxPath::Copy,
+            map: None,
+            mapped: 0,
+            extra_calls: 0,
+        }
+    }
+
+    pub fn path(&self) -> RxPath {
+        self.path
+    }
+
+    /// Take what has arrived on `conn`, up to `buf`'s length by copy or
+    /// discard (a zero-copy receive maps up to its window): the bytes
+    /// taken, 0 at the peer's end. On a non-blocking socket, `WouldBlock`
+    /// when nothing has arrived; on a blocking one, the socket's receive
+    /// timeout as a copy would time out.
+    pub fn read<S: AsFd>(
+        &mut self,
+        conn: &S,
+        buf: &mut [u8],
+        nonblocking: bool,
+    ) -> io::Result<usize>
+    where
+        for<'a> &'a S: Read,
+    {
+        match (self.path, self.map.as_mut()) {
+            (RxPath::Discard, _) => sys::recv_discard(&conn.as_fd(), buf.len().max(1), nonblocking),
+            (RxPath::ZeroCopy, Some(map)) => {
+                let r = zero_copy(map, conn, buf, nonblocking, &mut self.extra_calls);
+                if let Ok((_, mapped)) = r {
+                    self.mapped += mapped as u64;
+                }
+                r.map(|(n, _)| n)
+            }
+            _ => (&*conn).read(buf),
+        }
+    }
+}
+
+/// The most a zero-copy receive copies itself: less than a page, so that
+/// whatever whole pages there are get mapped, never copied.
+fn copy_room(buf: &mut [u8]) -> &mut [u8] {
+    let page = sys::page_size();
+    let n = buf.len().min(page - 1);
+    buf.get_mut(..n).unwrap_or_default()
+}
+
+/// One zero-copy receive: (bytes taken, of which mapped).
+fn zero_copy<S: AsFd>(
+    map: &mut sys::RxMap,
+    conn: &S,
+    buf: &mut [u8],
+    nonblocking: bool,
+    extra: &mut u64,
+) -> io::Result<(usize, usize)>
+where
+    for<'a> &'a S: Read,
+{
+    let mut waited = false;
+    loop {
+        let got = match map.receive(&conn.as_fd(), copy_room(buf)) {
+            Ok(got) => got,
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok((0, 0)),
+            Err(e) => return Err(e),
+        };
+        if got.mapped + got.copied > 0 {
+            return Ok((got.mapped + got.copied, got.mapped));
+        }
+        if got.skip > 0 {
+            // not whole pages: the kernel leaves these to a plain receive
+            *extra += 1;
+            let len = got.skip.min(buf.len()).max(1);
+            let n = (&*conn).read(buf.get_mut(..len).unwrap_or_default())?;
+            return Ok((n, 0));
+        }
+        if nonblocking {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        if waited {
+            // readable, yet nothing to map, copy or skip: the peer's end
+            // or an error, which a plain receive reports
+            *extra += 1;
+            return (&*conn).read(buf).map(|n| (n, 0));
+        }
+        // nothing yet: wait as a blocking receive would
+        *extra += 1;
+        let timeout = socket2::SockRef::from(conn)
+            .read_timeout()?
+            .unwrap_or(Duration::from_secs(3600));
+        let ready = sys::wait_readable(&[conn.as_fd()], timeout)?;
+        if !ready.first().copied().unwrap_or(false) {
+            // (as a blocking receive's timeout says it)
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        waited = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        buffer::Ring,
+        live::Live,
+        stream::tcp::{Until, receive_by, send},
+        testing::tcp_pair,
+        timer::StopFlag,
+    };
+
+    /// A blocking receiver by each path takes every byte sent, and ends at
+    /// the sender's end; on plain loopback nothing can be mapped, so the
+    /// zero-copy path copies it all, and says none was mapped.
+    #[test]
+    fn blocking_paths_count_every_byte() {
+        for path in [RxPath::Discard, RxPath::ZeroCopy] {
+            let (c, s) = tcp_pair();
+            let rx = std::thread::spawn(move || {
+                let mut reader = Reader::new(path, &s).unwrap();
+                let mut ring = Ring::new(65536, 2, b"");
+                let o = receive_by(&s, &mut ring, &mut reader, &Live::new(), None).unwrap();
+                drop(s);
+                (o, reader.mapped)
+            });
+            let mut ring = Ring::new(10_000, 2, b"");
+            let sent = send(
+                &c,
+                &mut ring,
+                Until::Bytes(5_000_001),
+                &StopFlag::new(),
+                &Live::new(),
+                Duration::from_secs(10),
+            )
+            .unwrap();
+            let (got, mapped) = rx.join().unwrap();
+            assert_eq!(sent.counters.bytes_sent, 5_000_001);
+            assert_eq!(got.counters.bytes_received, 5_000_001, "{path:?}");
+            assert_eq!(mapped, 0);
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! MSG_ZEROCOPY sends (`--zerocopy`): the kernel sends from our buffers
+//! themselves, pinning their pages, and says on the socket's error queue
+//! when it is done with them. Our buffers are never written once filled,
+//! so a buffer still in flight may be sent again; what must not pile up
+//! is the kernel's notifications (each send in flight holds option memory
+//! until they are read: past `net.core.optmem_max`, a send fails with
+//! ENOBUFS). So the sender reads them as they come, and waits for them
+//! only when the kernel has no room for another send. The one flow's
+//! blocking loop and the event loops both send through a [`ZcSender`].
+
+use std::{io, os::fd::AsFd};
+
+use crate::{EngineError, sys};
+
+/// A socket's MSG_ZEROCOPY sends and their completions.
+#[derive(Debug, Default)]
+pub struct ZcSender {
+    /// Sends made, and sends the kernel said it was done with.
+    pub sent: u64,
+    pub completed: u64,
+}
+
+/// Read the error queue after this many sends.
+const DRAIN_EVERY: u64 = 8;
+
+impl ZcSender {
+    /// Turn SO_ZEROCOPY on for `conn`.
+    pub fn new(conn: &impl AsFd) -> Result<ZcSender, EngineError> {
+        sys::set_int_option(&conn.as_fd(), libc::SOL_SOCKET, sys::SO_ZEROCOPY, 1)
+            .map_err(|e| EngineError::io("--zerocopy: setting SO_ZEROCOPY", e))?;
+        Ok(ZcSender::default())
+    }
+
+    /// Take every notification queued, without waiting: how many there were.
+    fn drain(&mut self, conn: &impl AsFd) -> io::Result<u64> {
+        let mut n = 0;
+        loop {
+            match sys::zerocopy_done(&conn.as_fd())? {
+                sys::ErrQueue::ZeroCopyDone { lo, hi } => {
+                    self.completed += u64::from(hi.wrapping_sub(lo)) + 1;
+                    n += 1;
+                }
+                sys::ErrQueue::Other => n += 1,
+                sys::ErrQueue::Empty => return Ok(n),
+            }
+        }
+    }
+
+    /// Send `buf` with MSG_ZEROCOPY. When the kernel has no room for another
+    /// send in flight, its notifications are read and the send tried again
+    /// (`wait`: a blocking socket waits up to that many milliseconds for
+    /// one; a non-blocking one says `WouldBlock`, and the error queue's
+    /// event wakes its loop).
+    pub fn send(&mut self, conn: &impl AsFd, buf: &[u8], wait: Option<i32>) -> io::Result<usize> {
+        if self.sent % DRAIN_EVERY == DRAIN_EVERY - 1 {
+            self.drain(conn)?;
+        }
+        loop {
+            match sys::send_zerocopy(&conn.as_fd(), buf) {
+                Ok(n) => {
+                    self.sent += 1;
+                    return Ok(n);
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    if self.drain(conn)? > 0 {
+                        continue;
+                    }
+                    match wait {
+                        Some(ms) if sys::wait_error_queue(&conn.as_fd(), ms)? => {
+                            if self.drain(conn)? == 0
+                                && let Some(e) = socket2::SockRef::from(conn).take_error()?
+                            {
+                                return Err(e);
+                            }
+                        }
+                        // (a blocking caller looks at its stop flag)
+                        _ => return Err(io::ErrorKind::WouldBlock.into()),
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Take what is left of the notifications (at the end of a test).
+    pub fn finish(&mut self, conn: &impl AsFd) {
+        let _ = self.drain(conn);
+    }
+}
