@@ -87,6 +87,11 @@ impl StreamSend {
         self.counters.bytes_sent += n as u64;
         self.counters.send_calls += 1;
     }
+
+    /// The exact total, if the sender has one.
+    pub fn total(&self) -> Option<u64> {
+        self.total
+    }
 }
 
 /// A stream receiver: counts until end of stream.

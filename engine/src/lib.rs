@@ -63,6 +63,7 @@ pub mod sockopt;
 pub mod stream;
 pub mod sys;
 pub mod timer;
+pub mod uring;
 
 pub use error::EngineError;
 

@@ -57,5 +57,5 @@ pub use test::{
     ForeignConnections, Grant, InterimReport, LatencyFigures, Limits, Paths, Protocol,
     RX_MAP_WINDOW, RxFigures, RxPath, SideResults, SideSpec, TcpSample, TcpStats, TestEnd,
     TestKind, TestSpec, Token, Tuning, URING_BUFFER_MAX, URING_BUFFERS, UdpFast, UdpRecvStats,
-    Window,
+    Window, uring_buffer_size, uring_buffers,
 };

@@ -339,11 +339,28 @@ impl Paths {
 /// maps them).
 pub const PAGE_ALIGN: u32 = 4096;
 
-/// The io_uring receiver's provided buffers: this many a flow...
+/// The io_uring receiver's provided buffers: a thread's group holds eight
+/// a flow, at least this many ...
 pub const URING_BUFFERS: u32 = 64;
-/// ... of at most this many bytes each (a stream's receive size, or a
+/// ... and at most this many ...
+pub const URING_BUFFERS_MAX: u32 = 1024;
+/// ... each of at most this many bytes (a stream's receive size, or a
 /// datagram's room).
 pub const URING_BUFFER_MAX: u32 = 65_536;
+
+/// The provided buffers of an io_uring thread that receives `flows` flows.
+pub fn uring_buffers(flows: u32) -> u32 {
+    flows
+        .saturating_mul(8)
+        .clamp(URING_BUFFERS, URING_BUFFERS_MAX)
+        .next_power_of_two()
+}
+
+/// A provided buffer's size for receives of `size` bytes (UDP: room for
+/// the sender's address and the kernel's header before the datagram).
+pub fn uring_buffer_size(size: u32, datagrams: bool) -> u32 {
+    size.clamp(1, URING_BUFFER_MAX) + if datagrams { 16 + 128 } else { 0 }
+}
 /// The zero-copy receiver's window of mapped pages, a flow: the most it
 /// maps in one call, and holds until its next.
 pub const RX_MAP_WINDOW: u32 = 2 << 20;
@@ -667,6 +684,15 @@ impl TestSpec {
                 "only TCP_STREAM, TCP_MAERTS and UDP_STREAM have it",
             ));
         }
+        if self.paths.uring && self.window.is_some() {
+            return Err(SpecError::new("--io-uring", "not with --warmup/--cooldown"));
+        }
+        if self.paths.uring && self.kind == TestKind::UdpStream && self.flows > 1 {
+            return Err(SpecError::new(
+                "--io-uring",
+                "UDP_STREAM runs it on one flow",
+            ));
+        }
         if self.paths.uring && (self.udp_fast.is_on() || rx != RxPath::Copy) {
             return Err(SpecError::new(
                 "--io-uring",
@@ -829,23 +855,35 @@ impl TestSpec {
             TestKind::TcpCrr | TestKind::TcpCc => loops.saturating_mul(req + resp) + state,
         }
         .saturating_add(self.interim_memory())
-        .saturating_add(self.path_memory())
+        .saturating_add(self.path_memory(recv, loops))
     }
 
     /// What the data path's calls hold beyond the rings, on the server: a
-    /// zero-copy receiver's window of mapped pages (taken off the socket's
-    /// queue, held until its next call), an io_uring receiver's provided
-    /// buffers, each flow.
-    pub fn path_memory(&self) -> u64 {
-        let flows = u64::from(self.flows.max(1));
-        let mut per_flow = 0u64;
+    /// zero-copy receiver's window of mapped pages a flow (taken off the
+    /// socket's queue, held until its next call); an io_uring receiver's
+    /// provided buffers, a group a thread (`loops` of them; one for one
+    /// flow), and a sender's one buffer a thread.
+    pub fn path_memory(&self, recv: Ring, loops: u64) -> u64 {
+        let flows = self.flows.max(1);
+        let mut bytes = 0u64;
         if self.paths.rx == RxPath::ZeroCopy {
-            per_flow += u64::from(RX_MAP_WINDOW);
+            bytes += u64::from(flows) * u64::from(RX_MAP_WINDOW);
         }
         if self.paths.uring {
-            per_flow += u64::from(URING_BUFFERS) * u64::from(URING_BUFFER_MAX);
+            let loops = loops.clamp(1, u64::from(flows));
+            let per_loop = u32::try_from(u64::from(flows).div_ceil(loops)).unwrap_or(u32::MAX);
+            let datagrams = self.kind.protocol() == Protocol::Udp;
+            // (a UDP receiver's buffers hold the largest datagram it takes)
+            let size = if datagrams {
+                udp_receive_buffer(recv.size)
+            } else {
+                recv.size.max(1)
+            };
+            bytes += loops
+                * u64::from(uring_buffers(per_loop))
+                * u64::from(uring_buffer_size(size, datagrams));
         }
-        flows.saturating_mul(per_flow)
+        bytes
     }
 
     /// What the server's interim reports of this test can take: as many

@@ -536,6 +536,23 @@ fn overdue(
     stopping_since: Option<Instant>,
     plan: &Plan,
 ) -> Result<(), EngineError> {
+    let not_done = slots
+        .iter()
+        .filter(|s| s.phase != Phase::Done)
+        .map(|s| (s.index, s.last_progress));
+    deadlines(not_done, open, now, stopping_since, plan)
+}
+
+/// The deadlines of any driver: the flows still `open` (each flow not done
+/// with when it last moved) must close within the linger after the end of
+/// the test, and none may go silent.
+pub(crate) fn deadlines(
+    mut not_done: impl Iterator<Item = (usize, Instant)>,
+    open: usize,
+    now: Instant,
+    stopping_since: Option<Instant>,
+    plan: &Plan,
+) -> Result<(), EngineError> {
     if let Some(since) = stopping_since
         && now.duration_since(since) > plan.linger
     {
@@ -544,13 +561,9 @@ fn overdue(
             plan.linger.as_secs()
         )));
     }
-    if let Some(s) = slots
-        .iter()
-        .find(|s| s.phase != Phase::Done && now.duration_since(s.last_progress) > plan.silence)
-    {
+    if let Some((index, _)) = not_done.find(|(_, last)| now.duration_since(*last) > plan.silence) {
         return Err(EngineError::Timeout(format!(
-            "data connection {} went silent (no data, no end of test)",
-            s.index
+            "data connection {index} went silent (no data, no end of test)"
         )));
     }
     Ok(())

@@ -301,6 +301,61 @@ impl MsgBatch {
         }
     }
 
+    /// The first `lens.len()` slots, each of its length, sent through
+    /// `ring` (`--io-uring`): a sendmsg of each in one submission, every
+    /// completion waited for. How many went (lengths: [`MsgBatch::sent`],
+    /// 0 for one that failed), and the errors of those that failed.
+    pub fn send_uring(
+        &mut self,
+        ring: &mut super::uring::Ring,
+        sock: &impl AsRawFd,
+        lens: &[usize],
+    ) -> io::Result<(usize, Vec<io::Error>)> {
+        let count = lens.len().min(self.hdrs.len());
+        for (iov, &l) in self.iovs.iter_mut().zip(lens) {
+            iov.iov_len = l.min(self.slot);
+        }
+        // an unconnected socket's destination, as the headers name it
+        let to = self
+            .hdrs
+            .first()
+            .filter(|h| h.msg_hdr.msg_namelen > 0)
+            .and(self.addrs.first())
+            .and_then(|a| socket_addr(a, std::mem::size_of::<libc::sockaddr_storage>()))
+            .map(super::uring::SockAddr::of);
+        for (i, (h, iov)) in self.hdrs.iter_mut().zip(&self.iovs).take(count).enumerate() {
+            h.msg_len = 0;
+            // SAFETY: the iovec names this batch's own slot (its length
+            // within it) and `to` lives on this frame; both outlive the
+            // send: every completion is taken below before either can go or
+            // the batch be touched again.
+            unsafe {
+                ring.send(
+                    sock.as_raw_fd(),
+                    iov.iov_base.cast::<u8>(),
+                    iov.iov_len as u32,
+                    to.as_ref(),
+                    i as u64,
+                )?;
+            }
+        }
+        let mut done = Vec::with_capacity(count);
+        let mut errors = Vec::new();
+        let mut got = 0;
+        while got < count {
+            done.clear();
+            ring.wait(count - got, std::time::Duration::from_secs(1), &mut done)?;
+            for d in &done {
+                got += 1;
+                match (self.hdrs.get_mut(d.tag as usize), d.result) {
+                    (Some(h), n) if n >= 0 => h.msg_len = n as u32,
+                    (_, n) => errors.push(io::Error::from_raw_os_error(-n)),
+                }
+            }
+        }
+        Ok((count, errors))
+    }
+
     /// Bytes message `i` of the last call moved.
     pub fn sent(&self, i: usize) -> usize {
         self.hdrs.get(i).map_or(0, |h| h.msg_len as usize)

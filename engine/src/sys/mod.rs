@@ -12,6 +12,8 @@ use std::{io, os::fd::AsRawFd, time::Duration};
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
+pub mod uring;
+#[cfg(target_os = "linux")]
 pub use linux::*;
 #[cfg(not(target_os = "linux"))]
 mod portable;

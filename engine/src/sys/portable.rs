@@ -125,6 +125,16 @@ impl MsgBatch {
         Ok(lens.len().min(self.n))
     }
 
+    /// io_uring's batched sends: Linux's.
+    pub fn send_uring(
+        &mut self,
+        _ring: &mut uring::Ring,
+        _sock: &impl AsRawFd,
+        _lens: &[usize],
+    ) -> io::Result<(usize, Vec<io::Error>)> {
+        Err(unsupported("io_uring (--io-uring)"))
+    }
+
     pub fn sent(&self, i: usize) -> usize {
         self.lens.get(i).copied().unwrap_or(0)
     }
@@ -276,4 +286,87 @@ impl RxMap {
 /// The size of a page.
 pub fn page_size() -> usize {
     4096
+}
+
+/// io_uring is Linux's: `--io-uring` says so where the ring is set up.
+pub mod uring {
+    use std::{io, os::fd::RawFd, time::Duration};
+
+    fn unsupported() -> io::Error {
+        super::unsupported("io_uring (--io-uring)")
+    }
+
+    /// One completion (see the Linux layer).
+    #[derive(Clone, Copy, Debug)]
+    pub struct Done {
+        pub tag: u64,
+        pub result: i32,
+        pub more: bool,
+        pub buffer: Option<u16>,
+    }
+
+    /// A ring: never made here.
+    #[derive(Debug)]
+    pub struct Ring(());
+
+    /// A buffer group: never made here.
+    #[derive(Debug)]
+    pub struct Buffers(());
+
+    impl Buffers {
+        pub fn give_back(&mut self, _bid: u16) {}
+
+        pub fn datagram(
+            &self,
+            _bid: u16,
+            _len: usize,
+        ) -> Option<(&[u8], Option<std::net::SocketAddr>)> {
+            None
+        }
+    }
+
+    /// A ring and its memory: never made here.
+    #[derive(Debug)]
+    pub struct Io {
+        ring: Ring,
+    }
+
+    impl Io {
+        pub fn new(_: u32, _: u16, _: usize, _: usize, _: usize) -> io::Result<Io> {
+            Err(unsupported())
+        }
+
+        pub fn send(&mut self, _: RawFd, _: usize, _: u64) -> io::Result<()> {
+            Err(unsupported())
+        }
+
+        pub fn read_scratch(&mut self, _: RawFd, _: usize, _: u64) -> io::Result<()> {
+            Err(unsupported())
+        }
+
+        pub fn recv_multi(&mut self, _: RawFd, _: u64) -> io::Result<()> {
+            Err(unsupported())
+        }
+
+        pub fn recvmsg_multi(&mut self, _: RawFd, _: u64) -> io::Result<()> {
+            Err(unsupported())
+        }
+
+        pub fn wait(&mut self, _: usize, _: Duration, _: &mut Vec<Done>) -> io::Result<()> {
+            Err(unsupported())
+        }
+
+        pub fn buffers(&mut self) -> Option<&mut Buffers> {
+            None
+        }
+
+        pub fn ring(&mut self) -> &mut Ring {
+            &mut self.ring
+        }
+    }
+
+    /// The descriptor of a socket, for the ring.
+    pub fn fd_of(s: &impl std::os::fd::AsRawFd) -> RawFd {
+        s.as_raw_fd()
+    }
 }

@@ -207,6 +207,16 @@ fn finish(plan: &mut Plan) -> Result<(), CliError> {
             plan.name.name()
         )));
     }
+    if plan.uring && plan.window.is_some() {
+        return Err(CliError(
+            "--io-uring: not with --warmup/--cooldown (the event loops keep the window)".into(),
+        ));
+    }
+    if plan.uring && plan.test == TestKind::UdpStream && plan.flows > 1 {
+        return Err(CliError(
+            "--io-uring: UDP_STREAM runs it on one flow; TCP_STREAM and TCP_MAERTS on many".into(),
+        ));
+    }
     // TCP_MSS: one connection, whatever -l says.
     if plan.name == TestName::TcpMss {
         plan.length = Length::Count(1);

@@ -64,9 +64,10 @@ pub(crate) fn window_timer(plan: &Plan, stop: &StopFlag) -> Result<Option<Timer>
     })
 }
 
-/// Whether the flows run on event loops: many, or a window.
+/// Whether the flows run on a driver of many flows: event loops (many,
+/// or a window) or io_uring (one flow too).
 fn on_loops(plan: &Plan) -> bool {
-    plan.flows > 1 || plan.window.is_some()
+    plan.flows > 1 || plan.window.is_some() || plan.uring
 }
 
 impl Family for Streams {
@@ -291,15 +292,21 @@ pub(crate) fn run_on_loops(
         zerocopy: plan.zerocopy,
     };
     let live = &r.ctx.live;
+    // the driver: io_uring where asked (TCP streams), else event loops
+    let drive = if plan.uring {
+        engine::uring::run
+    } else {
+        evloop::run
+    };
     if count.is_none_or(|c| c % u64::from(n) == 0) {
-        return Ok(evloop::run(conns, &evplan(role(0)), r.stop, live)?);
+        return Ok(drive(conns, &evplan(role(0)), r.stop, live)?);
     }
     let cut = (count.unwrap_or(0) % u64::from(n)) as usize;
     let rest = conns.split_off(cut);
     let (pa, pb) = (evplan(role(0)), evplan(role(cut)));
     let (a, b) = std::thread::scope(|s| {
-        let ha = s.spawn(|| evloop::run(conns, &pa, r.stop, live));
-        let b = evloop::run(rest, &pb, r.stop, live);
+        let ha = s.spawn(|| drive(conns, &pa, r.stop, live));
+        let b = drive(rest, &pb, r.stop, live);
         (ha.join(), b)
     });
     let mut a = a.map_err(|_| anyhow::anyhow!("a flow thread panicked"))??;

@@ -208,7 +208,10 @@ impl Family for UdpSend {
                 r.stop,
                 &r.ctx.live,
                 lat.as_mut(),
-                ours.udp_fast,
+                udp::UdpCalls {
+                    fast: ours.udp_fast,
+                    uring: plan.uring,
+                },
             )?;
             local.send_errors = o.failed;
             local.elapsed = o.elapsed;

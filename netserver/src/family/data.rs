@@ -44,7 +44,13 @@ pub(crate) fn run_flows_on_loops(
         rx: spec.paths.rx,
         zerocopy: false,
     };
-    let report = engine::evloop::run(conns, &plan, &ctl.stop, &ctl.live).map_err(|e| {
+    // the driver: io_uring where asked, else event loops
+    let drive = if spec.paths.uring {
+        engine::uring::run
+    } else {
+        engine::evloop::run
+    };
+    let report = drive(conns, &plan, &ctl.stop, &ctl.live).map_err(|e| {
         if ctl.is_aborted() {
             aborted()
         } else {

@@ -159,7 +159,7 @@ fn run(
         TestEnd::Bytes(n) => Until::Bytes(n),
         _ => Until::Stopped,
     };
-    if conns.len() > 1 || spec.window.is_some() {
+    if conns.len() > 1 || spec.window.is_some() || spec.paths.uring {
         return run_flows(spec, conns, rings, &until, ctl);
     }
     let fill = &server_fill(spec);

@@ -85,6 +85,7 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<Prepared, ErrorMsg> {
         return Ok(Prepared { grant, job, memory });
     }
     let fast = spec.udp_fast;
+    let uring = spec.paths.uring;
     let peer_port = spec.peer_data_port;
     let job: Job = Box::new(move |ctl: &TestCtl| {
         let sock: UdpSocket = sock.into();
@@ -97,7 +98,8 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<Prepared, ErrorMsg> {
         };
         let link = udp_hello(&sock, &expect, connected, deadline, ctl)?;
         let mut buf = vec![0u8; proto::test::udp_receive_buffer(recv_size) as usize];
-        let out = udp::receive(link, &mut buf, &token, &conv, ctl, &ctl.live, fast)
+        let calls = udp::UdpCalls { fast, uring };
+        let out = udp::receive(link, &mut buf, &token, &conv, ctl, &ctl.live, calls)
             .map_err(|e| failed("UDP data socket", e))?;
         // The socket's own drop counter, read after draining; the host's
         // counter only if that cannot be read.

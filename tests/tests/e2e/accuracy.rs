@@ -111,6 +111,17 @@ fn udp_loss_matches_kernel_counters_batched() {
     udp_loss_is_exact(A4, "udp_loss_matches_kernel_counters_batched", "--batch 32");
 }
 
+/// The same through io_uring: batched sendmsg submissions, a multishot
+/// recvmsg into provided buffers; loss exact to the datagram.
+#[test]
+fn udp_loss_matches_kernel_counters_io_uring() {
+    udp_loss_is_exact(
+        A4,
+        "udp_loss_matches_kernel_counters_io_uring",
+        "--io-uring",
+    );
+}
+
 #[test]
 fn udp_loss_matches_kernel_counters_ipv6() {
     udp_loss_is_exact(A6, "udp_loss_matches_kernel_counters_ipv6", "");

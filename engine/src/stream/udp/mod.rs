@@ -44,6 +44,20 @@ pub(crate) use recv::{Call, Calls, Tally, recv_batch};
 pub use recv::{RecvOutcome, SeqTracker, receive};
 pub use send::{SendOutcome, Sender, send, send_batch, set_segment};
 
+/// How a UDP_STREAM end makes its calls: one datagram a call, the fast
+/// paths (`--batch`, `--gso`), or io_uring (`--io-uring`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UdpCalls {
+    pub fast: proto::UdpFast,
+    pub uring: bool,
+}
+
+impl From<proto::UdpFast> for UdpCalls {
+    fn from(fast: proto::UdpFast) -> UdpCalls {
+        UdpCalls { fast, uring: false }
+    }
+}
+
 /// Bytes of header fields, cumulatively.
 pub const ID_END: usize = 4;
 pub const SEQ_END: usize = 12;

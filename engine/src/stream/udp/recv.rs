@@ -319,6 +319,7 @@ pub(crate) enum Call {
 pub(crate) enum Calls<'b> {
     One(&'b mut [u8]),
     Batch(&'b mut MsgBatch),
+    Uring(&'b mut crate::uring::UdpRecv),
 }
 
 impl Calls<'_> {
@@ -355,6 +356,24 @@ impl Calls<'_> {
                 }
                 Err(e) => no_more(e, "UDP receive"),
             },
+            Calls::Uring(u) => {
+                let (mut theirs, mut ended) = (0, false);
+                let now = Instant::now();
+                u.take(POLL, |d, from| {
+                    if link.peer.is_some_and(|p| from != Some(p)) {
+                        tally.out.foreign += 1;
+                        return Ok(false);
+                    }
+                    theirs += 1;
+                    ended = !matches!(tally.take(d, now, drain, live)?, Took::Went);
+                    Ok(ended)
+                })?;
+                Ok(match (ended, theirs) {
+                    (true, _) => Call::Ended,
+                    (false, 0) => Call::Quiet,
+                    (false, _) => Call::Went,
+                })
+            }
             Calls::Batch(batch) => {
                 let k = match batch.recv(link.socket(), batch.len()) {
                     Ok(k) => k,
@@ -418,8 +437,10 @@ pub fn receive(
     conv: &Conventions,
     drain: &dyn Drain,
     live: &Live,
-    fast: UdpFast,
+    calls: impl Into<super::UdpCalls>,
 ) -> Result<RecvOutcome, EngineError> {
+    let calls = calls.into();
+    let fast = calls.fast;
     let sock = link.socket();
     sock.set_read_timeout(Some(POLL))
         .map_err(|e| EngineError::io("setting a receive timeout", e))?;
@@ -428,9 +449,15 @@ pub fn receive(
     } else {
         None
     };
-    let mut calls = match &mut batch {
-        Some(b) => Calls::Batch(b),
-        None => Calls::One(buf),
+    let mut uring = if calls.uring {
+        Some(crate::uring::UdpRecv::new(sock, buf.len())?)
+    } else {
+        None
+    };
+    let mut calls = match (&mut batch, &mut uring) {
+        (_, Some(u)) => Calls::Uring(u),
+        (Some(b), None) => Calls::Batch(b),
+        (None, None) => Calls::One(buf),
     };
     let mut tally = Tally::new(token, conv);
     let mut done_at: Option<Instant> = None;

@@ -269,10 +269,14 @@ pub fn send(
     stop: &StopFlag,
     live: &Live,
     mut lat: Option<&mut Latency>,
-    fast: UdpFast,
+    calls: impl Into<super::UdpCalls>,
 ) -> Result<SendOutcome, EngineError> {
+    let calls = calls.into();
+    let fast = calls.fast;
     let mut s = Sender::new(ring.size(), id, conv, until, rate_bps);
-    if fast.is_on() {
+    if calls.uring {
+        send_uring(link, ring, &mut s, stop, live, lat)?;
+    } else if fast.is_on() {
         send_fast(link, ring, &mut s, stop, live, lat, fast)?;
     } else {
         while s.more(stop.is_set()) {
@@ -326,32 +330,92 @@ fn send_fast(
     s: &mut Sender,
     stop: &StopFlag,
     live: &Live,
-    mut lat: Option<&mut Latency>,
+    lat: Option<&mut Latency>,
     fast: UdpFast,
 ) -> Result<(), EngineError> {
-    let size = ring.size().max(1);
     let segments = fast.segments.max(1) as usize;
     let sock = link.socket();
     if segments > 1 {
-        set_segment(sock, size)?;
+        set_segment(sock, ring.size().max(1))?;
     }
+    send_batches(
+        link,
+        ring,
+        s,
+        stop,
+        live,
+        lat,
+        fast,
+        "UDP send (sendmmsg)",
+        |b, lens| b.send(sock, lens).map(|k| (k, Vec::new())),
+    )
+}
+
+/// The batched senders' loop: fill a batch of `fast`'s shape from the
+/// ring, pace, `call` it, count what went (and the messages that failed).
+#[allow(clippy::too_many_arguments)]
+fn send_batches(
+    link: Link<'_>,
+    ring: &mut Ring,
+    s: &mut Sender,
+    stop: &StopFlag,
+    live: &Live,
+    mut lat: Option<&mut Latency>,
+    fast: UdpFast,
+    what: &str,
+    mut call: impl FnMut(&mut MsgBatch, &[usize]) -> io::Result<(usize, Vec<io::Error>)>,
+) -> Result<(), EngineError> {
+    let size = ring.size().max(1);
+    let segments = fast.segments.max(1) as usize;
     let mut batch = send_batch(fast, size, link.peer, || ring.next_buf().to_vec());
     let mut lens = Vec::with_capacity(batch.len());
     while s.more(stop.is_set()) {
         s.pace();
         s.fill(&mut batch, segments, &mut lens);
         let t0 = if lat.is_some() { clock::now_ns() } else { 0 };
-        let r = batch.send(sock, &lens);
+        let r = call(&mut batch, &lens);
         if let Some(l) = lat.as_deref_mut() {
             l.record(clock::now_ns().wrapping_sub(t0));
         }
         match r {
-            Ok(k) => {
+            Ok((k, errors)) => {
                 s.went_batch(&batch, k);
                 live.publish(s.out.bytes, s.out.sent);
+                for e in errors {
+                    s.out.failed_with(e, what)?;
+                }
             }
-            Err(e) => s.out.failed_with(e, "UDP send (sendmmsg)")?,
+            Err(e) => s.out.failed_with(e, what)?,
         }
     }
     Ok(())
+}
+
+/// [`send`]'s loop through io_uring (`--io-uring`): a batch of datagrams a
+/// submission, each its own send, every completion counted.
+fn send_uring(
+    link: Link<'_>,
+    ring: &mut Ring,
+    s: &mut Sender,
+    stop: &StopFlag,
+    live: &Live,
+    lat: Option<&mut Latency>,
+) -> Result<(), EngineError> {
+    let fast = UdpFast {
+        batch: crate::uring::UDP_BATCH as u32,
+        segments: 1,
+    };
+    let mut uring = crate::uring::UdpSend::new(crate::uring::UDP_BATCH)?;
+    let sock = link.socket();
+    send_batches(
+        link,
+        ring,
+        s,
+        stop,
+        live,
+        lat,
+        fast,
+        "UDP send (io_uring)",
+        |b, lens| uring.send(b, sock, lens),
+    )
 }
