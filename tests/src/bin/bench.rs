@@ -24,20 +24,33 @@
 //! UDP_RR, TCP_CRR) with each end's CPU; and the client's peak memory and
 //! threads with 100 and 1,000 flows. That is how a change to the data path
 //! shows it costs nothing.
+//!
+//! `--peers` prints another report: ours beside iperf3 3.21 (`IPERF3_REF`,
+//! the directory holding its `iperf3` or `src/iperf3`) and neper
+//! (`NEPER_REF`, holding `tcp_stream` and `tcp_rr`), both built from public
+//! sources under /tmp and never committed: TCP_STREAM and TCP_MAERTS with
+//! 1 to 100 flows, TCP_RR with 2 to 100, every data path of ours beside the
+//! plain one with the receiver's CPU per megabyte, `--rx-discard` beside
+//! neper's `--skip-rx-copy`, and the page-aligned rows (`--zerocopy
+//! --rx-zerocopy`) in a namespace whose loopback carries whole pages
+//! (needs root). A peer missing skips its rows, saying so. It is printed
+//! only (`--write-doc` does not apply).
 
 use std::{
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
-use harness::{Netserver, fields, free_port, num, run_with_deadline};
+use harness::{Netserver, fields, free_port, netns::PageLoop, num, run_with_deadline};
 
 struct Opts {
     runs: usize,
     secs: u64,
     /// Only the many-flows benchmark.
     flows: bool,
+    /// Ours beside iperf3 3.21 and neper, and every data path.
+    peers: bool,
     /// Write the report into doc/performance.md.
     write_doc: bool,
 }
@@ -47,6 +60,7 @@ fn opts() -> Opts {
         runs: 7,
         secs: 3,
         flows: false,
+        peers: false,
         write_doc: false,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -59,6 +73,11 @@ fn opts() -> Opts {
                 i += 1;
                 continue;
             }
+            "--peers" => {
+                o.peers = true;
+                i += 1;
+                continue;
+            }
             "--write-doc" => {
                 o.write_doc = true;
                 i += 1;
@@ -68,7 +87,7 @@ fn opts() -> Opts {
             "--secs" => o.secs = v.unwrap_or(3).max(1),
             other => {
                 eprintln!(
-                    "bench: unknown argument {other}; use --runs N --secs S [--flows] [--write-doc]"
+                    "bench: unknown argument {other}; use --runs N --secs S [--flows | --peers] [--write-doc]"
                 );
                 std::process::exit(2);
             }
@@ -183,18 +202,43 @@ fn spread(mut v: Vec<f64>) -> Spread {
 /// Alternate `a` and `b`; return medians of each and the spread of a/b.
 fn alternate(
     runs: usize,
-    mut a: impl FnMut() -> f64,
+    a: impl FnMut() -> f64,
     mut b: impl FnMut() -> f64,
 ) -> (f64, f64, Spread) {
-    let (mut av, mut bv, mut ratios) = (vec![], vec![], vec![]);
+    let pairs = rounds(runs, a, &mut [Some(&mut b as &mut dyn FnMut() -> f64)]);
+    let col = |f: fn(&(f64, f64)) -> f64| pairs[0].iter().map(f).collect::<Vec<f64>>();
+    (
+        spread(col(|p| p.0)).median,
+        spread(col(|p| p.1)).median,
+        spread(col(|p| p.0 / p.1)),
+    )
+}
+
+/// Alternate `ours` with each peer present, `runs` rounds of ours, peer 1,
+/// ours, peer 2 ...: each peer's pairs (ours, its), none for a peer absent.
+/// Every pair has a run of ours of its own, next to the peer's in time.
+fn rounds<T>(
+    runs: usize,
+    mut ours: impl FnMut() -> T,
+    peers: &mut [Option<&mut dyn FnMut() -> T>],
+) -> Vec<Vec<(T, T)>> {
+    let mut pairs: Vec<Vec<(T, T)>> = peers.iter().map(|_| Vec::new()).collect();
     for _ in 0..runs {
-        let x = a();
-        let y = b();
-        av.push(x);
-        bv.push(y);
-        ratios.push(x / y);
+        for (peer, v) in peers.iter_mut().zip(&mut pairs) {
+            if let Some(peer) = peer {
+                let x = ours();
+                v.push((x, peer()));
+            }
+        }
     }
-    (spread(av).median, spread(bv).median, spread(ratios))
+    pairs
+}
+
+/// A peer's run as `rounds` takes it, if there is that peer.
+fn as_peer<'a, T, F: FnMut() -> T + 'a>(
+    f: &'a mut Option<F>,
+) -> Option<&'a mut (dyn FnMut() -> T + 'a)> {
+    f.as_mut().map(|f| f as &mut (dyn FnMut() -> T + 'a))
 }
 
 /// The arguments of a terse TCP_RR of exactly `n` transactions against the
@@ -283,16 +327,37 @@ fn sampled(server_pid: u32, f: impl FnOnce() -> f64) -> Sample {
 /// Aggregate Mbit/s of `iperf3 -P n` with `len`-byte writes (its receiver's
 /// figure, as netperf reports the receiver's).
 fn iperf3_mbps(port: u16, n: usize, len: &str, secs: u64) -> f64 {
-    let mut c = Command::new("iperf3");
-    c.args(["-c", "127.0.0.1", "-p", &port.to_string(), "-t"])
+    let v = iperf3_run(
+        LOOPBACK,
+        Path::new("iperf3"),
+        port,
+        secs,
+        &["-P", &n.to_string(), "-l", len],
+    );
+    v.and_then(|v| v["end"]["sum_received"]["bits_per_second"].as_f64())
+        .map_or(f64::NAN, |b| b / 1e6)
+}
+
+/// One iperf3 client run against the server at `port` (`-c host -p port
+/// -t secs -J`, then `args`): its JSON report, or None, said on stderr.
+fn iperf3_run(
+    at: At,
+    bin: &Path,
+    port: u16,
+    secs: u64,
+    args: &[&str],
+) -> Option<serde_json::Value> {
+    let mut c = at.command(bin);
+    if at.v6() {
+        c.arg("-6");
+    }
+    c.args(["-c", at.host, "-p", &port.to_string(), "-J", "-t"])
         .arg(secs.to_string())
-        .args(["-P", &n.to_string(), "-l", len, "-J"]);
-    let out = run(c);
-    let v: serde_json::Value = serde_json::from_str(&out).expect("iperf3 -J output");
-    v["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .expect("sum_received")
-        / 1e6
+        .args(args);
+    let out = try_run(c, secs)?;
+    serde_json::from_str(&out)
+        .map_err(|e| eprintln!("bench: iperf3 -J printed no JSON ({e}):\n{out}"))
+        .ok()
 }
 
 /// The honest sum of `n` netperf processes started together: each one's
@@ -325,17 +390,16 @@ fn flows_row(
     o: &Opts,
     n: usize,
     per: f64,
-    mut ours: impl FnMut() -> Sample,
+    ours: impl FnMut() -> Sample,
     mut peer: impl FnMut() -> Sample,
 ) {
-    let (mut a, mut b, mut ratios) = (vec![], vec![], vec![]);
-    for _ in 0..o.runs {
-        let x = ours();
-        let y = peer();
-        ratios.push(x.figure / y.figure);
-        a.push(x);
-        b.push(y);
-    }
+    let pairs = rounds(
+        o.runs,
+        ours,
+        &mut [Some(&mut peer as &mut dyn FnMut() -> Sample)],
+    );
+    let ratios = pairs[0].iter().map(|(x, y)| x.figure / y.figure).collect();
+    let (a, b): (Vec<Sample>, Vec<Sample>) = pairs.into_iter().flatten().unzip();
     let med = |v: &[Sample]| spread(v.iter().map(|s| s.figure).collect()).median;
     let cpu = |v: &[Sample], client: bool| -> f64 {
         let total: f64 = v
@@ -649,6 +713,10 @@ fn main() {
         flows(&o, &netperf, &ns);
         return;
     }
+    if o.peers {
+        peers(&o, &netperf, &ns, &mut Doc::default());
+        return;
+    }
     let mut doc = Doc::default();
     every_test(&o, &netperf, &ns, &mut doc);
     if o.write_doc {
@@ -690,13 +758,24 @@ impl Doc {
 
 /// A netperf (ours or 2.7) at `-P 0 -v 1`: its rows of numbers.
 fn netperf_rows(bin: &Path, port: u16, test: &str, secs: u64, extra: &[&str]) -> Vec<Vec<f64>> {
-    let mut c = Command::new(bin);
-    c.args(["-H", "127.0.0.1", "-p", &port.to_string(), "-t", test])
+    rows_of(&run(netperf_v1(LOOPBACK, bin, port, test, secs, extra)))
+}
+
+/// A netperf (ours or 2.7) at `-P 0 -v 1` against the host of `at`, run
+/// where `at` says.
+fn netperf_v1(at: At, bin: &Path, port: u16, test: &str, secs: u64, extra: &[&str]) -> Command {
+    let mut c = at.command(bin);
+    c.args(["-H", at.host, "-p", &port.to_string(), "-t", test])
         .args(["-l", &secs.to_string(), "-P", "0", "-v", "1"]);
     if !extra.is_empty() {
         c.arg("--").args(extra);
     }
-    run(c)
+    c
+}
+
+/// The rows of numbers netperf printed.
+fn rows_of(stdout: &str) -> Vec<Vec<f64>> {
+    stdout
         .lines()
         .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()))
         .map(|l| fields(l).iter().map(|w| num(w)).collect())
@@ -715,16 +794,14 @@ fn udp_received(bin: &Path, port: u16, secs: u64, extra: &[&str]) -> f64 {
 
 /// iperf3's receiver figure: Mbit/s (TCP), or datagrams per second (UDP).
 fn iperf3(port: u16, udp: bool, len: Option<&str>, secs: u64) -> f64 {
-    let mut c = Command::new("iperf3");
-    c.args(["-c", "127.0.0.1", "-p", &port.to_string(), "-J", "-t"])
-        .arg(secs.to_string());
+    let mut args = vec![];
     if udp {
-        c.args(["-u", "-b", "0"]);
+        args.extend(["-u", "-b", "0"]);
     }
     if let Some(l) = len {
-        c.args(["-l", l]);
+        args.extend(["-l", l]);
     }
-    let v: serde_json::Value = serde_json::from_str(&run(c)).unwrap_or_default();
+    let v = iperf3_run(LOOPBACK, Path::new("iperf3"), port, secs, &args).unwrap_or_default();
     if udp {
         let s = &v["end"]["sum"];
         let packets = s["packets"].as_f64().unwrap_or(f64::NAN);
@@ -948,16 +1025,7 @@ fn every_test(o: &Opts, netperf: &Path, ns: &Netserver, doc: &mut Doc) {
     let port = ns.port();
     let secs = o.secs;
     let reference = reference_server();
-    let uname = Command::new("uname")
-        .arg("-sr")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
-    let date = Command::new("date")
-        .arg("+%Y-%m-%d")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
+    let (date, uname) = (said("date", &["+%Y-%m-%d"]), said("uname", &["-sr"]));
     doc.line(format!(
         "Run of {date} on {uname}, {} CPUs, loopback: {} alternating pairs of {secs} s (ours, peer, ours, peer ...), one long-running netserver for each implementation; ratio = ours / peer per pair, median in bold, min .. max after it.",
         std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -1267,4 +1335,670 @@ fn per_operation(
         };
         doc.line(format!("| {label} | {a} | {b} |"));
     }
+}
+
+/// The first line a command prints ("" when it cannot run): the date, the
+/// kernel, a peer's version.
+fn said(program: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> String {
+    Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map(|o| {
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+            text.lines().next().unwrap_or("").trim().to_string()
+        })
+        .unwrap_or_default()
+}
+
+/// Where a run goes: the host its client talks to, and the namespace both
+/// ends run in (none: this one).
+#[derive(Clone, Copy)]
+struct At<'a> {
+    ns: Option<&'a PageLoop>,
+    host: &'a str,
+}
+
+const LOOPBACK: At<'static> = At {
+    ns: None,
+    host: "127.0.0.1",
+};
+
+impl At<'_> {
+    /// `program`, inside the namespace if there is one.
+    fn command(&self, program: &Path) -> Command {
+        match self.ns {
+            Some(l) => l.command(program),
+            None => Command::new(program),
+        }
+    }
+
+    fn v6(&self) -> bool {
+        self.host.contains(':')
+    }
+}
+
+/// Run something that may fail here (a path this kernel refuses, a peer
+/// that cannot bind): its stdout, or None with what it said on stderr, so
+/// that the report goes on.
+fn try_run(cmd: Command, secs: u64) -> Option<String> {
+    let what = format!("{cmd:?}");
+    let out = run_with_deadline(cmd, Duration::from_secs(secs + 120));
+    if out.success() {
+        Some(out.stdout)
+    } else {
+        eprintln!("bench: {what} failed: {out}");
+        None
+    }
+}
+
+/// Wait (at most 10 s) until a TCP socket listens on `port` in the
+/// namespace of process `pid` (its /proc/PID/net/tcp and tcp6): the peers
+/// print nothing when they are ready, and a namespace's ports cannot be
+/// probed from here.
+fn wait_listening(pid: u32, port: u16) -> bool {
+    let local = format!(":{port:04X}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        for table in ["tcp", "tcp6"] {
+            let t = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default();
+            // local address, remote address, state: 0A is LISTEN
+            if t.lines().any(|l| {
+                let w = fields(l);
+                w.get(1).is_some_and(|a| a.ends_with(&local)) && w.get(3) == Some(&"0A")
+            }) {
+                return true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// A peer built from public sources (never committed): the directory named
+/// by `var` that holds every one of `names`, itself or its `src/` (where an
+/// iperf3 build tree has its binary). Err: why its rows are skipped.
+fn peer_dir(var: &str, names: &[&str]) -> Result<PathBuf, String> {
+    let Some(dir) = std::env::var_os(var) else {
+        return Err(format!("{var} is unset"));
+    };
+    let dir = PathBuf::from(dir);
+    [dir.clone(), dir.join("src")]
+        .into_iter()
+        .find(|d| names.iter().all(|n| d.join(n).is_file()))
+        .ok_or_else(|| format!("{var}={} holds no {}", dir.display(), names.join(" and ")))
+}
+
+/// One stream run as its receiver saw it: Mbit/s, megabytes received
+/// (10^6 bytes), and the receiving process's CPU seconds (user + system).
+#[derive(Clone, Copy)]
+struct Rx {
+    mbps: f64,
+    mb: f64,
+    cpu: f64,
+}
+
+/// Our two ends: where they run, our netperf, and the netserver there.
+#[derive(Clone, Copy)]
+struct Ours<'a> {
+    at: At<'a>,
+    netperf: &'a Path,
+    ns: &'a Netserver,
+}
+
+/// One run of our netperf, as its receiver saw it: the last row's
+/// throughput and elapsed time (TCP: the 5th and 4th fields; UDP_STREAM's
+/// receiver row: the 4th and 2nd), and the receiver's CPU: the netserver's,
+/// or for TCP_MAERTS netperf's own (a reaped child).
+fn our_stream(us: Ours, test: &str, secs: u64, extra: &[&str]) -> Rx {
+    let Ours { at, netperf, ns } = us;
+    let mut elapsed = 0.0;
+    let s = sampled(ns.pid(), || {
+        let out = try_run(netperf_v1(at, netperf, ns.port(), test, secs, extra), secs);
+        let rows = out.map(|o| rows_of(&o)).unwrap_or_default();
+        let (mbps, t) = match rows.last().map(Vec::as_slice) {
+            Some([_, t, _, mbps]) if test == "UDP_STREAM" => (*mbps, *t),
+            Some([_, _, _, t, mbps, ..]) => (*mbps, *t),
+            _ => (f64::NAN, 0.0),
+        };
+        elapsed = t;
+        mbps
+    });
+    Rx {
+        mbps: s.figure,
+        mb: s.figure * elapsed / 8.0,
+        cpu: if test == "TCP_MAERTS" {
+            s.client_cpu
+        } else {
+            s.server_cpu
+        },
+    }
+}
+
+/// iperf3 3.21's server, started once for all its rows, bound to the
+/// host; its clients run the same binary.
+struct Iperf3 {
+    bin: PathBuf,
+    port: u16,
+    server: Guard,
+}
+
+fn iperf3_server(at: At, dir: &Path) -> Option<Iperf3> {
+    let bin = dir.join("iperf3");
+    let port = free_port();
+    let server = spawn(
+        at.command(&bin)
+            .args(["-s", "-p", &port.to_string(), "-B", at.host]),
+    );
+    if !wait_listening(server.0.id(), port) {
+        eprintln!("bench: {} -s did not listen on port {port}", bin.display());
+        return None;
+    }
+    Some(Iperf3 { bin, port, server })
+}
+
+/// One iperf3 run, `-P n -l len` (`reverse`: -R, the server sends), as its
+/// receiver saw it (end.sum_received): the server, or with -R the client
+/// itself (a reaped child).
+fn iperf3_stream(at: At, i: &Iperf3, n: usize, len: &str, secs: u64, reverse: bool) -> Rx {
+    let nf = n.to_string();
+    let mut args = vec!["-P", &nf, "-l", len];
+    if reverse {
+        args.push("-R");
+    }
+    let mut bytes = f64::NAN;
+    let s = sampled(i.server.0.id(), || {
+        let v = iperf3_run(at, &i.bin, i.port, secs, &args);
+        let r = v.as_ref().map(|v| &v["end"]["sum_received"]);
+        bytes = r.and_then(|r| r["bytes"].as_f64()).unwrap_or(f64::NAN);
+        r.and_then(|r| r["bits_per_second"].as_f64())
+            .map_or(f64::NAN, |b| b / 1e6)
+    });
+    Rx {
+        mbps: s.figure,
+        mb: bytes / 1e6,
+        cpu: if reverse { s.client_cpu } else { s.server_cpu },
+    }
+}
+
+/// Two distinct free ports: neper's control and data ports.
+fn two_free_ports() -> (u16, u16) {
+    let a = free_port();
+    loop {
+        let b = free_port();
+        if b != a {
+            return (a, b);
+        }
+    }
+}
+
+/// One neper run of `prog` (`tcp_stream` or `tcp_rr`) with `n` flows on
+/// `-T 2` threads (`-T 1` for one flow): a server for this run alone (a
+/// neper server serves one test, then exits) on free control and data
+/// ports, bound to the host, then the client. `both` go to both ends,
+/// `server` and `client` to one. The client's figure, and each end's CPU
+/// seconds, each read from the reaped child: the client's when it ends,
+/// the server's when it follows.
+fn neper(
+    at: At,
+    dir: &Path,
+    prog: &str,
+    n: usize,
+    secs: u64,
+    (both, server, client): (&[&str], &[&str], &[&str]),
+) -> Sample {
+    let bin = dir.join(prog);
+    let (cport, dport) = two_free_ports();
+    let (nf, threads) = (n.to_string(), n.min(2).to_string());
+    let (cport_s, dport_s) = (cport.to_string(), dport.to_string());
+    let mut common = vec!["-H", at.host, "-F", &nf, "-T", &threads];
+    common.extend(["-C", &cport_s, "-P", &dport_s]);
+    if at.v6() {
+        common.push("-6");
+    }
+    common.extend(both);
+    let mut srv = spawn(at.command(&bin).args(&common).args(server));
+    if !wait_listening(srv.0.id(), cport) {
+        eprintln!("bench: neper {prog} server did not listen on port {cport}");
+        return no_sample();
+    }
+    let c0 = children_cpu();
+    let mut c = at.command(&bin);
+    c.arg("-c")
+        .args(&common)
+        .args(["-l", &secs.to_string()])
+        .args(client);
+    let out = try_run(c, secs);
+    let c1 = children_cpu();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut exited = false;
+    while !exited && Instant::now() < deadline {
+        exited = matches!(srv.0.try_wait(), Ok(Some(_)));
+        if !exited {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    Sample {
+        figure: out.map_or(f64::NAN, |o| neper_figure(&o)),
+        client_cpu: c1 - c0,
+        server_cpu: if exited {
+            children_cpu() - c1
+        } else {
+            f64::NAN
+        },
+    }
+}
+
+/// neper's figure from its `key=value` lines: `throughput=` where this end
+/// measured (tcp_rr; a tcp_stream reader: Mbit/s), else the other end's
+/// `remote_throughput=` in bits/s: a tcp_stream client that only sends
+/// prints no `throughput=` line.
+fn neper_figure(out: &str) -> f64 {
+    let key = |k: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(k)?.trim().parse::<f64>().ok())
+    };
+    key("throughput=")
+        .or_else(|| key("remote_throughput=").map(|b| b / 1e6))
+        .unwrap_or(f64::NAN)
+}
+
+/// neper's tcp_stream as its receiver saw it, `buf`-byte reads and writes:
+/// `maerts` (-M at both ends, as neper requires) makes the server the
+/// sender; `rx` are options for the receiving end (--skip-rx-copy).
+fn neper_stream(
+    at: At,
+    dir: &Path,
+    n: usize,
+    secs: u64,
+    buf: &str,
+    maerts: bool,
+    rx: &[&str],
+) -> Rx {
+    let mut both = vec!["-B", buf];
+    if maerts {
+        both.push("-M");
+    }
+    let (server, client) = if maerts { (&[][..], rx) } else { (rx, &[][..]) };
+    let s = neper(at, dir, "tcp_stream", n, secs, (&both, server, client));
+    Rx {
+        mbps: s.figure,
+        mb: s.figure * secs as f64 / 8.0,
+        cpu: if maerts { s.client_cpu } else { s.server_cpu },
+    }
+}
+
+/// Median Mbit/s of runs; "-" for none.
+fn mbps_cell(v: &[Rx]) -> String {
+    if v.is_empty() {
+        return "-".into();
+    }
+    format!("{:.0}", spread(v.iter().map(|r| r.mbps).collect()).median)
+}
+
+/// The receiver's CPU microseconds per megabyte over all the runs.
+fn cpu_cell(v: &[Rx]) -> String {
+    let (cpu, mb) = v.iter().fold((0.0, 0.0), |(c, m), r| (c + r.cpu, m + r.mb));
+    if mb > 0.0 {
+        format!("{:.1}", cpu * 1e6 / mb)
+    } else {
+        "-".into()
+    }
+}
+
+/// The ratios of pairs, ours / peer's: the median in bold, min .. max.
+fn ratio_cell(pairs: &[(Rx, Rx)]) -> String {
+    if pairs.is_empty() {
+        return "-".into();
+    }
+    let r = spread(pairs.iter().map(|(a, b)| a.mbps / b.mbps).collect());
+    format!("**{:.2}** ({:.2} .. {:.2})", r.median, r.min, r.max)
+}
+
+fn rx_header(doc: &mut Doc) {
+    doc.line("");
+    doc.line("| run | Mbit/s | beside | its Mbit/s | ratio (min .. max) | rx CPU µs/MB | beside's rx CPU µs/MB |");
+    doc.line("|---|---|---|---|---|---|---|");
+}
+
+/// One row of ours (or a path) beside one peer (or the plain path), with
+/// each receiver's CPU per megabyte; nothing where the peer is absent.
+fn rx_row(doc: &mut Doc, label: &str, peer: &str, pairs: &[(Rx, Rx)]) {
+    if pairs.is_empty() {
+        return;
+    }
+    let (a, b): (Vec<Rx>, Vec<Rx>) = pairs.iter().copied().unzip();
+    doc.line(format!(
+        "| {label} | {} | {peer} | {} | {} | {} | {} |",
+        mbps_cell(&a),
+        mbps_cell(&b),
+        ratio_cell(pairs),
+        cpu_cell(&a),
+        cpu_cell(&b)
+    ));
+}
+
+/// The `--peers` report (see the top of this file).
+fn peers(o: &Opts, netperf: &Path, ns: &Netserver, doc: &mut Doc) {
+    let iperf3 = peer_dir("IPERF3_REF", &["iperf3"]);
+    let neper = peer_dir("NEPER_REF", &["tcp_stream", "tcp_rr"]);
+    let (date, uname) = (said("date", &["+%Y-%m-%d"]), said("uname", &["-sr"]));
+    doc.line("## Ours beside iperf3 3.21 and neper, and every data path");
+    doc.line("");
+    doc.line(format!(
+        "Run of {date} on {uname}, {} CPUs: {} rounds of {} s runs, ours then each peer in turn (ours, iperf3, ours, neper ...), every pair its own run of ours; ratio = ours / peer per pair, median in bold, min .. max after it. rx CPU µs/MB: user + system CPU of the receiving process (netserver, iperf3 -s, neper's server; netperf, the iperf3 -R client and neper's -M client in TCP_MAERTS) over the megabytes (10^6 bytes) it received, summed over the runs.",
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        o.runs,
+        o.secs
+    ));
+    doc.line("");
+    match &iperf3 {
+        Ok(d) => doc.line(format!(
+            "- iperf3: {} ({})",
+            d.join("iperf3").display(),
+            said(d.join("iperf3"), &["--version"])
+        )),
+        Err(why) => doc.line(format!(
+            "- iperf3 skipped: {why} (the directory of an iperf3 3.21 build, e.g. /tmp/iperf-3.21/src): no iperf3 columns in the flows tables nor iperf3 row in the namespace"
+        )),
+    }
+    match &neper {
+        Ok(d) => doc.line(format!(
+            "- neper: {} (version {})",
+            d.display(),
+            said(d.join("tcp_stream"), &["-v"])
+        )),
+        Err(why) => doc.line(format!(
+            "- neper skipped: {why} (the directory of a neper build holding tcp_stream and tcp_rr, e.g. /tmp/neper): no neper columns in the flows tables, no TCP_RR table, no --skip-rx-copy rows"
+        )),
+    }
+    let iperf3 = iperf3.ok();
+    let neper = neper.ok();
+    let us = Ours {
+        at: LOOPBACK,
+        netperf,
+        ns,
+    };
+    if iperf3.is_some() || neper.is_some() {
+        let server = iperf3.as_deref().and_then(|d| iperf3_server(LOOPBACK, d));
+        for maerts in [false, true] {
+            peer_flows(doc, o, us, server.as_ref(), neper.as_deref(), maerts);
+        }
+    }
+    if let Some(d) = &neper {
+        peer_rr(doc, o, us, d);
+    }
+    paths(doc, o, us);
+    if let Some(d) = &neper {
+        doc.line("");
+        doc.line(
+            "### Our --rx-discard beside neper's --skip-rx-copy (on its server, the receiver)",
+        );
+        rx_header(doc);
+        for n in [1, 2] {
+            discard_beside_skip(doc, o, us, d, n, ("128K", "131072"));
+        }
+    }
+    page_rows(doc, o, netperf, iperf3.as_deref(), neper.as_deref());
+}
+
+/// TCP_STREAM or TCP_MAERTS with 1 to 100 flows: ours beside iperf3 -P N
+/// (-R) and neper tcp_stream -F N (-M), all writing 128 KiB.
+fn peer_flows(
+    doc: &mut Doc,
+    o: &Opts,
+    us: Ours,
+    iperf: Option<&Iperf3>,
+    neper: Option<&Path>,
+    maerts: bool,
+) {
+    let secs = o.secs;
+    let (test, r, m) = if maerts {
+        ("TCP_MAERTS", " -R", " -M")
+    } else {
+        ("TCP_STREAM", "", "")
+    };
+    doc.line("");
+    doc.line(format!(
+        "### {test} -- -m 128K --flows N, beside iperf3 -P N -l 128K{r} and neper tcp_stream -F N -T 2 -B 131072{m} (-T 1 for one flow)"
+    ));
+    doc.line("");
+    doc.line("| N | ours Mbit/s | iperf3 | neper | ours/iperf3 (min .. max) | ours/neper (min .. max) | rx CPU µs/MB: ours | iperf3 | neper |");
+    doc.line("|---|---|---|---|---|---|---|---|---|");
+    for n in [1usize, 2, 8, 100] {
+        let nf = n.to_string();
+        let extra = ["-m", "128K", "--flows", &nf];
+        let mut a = iperf.map(|i| move || iperf3_stream(LOOPBACK, i, n, "128K", secs, maerts));
+        let mut b =
+            neper.map(|d| move || neper_stream(LOOPBACK, d, n, secs, "131072", maerts, &[]));
+        let pairs = rounds(
+            o.runs,
+            || our_stream(us, test, secs, &extra),
+            &mut [as_peer(&mut a), as_peer(&mut b)],
+        );
+        let ours: Vec<Rx> = pairs.iter().flatten().map(|p| p.0).collect();
+        let peer = |k: usize| -> Vec<Rx> { pairs[k].iter().map(|p| p.1).collect() };
+        doc.line(format!(
+            "| {n} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            mbps_cell(&ours),
+            mbps_cell(&peer(0)),
+            mbps_cell(&peer(1)),
+            ratio_cell(&pairs[0]),
+            ratio_cell(&pairs[1]),
+            cpu_cell(&ours),
+            cpu_cell(&peer(0)),
+            cpu_cell(&peer(1))
+        ));
+    }
+}
+
+/// TCP_RR with 2 to 100 flows beside neper's tcp_rr -F N -T 2.
+fn peer_rr(doc: &mut Doc, o: &Opts, us: Ours, neper_dir: &Path) {
+    doc.line("");
+    doc.line("### TCP_RR -- --flows N, beside neper tcp_rr -F N -T 2");
+    doc.line("");
+    doc.line("| N | ours trans/s | neper trans/s | ours/neper (min .. max) |");
+    doc.line("|---|---|---|---|");
+    for n in [2usize, 8, 100] {
+        let nf = n.to_string();
+        let (a, b, r) = alternate(
+            o.runs,
+            || {
+                netperf_tps(
+                    us.netperf,
+                    us.ns.port(),
+                    "TCP_RR",
+                    o.secs,
+                    &["--flows", &nf],
+                )
+            },
+            || neper(LOOPBACK, neper_dir, "tcp_rr", n, o.secs, (&[], &[], &[])).figure,
+        );
+        doc.line(format!(
+            "| {n} | {a:.0} | {b:.0} | **{:.2}** ({:.2} .. {:.2}) |",
+            r.median, r.min, r.max
+        ));
+    }
+}
+
+/// Every data path of ours beside the plain one, ours alone: in each
+/// round the plain run, then a path, then the plain one again and the
+/// next path; ratio = path / plain.
+fn paths(doc: &mut Doc, o: &Opts, us: Ours) {
+    doc.line("");
+    doc.line("### Every data path beside the plain one (ours alone; ratio = path / plain)");
+    rx_header(doc);
+    type Group<'a> = (&'a str, &'a [&'a str], &'a [&'a [&'a str]]);
+    let groups: [Group; 4] = [
+        (
+            "TCP_STREAM",
+            &["-m", "128K", "--flows", "1"],
+            &[&["--rx-discard"], &["--io-uring"], &["--zerocopy"]],
+        ),
+        (
+            "TCP_STREAM",
+            &["-m", "128K", "--flows", "2"],
+            &[&["--rx-discard"], &["--io-uring"], &["--zerocopy"]],
+        ),
+        (
+            "TCP_MAERTS",
+            &["-m", "128K", "--flows", "1"],
+            &[&["--rx-discard"], &["--io-uring"]],
+        ),
+        (
+            "UDP_STREAM",
+            &["-m", "1024"],
+            &[&["--io-uring"], &["--batch", "32"]],
+        ),
+    ];
+    for (test, base, ways) in groups {
+        let mut runs: Vec<_> = ways
+            .iter()
+            .map(|way| {
+                let extra: Vec<&str> = base.iter().chain(way.iter()).copied().collect();
+                move || our_stream(us, test, o.secs, &extra)
+            })
+            .collect();
+        let mut peers: Vec<Option<&mut dyn FnMut() -> Rx>> = runs
+            .iter_mut()
+            .map(|f| Some(f as &mut dyn FnMut() -> Rx))
+            .collect();
+        let pairs = rounds(o.runs, || our_stream(us, test, o.secs, base), &mut peers);
+        let plain = format!("{test} {}", base.join(" "));
+        for (way, pairs) in ways.iter().zip(pairs) {
+            // the path first: its ratio to the plain run
+            let pairs: Vec<(Rx, Rx)> = pairs.into_iter().map(|(p, w)| (w, p)).collect();
+            rx_row(doc, &format!("{plain} {}", way.join(" ")), &plain, &pairs);
+        }
+    }
+}
+
+/// Our `--rx-discard` beside neper's `--skip-rx-copy` on its receiving end
+/// (the server), `n` flows, `len`-byte writes (neper's reads and writes:
+/// `buf` bytes): one row.
+fn discard_beside_skip(
+    doc: &mut Doc,
+    o: &Opts,
+    us: Ours,
+    neper_dir: &Path,
+    n: usize,
+    (len, buf): (&str, &str),
+) {
+    let nf = n.to_string();
+    let extra = ["-m", len, "--rx-discard", "--flows", &nf];
+    let mut skip = || neper_stream(us.at, neper_dir, n, o.secs, buf, false, &["--skip-rx-copy"]);
+    let pairs = rounds(
+        o.runs,
+        || our_stream(us, "TCP_STREAM", o.secs, &extra),
+        &mut [Some(&mut skip as &mut dyn FnMut() -> Rx)],
+    );
+    rx_row(
+        doc,
+        &format!("TCP_STREAM -- {}", extra.join(" ")),
+        &format!(
+            "neper tcp_stream -F {n} -T {} -B {buf}, server --skip-rx-copy",
+            n.min(2)
+        ),
+        &pairs[0],
+    );
+}
+
+/// The share of the bytes our receiver mapped in one TCP_STREAM run of
+/// `extra` (`--json`: remote.rx_mapped_bytes over remote.bytes_received).
+fn mapped_share(us: Ours, secs: u64, extra: &[&str]) -> Option<f64> {
+    let mut c = us.at.command(us.netperf);
+    c.args(["-H", us.at.host, "-p", &us.ns.port().to_string()])
+        .args(["-t", "TCP_STREAM"])
+        .args(["-l", &secs.to_string(), "--json", "--"])
+        .args(extra);
+    let v: serde_json::Value = serde_json::from_str(&try_run(c, secs)?)
+        .map_err(|e| eprintln!("bench: netperf --json printed no JSON: {e}"))
+        .ok()?;
+    let r = &v["remote"];
+    Some(r["rx_mapped_bytes"].as_f64()? / r["bytes_received"].as_f64()?)
+}
+
+/// The page-aligned rows: in a namespace whose loopback MTU makes an IPv6
+/// segment 15 pages, so a receiver can map them, ours with `--zerocopy
+/// --rx-zerocopy` beside iperf3, our copy path and our `--rx-discard`;
+/// that beside neper's `--skip-rx-copy`; and the share of the bytes our
+/// receiver mapped (`--json`). The namespace goes with `PageLoop`'s drop,
+/// on every way out.
+fn page_rows(
+    doc: &mut Doc,
+    o: &Opts,
+    netperf: &Path,
+    iperf3_dir: Option<&Path>,
+    neper_dir: Option<&Path>,
+) {
+    doc.line("");
+    doc.line(format!(
+        "### Page-aligned: a namespace whose loopback MTU is {} (an IPv6 segment carries 15 pages), everything on ::1",
+        PageLoop::MTU
+    ));
+    let Some(l) = PageLoop::new("bench --peers") else {
+        doc.line("");
+        doc.line("(page-aligned rows skipped: no namespace here; they need root, ip, nft and tc, stderr says which is missing)");
+        return;
+    };
+    let at = At {
+        ns: Some(&l),
+        host: "::1",
+    };
+    let mut cmd = l.command(&ours("netserver"));
+    cmd.args(["-D", "-p", "0", "-L", "::1", "-v", "0"]);
+    let ns = Netserver::spawn(cmd);
+    let us = Ours {
+        at,
+        netperf,
+        ns: &ns,
+    };
+    let iperf = iperf3_dir.and_then(|d| iperf3_server(at, d));
+    let secs = o.secs;
+    rx_header(doc);
+    let mut mapped = vec![];
+    for n in [1usize, 2] {
+        let nf = n.to_string();
+        let zc = ["-m", "64K", "--zerocopy", "--rx-zerocopy", "--flows", &nf];
+        let ours = |extra: &[&str]| our_stream(us, "TCP_STREAM", secs, extra);
+        let mut a = iperf
+            .as_ref()
+            .map(|i| move || iperf3_stream(at, i, n, "128K", secs, false));
+        let mut copy = Some(|| ours(&["-m", "64K", "--flows", &nf]));
+        let mut discard = Some(|| ours(&["-m", "64K", "--rx-discard", "--flows", &nf]));
+        let pairs = rounds(
+            o.runs,
+            || ours(&zc),
+            &mut [as_peer(&mut a), as_peer(&mut copy), as_peer(&mut discard)],
+        );
+        let label = format!("TCP_STREAM -- {}", zc.join(" "));
+        let peers = [
+            format!("iperf3 -6 -P {n} -l 128K"),
+            format!("ours -- -m 64K --flows {n}"),
+            format!("ours -- -m 64K --rx-discard --flows {n}"),
+        ];
+        for (peer, pairs) in peers.iter().zip(&pairs) {
+            rx_row(doc, &label, peer, pairs);
+        }
+        if let Some(d) = neper_dir {
+            discard_beside_skip(doc, o, us, d, n, ("64K", "65536"));
+        }
+        mapped.push(match mapped_share(us, secs, &zc) {
+            Some(s) => format!(
+                "{n} flow{}: mapped {:.1}%",
+                if n > 1 { "s" } else { "" },
+                s * 100.0
+            ),
+            None => format!("{n} flows: no figure (see stderr)"),
+        });
+    }
+    doc.line("");
+    doc.line(format!(
+        "Mapped by our receiver with --zerocopy --rx-zerocopy (`--json`: remote.rx_mapped_bytes / remote.bytes_received, one run each): {}.",
+        mapped.join("; ")
+    ));
 }
