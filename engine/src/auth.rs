@@ -9,7 +9,7 @@
 //! HMAC under a session key derived from both nonces ([`Channel`]), so
 //! frames can be neither forged nor replayed nor reordered.
 
-use std::{fs, os::unix::fs::PermissionsExt, path::Path};
+use std::{fs, path::Path};
 
 use hmac::{Hmac, Mac};
 use proto::{Authenticator, PROTOCOL_VERSION, Role};
@@ -43,8 +43,7 @@ impl Key {
     pub fn from_file(path: &Path) -> Result<Key, EngineError> {
         let meta = fs::metadata(path)
             .map_err(|e| EngineError::io(format!("--key-file {}", path.display()), e))?;
-        let mode = meta.permissions().mode();
-        if mode & 0o044 != 0 {
+        if let Some(mode) = crate::sys::open_to_others(&meta) {
             return Err(EngineError::Invalid(format!(
                 "--key-file {}: the file is readable by its group or by others (mode {:o}); chmod 600 it",
                 path.display(),
@@ -222,6 +221,8 @@ impl Channel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(unix)]
+    use std::os::unix::fs::PermissionsExt as _;
 
     fn key() -> Key {
         Key::from_passphrase("correct horse battery staple").unwrap()

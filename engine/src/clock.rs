@@ -2,17 +2,11 @@
 //! one vDSO `clock_gettime` and integer arithmetic, without `Instant`'s
 //! checked `timespec` subtraction.
 
-use nix::time::{ClockId, clock_gettime};
-
-/// Nanoseconds of CLOCK_MONOTONIC.
+/// Nanoseconds of the monotonic clock (CLOCK_MONOTONIC; Windows'
+/// performance counter).
 #[inline]
 pub fn now_ns() -> u64 {
-    match clock_gettime(ClockId::CLOCK_MONOTONIC) {
-        Ok(ts) => (ts.tv_sec() as u64)
-            .wrapping_mul(1_000_000_000)
-            .wrapping_add(ts.tv_nsec() as u64),
-        Err(_) => 0,
-    }
+    crate::sys::monotonic_ns()
 }
 
 #[cfg(test)]

@@ -6,8 +6,6 @@
 //! do we); the system figure is the mean over the CPUs, and the busiest CPU
 //! is reported too.
 
-use std::fs;
-
 use proto::CpuStats;
 
 /// One CPU's counters (USER_HZ ticks), as the `cpuN` lines list them.
@@ -91,9 +89,10 @@ pub fn parse(stat: &str) -> Snapshot {
     Snapshot { cpus }
 }
 
-/// The counters now, or `None` if /proc/stat cannot be read.
+/// The counters now (the platform's: /proc/stat on Linux), or `None` if
+/// they cannot be read.
 pub fn snapshot() -> Option<Snapshot> {
-    fs::read_to_string("/proc/stat").ok().map(|s| parse(&s))
+    crate::sys::cpu_ticks().map(|cpus| Snapshot { cpus })
 }
 
 /// Number of CPUs the kernel lists.
@@ -108,7 +107,12 @@ pub fn count() -> u32 {
     if n > 0 && now.saturating_sub(when) < 10 {
         return n;
     }
-    let n = snapshot().map_or(0, |s| s.cpus.len() as u32);
+    // (Windows' meter is the machine's, one set of counters: count them
+    // as the scheduler does)
+    let n = match snapshot() {
+        Some(s) if s.cpus.len() > 1 => s.cpus.len() as u32,
+        _ => std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+    };
     CACHED.store((now << 32) | u64::from(n), Ordering::Relaxed);
     n
 }

@@ -135,8 +135,8 @@ pub(crate) fn open(
         tried += 1;
         let busy = |e: &io::Error| {
             matches!(
-                e.raw_os_error(),
-                Some(libc::EADDRINUSE | libc::EADDRNOTAVAIL)
+                e.kind(),
+                io::ErrorKind::AddrInUse | io::ErrorKind::AddrNotAvailable
             )
         };
         if let Err(e) = sock.bind(&SocketAddr::new(p.local_ip, port).into()) {
@@ -154,7 +154,7 @@ pub(crate) fn open(
         }
         match sock.connect(&p.server.into()) {
             Ok(()) => return Ok(sock),
-            Err(e) if nonblocking && e.raw_os_error() == Some(libc::EINPROGRESS) => {
+            Err(e) if nonblocking && crate::sys::connect_in_progress(&e) => {
                 return Ok(sock);
             }
             Err(e) if busy(&e) => {
@@ -492,13 +492,12 @@ impl Answerer<'_> {
     /// most until the oldest waiting one's time is up: whether the listener
     /// has a connection to accept.
     fn next_ready(&self, listener: &TcpListener) -> Result<bool, EngineError> {
-        use std::os::fd::AsFd as _;
         let oldest = self.waiting.iter().map(|u| u.since).min();
         let left = oldest.map_or(CONN_TIMEOUT, |t| {
             (t + CONN_TIMEOUT).saturating_duration_since(Instant::now())
         });
-        let mut socks = vec![listener.as_fd()];
-        socks.extend(self.waiting.iter().map(|u| u.conn.as_fd()));
+        let mut socks = vec![crate::sys::borrowed(listener)];
+        socks.extend(self.waiting.iter().map(|u| crate::sys::borrowed(&u.conn)));
         let ready = crate::sys::wait_readable(&socks, left.max(Duration::from_millis(1)))
             .map_err(|e| EngineError::io("waiting on the data listener", e))?;
         Ok(ready.first().copied().unwrap_or(false))
@@ -648,7 +647,7 @@ pub fn responder(
             }
             continue;
         }
-        let conn = match listener.accept() {
+        let conn = match crate::sys::accept_within(&listener, CONN_TIMEOUT) {
             Ok((c, from)) if conv.proof == Proof::ControlPeer && from.ip() != peer => {
                 drop(c);
                 a.refused += 1;

@@ -29,6 +29,14 @@ impl EngineError {
         }
     }
 
+    /// The underlying OS error, if any.
+    pub fn io_error(&self) -> Option<&io::Error> {
+        match self {
+            EngineError::Io { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+
     /// The underlying OS error number, if any.
     pub fn raw_os_error(&self) -> Option<i32> {
         match self {
@@ -65,5 +73,5 @@ pub fn timed_out(e: &io::Error) -> bool {
 /// or would block, or it reported the ICMP error ("port unreachable") that
 /// an earlier datagram of ours drew.
 pub(crate) fn no_datagram(e: &io::Error) -> bool {
-    timed_out(e) || e.raw_os_error() == Some(libc::ECONNREFUSED)
+    timed_out(e) || e.kind() == io::ErrorKind::ConnectionRefused
 }

@@ -1,12 +1,10 @@
 //! The kernel's own UDP counters, from /proc (Linux).
 
-use std::{fs, os::fd::AsFd};
+use std::fs;
 
-use nix::sys::stat::fstat;
-
-/// The inode of a socket, as /proc/net/udp lists it.
-pub fn socket_inode(sock: &impl AsFd) -> Option<u64> {
-    fstat(sock.as_fd()).ok().map(|st| st.st_ino)
+/// The inode of a socket, as /proc/net/udp lists it (Linux's).
+pub fn socket_inode(sock: &impl crate::sys::Sock) -> Option<u64> {
+    crate::sys::socket_inode(sock)
 }
 
 /// The drops column of /proc/net/udp and /proc/net/udp6 for the socket with

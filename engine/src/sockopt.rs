@@ -1,6 +1,6 @@
 //! Socket options of data and control connections.
 
-use std::{net::SocketAddr, os::fd::AsFd, time::Duration};
+use std::{net::SocketAddr, time::Duration};
 
 use proto::{Family, Protocol, SideSpec, TcpStats};
 use socket2::{Domain, SockRef, Socket, TcpKeepalive, Type};
@@ -78,15 +78,11 @@ pub fn apply_side(
         }
     }
     if side.dont_route {
-        sys::set_int_option(sock, libc::SOL_SOCKET, libc::SO_DONTROUTE, 1)
-            .context(|| "setting SO_DONTROUTE".to_string())?;
+        sys::opt::dont_route(sock).context(|| "setting SO_DONTROUTE".to_string())?;
     }
     if let Some(tos) = side.tos {
-        match family {
-            Family::V4 => sock.set_tos_v4(u32::from(tos)),
-            Family::V6 => sock.set_tclass_v6(u32::from(tos)),
-        }
-        .context(|| format!("setting IP TOS to {tos:#04x}"))?;
+        sys::opt::set_tos(sock, family == Family::V6, i32::from(tos))
+            .context(|| format!("setting IP TOS to {tos:#04x}"))?;
     }
     if let Some(p) = side.priority {
         sys::opt::priority(sock, p).context(|| format!("setting SO_PRIORITY to {p}"))?;
@@ -122,7 +118,7 @@ pub fn apply_local(
 ) -> Result<(), EngineError> {
     if protocol == Protocol::Tcp {
         if let Some(mss) = o.mss {
-            sock.set_tcp_mss(mss)
+            sys::opt::set_mss(sock, i32::try_from(mss).unwrap_or(i32::MAX))
                 .context(|| format!("setting TCP_MAXSEG to {mss}"))?;
         }
         if o.cork {
@@ -139,7 +135,7 @@ pub fn apply_local(
             .context(|| format!("setting SO_MAX_PACING_RATE to {rate}"))?;
     }
     if o.so_debug {
-        let _ = sys::set_int_option(sock, libc::SOL_SOCKET, libc::SO_DEBUG, 1);
+        let _ = sys::opt::debug(sock);
     }
     if o.mtu_discover {
         sys::opt::dont_fragment(sock, family == Family::V6)
@@ -150,8 +146,7 @@ pub fn apply_local(
 
 /// TCP Fast Open on a listener, with room for `queue` pending requests.
 pub fn set_fastopen_listener(sock: &Socket, queue: i32) -> Result<(), EngineError> {
-    sys::set_int_option(sock, libc::IPPROTO_TCP, libc::TCP_FASTOPEN, queue)
-        .context(|| "setting TCP_FASTOPEN".to_string())
+    sys::opt::fastopen_listener(sock, queue).context(|| "setting TCP_FASTOPEN".to_string())
 }
 
 /// TCP_DEFER_ACCEPT on a listener: accept only once data arrived, or after
@@ -161,17 +156,15 @@ pub fn set_defer_accept(sock: &Socket, secs: i32) -> Result<(), EngineError> {
 }
 
 /// The TOS byte (traffic class) a socket holds.
-pub fn tos(sock: &impl AsFd, family: Family) -> Option<u32> {
-    let (level, name) = match family {
-        Family::V4 => (libc::IPPROTO_IP, libc::IP_TOS),
-        Family::V6 => (libc::IPPROTO_IPV6, libc::IPV6_TCLASS),
-    };
-    int_option(sock, level, name).and_then(|v| u32::try_from(v).ok())
+pub fn tos(sock: &impl crate::sys::Sock, family: Family) -> Option<u32> {
+    sys::opt::tos(sock, family == Family::V6)
+        .ok()
+        .and_then(|v| u32::try_from(v).ok())
 }
 
 /// An integer socket option as the kernel holds it (for tests and reports).
-pub fn int_option(sock: &impl AsFd, level: i32, name: i32) -> Option<i32> {
-    sys::get_int_option(&sock.as_fd(), level, name).ok()
+pub fn int_option(sock: &impl crate::sys::Sock, level: i32, name: i32) -> Option<i32> {
+    sys::get_int_option(sock, level, name).ok()
 }
 
 /// Keepalive and user timeout for long-lived connections (control and data),
@@ -200,8 +193,8 @@ pub fn congestion_control(sock: SockRef<'_>) -> Option<String> {
 
 /// TCP_INFO figures of a connection.
 /// TCP_INFO of a connection now, for an interim report.
-pub fn tcp_sample(sock: &impl AsFd) -> Option<proto::TcpSample> {
-    let info = sys::tcp_info(&sock.as_fd()).ok()?;
+pub fn tcp_sample(sock: &impl crate::sys::Sock) -> Option<proto::TcpSample> {
+    let info = sys::tcp_info(sock).ok()?;
     Some(proto::TcpSample {
         rtt_us: info.rtt_us,
         rttvar_us: info.rttvar_us,
@@ -213,8 +206,8 @@ pub fn tcp_sample(sock: &impl AsFd) -> Option<proto::TcpSample> {
     })
 }
 
-pub fn tcp_stats(sock: &impl AsFd) -> Option<TcpStats> {
-    let info = sys::tcp_info(&sock.as_fd()).ok()?;
+pub fn tcp_stats(sock: &impl crate::sys::Sock) -> Option<TcpStats> {
+    let info = sys::tcp_info(sock).ok()?;
     Some(TcpStats {
         retransmits: u64::from(info.total_retrans),
         mss: info.snd_mss,
@@ -227,14 +220,16 @@ pub fn tcp_stats(sock: &impl AsFd) -> Option<TcpStats> {
 
 /// Have a UDP socket report transmit errors (ENOBUFS from a full queue,
 /// ICMP errors) on send, as netperf does, instead of dropping silently.
-pub fn set_recv_err(sock: &impl AsFd, family: Family) -> Result<(), EngineError> {
-    sys::opt::recv_err(&sock.as_fd(), family == Family::V6)
+pub fn set_recv_err(sock: &impl crate::sys::Sock, family: Family) -> Result<(), EngineError> {
+    sys::opt::recv_err(sock, family == Family::V6)
         .map_err(|e| EngineError::io("setting IP_RECVERR", e))
 }
 
 /// TCP_MAXSEG of a connected TCP socket.
 pub fn mss(sock: SockRef<'_>) -> Option<u32> {
-    sock.tcp_mss().ok()
+    sys::opt::mss(&*sock)
+        .ok()
+        .and_then(|v| u32::try_from(v).ok())
 }
 
 /// Pin the calling thread to one CPU (netperf's `-T`).

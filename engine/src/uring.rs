@@ -62,7 +62,7 @@ enum Phase {
 struct Flow {
     index: usize,
     sock: TcpStream,
-    fd: i32,
+    fd: crate::sys::RawSock,
     send: StreamSend,
     recv: StreamRecv,
     /// Sends in flight, and the bytes they asked for.
@@ -370,14 +370,14 @@ fn overdue(
 #[derive(Debug)]
 pub struct UdpRecv {
     io: Io,
-    fd: i32,
+    fd: crate::sys::RawSock,
     armed: bool,
     done: Vec<Done>,
 }
 
 impl UdpRecv {
     /// For `sock`, datagrams of up to `size` bytes.
-    pub fn new(sock: &impl std::os::fd::AsRawFd, size: usize) -> Result<UdpRecv, EngineError> {
+    pub fn new(sock: &impl crate::sys::Sock, size: usize) -> Result<UdpRecv, EngineError> {
         let count = u16::try_from(proto::uring_buffers(1)).unwrap_or(64);
         let room = proto::uring_buffer_size(u32::try_from(size).unwrap_or(u32::MAX), true) as usize;
         let io = Io::new(8, count, room, 1, 0).map_err(|e| uring_err("setting up a ring", e))?;
@@ -464,7 +464,7 @@ impl UdpSend {
     pub fn send(
         &mut self,
         batch: &mut crate::sys::MsgBatch,
-        sock: &impl std::os::fd::AsRawFd,
+        sock: &impl crate::sys::Sock,
         lens: &[usize],
     ) -> io::Result<(usize, Vec<io::Error>)> {
         batch.send_uring(self.io.ring(), sock, lens)

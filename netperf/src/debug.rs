@@ -161,16 +161,7 @@ pub fn iteration(itr: usize, time: f64, result: f64, cpu: [Option<f64>; 2], sd: 
 
 /// A socket's descriptor number, as netperf 2.7's lines show it.
 pub fn descriptor(s: &socket2::Socket) -> i64 {
-    #[cfg(unix)]
-    {
-        use std::os::fd::AsRawFd;
-        i64::from(s.as_raw_fd())
-    }
-    #[cfg(windows)]
-    {
-        use std::os::windows::io::AsRawSocket;
-        s.as_raw_socket() as i64
-    }
+    engine::sys::raw(s) as i64
 }
 
 /// The netserver's counters arrived.

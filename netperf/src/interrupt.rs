@@ -12,8 +12,8 @@ use std::{
     thread,
 };
 
+use engine::sys::{Asked, Signals};
 use engine::timer::StopFlag;
-use nix::sys::signal::{SigSet, Signal};
 
 /// The running tests' flags, each under its guard's number.
 static CURRENT: Mutex<Vec<(u64, StopFlag)>> = Mutex::new(Vec::new());
@@ -22,11 +22,9 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 /// Take SIGINT on a thread of its own. Call before any other thread starts,
 /// so that every thread inherits the blocked signal.
 pub fn install() {
-    let mut set = SigSet::empty();
-    set.add(Signal::SIGINT);
-    if set.thread_block().is_err() {
+    let Ok(set) = Signals::block(&[Asked::Interrupt]) else {
         return;
-    }
+    };
     let _ = thread::Builder::new().name("sigint".into()).spawn(move || {
         loop {
             if set.wait().is_err() {

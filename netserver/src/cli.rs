@@ -185,6 +185,27 @@ pub const OPTIONS: &[OptDef] = &[
         "Require clients to prove they know this passphrase (never sent by ours; netperf 2.7 clients send it in the clear)",
     ),
     OptDef::long_only(
+        "install_service",
+        "install-service",
+        Arity::None,
+        "",
+        "Windows: register netserver as a service that starts at boot with the other options given",
+    ),
+    OptDef::long_only(
+        "uninstall_service",
+        "uninstall-service",
+        Arity::None,
+        "",
+        "Windows: remove the service (stopped first)",
+    ),
+    OptDef::long_only(
+        "service",
+        "service",
+        Arity::None,
+        "",
+        "Windows: run under the service manager (as --install-service registers it)",
+    ),
+    OptDef::long_only(
         "allow_netperf2",
         "allow-netperf2",
         Arity::None,
@@ -208,6 +229,10 @@ pub enum Invocation {
     /// `--version`.
     OurVersion,
     Run(Box<ServerOptions>),
+    /// `--install-service`: the service runs with these arguments.
+    InstallService(Vec<String>),
+    /// `--uninstall-service`.
+    UninstallService,
 }
 
 #[derive(Debug)]
@@ -217,6 +242,8 @@ pub struct ServerOptions {
     pub bind: Option<String>,
     pub family: AddrFamily,
     pub foreground: bool,
+    /// `--service`: run under the Windows service manager.
+    pub service: bool,
     pub verbosity: u8,
     pub log_file: Option<PathBuf>,
     pub log_format: crate::log::Format,
@@ -260,6 +287,7 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
         bind: None,
         family: AddrFamily::Unspec,
         foreground: false,
+        service: false,
         verbosity: 1,
         log_file: None,
         log_format: crate::log::Format::Text,
@@ -372,6 +400,18 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
                 );
                 o.config.netperf2_passphrase = Some(v.to_string());
             }
+            "install_service" => {
+                let rest: Vec<String> = args
+                    .iter()
+                    .filter(|a| a.as_str() != spelled)
+                    .cloned()
+                    .collect();
+                // what the service will run with must parse now
+                parse(&rest)?;
+                return Ok(Invocation::InstallService(rest));
+            }
+            "uninstall_service" => return Ok(Invocation::UninstallService),
+            "service" => o.service = true,
             "allow_netperf2" => allow_netperf2 = true,
             "no_netperf2" => no_netperf2 = true,
             // an option in the table that no arm takes: a bug, caught by

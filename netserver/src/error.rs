@@ -61,21 +61,22 @@ pub(crate) fn failed(what: &str, e: impl std::fmt::Display) -> ErrorMsg {
 }
 
 /// Which resource an error says ran out, and what gives more of it.
-pub(crate) fn shortage(errno: Option<i32>) -> Option<String> {
-    match errno? {
-        libc::EMFILE => {
-            let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
-                .map_or(0, |(soft, _)| soft);
-            Some(format!(
-                "its limit is {limit}: raise it, e.g. LimitNOFILE= or ulimit -n"
-            ))
-        }
-        libc::ENFILE => Some(
+pub(crate) fn shortage(e: &std::io::Error) -> Option<String> {
+    use engine::sys;
+    if sys::system_out_of_descriptors(e) {
+        Some(
             "the system's table of open files is full: raise fs.file-max, or close files elsewhere"
                 .to_string(),
-        ),
-        libc::ENOMEM | libc::ENOBUFS => Some("the kernel is short of memory".to_string()),
-        _ => None,
+        )
+    } else if sys::out_of_descriptors(e) {
+        let limit = sys::open_files_limit().0;
+        Some(format!(
+            "its limit is {limit}: raise it, e.g. LimitNOFILE= or ulimit -n"
+        ))
+    } else if sys::no_buffer_space(e) || e.kind() == std::io::ErrorKind::OutOfMemory {
+        Some("the kernel is short of memory".to_string())
+    } else {
+        None
     }
 }
 
@@ -83,11 +84,11 @@ pub(crate) fn shortage(errno: Option<i32>) -> Option<String> {
 pub(crate) fn data_socket_error(
     what: &str,
     e: impl std::fmt::Display,
-    errno: Option<i32>,
+    io: Option<&std::io::Error>,
 ) -> ErrorMsg {
     ErrorMsg::new(
         ErrorCode::Resource,
-        match shortage(errno) {
+        match io.and_then(shortage) {
             Some(why) => format!("netserver cannot {what}: {e} ({why})"),
             None => format!("netserver cannot {what}: {e}"),
         },

@@ -22,9 +22,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use std::os::fd::AsRawFd;
-
-use mio::{Events, Interest, Poll, Token, Waker, unix::SourceFd};
+use engine::sys::{SockKind, Watch};
+use mio::{Events, Interest, Poll, Token, Waker};
 use proto::{ErrorCode, ErrorMsg};
 
 use crate::{admission::Refusal, metrics::Refused, scrape, session, shared::Shared};
@@ -41,7 +40,7 @@ const TRIM_AFTER: Duration = Duration::from_millis(200);
 
 /// Connections that have sent nothing yet, in arrival order.
 struct WaitingRoom {
-    conns: HashMap<usize, (TcpStream, SocketAddr)>,
+    conns: HashMap<usize, (TcpStream, SocketAddr, Watch)>,
     /// (arrival, token), oldest first; tokens already gone are skipped.
     order: VecDeque<(Instant, usize)>,
     per_address: HashMap<IpAddr, usize>,
@@ -78,12 +77,14 @@ impl WaitingRoom {
         // looked at with a peek that must never wait
         stream.set_nonblocking(true)?;
         let token = self.new_token();
-        poll.registry().register(
-            &mut SourceFd(&stream.as_raw_fd()),
+        let watch = Watch::new(
+            poll.registry(),
+            &stream,
+            SockKind::Stream,
             Token(token),
             Interest::READABLE,
         )?;
-        self.conns.insert(token, (stream, peer));
+        self.conns.insert(token, (stream, peer, watch));
         self.order.push_back((Instant::now(), token));
         *self.per_address.entry(peer.ip()).or_insert(0) += 1;
         Ok(())
@@ -94,13 +95,16 @@ impl WaitingRoom {
     /// session's to serve. Until then it costs no thread: a client that
     /// sends a byte and stops holds no more than a silent one.
     fn first_message_in(&self, token: usize) -> bool {
-        let Some((stream, _)) = self.conns.get(&token) else {
+        let Some((stream, _, watch)) = self.conns.get(&token) else {
             return true;
         };
         let mut buf = [0u8; 1024];
         let n = match stream.peek(&mut buf) {
             Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                watch.rearm();
+                return false;
+            }
             Err(_) => return true,
         };
         let first = buf.get(..n).unwrap_or_default();
@@ -124,10 +128,8 @@ impl WaitingRoom {
 
     /// Take a connection out of the room (to serve it or to close it).
     fn leave(&mut self, poll: &Poll, token: usize) -> Option<(TcpStream, SocketAddr)> {
-        let (stream, peer) = self.conns.remove(&token)?;
-        let _ = poll
-            .registry()
-            .deregister(&mut SourceFd(&stream.as_raw_fd()));
+        let (stream, peer, mut watch) = self.conns.remove(&token)?;
+        watch.deregister(poll.registry());
         if let Some(n) = self.per_address.get_mut(&peer.ip()) {
             *n -= 1;
             if *n == 0 {
@@ -176,7 +178,7 @@ impl WaitingRoom {
             .order
             .iter()
             .map(|(_, t)| *t)
-            .find(|t| self.conns.get(t).is_some_and(|(_, p)| p.ip() == ip))?;
+            .find(|t| self.conns.get(t).is_some_and(|(_, p, _)| p.ip() == ip))?;
         self.leave(poll, token).map(|(_, peer)| peer)
     }
 }
@@ -189,7 +191,7 @@ const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 /// is a connection to serve from the start (inetd's); with no listeners,
 /// the loop returns when its sessions have ended.
 pub(crate) fn accept_loop(
-    mut listeners: Vec<TcpListener>,
+    listeners: Vec<TcpListener>,
     metrics: Option<TcpListener>,
     first: Option<(TcpStream, SocketAddr)>,
     shared: &Arc<Shared>,
@@ -197,11 +199,22 @@ pub(crate) fn accept_loop(
     let mut poll = Poll::new()?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
     let _sub = shared.shutdown.subscribe(waker.clone());
-    for (i, l) in listeners.iter().enumerate() {
-        l.set_nonblocking(true)?;
-        poll.registry()
-            .register(&mut SourceFd(&l.as_raw_fd()), Token(i), Interest::READABLE)?;
-    }
+    // each listener with how the loop watches it
+    let mut listeners: Vec<(TcpListener, Watch)> = listeners
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| {
+            l.set_nonblocking(true)?;
+            let w = Watch::new(
+                poll.registry(),
+                &l,
+                SockKind::Listener,
+                Token(i),
+                Interest::READABLE,
+            )?;
+            Ok((l, w))
+        })
+        .collect::<io::Result<_>>()?;
     let mut events = Events::with_capacity(256);
     let mut room = WaitingRoom::new();
     let mut held = Held::default();
@@ -348,15 +361,15 @@ pub(crate) fn accept_loop(
 /// Shutting down: no more accepting; those waiting, held or in session
 /// are told.
 fn stop_accepting(
-    listeners: &mut Vec<TcpListener>,
+    listeners: &mut Vec<(TcpListener, Watch)>,
     poll: &Poll,
     room: &mut WaitingRoom,
     sessions: &mut session::Sessions,
     held: &mut Held,
     now: Instant,
 ) {
-    for l in listeners.drain(..) {
-        let _ = poll.registry().deregister(&mut SourceFd(&l.as_raw_fd()));
+    for (_, mut w) in listeners.drain(..) {
+        w.deregister(poll.registry());
     }
     room.expire(
         poll,
@@ -413,7 +426,7 @@ impl Trim {
 /// the waiting room. Returns when to accept again: after a back-off if a
 /// resource ran out, at once if the budget did.
 fn drain(
-    l: &TcpListener,
+    (l, watch): &(TcpListener, Watch),
     shared: &Arc<Shared>,
     poll: &Poll,
     room: &mut WaitingRoom,
@@ -421,7 +434,7 @@ fn drain(
 ) -> Option<Duration> {
     let log = &shared.config.logger;
     for _ in 0..ACCEPT_BUDGET {
-        match l.accept() {
+        match watch.accept(l) {
             Ok((stream, peer)) => {
                 // Over a session cap, with no idle session to take the
                 // place of: told at once, as before its first bytes it
@@ -483,10 +496,7 @@ fn drain(
 }
 
 fn is_resource_error(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
-    )
+    crate::error::shortage(e).is_some()
 }
 
 /// Make a new connection a session of the loop, under its waiting token,

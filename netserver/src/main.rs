@@ -10,11 +10,13 @@ use std::{
     time::Duration,
 };
 
+use engine::sys::{Asked, Handed, Signals};
+mod service;
+
 use netserver::{
     Error, Logger, Shutdown,
     cli::{self, Invocation, ServerOptions},
 };
-use nix::sys::signal::{SigSet, Signal};
 use optparse::value::AddrFamily;
 use socket2::{Domain, Socket, Type};
 
@@ -22,19 +24,8 @@ use socket2::{Domain, Socket, Type};
 /// hard one.
 /// Returns (before, now).
 fn raise_open_files() -> (u64, u64) {
-    use nix::sys::resource::{Resource, getrlimit, setrlimit};
-    match getrlimit(Resource::RLIMIT_NOFILE) {
-        Ok((soft, hard)) if soft < hard => {
-            let now = if setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
-                hard
-            } else {
-                soft
-            };
-            (soft, now)
-        }
-        Ok((soft, _)) => (soft, soft),
-        Err(_) => (0, 0),
-    }
+    let (soft, hard) = engine::sys::open_files_limit();
+    (soft, engine::sys::set_open_files(hard))
 }
 
 fn main() -> ExitCode {
@@ -52,6 +43,12 @@ fn main() -> ExitCode {
             println!("{}", cli::our_version());
             return ExitCode::SUCCESS;
         }
+        Ok(Invocation::InstallService(args)) => return finish(service::install(&args)),
+        Ok(Invocation::UninstallService) => return finish(service::uninstall()),
+        Ok(Invocation::Run(o)) if o.service => {
+            let files = raise_open_files();
+            return finish(service::run(*o, Box::new(move |o| serve(o, files))));
+        }
         Ok(Invocation::Run(o)) => *o,
         Err(e) => {
             eprintln!("netserver: {e}");
@@ -60,7 +57,12 @@ fn main() -> ExitCode {
         }
     };
     let files = raise_open_files();
-    match serve(opts, files) {
+    finish(serve(opts, files))
+}
+
+/// The exit of a run: its error on stderr.
+fn finish(r: Result<(), Error>) -> ExitCode {
+    match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("netserver: {e}");
@@ -82,55 +84,21 @@ enum Start {
 }
 
 fn how_started() -> Result<Start, Error> {
-    use std::os::fd::AsFd;
     // systemd: LISTEN_PID is ours, LISTEN_FDS listeners from fd 3
-    let ours = std::env::var("LISTEN_PID")
-        .ok()
-        .and_then(|p| p.parse::<u32>().ok())
-        == Some(std::process::id());
-    if ours
-        && let Some(n) = std::env::var("LISTEN_FDS")
-            .ok()
-            .and_then(|n| n.parse::<i32>().ok())
-    {
-        let mut listeners = Vec::new();
-        for fd in 3..3 + n.clamp(0, 64) {
-            let owned = engine::sys::inherited_fd(fd)
-                .map_err(|e| Error::Setup(format!("LISTEN_FDS: descriptor {fd}: {e}")))?;
-            let s = Socket::from(owned);
-            let inet = matches!(s.domain(), Ok(d) if d == Domain::IPV4 || d == Domain::IPV6);
-            if !inet || s.r#type().ok() != Some(Type::STREAM) || !s.is_listener().unwrap_or(false) {
-                return Err(Error::Setup(format!(
-                    "LISTEN_FDS: descriptor {fd} is not a listening TCP socket (netserver.socket needs ListenStream=)"
-                )));
-            }
-            s.set_cloexec(true)
-                .map_err(|e| Error::Setup(format!("LISTEN_FDS: descriptor {fd}: {e}")))?;
-            listeners.push(TcpListener::from(s));
-        }
-        if listeners.is_empty() {
+    match engine::sys::activated_listeners() {
+        Ok(Some(l)) if l.is_empty() => {
             return Err(Error::Setup("LISTEN_FDS: systemd passed no sockets".into()));
         }
-        return Ok(Start::Activated(listeners));
+        Ok(Some(l)) => return Ok(Start::Activated(l)),
+        Ok(None) => {}
+        Err(e) => return Err(Error::Setup(e.to_string())),
     }
     // inetd: standard input is a TCP socket (not a pipe, a terminal, or a
     // Unix socket a supervisor left there)
-    let stdin = io::stdin();
-    let s = socket2::SockRef::from(&stdin);
-    let inet = matches!(s.domain(), Ok(d) if d == Domain::IPV4 || d == Domain::IPV6);
-    match s.r#type() {
-        Ok(Type::STREAM) if inet => {
-            let owned = stdin
-                .as_fd()
-                .try_clone_to_owned()
-                .map_err(|e| Error::system("standard input", e))?;
-            if s.is_listener().unwrap_or(false) {
-                Ok(Start::StdinListener(TcpListener::from(owned)))
-            } else {
-                Ok(Start::Inetd(std::net::TcpStream::from(owned)))
-            }
-        }
-        _ => Ok(Start::Bind),
+    match engine::sys::stdin_socket().map_err(|e| Error::system("standard input", e))? {
+        Some(Handed::Listener(l)) => Ok(Start::StdinListener(l)),
+        Some(Handed::Stream(s)) => Ok(Start::Inetd(s)),
+        None => Ok(Start::Bind),
     }
 }
 
@@ -208,8 +176,16 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
     };
     if !opts.foreground {
         // Detach as netserver does: fork, new session, cwd /, stdio to
-        // /dev/null. No thread exists yet, so forking is safe.
-        nix::unistd::daemon(false, false).map_err(|e| Error::system("cannot detach", e))?;
+        // /dev/null. No thread exists yet, so forking is safe. (Windows
+        // cannot: it stays in the foreground, as netperf 2.7's does there.)
+        match engine::sys::detach() {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+                eprintln!("netserver: {e}; serving in the foreground");
+                opts.foreground = true;
+            }
+            Err(e) => return Err(Error::system("cannot detach", e)),
+        }
     }
     opts.config.logger = match log_file {
         Some(f) => Logger::with_format(Box::new(f), opts.verbosity, opts.log_format),
@@ -228,12 +204,7 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
 
     // Signals are taken by one thread with sigwait; every other thread
     // inherits the blocked mask, so no handler runs at an awkward moment.
-    let mut signals = SigSet::empty();
-    signals.add(Signal::SIGINT);
-    signals.add(Signal::SIGTERM);
-    signals.add(Signal::SIGHUP);
-    signals
-        .thread_block()
+    let signals = Signals::block(&[Asked::Interrupt, Asked::Terminate, Asked::Reopen])
         .map_err(|e| Error::system("cannot block signals", e))?;
     // (after the mask: the log's thread inherits it)
     opts.config.logger.start();
@@ -277,7 +248,7 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
 /// blocked): SIGHUP reopens the log file (logrotate moved it), SIGINT and
 /// SIGTERM shut the daemon down.
 fn signal_thread(
-    signals: SigSet,
+    signals: Signals,
     reopen: Vec<(std::path::PathBuf, Logger)>,
     log: Logger,
     s: Shutdown,
@@ -288,10 +259,10 @@ fn signal_thread(
             loop {
                 match signals.wait() {
                     // logrotate moved the files: write to new ones there
-                    Ok(Signal::SIGHUP) if reopen.is_empty() => {
+                    Ok(Asked::Reopen) if reopen.is_empty() => {
                         log.log(1, "SIGHUP ignored (no --log-file or --record to reopen)");
                     }
-                    Ok(Signal::SIGHUP) => {
+                    Ok(Asked::Reopen) => {
                         for (p, to) in &reopen {
                             reopen_one(p, to, &log);
                         }

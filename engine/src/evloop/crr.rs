@@ -5,12 +5,11 @@
 
 use std::{
     io::{self, Read, Write},
-    net::{Shutdown, TcpStream},
-    os::fd::AsRawFd,
+    net::Shutdown,
     time::{Duration, Instant},
 };
 
-use mio::{Events, Interest, Poll, Token, unix::SourceFd};
+use mio::{Events, Interest, Poll, Token, net::TcpStream};
 
 use super::{spread, wait};
 use crate::{
@@ -174,15 +173,13 @@ fn drive(
         match std::mem::replace(&mut f.conn, Conn::None) {
             Conn::None => match f.machine.next() {
                 Io::Connect => {
-                    let sock = open(&f.p, &mut f.ports, true)?;
+                    // (mio's own stream: its calls tell the loop when they
+                    // would block, as Windows' loop needs)
+                    let mut sock = TcpStream::from_std(open(&f.p, &mut f.ports, true)?.into());
                     poll.registry()
-                        .register(
-                            &mut SourceFd(&sock.as_raw_fd()),
-                            Token(k),
-                            Interest::READABLE | Interest::WRITABLE,
-                        )
+                        .register(&mut sock, Token(k), Interest::READABLE | Interest::WRITABLE)
                         .map_err(|e| EngineError::io("registering a connection", e))?;
-                    f.conn = Conn::Connecting(sock.into());
+                    f.conn = Conn::Connecting(sock);
                 }
                 Io::Done => {
                     f.done = true;

@@ -14,12 +14,11 @@
 use std::{
     io,
     net::UdpSocket,
-    os::fd::AsRawFd,
     sync::atomic::{AtomicU64, Ordering},
     time::{Duration, Instant},
 };
 
-use mio::{Events, Interest, Poll, Token, unix::SourceFd};
+use mio::{Events, Interest, Poll, Token};
 use proto::UdpFast;
 
 use super::spread;
@@ -160,6 +159,8 @@ enum Machine<'t> {
 struct Slot<'t> {
     index: usize,
     sock: UdpSocket,
+    /// How the loop watches it.
+    watch: crate::sys::Watch,
     machine: Machine<'t>,
     done: bool,
     /// It has more to do without waiting for its socket.
@@ -366,16 +367,18 @@ fn register<'t>(
         if let (UdpRole::Recv, true) = (plan.role, plan.fast.segments > 1) {
             recv_batch(&sock, plan.fast)?;
         }
-        poll.registry()
-            .register(
-                &mut SourceFd(&sock.as_raw_fd()),
-                Token(k),
-                Interest::READABLE | Interest::WRITABLE,
-            )
-            .map_err(|e| EngineError::io("registering a UDP data socket", e))?;
+        let watch = crate::sys::Watch::new(
+            poll.registry(),
+            &sock,
+            crate::sys::SockKind::Datagram,
+            Token(k),
+            Interest::READABLE | Interest::WRITABLE,
+        )
+        .map_err(|e| EngineError::io("registering a UDP data socket", e))?;
         slots.push(Slot {
             index,
             sock,
+            watch,
             machine: machine(plan, count),
             done: false,
             ready: false,
@@ -539,6 +542,11 @@ fn pump(s: &mut Slot<'_>, c: &mut Ctx<'_>) -> Result<(), EngineError> {
     };
     s.done = after == After::Done;
     s.ready = after == After::Ready;
+    // waiting for its socket, not for the clock: the loop is to say when
+    // it is ready
+    if after == After::Wait && deadline(&s.machine).is_none_or(|d| d <= clock::now_ns()) {
+        s.watch.rearm();
+    }
     Ok(())
 }
 

@@ -9,7 +9,6 @@
 
 use std::{
     io::{self, Read},
-    os::fd::AsFd,
     time::Duration,
 };
 
@@ -36,19 +35,18 @@ pub struct Reader {
 
 impl Reader {
     /// The path `path` on `conn`: a zero-copy window mapped onto it.
-    pub fn new(path: RxPath, conn: &impl AsFd) -> Result<Reader, EngineError> {
+    pub fn new(path: RxPath, conn: &impl crate::sys::Sock) -> Result<Reader, EngineError> {
         if path == RxPath::ZeroCopy {
             // wake for many pages at once (the kernel keeps the mark under
             // half the receive buffer)
-            let _ =
-                sys::set_int_option(&conn.as_fd(), libc::SOL_SOCKET, libc::SO_RCVLOWAT, RX_LOWAT);
+            let _ = sys::opt::rcvlowat(conn, RX_LOWAT);
         }
         let map = match path {
-            RxPath::ZeroCopy => Some(
-                sys::RxMap::new(&conn.as_fd(), RX_MAP_WINDOW as usize).map_err(|e| {
+            RxPath::ZeroCopy => {
+                Some(sys::RxMap::new(conn, RX_MAP_WINDOW as usize).map_err(|e| {
                     EngineError::io("--rx-zerocopy: mapping a window onto the data socket", e)
-                })?,
-            ),
+                })?)
+            }
             _ => None,
         };
         Ok(Reader {
@@ -78,7 +76,7 @@ impl Reader {
     /// taken, 0 at the peer's end. On a non-blocking socket, `WouldBlock`
     /// when nothing has arrived; on a blocking one, the socket's receive
     /// timeout as a copy would time out.
-    pub fn read<S: AsFd>(
+    pub fn read<S: crate::sys::Sock>(
         &mut self,
         conn: &S,
         buf: &mut [u8],
@@ -88,7 +86,7 @@ impl Reader {
         for<'a> &'a S: Read,
     {
         match (self.path, self.map.as_mut()) {
-            (RxPath::Discard, _) => sys::recv_discard(&conn.as_fd(), buf.len().max(1), nonblocking),
+            (RxPath::Discard, _) => sys::recv_discard(conn, buf.len().max(1), nonblocking),
             (RxPath::ZeroCopy, Some(map)) => {
                 let r = zero_copy(map, conn, buf, nonblocking, &mut self.extra_calls);
                 if let Ok((_, mapped)) = r {
@@ -110,7 +108,7 @@ fn copy_room(buf: &mut [u8]) -> &mut [u8] {
 }
 
 /// One zero-copy receive: (bytes taken, of which mapped).
-fn zero_copy<S: AsFd>(
+fn zero_copy<S: crate::sys::Sock>(
     map: &mut sys::RxMap,
     conn: &S,
     buf: &mut [u8],
@@ -122,7 +120,7 @@ where
 {
     let mut waited = false;
     loop {
-        let got = match map.receive(&conn.as_fd(), copy_room(buf)) {
+        let got = match map.receive(conn, copy_room(buf)) {
             Ok(got) => got,
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok((0, 0)),
             Err(e) => return Err(e),
@@ -151,7 +149,7 @@ where
         let timeout = socket2::SockRef::from(conn)
             .read_timeout()?
             .unwrap_or(Duration::from_secs(3600));
-        let ready = sys::wait_readable(&[conn.as_fd()], timeout)?;
+        let ready = sys::wait_readable(&[sys::borrowed(conn)], timeout)?;
         if !ready.first().copied().unwrap_or(false) {
             // (as a blocking receive's timeout says it)
             return Err(io::ErrorKind::WouldBlock.into());

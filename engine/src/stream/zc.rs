@@ -8,7 +8,7 @@
 //! only when the kernel has no room for another send. The one flow's
 //! blocking loop and the event loops both send through a [`ZcSender`].
 
-use std::{io, os::fd::AsFd};
+use std::io;
 
 use crate::{EngineError, sys};
 
@@ -25,17 +25,17 @@ const DRAIN_EVERY: u64 = 8;
 
 impl ZcSender {
     /// Turn SO_ZEROCOPY on for `conn`.
-    pub fn new(conn: &impl AsFd) -> Result<ZcSender, EngineError> {
-        sys::set_int_option(&conn.as_fd(), libc::SOL_SOCKET, sys::SO_ZEROCOPY, 1)
+    pub fn new(conn: &impl crate::sys::Sock) -> Result<ZcSender, EngineError> {
+        sys::opt::zerocopy(conn)
             .map_err(|e| EngineError::io("--zerocopy: setting SO_ZEROCOPY", e))?;
         Ok(ZcSender::default())
     }
 
     /// Take every notification queued, without waiting: how many there were.
-    fn drain(&mut self, conn: &impl AsFd) -> io::Result<u64> {
+    fn drain(&mut self, conn: &impl crate::sys::Sock) -> io::Result<u64> {
         let mut n = 0;
         loop {
-            match sys::zerocopy_done(&conn.as_fd())? {
+            match sys::zerocopy_done(conn)? {
                 sys::ErrQueue::ZeroCopyDone { lo, hi } => {
                     self.completed += u64::from(hi.wrapping_sub(lo)) + 1;
                     n += 1;
@@ -51,12 +51,17 @@ impl ZcSender {
     /// (`wait`: a blocking socket waits up to that many milliseconds for
     /// one; a non-blocking one says `WouldBlock`, and the error queue's
     /// event wakes its loop).
-    pub fn send(&mut self, conn: &impl AsFd, buf: &[u8], wait: Option<i32>) -> io::Result<usize> {
+    pub fn send(
+        &mut self,
+        conn: &impl crate::sys::Sock,
+        buf: &[u8],
+        wait: Option<i32>,
+    ) -> io::Result<usize> {
         if self.sent % DRAIN_EVERY == DRAIN_EVERY - 1 {
             self.drain(conn)?;
         }
         loop {
-            match sys::send_zerocopy(&conn.as_fd(), buf) {
+            match sys::send_zerocopy(conn, buf) {
                 Ok(n) => {
                     self.sent += 1;
                     return Ok(n);
@@ -66,7 +71,7 @@ impl ZcSender {
                         continue;
                     }
                     match wait {
-                        Some(ms) if sys::wait_error_queue(&conn.as_fd(), ms)? => {
+                        Some(ms) if sys::wait_error_queue(conn, ms)? => {
                             if self.drain(conn)? == 0
                                 && let Some(e) = socket2::SockRef::from(conn).take_error()?
                             {
@@ -83,7 +88,7 @@ impl ZcSender {
     }
 
     /// Take what is left of the notifications (at the end of a test).
-    pub fn finish(&mut self, conn: &impl AsFd) {
+    pub fn finish(&mut self, conn: &impl crate::sys::Sock) {
         let _ = self.drain(conn);
     }
 }

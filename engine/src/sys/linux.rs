@@ -4,12 +4,12 @@
 
 #![allow(unsafe_code)]
 
-use std::{io, os::fd::AsRawFd};
+use std::io;
 
-use super::{TcpInfo, socket_addr};
+use super::{Sock, TcpInfo, raw, socket_addr};
 
 /// `getsockopt(TCP_INFO)`.
-pub fn tcp_info(sock: &impl AsRawFd) -> io::Result<TcpInfo> {
+pub fn tcp_info(sock: &impl Sock) -> io::Result<TcpInfo> {
     // SAFETY: tcp_info is plain old data; all-zero is a valid value.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
@@ -17,7 +17,7 @@ pub fn tcp_info(sock: &impl AsRawFd) -> io::Result<TcpInfo> {
     // the kernel writes at most `len` bytes.
     let rc = unsafe {
         libc::getsockopt(
-            sock.as_raw_fd(),
+            raw(sock),
             libc::IPPROTO_TCP,
             libc::TCP_INFO,
             (&raw mut info).cast(),
@@ -46,15 +46,22 @@ pub fn tcp_info(sock: &impl AsRawFd) -> io::Result<TcpInfo> {
 /// `sendfile(2)`: `count` bytes of `file` from `offset` to `sock`; the
 /// kernel moves `offset` past what it sent.
 pub fn sendfile(
-    sock: &impl AsRawFd,
-    file: &impl AsRawFd,
+    sock: &impl Sock,
+    file: &std::fs::File,
     offset: &mut i64,
     count: usize,
 ) -> io::Result<usize> {
     let mut off: libc::off_t = *offset;
     // SAFETY: `off` is a valid off_t the kernel may update; both descriptors
     // are open for the duration of the call.
-    let n = unsafe { libc::sendfile(sock.as_raw_fd(), file.as_raw_fd(), &mut off, count) };
+    let n = unsafe {
+        libc::sendfile(
+            raw(sock),
+            std::os::fd::AsRawFd::as_raw_fd(file),
+            &mut off,
+            count,
+        )
+    };
     *offset = off;
     if n < 0 {
         Err(io::Error::last_os_error())
@@ -66,17 +73,20 @@ pub fn sendfile(
 /// Socket options of Linux's own, one call each (the portable layer says
 /// it has none of them).
 pub mod opt {
-    use std::{io, os::fd::AsRawFd, time::Duration};
+    pub use super::super::os_opt::*;
+    use std::{io, time::Duration};
+
+    use super::super::Sock;
 
     use super::super::set_int_option;
 
     /// TCP_FASTOPEN_CONNECT: connect() sends the first data in the SYN.
-    pub fn fastopen_connect(sock: &impl AsRawFd) -> io::Result<()> {
+    pub fn fastopen_connect(sock: &impl Sock) -> io::Result<()> {
         set_int_option(sock, libc::IPPROTO_TCP, libc::TCP_FASTOPEN_CONNECT, 1)
     }
 
     /// SO_MAX_PACING_RATE, bytes a second.
-    pub fn max_pacing_rate(sock: &impl AsRawFd, rate: u32) -> io::Result<()> {
+    pub fn max_pacing_rate(sock: &impl Sock, rate: u32) -> io::Result<()> {
         set_int_option(
             sock,
             libc::SOL_SOCKET,
@@ -86,7 +96,7 @@ pub mod opt {
     }
 
     /// IP_MTU_DISCOVER (IPV6_MTU_DISCOVER) = do: never fragment.
-    pub fn dont_fragment(sock: &impl AsRawFd, v6: bool) -> io::Result<()> {
+    pub fn dont_fragment(sock: &impl Sock, v6: bool) -> io::Result<()> {
         if v6 {
             set_int_option(
                 sock,
@@ -105,12 +115,12 @@ pub mod opt {
     }
 
     /// TCP_DEFER_ACCEPT on a listener, `secs` seconds.
-    pub fn defer_accept(sock: &impl AsRawFd, secs: i32) -> io::Result<()> {
+    pub fn defer_accept(sock: &impl Sock, secs: i32) -> io::Result<()> {
         set_int_option(sock, libc::IPPROTO_TCP, libc::TCP_DEFER_ACCEPT, secs)
     }
 
     /// IP_RECVERR (IPV6_RECVERR): a UDP socket reports transmit errors.
-    pub fn recv_err(sock: &impl AsRawFd, v6: bool) -> io::Result<()> {
+    pub fn recv_err(sock: &impl Sock, v6: bool) -> io::Result<()> {
         if v6 {
             set_int_option(sock, libc::IPPROTO_IPV6, libc::IPV6_RECVERR, 1)
         } else {
@@ -119,22 +129,27 @@ pub mod opt {
     }
 
     /// UDP_GRO on a receiving socket.
-    pub fn udp_gro(sock: &impl AsRawFd) -> io::Result<()> {
+    pub fn udp_gro(sock: &impl Sock) -> io::Result<()> {
         set_int_option(sock, libc::SOL_UDP, super::UDP_GRO, 1)
     }
 
     /// UDP_SEGMENT (GSO) of `size` bytes on a sending socket.
-    pub fn udp_segment(sock: &impl AsRawFd, size: i32) -> io::Result<()> {
+    pub fn udp_segment(sock: &impl Sock, size: i32) -> io::Result<()> {
         set_int_option(sock, libc::SOL_UDP, super::UDP_SEGMENT, size)
     }
 
+    /// SO_ZEROCOPY: sends may take MSG_ZEROCOPY.
+    pub fn zerocopy(sock: &impl Sock) -> io::Result<()> {
+        set_int_option(sock, libc::SOL_SOCKET, super::SO_ZEROCOPY, 1)
+    }
+
     /// SO_PRIORITY.
-    pub fn priority(sock: &impl AsRawFd, p: u32) -> io::Result<()> {
+    pub fn priority(sock: &impl Sock, p: u32) -> io::Result<()> {
         set_int_option(sock, libc::SOL_SOCKET, libc::SO_PRIORITY, p as i32)
     }
 
     /// TCP_CORK.
-    pub fn cork(sock: &impl AsRawFd, on: bool) -> io::Result<()> {
+    pub fn cork(sock: &impl Sock, on: bool) -> io::Result<()> {
         set_int_option(sock, libc::IPPROTO_TCP, libc::TCP_CORK, i32::from(on))
     }
 
@@ -161,7 +176,7 @@ pub mod opt {
     }
 
     /// TCP_USER_TIMEOUT: unacknowledged data this long ends the connection.
-    pub fn user_timeout(sock: &impl AsRawFd, t: Duration) -> io::Result<()> {
+    pub fn user_timeout(sock: &impl Sock, t: Duration) -> io::Result<()> {
         let ms = i32::try_from(t.as_millis()).unwrap_or(i32::MAX);
         set_int_option(sock, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, ms)
     }
@@ -285,7 +300,7 @@ impl MsgBatch {
 
     /// sendmmsg(2) of the first `lens.len()` slots, each of its length:
     /// how many messages the kernel took (their lengths: [`MsgBatch::sent`]).
-    pub fn send(&mut self, sock: &impl AsRawFd, lens: &[usize]) -> io::Result<usize> {
+    pub fn send(&mut self, sock: &impl Sock, lens: &[usize]) -> io::Result<usize> {
         let count = lens.len().min(self.hdrs.len());
         for (iov, &l) in self.iovs.iter_mut().zip(lens) {
             iov.iov_len = l.min(self.slot);
@@ -293,7 +308,7 @@ impl MsgBatch {
         // SAFETY: the first `count` headers point at iovecs over this
         // batch's own slots (lengths within them) and at its own address;
         // all outlive the call.
-        let n = unsafe { libc::sendmmsg(sock.as_raw_fd(), self.hdrs.as_mut_ptr(), count as _, 0) };
+        let n = unsafe { libc::sendmmsg(raw(sock), self.hdrs.as_mut_ptr(), count as _, 0) };
         if n < 0 {
             Err(io::Error::last_os_error())
         } else {
@@ -308,7 +323,7 @@ impl MsgBatch {
     pub fn send_uring(
         &mut self,
         ring: &mut super::uring::Ring,
-        sock: &impl AsRawFd,
+        sock: &impl Sock,
         lens: &[usize],
     ) -> io::Result<(usize, Vec<io::Error>)> {
         let count = lens.len().min(self.hdrs.len());
@@ -331,7 +346,7 @@ impl MsgBatch {
             // the batch be touched again.
             unsafe {
                 ring.send(
-                    sock.as_raw_fd(),
+                    raw(sock),
                     iov.iov_base.cast::<u8>(),
                     iov.iov_len as u32,
                     to.as_ref(),
@@ -364,7 +379,7 @@ impl MsgBatch {
     /// recvmmsg(2) of up to `count` messages: it waits (up to the socket's
     /// receive timeout) for the first, and takes those already queued
     /// behind it. How many came.
-    pub fn recv(&mut self, sock: &impl AsRawFd, count: usize) -> io::Result<usize> {
+    pub fn recv(&mut self, sock: &impl Sock, count: usize) -> io::Result<usize> {
         let count = count.min(self.hdrs.len());
         // the kernel wrote back the lengths of the last call's messages
         for h in self.hdrs.iter_mut().take(count) {
@@ -376,7 +391,7 @@ impl MsgBatch {
         // with their lengths; all outlive the call.
         let n = unsafe {
             libc::recvmmsg(
-                sock.as_raw_fd(),
+                raw(sock),
                 self.hdrs.as_mut_ptr(),
                 count as _,
                 libc::MSG_WAITFORONE as _,
@@ -430,12 +445,12 @@ const SO_EE_ORIGIN_ZEROCOPY: u8 = 5;
 
 /// `send(2)` with `MSG_ZEROCOPY`: the kernel sends from `buf` itself and
 /// says on the error queue when it is done with it (see [`zerocopy_done`]).
-pub fn send_zerocopy(sock: &impl AsRawFd, buf: &[u8]) -> io::Result<usize> {
+pub fn send_zerocopy(sock: &impl Sock, buf: &[u8]) -> io::Result<usize> {
     // SAFETY: the pointer and length describe `buf`; the caller keeps the
     // memory unchanged until the kernel reports the send complete.
     let n = unsafe {
         libc::send(
-            sock.as_raw_fd(),
+            raw(sock),
             buf.as_ptr().cast(),
             buf.len(),
             libc::MSG_ZEROCOPY,
@@ -462,7 +477,7 @@ pub enum ErrQueue {
 }
 
 /// The next entry of the error queue, without waiting.
-pub fn zerocopy_done(sock: &impl AsRawFd) -> io::Result<ErrQueue> {
+pub fn zerocopy_done(sock: &impl Sock) -> io::Result<ErrQueue> {
     let mut ctrl_big = [Control([0; 32]); 2];
     // SAFETY: all-zero is a valid msghdr.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
@@ -470,13 +485,7 @@ pub fn zerocopy_done(sock: &impl AsRawFd) -> io::Result<ErrQueue> {
     msg.msg_controllen = std::mem::size_of_val(&ctrl_big) as _;
     // SAFETY: the header describes our control buffer, which outlives the
     // call; there is no data buffer.
-    let n = unsafe {
-        libc::recvmsg(
-            sock.as_raw_fd(),
-            &mut msg,
-            libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
-        )
-    };
+    let n = unsafe { libc::recvmsg(raw(sock), &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
     if n < 0 {
         let e = io::Error::last_os_error();
         return match e.raw_os_error() {
@@ -511,9 +520,9 @@ pub fn zerocopy_done(sock: &impl AsRawFd) -> io::Result<ErrQueue> {
 
 /// Wait up to `ms` for the error queue (POLLERR): whether it was raised
 /// (a socket error, or a hang-up, raises it too: the caller looks).
-pub fn wait_error_queue(sock: &impl AsRawFd, ms: i32) -> io::Result<bool> {
+pub fn wait_error_queue(sock: &impl Sock, ms: i32) -> io::Result<bool> {
     let mut fds = [libc::pollfd {
-        fd: sock.as_raw_fd(),
+        fd: raw(sock),
         events: 0,
         revents: 0,
     }];
@@ -540,11 +549,11 @@ pub fn trim_heap() {
 
 /// `recv(2)` with `MSG_TRUNC` on a TCP socket: up to `len` bytes taken off
 /// the receive queue and dropped, never copied (`--rx-discard`).
-pub fn recv_discard(sock: &impl AsRawFd, len: usize, nonblocking: bool) -> io::Result<usize> {
+pub fn recv_discard(sock: &impl Sock, len: usize, nonblocking: bool) -> io::Result<usize> {
     let flags = libc::MSG_TRUNC | if nonblocking { libc::MSG_DONTWAIT } else { 0 };
     // SAFETY: with MSG_TRUNC on a TCP socket the kernel writes nothing to
     // the buffer; a null pointer with a length is what it is given.
-    let n = unsafe { libc::recv(sock.as_raw_fd(), std::ptr::null_mut(), len, flags) };
+    let n = unsafe { libc::recv(raw(sock), std::ptr::null_mut(), len, flags) };
     if n < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -608,7 +617,7 @@ impl std::fmt::Debug for RxMap {
 
 impl RxMap {
     /// Map a window of `len` bytes (rounded up to pages) onto `sock`.
-    pub fn new(sock: &impl AsRawFd, len: usize) -> io::Result<RxMap> {
+    pub fn new(sock: &impl Sock, len: usize) -> io::Result<RxMap> {
         let page = page_size();
         let len = len.max(page).div_ceil(page) * page;
         // SAFETY: a new shared, read-only mapping of the socket; the kernel
@@ -619,7 +628,7 @@ impl RxMap {
                 len,
                 libc::PROT_READ,
                 libc::MAP_SHARED,
-                sock.as_raw_fd(),
+                raw(sock),
                 0,
             )
         };
@@ -645,7 +654,7 @@ impl RxMap {
     /// all there is (at most `copy`'s length). `Ok` with nothing mapped,
     /// copied or to skip: nothing has arrived; `UnexpectedEof`: the peer
     /// closed its side and everything was taken.
-    pub fn receive(&mut self, sock: &impl AsRawFd, copy: &mut [u8]) -> io::Result<ZcReceived> {
+    pub fn receive(&mut self, sock: &impl Sock, copy: &mut [u8]) -> io::Result<ZcReceived> {
         let mut zc = TcpZerocopyReceive {
             address: self.addr.as_ptr() as u64,
             length: u32::try_from(self.len).unwrap_or(u32::MAX),
@@ -660,7 +669,7 @@ impl RxMap {
         // writes the struct within `len`.
         let rc = unsafe {
             libc::getsockopt(
-                sock.as_raw_fd(),
+                raw(sock),
                 libc::IPPROTO_TCP,
                 TCP_ZEROCOPY_RECEIVE,
                 (&raw mut zc).cast(),
@@ -701,4 +710,32 @@ pub fn page_size() -> usize {
     // SAFETY: sysconf only reads a configuration value.
     let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
+}
+
+/// A file with no name, gone when closed (O_TMPFILE), for TCP_SENDFILE.
+pub fn anonymous_file() -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE)
+        .open(std::env::temp_dir())
+}
+
+/// Every CPU's counters now, from /proc/stat (netperf's "procstat").
+pub fn cpu_ticks() -> Option<Vec<crate::cpu::Ticks>> {
+    std::fs::read_to_string("/proc/stat")
+        .ok()
+        .map(|s| crate::cpu::parse(&s).cpus)
+}
+
+/// The socket's inode: its key in /proc/net/udp.
+pub fn socket_inode(sock: &impl Sock) -> Option<u64> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: fstat writes one stat into the storage given.
+    if unsafe { libc::fstat(raw(sock), st.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: fstat succeeded, so it wrote the whole struct.
+    Some(unsafe { st.assume_init() }.st_ino)
 }

@@ -5,26 +5,26 @@
 
 #![allow(unsafe_code)]
 
-use std::{io, os::fd::AsRawFd};
+use std::io;
 
-use super::TcpInfo;
+use super::{Sock, TcpInfo};
 
 fn unsupported(what: &str) -> io::Error {
     io::Error::new(
         io::ErrorKind::Unsupported,
-        format!("{what} is not available on this system"),
+        format!("{what} is Linux's; not available on {}", super::PLATFORM),
     )
 }
 
 /// TCP_INFO: not read here.
-pub fn tcp_info(_sock: &impl AsRawFd) -> io::Result<TcpInfo> {
+pub fn tcp_info(_sock: &impl Sock) -> io::Result<TcpInfo> {
     Err(unsupported("TCP_INFO"))
 }
 
 /// sendfile(2): not used here (TCP_SENDFILE says so).
 pub fn sendfile(
-    _sock: &impl AsRawFd,
-    _file: &impl AsRawFd,
+    _sock: &impl Sock,
+    _file: &std::fs::File,
     _offset: &mut i64,
     _count: usize,
 ) -> io::Result<usize> {
@@ -91,35 +91,24 @@ impl MsgBatch {
 
     /// Send the first `lens.len()` slots, `lens[i]` bytes each, one a call:
     /// how many went before one would not.
-    pub fn send(&mut self, sock: &impl AsRawFd, lens: &[usize]) -> io::Result<usize> {
+    pub fn send(&mut self, sock: &impl Sock, lens: &[usize]) -> io::Result<usize> {
         let to = self.to.map(socket2::SockAddr::from);
+        let s = socket2::SockRef::from(sock);
         for (i, &l) in lens.iter().enumerate().take(self.n) {
             let buf = self
                 .data
                 .get(i * self.slot..i * self.slot + l.min(self.slot))
                 .unwrap_or(&[]);
-            let (addr, alen) = to
-                .as_ref()
-                .map_or((std::ptr::null(), 0), |a| (a.as_ptr(), a.len()));
-            // SAFETY: the buffer pointer and length describe a slot of
-            // `data`; the address, when there is one, is `to`'s; both
-            // outlive the call.
-            let n = unsafe {
-                libc::sendto(
-                    sock.as_raw_fd(),
-                    buf.as_ptr().cast(),
-                    buf.len(),
-                    0,
-                    addr.cast(),
-                    alen,
-                )
+            let sent = match &to {
+                Some(a) => s.send_to(buf, a),
+                None => s.send(buf),
             };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                return if i == 0 { Err(e) } else { Ok(i) };
-            }
+            let n = match sent {
+                Ok(n) => n,
+                Err(e) => return if i == 0 { Err(e) } else { Ok(i) },
+            };
             if let Some(s) = self.lens.get_mut(i) {
-                *s = n as usize;
+                *s = n;
             }
         }
         Ok(lens.len().min(self.n))
@@ -129,7 +118,7 @@ impl MsgBatch {
     pub fn send_uring(
         &mut self,
         _ring: &mut uring::Ring,
-        _sock: &impl AsRawFd,
+        _sock: &impl Sock,
         _lens: &[usize],
     ) -> io::Result<(usize, Vec<io::Error>)> {
         Err(unsupported("io_uring (--io-uring)"))
@@ -141,7 +130,7 @@ impl MsgBatch {
 
     /// Receive up to `count` datagrams, one a call: the first waits as the
     /// socket does, the others are taken only if they are there.
-    pub fn recv(&mut self, sock: &impl AsRawFd, count: usize) -> io::Result<usize> {
+    pub fn recv(&mut self, sock: &impl Sock, count: usize) -> io::Result<usize> {
         let count = count.min(self.n);
         for i in 0..count {
             let slot = self.slot;
@@ -149,8 +138,12 @@ impl MsgBatch {
                 .data
                 .get_mut(i * slot..(i + 1) * slot)
                 .unwrap_or(&mut []);
-            let flags = if i == 0 { 0 } else { libc::MSG_DONTWAIT };
-            let (n, from) = match super::recv_from_with(sock, buf, flags) {
+            let got = if i == 0 {
+                super::recv_from(sock, buf, false)
+            } else {
+                super::recv_from_nowait(sock, buf)
+            };
+            let (n, from) = match got {
                 Ok(r) => r,
                 Err(e) => return if i == 0 { Err(e) } else { Ok(i) },
             };
@@ -175,10 +168,7 @@ impl MsgBatch {
     }
 }
 
-/// Linux's SO_ZEROCOPY: setting it fails here, and `--zerocopy` says so.
-pub const SO_ZEROCOPY: i32 = 60;
-
-pub fn send_zerocopy(_sock: &impl AsRawFd, _buf: &[u8]) -> io::Result<usize> {
+pub fn send_zerocopy(_sock: &impl Sock, _buf: &[u8]) -> io::Result<usize> {
     Err(unsupported("MSG_ZEROCOPY"))
 }
 
@@ -190,12 +180,18 @@ pub enum ErrQueue {
     Other,
 }
 
-pub fn zerocopy_done(_sock: &impl AsRawFd) -> io::Result<ErrQueue> {
+pub fn zerocopy_done(_sock: &impl Sock) -> io::Result<ErrQueue> {
     Err(unsupported("MSG_ZEROCOPY"))
 }
 
-pub fn wait_error_queue(_sock: &impl AsRawFd, _ms: i32) -> io::Result<bool> {
+pub fn wait_error_queue(_sock: &impl Sock, _ms: i32) -> io::Result<bool> {
     Err(unsupported("MSG_ZEROCOPY"))
+}
+
+/// A file with no name for TCP_SENDFILE, which is Linux's: made here only
+/// to say so when it sends.
+pub fn anonymous_file() -> io::Result<std::fs::File> {
+    Err(unsupported("sendfile (TCP_SENDFILE)"))
 }
 
 /// Nothing to give back here.
@@ -203,38 +199,47 @@ pub fn trim_heap() {}
 
 /// Linux's own socket options: none here, each says so.
 pub mod opt {
-    use std::{io, os::fd::AsRawFd, time::Duration};
+    pub use super::super::os_opt::*;
+    use std::{io, time::Duration};
+
+    use super::super::Sock;
 
     use super::unsupported;
 
-    pub fn fastopen_connect(_: &impl AsRawFd) -> io::Result<()> {
+    pub fn fastopen_connect(_: &impl Sock) -> io::Result<()> {
         Err(unsupported("TCP_FASTOPEN_CONNECT"))
     }
-    pub fn max_pacing_rate(_: &impl AsRawFd, _: u32) -> io::Result<()> {
+    pub fn max_pacing_rate(_: &impl Sock, _: u32) -> io::Result<()> {
         Err(unsupported("SO_MAX_PACING_RATE"))
     }
-    pub fn dont_fragment(_: &impl AsRawFd, _: bool) -> io::Result<()> {
+    pub fn dont_fragment(_: &impl Sock, _: bool) -> io::Result<()> {
         Err(unsupported("IP_MTU_DISCOVER"))
     }
-    pub fn defer_accept(_: &impl AsRawFd, _: i32) -> io::Result<()> {
+    pub fn defer_accept(_: &impl Sock, _: i32) -> io::Result<()> {
         Err(unsupported("TCP_DEFER_ACCEPT"))
     }
-    pub fn recv_err(_: &impl AsRawFd, _: bool) -> io::Result<()> {
-        Err(unsupported("IP_RECVERR"))
+    /// IP_RECVERR is Linux's way to have transmit errors reported on a
+    /// UDP socket; elsewhere a connected UDP socket reports them as it is
+    /// (ECONNREFUSED, WSAECONNRESET): nothing to set.
+    pub fn recv_err(_: &impl Sock, _: bool) -> io::Result<()> {
+        Ok(())
     }
-    pub fn udp_gro(_: &impl AsRawFd) -> io::Result<()> {
+    pub fn zerocopy(_: &impl Sock) -> io::Result<()> {
+        Err(unsupported("SO_ZEROCOPY (--zerocopy)"))
+    }
+    pub fn udp_gro(_: &impl Sock) -> io::Result<()> {
         Err(unsupported("UDP_GRO"))
     }
-    pub fn udp_segment(_: &impl AsRawFd, _: i32) -> io::Result<()> {
+    pub fn udp_segment(_: &impl Sock, _: i32) -> io::Result<()> {
         Err(unsupported("UDP_SEGMENT"))
     }
-    pub fn priority(_: &impl AsRawFd, _: u32) -> io::Result<()> {
+    pub fn priority(_: &impl Sock, _: u32) -> io::Result<()> {
         Err(unsupported("SO_PRIORITY"))
     }
-    pub fn cork(_: &impl AsRawFd, _: bool) -> io::Result<()> {
+    pub fn cork(_: &impl Sock, _: bool) -> io::Result<()> {
         Err(unsupported("TCP_CORK"))
     }
-    pub fn user_timeout(_: &impl AsRawFd, _: Duration) -> io::Result<()> {
+    pub fn user_timeout(_: &impl Sock, _: Duration) -> io::Result<()> {
         Err(unsupported("TCP_USER_TIMEOUT"))
     }
     pub fn set_congestion(_: &socket2::Socket, _: &str) -> io::Result<()> {
@@ -249,7 +254,7 @@ pub mod opt {
 }
 
 /// `MSG_TRUNC` on TCP is Linux's: `--rx-discard` says so.
-pub fn recv_discard(_sock: &impl AsRawFd, _len: usize, _nonblocking: bool) -> io::Result<usize> {
+pub fn recv_discard(_sock: &impl Sock, _len: usize, _nonblocking: bool) -> io::Result<usize> {
     Err(unsupported("recv with MSG_TRUNC on TCP (--rx-discard)"))
 }
 
@@ -266,7 +271,7 @@ pub struct ZcReceived {
 pub struct RxMap(());
 
 impl RxMap {
-    pub fn new(_sock: &impl AsRawFd, _len: usize) -> io::Result<RxMap> {
+    pub fn new(_sock: &impl Sock, _len: usize) -> io::Result<RxMap> {
         Err(unsupported("TCP_ZEROCOPY_RECEIVE (--rx-zerocopy)"))
     }
 
@@ -278,7 +283,7 @@ impl RxMap {
         true
     }
 
-    pub fn receive(&mut self, _sock: &impl AsRawFd, _copy: &mut [u8]) -> io::Result<ZcReceived> {
+    pub fn receive(&mut self, _sock: &impl Sock, _copy: &mut [u8]) -> io::Result<ZcReceived> {
         Err(unsupported("TCP_ZEROCOPY_RECEIVE (--rx-zerocopy)"))
     }
 }
@@ -290,7 +295,9 @@ pub fn page_size() -> usize {
 
 /// io_uring is Linux's: `--io-uring` says so where the ring is set up.
 pub mod uring {
-    use std::{io, os::fd::RawFd, time::Duration};
+    use std::{io, time::Duration};
+
+    use super::super::{RawSock as RawFd, Sock, raw};
 
     fn unsupported() -> io::Error {
         super::unsupported("io_uring (--io-uring)")
@@ -366,7 +373,7 @@ pub mod uring {
     }
 
     /// The descriptor of a socket, for the ring.
-    pub fn fd_of(s: &impl std::os::fd::AsRawFd) -> RawFd {
-        s.as_raw_fd()
+    pub fn fd_of(s: &impl Sock) -> RawFd {
+        raw(s)
     }
 }

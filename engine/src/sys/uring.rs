@@ -10,12 +10,13 @@
 use std::{
     io,
     net::SocketAddr,
-    os::fd::{AsRawFd, RawFd},
     sync::atomic::{AtomicU16, Ordering},
     time::Duration,
 };
 
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
+
+use super::{RawSock as RawFd, Sock, raw};
 
 /// One completion: what it was for (the `user_data` given), its result (a
 /// count, or a negative errno), and whether a multishot receive goes on and
@@ -472,6 +473,6 @@ impl Io {
 }
 
 /// The descriptor of a socket, for the ring.
-pub fn fd_of(s: &impl AsRawFd) -> RawFd {
-    s.as_raw_fd()
+pub fn fd_of(s: &impl Sock) -> RawFd {
+    raw(s)
 }

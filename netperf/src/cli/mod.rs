@@ -217,6 +217,26 @@ fn finish(plan: &mut Plan) -> Result<(), CliError> {
             "--io-uring: UDP_STREAM runs it on one flow; TCP_STREAM and TCP_MAERTS on many".into(),
         ));
     }
+    // Linux's own calls, asked for where this netperf is not on Linux
+    if let Some(why) = [
+        (plan.zerocopy, "--zerocopy"),
+        (plan.rx == proto::RxPath::ZeroCopy, "--rx-zerocopy"),
+        (plan.rx == proto::RxPath::Discard, "--rx-discard"),
+        (plan.uring, "--io-uring"),
+        (plan.udp_batch > 1, "--batch"),
+        (plan.udp_gso.is_some(), "--gso"),
+        (plan.sendfile(), "TCP_SENDFILE"),
+    ]
+    .into_iter()
+    .find_map(|(asked, option)| {
+        if asked {
+            engine::sys::lacks(option)
+        } else {
+            None
+        }
+    }) {
+        return Err(CliError(why));
+    }
     // TCP_MSS: one connection, whatever -l says.
     if plan.name == TestName::TcpMss {
         plan.length = Length::Count(1);

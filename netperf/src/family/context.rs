@@ -121,14 +121,14 @@ impl Context {
 
     /// A TCP data connection of this iteration, whose TCP_INFO the interim
     /// samples carry.
-    pub(crate) fn watch_tcp(&self, sock: &impl std::os::fd::AsFd) {
+    pub(crate) fn watch_tcp(&self, sock: &impl engine::sys::Sock) {
         if let Some(spec) = &self.interim
             && (spec.sink.keep.is_some() || spec.sink.stream.is_some())
-            && let Ok(owned) = sock.as_fd().try_clone_to_owned()
+            && let Ok(owned) = socket2::SockRef::from(sock).try_clone()
             && let Ok(mut w) = spec.sink.watch.lock()
             && w.len() < proto::test::MAX_TCP_PER_REPORT
         {
-            w.push(socket2::Socket::from(owned));
+            w.push(owned);
         }
     }
 
@@ -241,19 +241,13 @@ pub fn threads(plan: &Plan) -> usize {
 
 /// The soft and hard limits of open files.
 pub fn open_files_limit() -> (u64, u64) {
-    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
-        .unwrap_or((1024, 1024))
+    engine::sys::open_files_limit()
 }
 
 /// Enough descriptors for `flows` connections and some to spare, as far as
 /// the hard limit allows.
 pub fn raise_open_files(flows: u32) {
-    let (soft, hard) = open_files_limit();
-    let want = (u64::from(flows) + 64).min(hard);
-    if want > soft {
-        let _ =
-            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, want, hard);
-    }
+    engine::sys::set_open_files(u64::from(flows) + 64);
 }
 
 #[cfg(test)]

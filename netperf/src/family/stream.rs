@@ -4,9 +4,7 @@
 //! placement and its system calls; many flows (or a window) on event loops
 //! ([`engine::evloop`]), counted flow by flow.
 
-use std::{
-    fs::File, io::Write as _, net::TcpStream, os::unix::fs::OpenOptionsExt as _, time::Duration,
-};
+use std::{fs::File, io::Write as _, net::TcpStream, time::Duration};
 
 use anyhow::{Context as _, Result, bail};
 use engine::{
@@ -341,12 +339,8 @@ fn sendfile_source(plan: &Plan, ring: &Ring) -> Result<File> {
         }
         return Ok(f);
     }
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_TMPFILE)
-        .open(std::env::temp_dir())
-        .context("TCP_SENDFILE: cannot make a temporary file")?;
+    let mut f =
+        engine::sys::anonymous_file().context("TCP_SENDFILE: cannot make a temporary file")?;
     f.write_all(&ring.contents())
         .context("TCP_SENDFILE: cannot fill its temporary file")?;
     Ok(f)

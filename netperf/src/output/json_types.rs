@@ -239,8 +239,9 @@ mod tests {
         assert_eq!(ours["bytes_sent"], 5);
         assert_eq!(ours["udp"]["drops_source"], "Host");
         assert_eq!(ours["udp"]["jitter_ns"], 9);
+        assert_eq!(ours["rx_mapped_bytes"], 0);
         let keys: Vec<&String> = ours.as_object().unwrap().keys().collect();
-        assert_eq!(keys.len(), 16, "{keys:?}");
+        assert_eq!(keys.len(), 17, "{keys:?}");
         let o = serde_json::to_value(SideOptions::from(&proto::SideSpec::default())).unwrap();
         assert_eq!(o.as_object().unwrap().len(), 16);
     }

@@ -1,12 +1,9 @@
 //! The control block through which the session stops, ends or aborts a
 //! running test, and which the test's loops watch.
 
-use std::{
-    os::fd::AsFd,
-    sync::{
-        Condvar, Mutex,
-        atomic::{AtomicBool, AtomicU64, Ordering},
-    },
+use std::sync::{
+    Condvar, Mutex,
+    atomic::{AtomicBool, AtomicU64, Ordering},
 };
 
 use engine::{live::Live, stream::udp::Drain, timer::StopFlag};
@@ -76,7 +73,7 @@ impl Drain for TestCtl {
 impl TestCtl {
     /// Remember a data socket, so that an abort can wake a loop blocked on
     /// it. If the test was already aborted, shut it down now.
-    pub fn register(&self, sock: &impl AsFd) {
+    pub fn register(&self, sock: &impl engine::sys::Sock) {
         if self.is_aborted() {
             let _ = socket2::SockRef::from(sock).shutdown(std::net::Shutdown::Both);
         }
@@ -84,14 +81,14 @@ impl TestCtl {
     }
 
     /// Remember a TCP data connection (see [`TestCtl::end_now`]).
-    pub fn register_stream(&self, sock: &impl AsFd) {
+    pub fn register_stream(&self, sock: &impl engine::sys::Sock) {
         self.register(sock);
         keep(&self.streams, sock);
     }
 
     /// Remember a listener that the test accepts on until netperf is
     /// done, so that the end wakes the accepting threads at once.
-    pub fn register_listener(&self, sock: &impl AsFd) {
+    pub fn register_listener(&self, sock: &impl engine::sys::Sock) {
         self.register(sock);
         keep(&self.listeners, sock);
     }
@@ -190,11 +187,11 @@ impl TestCtl {
 }
 
 /// Keep a descriptor of `sock` in `list`.
-fn keep(list: &Mutex<Vec<Socket>>, sock: &impl AsFd) {
-    if let Ok(owned) = sock.as_fd().try_clone_to_owned()
+fn keep(list: &Mutex<Vec<Socket>>, sock: &impl engine::sys::Sock) {
+    if let Ok(owned) = socket2::SockRef::from(sock).try_clone()
         && let Ok(mut v) = list.lock()
     {
-        v.push(Socket::from(owned));
+        v.push(owned);
     }
 }
 

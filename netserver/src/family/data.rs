@@ -142,7 +142,7 @@ pub(crate) fn bind_data(
     let mut last_err = None;
     for port in ports {
         let sock = sockopt::new_socket(family, protocol)
-            .map_err(|e| data_socket_error("open a data socket", &e, e.raw_os_error()))?;
+            .map_err(|e| data_socket_error("open a data socket", &e, e.io_error()))?;
         let _ = sock.set_reuse_address(true);
         sockopt::apply_side(&sock, &side, family, protocol, spec.keepalive)
             .map_err(|e| ErrorMsg::new(ErrorCode::InvalidRequest, e.to_string()))?;
@@ -162,7 +162,7 @@ pub(crate) fn bind_data(
                 if protocol == Protocol::Tcp {
                     let backlog = i32::try_from(spec.flows.saturating_add(8)).unwrap_or(i32::MAX);
                     sock.listen(backlog).map_err(|e| {
-                        data_socket_error("listen for data connections", &e, e.raw_os_error())
+                        data_socket_error("listen for data connections", &e, Some(&e))
                     })?;
                 }
                 return Ok(sock);

@@ -49,6 +49,9 @@ pub(crate) fn start(
             ),
         )
     })?;
+    if let Some(why) = platform_lacks(spec) {
+        return Err(ErrorMsg::new(ErrorCode::Unsupported, why));
+    }
     let setup = Setup {
         spec,
         local: data_address(spec, local)?,
@@ -66,4 +69,22 @@ pub(crate) fn start(
         }
     };
     running::launch(spec, prepared, cfg, slot, on_done)
+}
+
+/// What the test asks of this netserver's data path that its platform
+/// lacks (Linux's own calls), in one line naming the option and the
+/// platform.
+fn platform_lacks(spec: &TestSpec) -> Option<String> {
+    use engine::sys::lacks;
+    let p = spec.paths;
+    [
+        (p.rx == proto::RxPath::ZeroCopy, "--rx-zerocopy"),
+        (p.rx == proto::RxPath::Discard, "--rx-discard"),
+        (p.uring, "--io-uring"),
+        (spec.udp_fast.batch > 1, "--batch"),
+        (spec.udp_fast.segments > 1, "--gso"),
+    ]
+    .into_iter()
+    .find_map(|(asked, option)| if asked { lacks(option) } else { None })
+    .map(|why| format!("netserver: {why}"))
 }

@@ -14,16 +14,16 @@ use std::{
     collections::{HashMap, VecDeque},
     io::{self, Read},
     net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket},
-    os::fd::AsRawFd,
     time::{Duration, Instant},
 };
 
+use engine::sys::{SockKind, Watch};
 use engine::{
     conventions::{Conventions, Proof},
     handshake, sockopt,
     stream::udp,
 };
-use mio::{Events, Interest, Poll, Token as MioToken, unix::SourceFd};
+use mio::{Events, Interest, Poll, Token as MioToken};
 use proto::{ErrorCode, ErrorMsg, Protocol, TestSpec, Token};
 use socket2::Socket;
 
@@ -54,6 +54,8 @@ pub(crate) struct Expect<'a> {
 /// A connection that has not yet proved itself.
 struct Unproven {
     stream: TcpStream,
+    /// How the room's loop watches it.
+    watch: Watch,
     from: SocketAddr,
     buf: [u8; handshake::PREAMBLE_LEN],
     got: usize,
@@ -77,7 +79,10 @@ impl Unproven {
                 Ok(0) => return Sent::Foreign("it closed before presenting a token"),
                 Ok(n) => self.got += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Sent::Waiting,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.watch.rearm();
+                    return Sent::Waiting;
+                }
                 Err(_) => return Sent::Foreign("it failed before presenting a token"),
             }
         }
@@ -160,6 +165,8 @@ pub(crate) fn accept_flows(
 /// The waiting room of one test's data connections ([`accept_flows`]).
 struct Room<'a, 'e> {
     listener: TcpListener,
+    /// How the room's loop watches the listener.
+    watch: Watch,
     poll: Poll,
     expect: &'a Expect<'e>,
     flows: u32,
@@ -193,15 +200,17 @@ impl<'a, 'e> Room<'a, 'e> {
             .set_nonblocking(true)
             .map_err(|e| failed("data listener", e))?;
         let poll = Poll::new().map_err(|e| failed("data listener", e))?;
-        poll.registry()
-            .register(
-                &mut SourceFd(&listener.as_raw_fd()),
-                MioToken(0),
-                Interest::READABLE,
-            )
-            .map_err(|e| failed("data listener", e))?;
+        let watch = Watch::new(
+            poll.registry(),
+            &listener,
+            SockKind::Listener,
+            MioToken(0),
+            Interest::READABLE,
+        )
+        .map_err(|e| failed("data listener", e))?;
         Ok(Room {
             listener,
+            watch,
             poll,
             expect,
             flows,
@@ -232,9 +241,7 @@ impl<'a, 'e> Room<'a, 'e> {
             match &self.last_error {
                 Some(e) => format!(
                     "only {got} of {flows} data connections arrived in time (the last accept failed: {e}{})",
-                    shortage(e.raw_os_error())
-                        .map(|w| format!("; {w}"))
-                        .unwrap_or_default()
+                    shortage(e).map(|w| format!("; {w}")).unwrap_or_default()
                 ),
                 None => format!("only {got} of {flows} data connections arrived in time"),
             },
@@ -266,7 +273,7 @@ impl<'a, 'e> Room<'a, 'e> {
     /// `readable` (their preamble may be here already).
     fn accept_ready(&mut self, readable: &mut Vec<usize>) -> Result<(), ErrorMsg> {
         loop {
-            match self.listener.accept() {
+            match self.watch.accept(&self.listener) {
                 Ok((s, from)) if self.expect.conv.proof == Proof::ControlPeer => {
                     if from.ip() != self.expect.peer {
                         self.turn_away("not the control connection's peer", from);
@@ -285,9 +292,9 @@ impl<'a, 'e> Room<'a, 'e> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 // Out of descriptors: the test cannot have its flows; say
                 // so now rather than at the deadline.
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
-                    let why = shortage(e.raw_os_error()).unwrap_or_default();
-                    let whose = if e.raw_os_error() == Some(libc::ENFILE) {
+                Err(e) if engine::sys::out_of_descriptors(&e) => {
+                    let why = shortage(&e).unwrap_or_default();
+                    let whose = if engine::sys::system_out_of_descriptors(&e) {
                         "the system"
                     } else {
                         "netserver"
@@ -307,7 +314,7 @@ impl<'a, 'e> Room<'a, 'e> {
                 Err(e) => {
                     self.log
                         .warn_limited("data-accept", &format!("data accept failed: {e}"));
-                    if shortage(e.raw_os_error()).is_some() {
+                    if shortage(&e).is_some() {
                         std::thread::sleep(Duration::from_millis(10));
                     }
                     self.last_error = Some(e);
@@ -339,22 +346,20 @@ impl<'a, 'e> Room<'a, 'e> {
         }
         let t = self.next_token;
         self.next_token += 1;
-        if self
-            .poll
-            .registry()
-            .register(
-                &mut SourceFd(&s.as_raw_fd()),
-                MioToken(t),
-                Interest::READABLE,
-            )
-            .is_err()
-        {
+        let Ok(watch) = Watch::new(
+            self.poll.registry(),
+            &s,
+            SockKind::Stream,
+            MioToken(t),
+            Interest::READABLE,
+        ) else {
             return;
-        }
+        };
         self.waiting.insert(
             t,
             Unproven {
                 stream: s,
+                watch,
                 from,
                 buf: [0; handshake::PREAMBLE_LEN],
                 got: 0,
@@ -376,13 +381,10 @@ impl<'a, 'e> Room<'a, 'e> {
             if matches!(verdict, Sent::Waiting) {
                 continue;
             }
-            let Some(u) = self.waiting.remove(&t) else {
+            let Some(mut u) = self.waiting.remove(&t) else {
                 continue;
             };
-            let _ = self
-                .poll
-                .registry()
-                .deregister(&mut SourceFd(&u.stream.as_raw_fd()));
+            u.watch.deregister(self.poll.registry());
             match verdict {
                 Sent::Proved(flow)
                     if flow >= self.flows || self.accepted.iter().any(|(n, _)| *n == flow) =>
@@ -410,11 +412,8 @@ impl<'a, 'e> Room<'a, 'e> {
                 }
                 Some(u) if now >= u.since + PROOF_WINDOW => {
                     self.order.pop_front();
-                    if let Some(u) = self.waiting.remove(&t) {
-                        let _ = self
-                            .poll
-                            .registry()
-                            .deregister(&mut SourceFd(&u.stream.as_raw_fd()));
+                    if let Some(mut u) = self.waiting.remove(&t) {
+                        u.watch.deregister(self.poll.registry());
                         self.turn_away("it presented no token within its window", u.from);
                     }
                 }

@@ -34,7 +34,14 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<Prepared, ErrorMsg> {
         && setup.conv.crr_preamble() + spec.request_size as usize > 0
         && !spec.defer_accept
     {
-        sockopt::set_defer_accept(&sock, 1).map_err(|e| failed("data listener", e))?;
+        // (where the platform has no deferred accept, the responder waits
+        // on the listener and the silent connections together)
+        match sockopt::set_defer_accept(&sock, 1) {
+            Err(e)
+                if e.io_error()
+                    .is_some_and(|e| e.kind() == std::io::ErrorKind::Unsupported) => {}
+            r => r.map_err(|e| failed("data listener", e))?,
+        }
     }
     let (send_buf, recv_buf) = sockopt::buffer_sizes(SockRef::from(&sock));
     let token = handshake::new_token().map_err(|e| failed("netserver", e))?;

@@ -193,17 +193,15 @@ pub enum Until {
 /// (ECONNREFUSED, host or network unreachable). UDP_RR's ends count them
 /// the same way.
 pub(crate) fn transient(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(
-            libc::ENOBUFS
-                | libc::EAGAIN
-                | libc::EPERM
-                | libc::ECONNREFUSED
-                | libc::EHOSTUNREACH
-                | libc::ENETUNREACH
+    crate::sys::no_buffer_space(e)
+        || matches!(
+            e.kind(),
+            io::ErrorKind::WouldBlock
+                | io::ErrorKind::PermissionDenied
+                | io::ErrorKind::ConnectionRefused
+                | io::ErrorKind::HostUnreachable
+                | io::ErrorKind::NetworkUnreachable
         )
-    )
 }
 
 /// netperf 2.7's end of a UDP test: empty datagrams (any of them may be

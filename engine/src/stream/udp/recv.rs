@@ -412,7 +412,7 @@ impl Calls<'_> {
 /// A batch for receiving with the fast paths (and UDP_GRO set on `sock`
 /// when they coalesce).
 pub(crate) fn recv_batch(
-    sock: &impl std::os::fd::AsRawFd,
+    sock: &impl crate::sys::Sock,
     fast: UdpFast,
 ) -> Result<MsgBatch, EngineError> {
     if fast.segments > 1 {

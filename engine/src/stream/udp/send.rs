@@ -246,7 +246,7 @@ pub fn send_batch(
 }
 
 /// Set UDP_SEGMENT for `--gso` on a sending socket.
-pub fn set_segment(sock: &impl std::os::fd::AsRawFd, size: usize) -> Result<(), EngineError> {
+pub fn set_segment(sock: &impl crate::sys::Sock, size: usize) -> Result<(), EngineError> {
     let gso = i32::try_from(size).unwrap_or(i32::MAX);
     crate::sys::opt::udp_segment(sock, gso)
         .map_err(|e| EngineError::io("--gso: setting UDP_SEGMENT on the sending socket", e))
