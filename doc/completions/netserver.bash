@@ -23,7 +23,7 @@ _netserver() {
 
     case "${cmd}" in
         netserver)
-            opts="-h -D -d -f -L -N -p -4 -6 -v -V -n -Z --version --data-ports --max-sessions --max-per-client --max-pending --max-test-length --max-flows --memory-cap --memory-budget --log-file --log-format --record --metrics --handshake-timeout --idle-timeout --data-timeout --key-file --allow-netperf2 --no-netperf2"
+            opts="-h -D -d -f -L -N -p -4 -6 -v -V -n -Z --version --data-ports --max-sessions --max-per-client --max-pending --max-test-length --max-flows --memory-cap --memory-budget --log-file --log-format --record --metrics --handshake-timeout --idle-timeout --data-timeout --key-file --install-service --uninstall-service --service --allow-netperf2 --no-netperf2"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

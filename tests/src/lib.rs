@@ -8,6 +8,7 @@
 
 pub mod netns;
 pub mod shape;
+pub mod wine;
 
 use std::{
     io::{BufRead, BufReader, Read},

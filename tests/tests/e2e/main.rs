@@ -29,3 +29,4 @@ mod soak;
 mod stream;
 mod udp;
 mod under_load;
+mod wine;
