@@ -1555,7 +1555,9 @@ fn neper(
     let (cport, dport) = two_free_ports();
     let (nf, threads) = (n.to_string(), n.min(2).to_string());
     let (cport_s, dport_s) = (cport.to_string(), dport.to_string());
-    let mut common = vec!["-H", at.host, "-F", &nf, "-T", &threads];
+    // (neper writes a log file into its working directory unless told to
+    // log to stderr)
+    let mut common = vec!["--logtostderr", "-H", at.host, "-F", &nf, "-T", &threads];
     common.extend(["-C", &cport_s, "-P", &dport_s]);
     if at.v6() {
         common.push("-6");
