@@ -107,10 +107,9 @@ pub fn count() -> u32 {
     if n > 0 && now.saturating_sub(when) < 10 {
         return n;
     }
-    // (Windows' meter is the machine's, one set of counters: count them
-    // as the scheduler does)
+    // (where no meter reads, as the scheduler counts them)
     let n = match snapshot() {
-        Some(s) if s.cpus.len() > 1 => s.cpus.len() as u32,
+        Some(s) if !s.cpus.is_empty() => s.cpus.len() as u32,
         _ => std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
     };
     CACHED.store((now << 32) | u64::from(n), Ordering::Relaxed);

@@ -71,7 +71,12 @@ pub fn timed_out(e: &io::Error) -> bool {
 
 /// A receive on a connected UDP socket brought no datagram: it timed out
 /// or would block, or it reported the ICMP error ("port unreachable") that
-/// an earlier datagram of ours drew.
+/// an earlier datagram of ours drew (ECONNREFUSED; Windows says
+/// WSAECONNRESET).
 pub(crate) fn no_datagram(e: &io::Error) -> bool {
-    timed_out(e) || e.kind() == io::ErrorKind::ConnectionRefused
+    timed_out(e)
+        || matches!(
+            e.kind(),
+            io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionReset
+        )
 }

@@ -146,14 +146,9 @@ fn run_share(
     let entries = (share.len() as u32 * (DEPTH + 2)).max(8);
     // the ring owns the sender's one buffer (page-aligned) and a scratch
     // slot a flow for the reads of the receiver's end
-    let mut io = Io::new(
-        entries,
-        count,
-        bufsize,
-        if sending { size } else { 1 },
-        share.len(),
-    )
-    .map_err(|e| uring_err("setting up a ring", e))?;
+    let (send, slots) = if sending { (size, share.len()) } else { (1, 0) };
+    let mut io = Io::new(entries, count, bufsize, send, slots)
+        .map_err(|e| uring_err("setting up a ring", e))?;
     let mut flows: Vec<Flow> = share
         .into_iter()
         .map(|(index, sock)| Flow {

@@ -230,19 +230,13 @@ pub fn run(plan: &Plan) -> Result<Outcome> {
 /// delivered nothing; a mapping receiver that could map little copied,
 /// and why.
 fn path_notes(asked: &Asked, runs: &Runs) -> Vec<String> {
-    let (mut mapped, mut received) = (0u64, 0u64);
+    let (mut who, mut mapped, mut received) = ("", 0u64, 0u64);
     for (m, _) in runs {
-        let side = match asked.test {
-            proto::TestKind::TcpMaerts => &m.local.counts,
-            _ => &m.remote.counts,
-        };
+        let side;
+        (who, side) = classic::receiver(asked, m);
         mapped += side.rx.mapped_bytes;
         received += side.bytes_received;
     }
-    let who = match asked.test {
-        proto::TestKind::TcpMaerts => "netperf",
-        _ => "the netserver",
-    };
     match asked.rx {
         proto::RxPath::Discard => vec![format!(
             "--rx-discard: {who}'s kernel dropped the data uncopied (MSG_TRUNC); nothing reached user space: the figure is the stack's ceiling, not a delivery rate"

@@ -334,6 +334,19 @@ impl Paths {
     }
 }
 
+/// The threads a TCP stream test's flows run on, at either end: a flow a
+/// thread, in blocking calls (a send then waits in the kernel for room,
+/// rather than returning to wait in the loop), up to this many; beyond,
+/// the flows share them on event loops.
+pub const STREAM_THREADS: u32 = 16;
+
+/// The threads of a TCP stream test of `flows` flows on a machine of
+/// `cpus` CPUs: [`STREAM_THREADS`] at most, or the CPUs where there are
+/// more.
+pub fn stream_threads(flows: u32, cpus: u32) -> u32 {
+    flows.max(1).min(cpus.max(STREAM_THREADS))
+}
+
 /// Where a stream sender's buffer starts on the event loops: a page, so
 /// that its pages go whole to a zero-copy send (and so to a receiver that
 /// maps them).
@@ -662,7 +675,6 @@ impl TestSpec {
         Ok(())
     }
 
-    /// What the server's side is asked to set: congestion control, buffer placement, widths, priority, CPU.
     /// The data path's calls: the receive paths where the server receives
     /// a TCP stream, io_uring on the stream tests.
     fn check_paths(&self) -> Result<(), SpecError> {
@@ -702,6 +714,7 @@ impl TestSpec {
         Ok(())
     }
 
+    /// What the server's side is asked to set: congestion control, buffer placement, widths, priority, CPU.
     fn check_server_side(&self) -> Result<(), SpecError> {
         if let Some(cc) = &self.server.cong_control
             && (cc.is_empty()
@@ -822,8 +835,15 @@ impl TestSpec {
         /// Room for a tag, a preamble, a sequence header.
         const SLACK: u64 = 64;
         let flows = u64::from(self.flows.max(1));
-        let loops = u64::from(cpus.max(1).min(self.flows.max(1)));
-        let on_loops = self.flows > 1 || self.window.is_some();
+        let loops = match self.kind {
+            TestKind::TcpStream | TestKind::TcpMaerts => {
+                u64::from(stream_threads(self.flows, cpus))
+            }
+            _ => u64::from(cpus.max(1).min(self.flows.max(1))),
+        };
+        // (io_uring runs even one flow on the many-flow shape: a buffer a
+        // thread)
+        let on_loops = self.flows > 1 || self.window.is_some() || self.paths.uring;
         let (req, resp) = (
             u64::from(self.request_size.max(1)) + SLACK,
             u64::from(self.response_size.max(1)) + SLACK,
@@ -862,14 +882,16 @@ impl TestSpec {
     /// zero-copy receiver's window of mapped pages a flow (taken off the
     /// socket's queue, held until its next call); an io_uring receiver's
     /// provided buffers, a group a thread (`loops` of them; one for one
-    /// flow), and a sender's one buffer a thread.
+    /// flow). (An io_uring sender's one buffer a thread is the loops'
+    /// buffer, counted with them.)
     pub fn path_memory(&self, recv: Ring, loops: u64) -> u64 {
         let flows = self.flows.max(1);
         let mut bytes = 0u64;
         if self.paths.rx == RxPath::ZeroCopy {
             bytes += u64::from(flows) * u64::from(RX_MAP_WINDOW);
         }
-        if self.paths.uring {
+        let server_receives = matches!(self.kind, TestKind::TcpStream | TestKind::UdpStream);
+        if self.paths.uring && server_receives {
             let loops = loops.clamp(1, u64::from(flows));
             let per_loop = u32::try_from(u64::from(flows).div_ceil(loops)).unwrap_or(u32::MAX);
             let datagrams = self.kind.protocol() == Protocol::Udp;

@@ -36,10 +36,6 @@ use crate::{
     stream::{rx::Reader, zc::ZcSender},
     timer::StopFlag,
 };
-
-/// How long a blocking flow's zero-copy send waits at most for the
-/// kernel's room.
-const ZC_WAIT_MS: i32 = 100;
 use proto::RxPath;
 
 /// What every flow of a run does.
@@ -761,7 +757,7 @@ fn drive(
                 let sent = match zc {
                     // (a blocking flow waits a moment for the kernel's room,
                     // then looks at the clock)
-                    Some(z) => z.send(&s.sock, buf, blocking.then_some(ZC_WAIT_MS)),
+                    Some(z) => z.send(&s.sock, buf, blocking.then_some(ZcSender::WAIT_MS)),
                     None => (&s.sock).write(buf),
                 };
                 match step(sent, "send")? {

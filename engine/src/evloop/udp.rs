@@ -18,7 +18,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Poll, Token};
 use proto::UdpFast;
 
 use super::spread;
@@ -367,12 +367,13 @@ fn register<'t>(
         if let (UdpRole::Recv, true) = (plan.role, plan.fast.segments > 1) {
             recv_batch(&sock, plan.fast)?;
         }
+        let receives = !matches!(plan.role, UdpRole::Send { .. });
         let watch = crate::sys::Watch::new(
             poll.registry(),
             &sock,
             crate::sys::SockKind::Datagram,
             Token(k),
-            Interest::READABLE | Interest::WRITABLE,
+            crate::sys::Watch::interest(receives, true),
         )
         .map_err(|e| EngineError::io("registering a UDP data socket", e))?;
         slots.push(Slot {
@@ -544,8 +545,12 @@ fn pump(s: &mut Slot<'_>, c: &mut Ctx<'_>) -> Result<(), EngineError> {
     s.ready = after == After::Ready;
     // waiting for its socket, not for the clock: the loop is to say when
     // it is ready
-    if after == After::Wait && deadline(&s.machine).is_none_or(|d| d <= clock::now_ns()) {
-        s.watch.rearm();
+    if after == After::Wait {
+        // (a paced sender waits for the clock, not for its socket)
+        s.watch.rearm_if(|| match &s.machine {
+            Machine::Send(f) => f.due_ns().is_none_or(|d| d <= clock::now_ns()),
+            _ => true,
+        });
     }
     Ok(())
 }

@@ -28,9 +28,6 @@ pub struct Reader {
     map: Option<sys::RxMap>,
     /// Bytes that came as mapped pages.
     pub mapped: u64,
-    /// Extra system calls beyond one a receive (a zero-copy receive whose
-    /// rest is read with a plain one, or a wait for data).
-    pub extra_calls: u64,
 }
 
 impl Reader {
@@ -53,18 +50,7 @@ impl Reader {
             path,
             map,
             mapped: 0,
-            extra_calls: 0,
         })
-    }
-
-    /// Netperf's copy, with nothing held.
-    pub fn copy() -> Reader {
-        Reader {
-            path: RxPath::Copy,
-            map: None,
-            mapped: 0,
-            extra_calls: 0,
-        }
     }
 
     pub fn path(&self) -> RxPath {
@@ -88,7 +74,7 @@ impl Reader {
         match (self.path, self.map.as_mut()) {
             (RxPath::Discard, _) => sys::recv_discard(conn, buf.len().max(1), nonblocking),
             (RxPath::ZeroCopy, Some(map)) => {
-                let r = zero_copy(map, conn, buf, nonblocking, &mut self.extra_calls);
+                let r = zero_copy(map, conn, buf, nonblocking);
                 if let Ok((_, mapped)) = r {
                     self.mapped += mapped as u64;
                 }
@@ -113,7 +99,6 @@ fn zero_copy<S: crate::sys::Sock>(
     conn: &S,
     buf: &mut [u8],
     nonblocking: bool,
-    extra: &mut u64,
 ) -> io::Result<(usize, usize)>
 where
     for<'a> &'a S: Read,
@@ -125,15 +110,24 @@ where
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok((0, 0)),
             Err(e) => return Err(e),
         };
-        if got.mapped + got.copied > 0 {
+        if got.mapped > 0 {
             return Ok((got.mapped + got.copied, got.mapped));
         }
-        if got.skip > 0 {
-            // not whole pages: the kernel leaves these to a plain receive
-            *extra += 1;
-            let len = got.skip.min(buf.len()).max(1);
-            let n = (&*conn).read(buf.get_mut(..len).unwrap_or_default())?;
-            return Ok((n, 0));
+        if got.copied + got.skip > 0 {
+            // nothing whole pages: what the kernel did not copy itself
+            // (it copies less than a page) is taken by a plain receive in
+            // the same turn, as much as the buffer holds after its copy
+            let rest = buf.get_mut(got.copied..).unwrap_or_default();
+            let len = got.skip.min(rest.len());
+            let n = match rest.get_mut(..len).filter(|r| !r.is_empty()) {
+                Some(r) => match (&*conn).read(r) {
+                    Ok(n) => n,
+                    Err(e) if got.copied > 0 && crate::error::timed_out(&e) => 0,
+                    Err(e) => return Err(e),
+                },
+                None => 0,
+            };
+            return Ok((got.copied + n, 0));
         }
         if nonblocking {
             return Err(io::ErrorKind::WouldBlock.into());
@@ -141,11 +135,9 @@ where
         if waited {
             // readable, yet nothing to map, copy or skip: the peer's end
             // or an error, which a plain receive reports
-            *extra += 1;
             return (&*conn).read(buf).map(|n| (n, 0));
         }
         // nothing yet: wait as a blocking receive would
-        *extra += 1;
         let timeout = socket2::SockRef::from(conn)
             .read_timeout()?
             .unwrap_or(Duration::from_secs(3600));

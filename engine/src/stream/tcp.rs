@@ -91,7 +91,7 @@ pub fn send_with(
         let buf = next.get(..want).unwrap_or(next);
         match (how, zc.as_mut()) {
             // (a wait is a tick at most: pump looks at the stop flag)
-            (SendCall::ZeroCopy, Some(zc)) => zc.send(conn, buf, Some(ZC_WAIT_MS)),
+            (SendCall::ZeroCopy, Some(zc)) => zc.send(conn, buf, Some(ZcSender::WAIT_MS)),
             (SendCall::Write, _) => sys::write(conn, buf),
             _ => (&*conn).write(buf),
         }
@@ -101,9 +101,6 @@ pub fn send_with(
     }
     out
 }
-
-/// How long a zero-copy send waits at most for the kernel's room.
-const ZC_WAIT_MS: i32 = 100;
 
 /// TCP_SENDFILE's sender: sendfile(2) of `size` bytes at a time from
 /// `file`, which holds `width` messages back to back, cycling through them

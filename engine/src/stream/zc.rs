@@ -12,18 +12,21 @@ use std::io;
 
 use crate::{EngineError, sys};
 
-/// A socket's MSG_ZEROCOPY sends and their completions.
+/// A socket's MSG_ZEROCOPY sends.
 #[derive(Debug, Default)]
 pub struct ZcSender {
-    /// Sends made, and sends the kernel said it was done with.
-    pub sent: u64,
-    pub completed: u64,
+    /// Sends made.
+    sent: u64,
 }
 
 /// Read the error queue after this many sends.
 const DRAIN_EVERY: u64 = 8;
 
 impl ZcSender {
+    /// How long a blocking sender's send waits at most for the kernel's
+    /// room, before it looks at its stop flag.
+    pub const WAIT_MS: i32 = 100;
+
     /// Turn SO_ZEROCOPY on for `conn`.
     pub fn new(conn: &impl crate::sys::Sock) -> Result<ZcSender, EngineError> {
         sys::opt::zerocopy(conn)
@@ -36,11 +39,7 @@ impl ZcSender {
         let mut n = 0;
         loop {
             match sys::zerocopy_done(conn)? {
-                sys::ErrQueue::ZeroCopyDone { lo, hi } => {
-                    self.completed += u64::from(hi.wrapping_sub(lo)) + 1;
-                    n += 1;
-                }
-                sys::ErrQueue::Other => n += 1,
+                sys::ErrQueue::ZeroCopyDone { .. } | sys::ErrQueue::Other => n += 1,
                 sys::ErrQueue::Empty => return Ok(n),
             }
         }

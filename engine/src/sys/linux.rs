@@ -317,9 +317,12 @@ impl MsgBatch {
     }
 
     /// The first `lens.len()` slots, each of its length, sent through
-    /// `ring` (`--io-uring`): a sendmsg of each in one submission, every
-    /// completion waited for. How many went (lengths: [`MsgBatch::sent`],
-    /// 0 for one that failed), and the errors of those that failed.
+    /// `ring` (`--io-uring`): a send of each in one submission, linked so
+    /// that the first to fail cancels those after it (what went is a
+    /// prefix, as sendmmsg's, so the datagrams' numbers stay in order);
+    /// every completion waited for before the batch can be touched again.
+    /// How many went (lengths: [`MsgBatch::sent`]), and the error of the
+    /// one that failed.
     pub fn send_uring(
         &mut self,
         ring: &mut super::uring::Ring,
@@ -345,30 +348,51 @@ impl MsgBatch {
             // send: every completion is taken below before either can go or
             // the batch be touched again.
             unsafe {
-                ring.send(
+                ring.send_linked(
                     raw(sock),
                     iov.iov_base.cast::<u8>(),
                     iov.iov_len as u32,
                     to.as_ref(),
                     i as u64,
+                    i + 1 < count,
                 )?;
             }
         }
         let mut done = Vec::with_capacity(count);
-        let mut errors = Vec::new();
+        let mut failed = vec![None; count];
         let mut got = 0;
         while got < count {
             done.clear();
-            ring.wait(count - got, std::time::Duration::from_secs(1), &mut done)?;
+            // (the sends are the kernel's until each completes: a wait
+            // that fails for a moment is waited again)
+            match ring.wait(count - got, std::time::Duration::from_secs(1), &mut done) {
+                Ok(()) => {}
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EBUSY)) => {}
+                Err(e) => return Err(e),
+            }
             for d in &done {
                 got += 1;
-                match (self.hdrs.get_mut(d.tag as usize), d.result) {
+                let i = d.tag as usize;
+                match (self.hdrs.get_mut(i), d.result) {
                     (Some(h), n) if n >= 0 => h.msg_len = n as u32,
-                    (_, n) => errors.push(io::Error::from_raw_os_error(-n)),
+                    (_, n) => {
+                        if let Some(f) = failed.get_mut(i) {
+                            *f = Some(-n);
+                        }
+                    }
                 }
             }
         }
-        Ok((count, errors))
+        // what went is the prefix before the first failure; those after it
+        // were cancelled (ECANCELED), not failed
+        let went = failed.iter().position(Option::is_some).unwrap_or(count);
+        let error = failed
+            .get(went)
+            .copied()
+            .flatten()
+            .filter(|&e| e != libc::ECANCELED)
+            .map(io::Error::from_raw_os_error);
+        Ok((went, error.into_iter().collect()))
     }
 
     /// Bytes message `i` of the last call moved.
@@ -603,6 +627,9 @@ pub struct ZcReceived {
 pub struct RxMap {
     addr: std::ptr::NonNull<libc::c_void>,
     len: usize,
+    /// A socket error the kernel reported with data: said at the next
+    /// receive, after the data is counted.
+    pending: Option<i32>,
 }
 
 // SAFETY: the window is plain address space of this process; nothing in it
@@ -636,17 +663,11 @@ impl RxMap {
             return Err(io::Error::last_os_error());
         }
         let addr = std::ptr::NonNull::new(p).ok_or_else(|| io::Error::other("mmap gave null"))?;
-        Ok(RxMap { addr, len })
-    }
-
-    /// The window's length.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the window is empty (never: it holds a page at least).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
+        Ok(RxMap {
+            addr,
+            len,
+            pending: None,
+        })
     }
 
     /// Map what has arrived on `sock` into the window (whole pages), and
@@ -655,6 +676,9 @@ impl RxMap {
     /// copied or to skip: nothing has arrived; `UnexpectedEof`: the peer
     /// closed its side and everything was taken.
     pub fn receive(&mut self, sock: &impl Sock, copy: &mut [u8]) -> io::Result<ZcReceived> {
+        if let Some(e) = self.pending.take() {
+            return Err(io::Error::from_raw_os_error(e));
+        }
         let mut zc = TcpZerocopyReceive {
             address: self.addr.as_ptr() as u64,
             length: u32::try_from(self.len).unwrap_or(u32::MAX),
@@ -684,14 +708,19 @@ impl RxMap {
             }
             return Err(e);
         }
-        if zc.err != 0 {
-            return Err(io::Error::from_raw_os_error(zc.err.abs()));
-        }
-        Ok(ZcReceived {
+        let got = ZcReceived {
             mapped: zc.length as usize,
             copied: usize::try_from(zc.copybuf_len).unwrap_or(0),
             skip: zc.recv_skip_hint as usize,
-        })
+        };
+        if zc.err != 0 {
+            // the data that came with it is counted first
+            if got.mapped + got.copied == 0 {
+                return Err(io::Error::from_raw_os_error(zc.err.abs()));
+            }
+            self.pending = Some(zc.err.abs());
+        }
+        Ok(got)
     }
 }
 

@@ -275,14 +275,6 @@ impl RxMap {
         Err(unsupported("TCP_ZEROCOPY_RECEIVE (--rx-zerocopy)"))
     }
 
-    pub fn len(&self) -> usize {
-        0
-    }
-
-    pub fn is_empty(&self) -> bool {
-        true
-    }
-
     pub fn receive(&mut self, _sock: &impl Sock, _copy: &mut [u8]) -> io::Result<ZcReceived> {
         Err(unsupported("TCP_ZEROCOPY_RECEIVE (--rx-zerocopy)"))
     }

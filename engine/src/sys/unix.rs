@@ -241,6 +241,11 @@ impl Watch {
     #[inline]
     pub fn rearm(&self) {}
 
+    /// [`Watch::rearm`] if `blocked` says the wait is for the socket (not,
+    /// say, for the clock); on Unix not even asked.
+    #[inline]
+    pub fn rearm_if(&self, _blocked: impl FnOnce() -> bool) {}
+
     /// Accept a connection on the watched listener `l`.
     pub fn accept(
         &self,
@@ -252,6 +257,13 @@ impl Watch {
     /// Watch no more.
     pub fn deregister(&mut self, registry: &mio::Registry) {
         let _ = registry.deregister(&mut mio::unix::SourceFd(&self.0));
+    }
+
+    /// What a loop watches a socket that `receives` and `sends` for:
+    /// both, on Unix (epoll wakes on changes only, so a writable socket
+    /// costs nothing).
+    pub fn interest(_receives: bool, _sends: bool) -> mio::Interest {
+        mio::Interest::READABLE | mio::Interest::WRITABLE
     }
 }
 

@@ -41,10 +41,14 @@ impl std::fmt::Debug for Ring {
 }
 
 impl Ring {
-    /// A ring with room for `entries` submissions (its completion queue
-    /// twice that, the kernel's default).
-    pub fn new(entries: u32) -> io::Result<Ring> {
-        let ring = IoUring::new(entries.clamp(8, 4096).next_power_of_two())?;
+    /// A ring with room for `entries` submissions and `completions`
+    /// completions (at least twice the submissions; a multishot receive
+    /// posts a completion a provided buffer, so room for every buffer of
+    /// the group keeps them from overflowing the queue).
+    pub fn new(entries: u32, completions: u32) -> io::Result<Ring> {
+        let entries = entries.clamp(8, 4096).next_power_of_two();
+        let cq = completions.max(2 * entries).min(65536).next_power_of_two();
+        let ring = IoUring::builder().setup_cqsize(cq).build(entries)?;
         Ok(Ring { ring })
     }
 
@@ -76,30 +80,33 @@ impl Ring {
         to: Option<&SockAddr>,
         tag: u64,
     ) -> io::Result<()> {
+        // SAFETY: the caller's, as this function's.
+        unsafe { self.send_linked(fd, buf, len, to, tag, false) }
+    }
+
+    /// [`Ring::send`], linked to the next submission when `link` (which
+    /// then runs only if this one succeeds, and is cancelled otherwise).
+    ///
+    /// # Safety
+    /// As [`Ring::send`].
+    pub unsafe fn send_linked(
+        &mut self,
+        fd: RawFd,
+        buf: *const u8,
+        len: u32,
+        to: Option<&SockAddr>,
+        tag: u64,
+        link: bool,
+    ) -> io::Result<()> {
         let mut op = opcode::Send::new(types::Fd(fd), buf, len).flags(libc::MSG_NOSIGNAL);
         if let Some(a) = to {
             op = op.dest_addr(a.ptr()).dest_addr_len(a.len);
         }
-        self.push(op.build().user_data(tag))
-    }
-
-    /// A sendmsg of the message `msg` describes.
-    ///
-    /// # Safety
-    /// The header and everything it points at must stay valid and
-    /// unchanged until this send's completion has been taken.
-    pub unsafe fn sendmsg(
-        &mut self,
-        fd: RawFd,
-        msg: *const libc::msghdr,
-        tag: u64,
-    ) -> io::Result<()> {
-        self.push(
-            opcode::SendMsg::new(types::Fd(fd), msg)
-                .flags(libc::MSG_NOSIGNAL as u32)
-                .build()
-                .user_data(tag),
-        )
+        let mut e = op.build().user_data(tag);
+        if link {
+            e = e.flags(squeue::Flags::IO_LINK);
+        }
+        self.push(e)
     }
 
     /// A one-shot receive of up to `len` bytes into `buf`.
@@ -280,11 +287,6 @@ impl Buffers {
         Ok(b)
     }
 
-    /// Each buffer's size.
-    pub fn size(&self) -> usize {
-        self.size
-    }
-
     /// Queue buffer `bid` for the kernel (visible once [`publish`]ed).
     fn put(&mut self, bid: u16) {
         let mask = self.count - 1;
@@ -391,7 +393,7 @@ impl Io {
     /// `count` is not 0; a send buffer of `send` bytes (page-aligned);
     /// `slots` scratch slots.
     pub fn new(entries: u32, count: u16, size: usize, send: usize, slots: usize) -> io::Result<Io> {
-        let ring = Ring::new(entries)?;
+        let ring = Ring::new(entries, entries + u32::from(count))?;
         let bufs = if count > 0 {
             Some(Buffers::new(&ring, 0, count, size)?)
         } else {

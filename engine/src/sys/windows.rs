@@ -184,8 +184,10 @@ pub fn descriptors() -> (Option<u64>, u64) {
 }
 
 /// The CPU's times since boot (GetSystemTimes: the machine's, not each
-/// CPU's), as one set of counters in 100 ns units: busy is user plus
-/// kernel less idle.
+/// CPU's), in 100 ns units: busy is user plus kernel less idle. Given as
+/// that share for each of the machine's CPUs (so the utilisation is the
+/// machine's, the busiest CPU unknown, and service demand counts every
+/// CPU, as it must).
 pub fn cpu_ticks() -> Option<Vec<crate::cpu::Ticks>> {
     use windows_sys::Win32::Foundation::FILETIME;
     let zero = FILETIME {
@@ -202,12 +204,16 @@ pub fn cpu_ticks() -> Option<Vec<crate::cpu::Ticks>> {
     }
     let v = |t: FILETIME| (u64::from(t.dwHighDateTime) << 32) | u64::from(t.dwLowDateTime);
     let (idle, kernel, user) = (v(idle), v(kernel), v(user));
-    Some(vec![crate::cpu::Ticks {
-        user,
-        system: kernel.saturating_sub(idle),
-        idle,
-        ..crate::cpu::Ticks::default()
-    }])
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    Some(vec![
+        crate::cpu::Ticks {
+            user,
+            system: kernel.saturating_sub(idle),
+            idle,
+            ..crate::cpu::Ticks::default()
+        };
+        cpus
+    ])
 }
 
 /// The monotonic clock, nanoseconds: QueryPerformanceCounter.
@@ -321,6 +327,15 @@ impl Watch {
         };
     }
 
+    /// [`Watch::rearm`] if `blocked` says the wait is for the socket (not,
+    /// say, for the clock: a wait the socket is always ready for would
+    /// wake the loop at once).
+    pub fn rearm_if(&self, blocked: impl FnOnce() -> bool) {
+        if blocked() {
+            self.rearm();
+        }
+    }
+
     /// Accept a connection on the watched listener `l` (through mio's
     /// handle, which asks the kernel again when none is waiting).
     pub fn accept(
@@ -330,6 +345,18 @@ impl Watch {
         match self {
             Watch::Listener(x) => x.accept().map(|(s, a)| (s.into(), a)),
             _ => l.accept(),
+        }
+    }
+
+    /// What a loop watches a socket that `receives` and `sends` for: one
+    /// that receives, for reading only (a socket is nearly always writable,
+    /// and asking again for that would wake the loop at once, each time; a
+    /// send that would block then waits for the next read or deadline).
+    pub fn interest(receives: bool, sends: bool) -> mio::Interest {
+        if receives || !sends {
+            mio::Interest::READABLE
+        } else {
+            mio::Interest::WRITABLE
         }
     }
 
@@ -456,10 +483,21 @@ impl std::fmt::Display for Asked {
     }
 }
 
-static ASKED: std::sync::Mutex<Option<std::sync::mpsc::Sender<Asked>>> =
-    std::sync::Mutex::new(None);
-static TAKEN: std::sync::Mutex<Option<std::sync::mpsc::Receiver<Asked>>> =
-    std::sync::Mutex::new(None);
+/// Where the console's events (and the service manager's stop) go, and
+/// where the one thread that takes them finds them; made at first use, by
+/// whichever comes first.
+type Events = (
+    std::sync::Mutex<std::sync::mpsc::Sender<Asked>>,
+    std::sync::Mutex<Option<std::sync::mpsc::Receiver<Asked>>>,
+);
+
+fn events() -> &'static Events {
+    static EVENTS: std::sync::OnceLock<Events> = std::sync::OnceLock::new();
+    EVENTS.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        (std::sync::Mutex::new(tx), std::sync::Mutex::new(Some(rx)))
+    })
+}
 
 unsafe extern "system" fn on_console(ctrl: u32) -> windows_sys::core::BOOL {
     use windows_sys::Win32::System::Console::{CTRL_C_EVENT, CTRL_LOGOFF_EVENT};
@@ -470,14 +508,8 @@ unsafe extern "system" fn on_console(ctrl: u32) -> windows_sys::core::BOOL {
         CTRL_LOGOFF_EVENT => return 0,
         _ => Asked::Terminate,
     };
-    let sent = ASKED
-        .lock()
-        .ok()
-        .and_then(|s| s.as_ref().map(|s| s.send(asked).is_ok()))
-        .unwrap_or(false);
-    // handled (the process goes on to shut down in order) when someone
-    // takes it
-    i32::from(sent)
+    // handled: the process goes on to shut down in order
+    i32::from(Signals::ask(asked))
 }
 
 /// The console's Ctrl-C and stop events, taken on one thread.
@@ -488,11 +520,7 @@ impl Signals {
     /// Take the console's events from now on (`asked` is Unix's choice of
     /// signals: the console sends what it sends).
     pub fn block(_asked: &[Asked]) -> io::Result<Signals> {
-        let (tx, rx) = std::sync::mpsc::channel();
-        if let (Ok(mut a), Ok(mut t)) = (ASKED.lock(), TAKEN.lock()) {
-            *a = Some(tx);
-            *t = Some(rx);
-        }
+        events();
         // SAFETY: registers a handler of the right signature, which lives
         // as long as the process.
         if unsafe {
@@ -504,29 +532,28 @@ impl Signals {
         Ok(Signals(()))
     }
 
-    /// The next event.
+    /// The next event (a stop asked before the events were blocked waits
+    /// here too).
     pub fn wait(&self) -> io::Result<Asked> {
-        let rx = TAKEN
+        let (_, taken) = events();
+        let rx = taken
             .lock()
             .ok()
             .and_then(|mut t| t.take())
-            .ok_or_else(|| io::Error::other("no console events to take"))?;
+            .ok_or_else(|| io::Error::other("console events are taken by another thread"))?;
         let got = rx
             .recv()
             .map_err(|_| io::Error::other("console events ended"));
-        if let Ok(mut t) = TAKEN.lock() {
+        if let Ok(mut t) = taken.lock() {
             *t = Some(rx);
         }
         got
     }
 
-    /// Ask as the console would (the service manager's stop).
-    pub fn ask(asked: Asked) {
-        if let Ok(a) = ASKED.lock()
-            && let Some(s) = a.as_ref()
-        {
-            let _ = s.send(asked);
-        }
+    /// Ask as the console would (the service manager's stop): whether it
+    /// went to be taken.
+    pub fn ask(asked: Asked) -> bool {
+        events().0.lock().is_ok_and(|tx| tx.send(asked).is_ok())
     }
 }
 

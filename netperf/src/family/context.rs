@@ -231,11 +231,17 @@ pub(crate) fn share(total: u64, flows: u32, i: usize) -> u64 {
     total / n + u64::from((i as u64) < total % n)
 }
 
-/// Threads at each end: `--threads`, or the CPUs; never more than flows.
+/// Our threads: `--threads`, or, for a TCP stream test, a flow a thread up
+/// to a point (as the netserver runs them, proto's stream_threads), else
+/// the CPUs; never more than flows.
 pub fn threads(plan: &Plan) -> usize {
-    let t = plan
-        .threads
-        .map_or_else(|| engine::cpu::count().max(1) as usize, |t| t as usize);
+    let cpus = engine::cpu::count().max(1);
+    let t = plan.threads.unwrap_or(match plan.test {
+        proto::TestKind::TcpStream | proto::TestKind::TcpMaerts => {
+            proto::test::stream_threads(plan.flows, cpus)
+        }
+        _ => cpus,
+    }) as usize;
     t.clamp(1, plan.flows.max(1) as usize)
 }
 

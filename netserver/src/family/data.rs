@@ -29,7 +29,14 @@ pub(crate) fn run_flows_on_loops(
     role: engine::evloop::Role,
     ctl: &TestCtl,
 ) -> Result<SideResults, ErrorMsg> {
-    let threads = (engine::cpu::count().max(1) as usize).min(conns.len());
+    let flows = u32::try_from(conns.len()).unwrap_or(u32::MAX);
+    let threads = match role {
+        // a flow a thread, up to a point (proto's stream_threads)
+        engine::evloop::Role::Send { .. } | engine::evloop::Role::Recv { .. } => {
+            proto::test::stream_threads(flows, engine::cpu::count()) as usize
+        }
+        _ => (engine::cpu::count().max(1) as usize).min(conns.len()),
+    };
     let window = match (spec.window, spec.end) {
         (Some(w), proto::TestEnd::Time { millis }) => Some(w.bounds(Duration::from_millis(millis))),
         _ => None,

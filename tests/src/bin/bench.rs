@@ -1759,21 +1759,23 @@ fn peer_flows(
     maerts: bool,
 ) {
     let secs = o.secs;
-    let (test, r, m) = if maerts {
-        ("TCP_MAERTS", " -R", " -M")
+    // (TCP_MAERTS's netserver sends what `-m ,SIZE` names, as netperf
+    // 2.7's: a lone `-m` is our own, unused, send size)
+    let (test, r, m, size) = if maerts {
+        ("TCP_MAERTS", " -R", " -M", ",128K")
     } else {
-        ("TCP_STREAM", "", "")
+        ("TCP_STREAM", "", "", "128K")
     };
     doc.line("");
     doc.line(format!(
-        "### {test} -- -m 128K --flows N, beside iperf3 -P N -l 128K{r} and neper tcp_stream -F N -T 2 -B 131072{m} (-T 1 for one flow)"
+        "### {test} -- -m {size} --flows N, beside iperf3 -P N -l 128K{r} and neper tcp_stream -F N -T 2 -B 131072{m} (-T 1 for one flow)"
     ));
     doc.line("");
     doc.line("| N | ours Mbit/s | iperf3 | neper | ours/iperf3 (min .. max) | ours/neper (min .. max) | rx CPU µs/MB: ours | iperf3 | neper |");
     doc.line("|---|---|---|---|---|---|---|---|---|");
     for n in [1usize, 2, 8, 100] {
         let nf = n.to_string();
-        let extra = ["-m", "128K", "--flows", &nf];
+        let extra = ["-m", size, "--flows", &nf];
         let mut a = iperf.map(|i| move || iperf3_stream(LOOPBACK, i, n, "128K", secs, maerts));
         let mut b =
             neper.map(|d| move || neper_stream(LOOPBACK, d, n, secs, "131072", maerts, &[]));
@@ -1848,7 +1850,7 @@ fn paths(doc: &mut Doc, o: &Opts, us: Ours) {
         ),
         (
             "TCP_MAERTS",
-            &["-m", "128K", "--flows", "1"],
+            &["-m", ",128K", "--flows", "1"],
             &[&["--rx-discard"], &["--io-uring"]],
         ),
         (

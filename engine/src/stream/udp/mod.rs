@@ -190,7 +190,7 @@ pub enum Until {
 
 /// Errors a UDP sender counts and goes on after: a full queue (ENOBUFS,
 /// EAGAIN), a firewall (EPERM), an ICMP error reported on the socket
-/// (ECONNREFUSED, host or network unreachable). UDP_RR's ends count them
+/// (ECONNREFUSED, Windows' WSAECONNRESET, host or network unreachable). UDP_RR's ends count them
 /// the same way.
 pub(crate) fn transient(e: &io::Error) -> bool {
     crate::sys::no_buffer_space(e)
@@ -199,6 +199,7 @@ pub(crate) fn transient(e: &io::Error) -> bool {
             io::ErrorKind::WouldBlock
                 | io::ErrorKind::PermissionDenied
                 | io::ErrorKind::ConnectionRefused
+                | io::ErrorKind::ConnectionReset
                 | io::ErrorKind::HostUnreachable
                 | io::ErrorKind::NetworkUnreachable
         )

@@ -23,7 +23,7 @@ mod udp;
 
 pub use rpm::rpm;
 pub use rr::{rr, udp_rr_loss_line};
-pub use stream::{path_lines, share, stream};
+pub use stream::{path_lines, receiver, share, stream};
 pub use udp::{udp_loss_line, udp_stream};
 
 /// The test's title as netperf 2.7 names it: by the name `-t` gave (so

@@ -169,10 +169,7 @@ fn stream_detail(asked: &Asked, m: &Measurement) -> String {
 /// otherwise. Not netperf 2.7's: only on a terminal or at `-v 3`.
 pub fn path_lines(asked: &Asked, m: &Measurement) -> String {
     let mut s = String::new();
-    let (who, side) = match asked.test {
-        TestKind::TcpMaerts => ("netperf", &m.local.counts),
-        _ => ("the netserver", &m.remote.counts),
-    };
+    let (who, side) = receiver(asked, m);
     match asked.rx {
         proto::RxPath::ZeroCopy => {
             let _ = writeln!(
@@ -209,5 +206,13 @@ pub fn share(part: u64, whole: u64) -> f64 {
         0.0
     } else {
         part as f64 * 100.0 / whole as f64
+    }
+}
+
+/// The end that received the stream, as the lines name it, and its counts.
+pub fn receiver<'m>(asked: &Asked, m: &'m Measurement) -> (&'static str, &'m proto::SideResults) {
+    match asked.test {
+        TestKind::TcpMaerts => ("netperf", &m.local.counts),
+        _ => ("the netserver", &m.remote.counts),
     }
 }
