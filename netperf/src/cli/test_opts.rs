@@ -250,7 +250,7 @@ pub const OPTIONS: &[OptDef] = &[
         "threads",
         Arity::Required,
         "T",
-        "Threads at each end that drive the flows (default: the CPUs, at most one per flow)",
+        "Threads that drive our end's flows (default: the CPUs, at most one per flow; TCP streams a flow a thread up to 16); the netserver sizes its own",
     ),
     OptDef::long_only(
         "warmup",

@@ -1712,7 +1712,7 @@ fn peers(o: &Opts, netperf: &Path, ns: &Netserver, doc: &mut Doc) {
         Ok(d) => doc.line(format!(
             "- neper: {} (version {})",
             d.display(),
-            said(d.join("tcp_stream"), &["-v"])
+            said(d.join("tcp_stream"), &["--logtostderr", "-v"])
         )),
         Err(why) => doc.line(format!(
             "- neper skipped: {why} (the directory of a neper build holding tcp_stream and tcp_rr, e.g. /tmp/neper): no neper columns in the flows tables, no TCP_RR table, no --skip-rx-copy rows"
