@@ -231,6 +231,12 @@ impl TracedServer {
             .arg(bin("netserver"))
             .args(["-D", "-p", "0", "-L", "127.0.0.1"])
             .args(extra);
+        TracedServer::spawn(cmd, file)
+    }
+
+    /// A netserver under the strace that `cmd` runs (in a namespace, say),
+    /// tracing into `file`; both gone on drop, the netserver first.
+    pub fn spawn(cmd: Command, file: PathBuf) -> TracedServer {
         TracedServer {
             ns: Netserver::spawn(cmd),
             file,

@@ -143,8 +143,9 @@ fn zero_copy_maps_whole_pages_and_counts_every_byte() {
         .arg(&file)
         .arg(bin("netserver"))
         .args(["-D", "-p", "0", "-L", "::1"]);
-    let ns = Netserver::spawn(cmd);
-    let port = ns.port().to_string();
+    // (strace killed would leave its netserver running: TracedServer ends it)
+    let ns = harness::TracedServer::spawn(cmd, file);
+    let port = ns.port();
     let mut cmd = l.command(&bin("netperf"));
     cmd.args([
         "-H",
@@ -160,8 +161,7 @@ fn zero_copy_maps_whole_pages_and_counts_every_byte() {
     ])
     .args(["--", "-m", "64K", "--zerocopy", "--rx-zerocopy"]);
     run_with_deadline(cmd, Duration::from_secs(60)).ok();
-    let t = std::fs::read_to_string(&file).unwrap_or_default();
-    let _ = std::fs::remove_file(&file);
+    let t = ns.trace();
     assert!(!calls(&t, "TCP_ZEROCOPY_RECEIVE").is_empty(), "{t}");
     assert!(!calls(&t, "SO_RCVLOWAT").is_empty(), "{t}");
 }
