@@ -337,7 +337,8 @@ impl Paths {
 /// The threads a TCP stream test's flows run on, at either end: a flow a
 /// thread, in blocking calls (a send then waits in the kernel for room,
 /// rather than returning to wait in the loop), up to this many; beyond,
-/// the flows share them on event loops.
+/// the netserver's flows share them on event loops (netperf's share a
+/// thread a CPU: its `default_threads`).
 pub const STREAM_THREADS: u32 = 16;
 
 /// The threads of a TCP stream test of `flows` flows on a machine of

@@ -245,10 +245,11 @@ pub fn threads(plan: &Plan) -> usize {
 /// thread up to a point (as the netserver runs them, proto's
 /// stream_threads); beyond it, where the flows share event loops, a
 /// thread a CPU, as for every other test. (The netserver keeps its 16
-/// loop threads: on loopback, 100 flows with our end on two threads ran
-/// 1.2 to 1.3 times as fast as with 16 in three of four arrangements,
-/// TCP_STREAM and TCP_MAERTS, the netserver a daemon or not, and level
-/// in the fourth; its end on two threads was slower in six of eight.)
+/// loop threads. On loopback, 100 flows, each end on two threads or 16,
+/// TCP_STREAM and TCP_MAERTS, the netserver a daemon or not: our end on
+/// two beat 16 in five of the eight cells, 1.13 to 1.30 times, was level
+/// in two and behind in one; the netserver's on 16 beat two in six;
+/// doc/performance.md.)
 pub fn default_threads(test: proto::TestKind, flows: u32, cpus: u32) -> u32 {
     match test {
         proto::TestKind::TcpStream | proto::TestKind::TcpMaerts => {
