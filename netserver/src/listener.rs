@@ -45,6 +45,27 @@ struct WaitingRoom {
     order: VecDeque<(Instant, usize)>,
     per_address: HashMap<IpAddr, usize>,
     next: usize,
+    /// Connections with a part of their first message where no event
+    /// will say that the rest came ([`Watch::PEEK_AGAIN`]): when to peek
+    /// again, the token, and the wait before that (doubled each time, to
+    /// [`PEEK_AGAIN_MAX`]: a client's rest comes at once, a squatter's
+    /// never).
+    again: Vec<(Instant, usize, Duration)>,
+}
+
+/// The longest wait between two peeks at a part of a first message.
+const PEEK_AGAIN_MAX: Duration = Duration::from_millis(500);
+
+/// What a peek at a waiting connection found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum First {
+    /// Its whole first message, or its end, or what no session will take:
+    /// a session's to serve.
+    In,
+    /// A part of it: the rest is waited for.
+    Part,
+    /// Nothing yet.
+    Nothing,
 }
 
 impl WaitingRoom {
@@ -54,6 +75,7 @@ impl WaitingRoom {
             order: VecDeque::new(),
             per_address: HashMap::new(),
             next: FIRST_WAITING,
+            again: Vec::new(),
         }
     }
 
@@ -94,24 +116,24 @@ impl WaitingRoom {
     /// has ended, or says what no session will take): then it is a
     /// session's to serve. Until then it costs no thread: a client that
     /// sends a byte and stops holds no more than a silent one.
-    fn first_message_in(&self, token: usize) -> bool {
+    fn first_message(&self, token: usize) -> First {
         let Some((stream, _, watch)) = self.conns.get(&token) else {
-            return true;
+            return First::In;
         };
         let mut buf = [0u8; 1024];
         let n = match stream.peek(&mut buf) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 watch.rearm();
-                return false;
+                return First::Nothing;
             }
-            Err(_) => return true,
+            Err(_) => return First::In,
         };
         let first = buf.get(..n).unwrap_or_default();
         if n == 0 || n == buf.len() {
-            return true;
+            return First::In;
         }
-        match proto::dialect::sniff(first) {
+        let whole = match proto::dialect::sniff(first) {
             proto::dialect::Sniff::NeedMore => false,
             proto::dialect::Sniff::Is(proto::dialect::Dialect::Netperf2) => {
                 n >= proto::dialect::NETPERF2_FRAME
@@ -123,12 +145,48 @@ impl WaitingRoom {
                         .map_or(true, |len| n >= proto::frame::HEADER_LEN + len),
                 }
             }
+        };
+        if whole { First::In } else { First::Part }
+    }
+
+    /// Peek at `token` again, where the platform says no event will come
+    /// when the rest of its first message does: after
+    /// [`Watch::PEEK_AGAIN`] the first time, after twice `waited` since.
+    /// Until then the loop does not watch it: where the platform reports
+    /// bytes that are there over and over (Wine does), watching would wake
+    /// the loop at once, forever; its end, too, is found by the peek.
+    fn look_again(&mut self, poll: &Poll, token: usize, now: Instant, waited: Option<Duration>) {
+        let Some(first) = Watch::PEEK_AGAIN else {
+            return;
+        };
+        if waited.is_none()
+            && let Some((_, _, watch)) = self.conns.get_mut(&token)
+        {
+            watch.deregister(poll.registry());
         }
+        let wait = waited.map_or(first, |w| (w * 2).min(PEEK_AGAIN_MAX));
+        self.again.push((now + wait, token, wait));
+    }
+
+    /// The connections to peek at again now, with the wait each had.
+    fn due_again(&mut self, now: Instant) -> Vec<(usize, Duration)> {
+        let mut due = Vec::new();
+        self.again.retain(|&(at, token, wait)| {
+            let now_due = at <= now;
+            if now_due {
+                due.push((token, wait));
+            }
+            !now_due
+        });
+        due
     }
 
     /// Take a connection out of the room (to serve it or to close it).
     fn leave(&mut self, poll: &Poll, token: usize) -> Option<(TcpStream, SocketAddr)> {
         let (stream, peer, mut watch) = self.conns.remove(&token)?;
+        if !self.again.is_empty() {
+            self.again.retain(|&(_, t, _)| t != token);
+        }
         watch.deregister(poll.registry());
         if let Some(n) = self.per_address.get_mut(&peer.ip()) {
             *n -= 1;
@@ -160,15 +218,19 @@ impl WaitingRoom {
         closed
     }
 
-    /// When the next connection's deadline falls.
+    /// When the next connection's deadline falls, or the next peek again.
     fn next_deadline(&mut self, limit: Duration) -> Option<Instant> {
-        while let Some(&(since, token)) = self.order.front() {
-            if self.conns.contains_key(&token) {
-                return Some(since + limit);
+        let oldest = loop {
+            match self.order.front() {
+                Some(&(since, token)) if self.conns.contains_key(&token) => {
+                    break Some(since + limit);
+                }
+                Some(_) => _ = self.order.pop_front(),
+                None => break None,
             }
-            self.order.pop_front();
-        }
-        None
+        };
+        let again = self.again.iter().map(|&(at, _, _)| at).min();
+        [oldest, again].into_iter().flatten().min()
     }
 
     /// Close the oldest connection of the address that holds the most.
@@ -284,6 +346,8 @@ pub(crate) fn accept_loop(
             }
         }
         let mut ready: Vec<usize> = Vec::new();
+        // waiting connections whose first message is in
+        let mut serve: Vec<usize> = Vec::new();
         for ev in events.iter() {
             match ev.token() {
                 WAKE => {}
@@ -294,26 +358,41 @@ pub(crate) fn accept_loop(
                 Token(t) if t >= FIRST_WAITING => {
                     // its whole first message (or its end): a session's
                     // to serve; a part of it waits on, for the rest
-                    if !ev.is_read_closed() && !room.first_message_in(t) {
-                        continue;
-                    }
-                    if let Some((stream, peer)) = room.leave(&poll, t) {
-                        admit(
-                            stream,
-                            peer,
-                            t,
-                            shared,
-                            &poll,
-                            &mut sessions,
-                            &mut held,
-                            false,
-                        );
+                    if ev.is_read_closed() {
+                        serve.push(t);
+                    } else {
+                        match room.first_message(t) {
+                            First::In => serve.push(t),
+                            First::Part => room.look_again(&poll, t, Instant::now(), None),
+                            First::Nothing => {}
+                        }
                     }
                 }
                 Token(i) => ready.push(i),
             }
         }
         let now = Instant::now();
+        for (t, waited) in room.due_again(now) {
+            match room.first_message(t) {
+                First::In => serve.push(t),
+                First::Part => room.look_again(&poll, t, now, Some(waited)),
+                First::Nothing => {}
+            }
+        }
+        for t in serve {
+            if let Some((stream, peer)) = room.leave(&poll, t) {
+                admit(
+                    stream,
+                    peer,
+                    t,
+                    shared,
+                    &poll,
+                    &mut sessions,
+                    &mut held,
+                    false,
+                );
+            }
+        }
         sessions.on_wake(poll.registry(), now);
         scrapes.expire(poll.registry(), now);
         if let Some(cutoff) = now.checked_sub(first_bytes) {

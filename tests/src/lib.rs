@@ -513,6 +513,21 @@ impl RawClient {
     }
 }
 
+/// User and system CPU time of the process at `proc_dir` (`/proc/PID`)
+/// so far, in ticks of 10 ms; 0 if it is gone.
+pub fn cpu_ticks(proc_dir: &std::path::Path) -> u64 {
+    let stat = std::fs::read_to_string(proc_dir.join("stat")).unwrap_or_default();
+    // after the name in parentheses: state is the first field, utime and
+    // stime the 12th and 13th
+    let f: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let tick = |i: usize| f.get(i).and_then(|t| t.parse::<u64>().ok()).unwrap_or(0);
+    tick(11) + tick(12)
+}
+
 /// Counts of a process's resources, from /proc.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Footprint {

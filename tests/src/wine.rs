@@ -31,6 +31,9 @@ pub struct Wine {
     wine: PathBuf,
     dir: PathBuf,
     prefix: PathBuf,
+    /// Held while the test runs: shared by the tests that may share the
+    /// prefix's wineserver, exclusive for one that must have it alone.
+    _running: nix::fcntl::Flock<fs::File>,
 }
 
 const SHIM: &str = r#"#include <windows.h>
@@ -71,6 +74,17 @@ impl Wine {
     /// The binaries in place, or why not (loudly; a failure under
     /// `NETPERF_REQUIRE_WINE=1`).
     pub fn new(test: &str) -> Option<Wine> {
+        Wine::with(test, nix::fcntl::FlockArg::LockShared)
+    }
+
+    /// As [`Wine::new`], with no other Wine test running meanwhile (in
+    /// this process or another): for a test that measures what the
+    /// prefix's one wineserver (Windows' kernel, as Wine has it) does.
+    pub fn alone(test: &str) -> Option<Wine> {
+        Wine::with(test, nix::fcntl::FlockArg::LockExclusive)
+    }
+
+    fn with(test: &str, running: nix::fcntl::FlockArg) -> Option<Wine> {
         let Some(wine) = find_wine() else {
             return skip_or_fail(test, "wine is not installed (apt-get install wine wine64)");
         };
@@ -87,6 +101,11 @@ impl Wine {
         }
         let dir = target_dir().join("wine");
         fs::create_dir_all(&dir).expect("target/wine");
+        // (taken before the preparation's lock, always in that order)
+        let file = fs::File::create(dir.join(".running")).expect("target/wine/.running");
+        let _running = nix::fcntl::Flock::lock(file, running)
+            .map_err(|(_, e)| e)
+            .expect("locking target/wine/.running");
         // one process at a time prepares the directory and the prefix
         let lock = fs::File::create(dir.join(".lock")).expect("target/wine/.lock");
         let _held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
@@ -118,6 +137,7 @@ impl Wine {
         let w = Wine {
             wine,
             prefix: dir.join("prefix"),
+            _running,
             dir,
         };
         if !w.prefix.join("system.reg").exists() {
@@ -187,4 +207,19 @@ impl Drop for Session {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// CPU time, in ticks of 10 ms, that every wineserver on the machine has
+/// used so far.
+pub fn wineserver_ticks() -> u64 {
+    let mut ticks = 0;
+    for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let path = entry.path();
+        let is_wineserver =
+            fs::read(path.join("cmdline")).is_ok_and(|c| c.windows(10).any(|w| w == b"wineserver"));
+        if is_wineserver {
+            ticks += crate::cpu_ticks(&path);
+        }
+    }
+    ticks
 }

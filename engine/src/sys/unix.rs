@@ -236,6 +236,11 @@ impl Watch {
         Ok(Watch(fd))
     }
 
+    /// How long a loop that peeked at bytes and left them there, waiting
+    /// for the rest, waits before peeking again: not at all on Unix, where
+    /// epoll wakes the loop when more bytes come.
+    pub const PEEK_AGAIN: Option<Duration> = None;
+
     /// A call on the socket would block: have the loop say when it will
     /// not (nothing to do on Unix: epoll says so by itself).
     #[inline]

@@ -315,6 +315,13 @@ impl Watch {
         Ok(w)
     }
 
+    /// How long a loop that peeked at bytes and left them there, waiting
+    /// for the rest, waits before peeking again. On Windows the kernel is
+    /// asked again only after a call would block, which a peek at bytes
+    /// that came does not; asking while they are there would wake the
+    /// loop at once, over and over. So the loop looks again a little later.
+    pub const PEEK_AGAIN: Option<Duration> = Some(Duration::from_millis(10));
+
     /// A call on the socket would block: have the loop ask the kernel
     /// again (a would-block through mio's own handle does that; a
     /// listener's accepts go through it, see `accept`).
