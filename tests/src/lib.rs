@@ -6,6 +6,7 @@
 //! drop and, if the test is failing, shows its log. [`netperf`] runs the
 //! client with a deadline and returns its status and output.
 
+pub mod attempts;
 pub mod netns;
 pub mod shape;
 pub mod wine;

@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use harness::{
-    Netserver, bin, fields,
+    Netserver,
+    attempts::{Miss, attempts},
+    bin, fields,
     netns::{A4, A6, Hosts},
     num, run_with_deadline,
 };
@@ -194,90 +196,28 @@ fn within(got: f64, want: f64, pct: f64) -> bool {
     (got - want).abs() <= want * pct / 100.0
 }
 
-/// CPU time the hypervisor took from this machine so far (the steal column
-/// of /proc/stat, summed over CPUs), in milliseconds.
-fn stolen_ms() -> u64 {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let cpu = stat
-        .lines()
-        .find(|l| l.starts_with("cpu "))
-        .unwrap_or_default();
-    // cpu user nice system idle iowait irq softirq steal ...; USER_HZ is 100.
-    cpu.split_whitespace()
-        .nth(8)
-        .and_then(|t| t.parse::<u64>().ok())
-        .unwrap_or(0)
-        * 10
-}
-
-/// Steal during an attempt above which a rate that came out low is put
-/// down to the machine, not to us: the shaper's bucket (256 KiB, about
-/// 10 ms at 200 Mbit/s) absorbs a short stall; 40 ms of CPU lost to the
-/// host is 1% of a 4 s run on one CPU.
-const EXCUSING_STEAL_MS: u64 = 40;
-
-/// Runs `attempt` (which returns its figure, its figures' own verdict and
-/// the output to show) until one comes out right. A figure above the
-/// shaper's rate fails at once: starving a run can only lower it. A low
-/// one is a miss, but not one that counts if the host stole CPU time from
-/// this virtual machine during it (a shared CI host does, in bursts, and
-/// the link then rightly carries less): three counted misses, or eight
-/// attempts, fail the test. Every attempt is printed with its steal.
-fn attempts(test: &str, mut attempt: impl FnMut() -> (bool, bool, String)) {
-    let (mut misses, mut counted) = (Vec::new(), 0);
-    for n in 1..=8 {
-        let before = stolen_ms();
-        let (right, too_high, out) = attempt();
-        let stolen = stolen_ms().saturating_sub(before);
-        eprintln!(
-            "{test}: attempt {n}: {}, {stolen} ms stolen by the host",
-            if right { "right" } else { "missed" }
-        );
-        if right {
-            return;
-        }
-        assert!(
-            !too_high,
-            "{test}: above the shaper's rate, attempt {n}:\n{out}"
-        );
-        if stolen < EXCUSING_STEAL_MS {
-            counted += 1;
-        }
-        misses.push(format!(
-            "attempt {n} ({stolen} ms stolen by the host):\n{out}"
-        ));
-        if counted == 3 {
-            break;
-        }
-        // A burst of load passes.
-        std::thread::sleep(Duration::from_secs(1));
-    }
-    panic!(
-        "{test}, {counted} misses with under {EXCUSING_STEAL_MS} ms stolen by the host:\n{}",
-        misses.join("\n")
-    );
-}
-
 /// netserver in A, netperf in B sending through the 200 Mbit/s shaper:
 /// runs `args` (after -H and -p) until its `figure` comes out within 1%
 /// of `want`, as [`attempts`] allows: a figure that is wrong fails every
 /// time; a run starved of CPU (by other processes or by the host; the
 /// link then idles for a while, and the figure is rightly low) gets
-/// another chance.
+/// another chance; a figure above the shaper's rate fails at once.
 fn through_the_shaper(test: &str, want: f64, args: &str, figure: impl Fn(&harness::Output) -> f64) {
     let Some(h) = Hosts::new(test) else { return };
     shape(&h);
     let ns = server(&h, A4);
     let port = ns.port();
-    attempts(test, || {
+    attempts(test, |_| {
         let out = netperf_in_b(&h, &format!("-H {A4} -p {port} {args}"));
         let got = figure(&out);
         eprintln!("{test}: {got:.2}, expected {want:.2}");
-        (
-            within(got, want, 1.0),
-            got > want * 1.01,
-            format!("{got} is not within 1% of {want}\n{out}"),
-        )
+        if within(got, want, 1.0) {
+            return Ok(());
+        }
+        Err(Miss {
+            impossible: got > want * 1.01,
+            shown: format!("{got} is not within 1% of {want}\n{out}"),
+        })
     });
 }
 
@@ -334,7 +274,7 @@ fn flows_through_a_shaper_sum_up_and_report_fairness() {
         (line.split(',').map(num).collect(), out)
     };
     let tcp_want = 200.0 * 1448.0 / 1514.0;
-    attempts(test, || {
+    attempts(test, |_| {
         let (v, out) = run(
             "-t UDP_STREAM -l 3 -- -m 1024 -S ,2M --rate 100m --flows 4 -o REMOTE_RECV_THROUGHPUT,FLOWS,FLOW_FAIRNESS",
         );
@@ -347,11 +287,13 @@ fn flows_through_a_shaper_sum_up_and_report_fairness() {
         );
         assert_eq!(flows, 4.0, "{out2}");
         assert!(tcp_jain > 0.0 && tcp_jain <= 1.0, "{out2}");
-        (
-            within(udp, 100.0, 1.0) && udp_jain >= 0.999 && within(tcp, tcp_want, 2.0),
-            udp > 101.0 || tcp > tcp_want * 1.02,
-            format!("{out}\n{out2}"),
-        )
+        if within(udp, 100.0, 1.0) && udp_jain >= 0.999 && within(tcp, tcp_want, 2.0) {
+            return Ok(());
+        }
+        Err(Miss {
+            impossible: udp > 101.0 || tcp > tcp_want * 1.02,
+            shown: format!("{out}\n{out2}"),
+        })
     });
 }
 

@@ -12,12 +12,13 @@
 //! 3% of what the bucket admits of payload, rate * 1448/1514 (a 1448-byte
 //! segment is 1514 bytes on the wire the bucket counts), measured within
 //! 0.5%; RPM at the small queue at least 5x RPM at the large (10x by the
-//! delays alone). A run starved of CPU by other tests on a shared machine
-//! gets another try; every try is printed.
+//! delays alone). A run starved of CPU by other processes or by the host
+//! gets another try (`harness::attempts`); every try is printed.
 
 use std::time::Duration;
 
 use harness::{
+    attempts::{Miss, attempts},
     keyval,
     netns::{ROUTED_SERVER, Routed, TO_SERVER},
     run_with_deadline,
@@ -59,8 +60,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn one_queue(r: &Routed, port: u16, limit: u64) -> f64 {
     r.bottleneck(TO_SERVER, RATE_MBIT, limit);
     let queue_ms = limit as f64 * 8.0 / (f64::from(RATE_MBIT) * 1e6) * 1e3;
-    let mut misses = Vec::new();
-    for attempt in 1..=3 {
+    attempts(&format!("L={limit}"), |attempt| {
         let out = netperf(
             r,
             port,
@@ -112,8 +112,7 @@ fn one_queue(r: &Routed, port: u16, limit: u64) -> f64 {
             && within(self_ms, want, 20.0)
             && within(goodput, payload_mbps(), 3.0);
         if !ok {
-            misses.push(seen);
-            continue;
+            return Err(Miss::starved(seen));
         }
         // --under-load: TCP_RR's requests cross the same queue
         let out = netperf(
@@ -143,11 +142,10 @@ fn one_queue(r: &Routed, port: u16, limit: u64) -> f64 {
         );
         eprintln!("{seen}");
         if within(rr_ms, rr_want, 20.0) && within(rr_goodput, payload_mbps(), 3.0) {
-            return value;
+            return Ok(value);
         }
-        misses.push(seen);
-    }
-    panic!("no attempt within the tolerances:\n{}", misses.join("\n"));
+        Err(Miss::starved(seen))
+    })
 }
 
 #[test]
