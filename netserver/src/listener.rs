@@ -375,8 +375,8 @@ pub(crate) fn accept_loop(
         for (t, waited) in room.due_again(now) {
             match room.first_message(t) {
                 First::In => serve.push(t),
-                First::Part => room.look_again(&poll, t, now, Some(waited)),
-                First::Nothing => {}
+                // no longer watched: only a peek finds what comes next
+                First::Part | First::Nothing => room.look_again(&poll, t, now, Some(waited)),
             }
         }
         for t in serve {
