@@ -346,8 +346,9 @@ pub(crate) fn accept_loop(
             }
         }
         let mut ready: Vec<usize> = Vec::new();
-        // waiting connections whose first message is in
-        let mut serve: Vec<usize> = Vec::new();
+        // waiting connections whose first message is in, and those with
+        // a part of it
+        let (mut serve, mut parts) = (Vec::new(), Vec::new());
         for ev in events.iter() {
             match ev.token() {
                 WAKE => {}
@@ -363,7 +364,7 @@ pub(crate) fn accept_loop(
                     } else {
                         match room.first_message(t) {
                             First::In => serve.push(t),
-                            First::Part => room.look_again(&poll, t, Instant::now(), None),
+                            First::Part => parts.push(t),
                             First::Nothing => {}
                         }
                     }
@@ -372,6 +373,9 @@ pub(crate) fn accept_loop(
             }
         }
         let now = Instant::now();
+        for t in parts {
+            room.look_again(&poll, t, now, None);
+        }
         for (t, waited) in room.due_again(now) {
             match room.first_message(t) {
                 First::In => serve.push(t),

@@ -25,20 +25,13 @@ pub const MOST: u32 = 8;
 /// Misses that fail a test.
 const COUNTED: u32 = 3;
 
-/// CPU time the host has taken from this machine so far (the steal column
-/// of /proc/stat, summed over CPUs), in milliseconds.
+/// CPU time the host has taken from this machine so far (the steal
+/// counters of /proc/stat, as the engine's CPU meter reads them, summed
+/// over CPUs), in milliseconds.
 pub fn stolen_ms() -> u64 {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let cpu = stat
-        .lines()
-        .find(|l| l.starts_with("cpu "))
-        .unwrap_or_default();
-    // cpu user nice system idle iowait irq softirq steal ...; USER_HZ is 100.
-    cpu.split_whitespace()
-        .nth(8)
-        .and_then(|t| t.parse::<u64>().ok())
-        .unwrap_or(0)
-        * 10
+    let ticks: u64 = engine::cpu::snapshot().map_or(0, |s| s.cpus.iter().map(|c| c.steal).sum());
+    let hz = engine::sys::clock_ticks().max(1) as u64;
+    ticks * 1000 / hz
 }
 
 /// A miss: whether starving cannot explain it (it fails at once), and what
