@@ -418,7 +418,7 @@ pub fn prober(
 
 /// Connections one responder thread holds while they present their
 /// preamble; when full, the oldest goes.
-const MAX_UNPROVEN: usize = 32;
+const MAX_UNPROVEN: usize = proto::test::DATA_WAITING as usize;
 
 /// A connection accepted before its whole preamble came: it waits, without
 /// holding up the connections behind it, until the preamble completes or

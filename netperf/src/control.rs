@@ -51,9 +51,9 @@ fn describe(e: ControlError, peer: SocketAddr) -> anyhow::Error {
         ControlError::Timeout(what, d) => {
             anyhow!("no {what} from {peer} within {} s", d.as_secs_f64().round())
         }
-        ControlError::Closed => anyhow!(
-            "netserver at {peer} closed the control connection (netperf 2.7's netserver does so when its -Z passphrase is missing or wrong)"
-        ),
+        ControlError::Closed => {
+            anyhow!("netserver at {peer} closed the control connection without saying why")
+        }
         ControlError::Io(e) => anyhow!("control connection to {peer}: {e}"),
         ControlError::Proto(e) => anyhow!("control connection to {peer}: {e}"),
         ControlError::Session(ClientError::Server(m)) if m.code == proto::ErrorCode::Busy => {
@@ -426,7 +426,7 @@ fn open(stream: TcpStream, addr: SocketAddr, plan: &Plan, key: Option<&Key>) -> 
                     return Control::netperf2(reconnect()?, Some(p));
                 }
                 bail!(
-                    "netserver at {addr} closed the control connection without a word (netperf 2.7's netserver does so when it was started with -Z: give netperf -Z with its passphrase)"
+                    "netserver at {addr} closed the control connection at our hello without a word: ours always says why, but netperf 2.7's netserver closes so when it was started with -Z (give netperf -Z with its passphrase)"
                 );
             }
             Err(e) if e.is::<Busy>() && std::time::Instant::now() < give_up => {

@@ -109,6 +109,20 @@ pub const OPTIONS: &[OptDef] = &[
         "Most flows (data connections) in one test (default 16384)",
     ),
     OptDef::long_only(
+        "max_test_fds",
+        "max-test-fds",
+        Arity::Required,
+        "N",
+        "Most file descriptors one test may hold (default a quarter of what the open-files limit leaves for tests; an address's tests together twice that)",
+    ),
+    OptDef::long_only(
+        "max_tests_per_client",
+        "max-tests-per-client",
+        Arity::Required,
+        "N",
+        "Most tests one client address may run at once (default 64)",
+    ),
+    OptDef::long_only(
         "memory_cap",
         "memory-cap",
         Arity::Required,
@@ -128,6 +142,13 @@ pub const OPTIONS: &[OptDef] = &[
         Arity::Required,
         "file",
         "Append log lines to this file (default: stderr, or nothing when detached)",
+    ),
+    OptDef::long_only(
+        "max_file_size",
+        "max-file-size",
+        Arity::Required,
+        "bytes",
+        "Most bytes --log-file and --record each hold; further lines are dropped and counted until SIGHUP opens a new file (default 1G)",
     ),
     OptDef::long_only(
         "log_format",
@@ -251,6 +272,8 @@ pub struct ServerOptions {
     pub record_file: Option<PathBuf>,
     /// `--metrics`.
     pub metrics: Option<std::net::SocketAddr>,
+    /// What `--log-file` and `--record` may hold, each (`--max-file-size`).
+    pub max_file_size: u64,
     pub config: Config,
 }
 
@@ -293,6 +316,7 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
         log_format: crate::log::Format::Text,
         record_file: None,
         metrics: None,
+        max_file_size: crate::log::Limits::default().file_size,
         config: Config::default(),
     };
     let bad = |opt: &str, e: value::ValueError| CliError(format!("{opt}: {e}"));
@@ -343,6 +367,11 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
             }
             "max_per_client" => o.config.max_per_client = count(spelled, v)?,
             "max_pending" => o.config.max_pending = count(spelled, v)?,
+            "max_test_fds" => o.config.max_test_fds = Some(count(spelled, v)? as u64),
+            "max_tests_per_client" => {
+                o.config.max_tests_per_client =
+                    u32::try_from(count(spelled, v)?).unwrap_or(u32::MAX)
+            }
             "max_test_length" => {
                 let secs = count(spelled, v)?;
                 o.config.limits.max_duration_ms = secs as u64 * 1000;
@@ -375,6 +404,13 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
                 }
             }
             "record" => o.record_file = Some(PathBuf::from(v)),
+            "max_file_size" => {
+                let n = value::byte_size(v).map_err(|e| bad(spelled, e))?;
+                if n < 1 << 16 {
+                    return Err(CliError(format!("{spelled}: '{v}' is less than 64K")));
+                }
+                o.max_file_size = n as u64;
+            }
             "metrics" => o.metrics = Some(metrics_addr(spelled, v)?),
             "handshake_timeout" => {
                 let secs = count(spelled, v)? as u64;

@@ -49,6 +49,12 @@ pub struct Config {
     /// clear, as netperf 2.7 does).
     pub netperf2_passphrase: Option<String>,
     pub logger: Logger,
+    /// File descriptors one test may hold (`--max-test-fds`); `None`: a
+    /// quarter of what the open-files limit leaves for tests
+    /// ([`crate::admission::FdShares`]).
+    pub max_test_fds: Option<u64>,
+    /// Tests one client address may run at once (`--max-tests-per-client`).
+    pub max_tests_per_client: u32,
     /// Buffer memory of all running tests together (`--memory-budget`).
     pub memory_budget: Arc<MemoryBudget>,
     /// What `--metrics` serves (counted whether or not it is served).
@@ -73,6 +79,8 @@ impl Default for Config {
             key: None,
             netperf2_refused: None,
             netperf2_passphrase: None,
+            max_test_fds: None,
+            max_tests_per_client: 64,
             logger: Logger::stderr(1),
             memory_budget: Arc::new(MemoryBudget::for_this_host()),
             metrics: Arc::default(),

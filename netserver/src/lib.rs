@@ -48,7 +48,6 @@ use std::{
     time::Duration,
 };
 
-use admission::{Census, Failures};
 pub use admission::{MemoryBudget, Reservation};
 pub use config::{Config, software};
 pub use error::Error;
@@ -62,14 +61,7 @@ pub use shutdown::Shutdown;
 /// then return.
 pub fn serve_one(stream: TcpStream, config: Config) -> io::Result<()> {
     let peer = stream.peer_addr()?;
-    let shared = Arc::new(Shared {
-        config,
-        shutdown: Shutdown::new(),
-        census: Census::default(),
-        failures: Failures::default(),
-        workers: Arc::default(),
-        sessions_begun: Default::default(),
-    });
+    let shared = Arc::new(Shared::new(config, Shutdown::new()));
     if let Err(why) = shared.census.admit(peer.ip(), shared.config.session_caps()) {
         return Err(io::Error::other(format!("{why:?}")));
     }
@@ -89,14 +81,21 @@ pub fn run_with_metrics(
     config: Config,
     shutdown: Shutdown,
 ) -> io::Result<()> {
-    let shared = Arc::new(Shared {
-        config,
-        shutdown,
-        census: Census::default(),
-        failures: Failures::default(),
-        workers: Arc::default(),
-        sessions_begun: Default::default(),
-    });
+    let shared = Arc::new(Shared::new(config, shutdown));
+    let f = shared.descriptors.shares();
+    shared.config.logger.log(
+        2,
+        &format!(
+            "descriptors: {} open files; {} for tests (a test {}, an address's tests {}, {} tests an address), the rest for {} sessions, {} new connections waiting and the daemon's own",
+            f.open_files,
+            f.tests,
+            f.per_test,
+            f.per_address,
+            f.tests_per_address,
+            shared.config.max_sessions,
+            f.waiting
+        ),
+    );
     let r = listener::accept_loop(listeners, metrics, None, &shared);
     // aborted tests' workers end on their own, soon: their data sockets
     // are closed before we return

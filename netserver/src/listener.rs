@@ -279,7 +279,6 @@ pub(crate) fn accept_loop(
         .collect::<io::Result<_>>()?;
     let mut events = Events::with_capacity(256);
     let mut room = WaitingRoom::new();
-    let mut held = Held::default();
     let mut sessions = session::Sessions::new(shared.clone(), waker);
     let mut scrapes = scrape::Scrapes::new(metrics, poll.registry())?;
     if let Some((stream, peer)) = first {
@@ -303,14 +302,7 @@ pub(crate) fn accept_loop(
         if shared.shutdown.is_triggered() && stopping.is_none() {
             stopping = Some(now + SHUTDOWN_WAIT);
             scrapes.stop(poll.registry());
-            stop_accepting(
-                &mut listeners,
-                &poll,
-                &mut room,
-                &mut sessions,
-                &mut held,
-                now,
-            );
+            stop_accepting(&mut listeners, &poll, &mut room, &mut sessions, now);
         }
         if listeners.is_empty() && sessions.len() == 0 {
             return Ok(());
@@ -326,7 +318,6 @@ pub(crate) fn accept_loop(
             sessions.next_deadline(),
             stopping,
             trim.at,
-            held.next_due(),
             scrapes.next_deadline(),
         ]
         .into_iter()
@@ -385,16 +376,7 @@ pub(crate) fn accept_loop(
         }
         for t in serve {
             if let Some((stream, peer)) = room.leave(&poll, t) {
-                admit(
-                    stream,
-                    peer,
-                    t,
-                    shared,
-                    &poll,
-                    &mut sessions,
-                    &mut held,
-                    false,
-                );
+                admit(stream, peer, t, shared, &poll, &mut sessions);
             }
         }
         sessions.on_wake(poll.registry(), now);
@@ -418,20 +400,6 @@ pub(crate) fn accept_loop(
             retry_at = None;
             ready = (0..listeners.len()).collect();
         }
-        // attempts from an address that failed to authenticate too often,
-        // whose turn has come
-        while let Some(h) = held.pop_front_due(now) {
-            admit(
-                h.stream,
-                h.peer,
-                h.token,
-                shared,
-                &poll,
-                &mut sessions,
-                &mut held,
-                true,
-            );
-        }
         for i in ready {
             let Some(l) = listeners.get(i) else { continue };
             if let Some(backoff) = drain(l, shared, &poll, &mut room, &sessions) {
@@ -448,7 +416,6 @@ fn stop_accepting(
     poll: &Poll,
     room: &mut WaitingRoom,
     sessions: &mut session::Sessions,
-    held: &mut Held,
     now: Instant,
 ) {
     for (_, mut w) in listeners.drain(..) {
@@ -461,13 +428,6 @@ fn stop_accepting(
         "netserver is shutting down",
     );
     sessions.shut_down(poll.registry());
-    for h in held.drain() {
-        refuse(
-            &h.stream,
-            ErrorCode::ShuttingDown,
-            "netserver is shutting down",
-        );
-    }
 }
 
 /// Idle again (no session, no test's worker): when to give the heap back,
@@ -583,11 +543,10 @@ fn is_resource_error(e: &io::Error) -> bool {
 }
 
 /// Make a new connection a session of the loop, under its waiting token,
-/// or refuse it. An address that failed to authenticate too often lately
-/// gets a turn at a time ([`crate::admission::Failures::turn`]): the connection is
-/// held until then, not refused, so the right key still gets in. At a
-/// session cap, the idlest session that runs no test makes room.
-#[allow(clippy::too_many_arguments)]
+/// or refuse it. At a session cap, the idlest session that runs no test
+/// makes room. (An address that failed to authenticate lately is not held
+/// back here: its proofs are checked as they come, and only the refusal
+/// of a wrong one waits its turn, in its session.)
 fn admit(
     stream: TcpStream,
     peer: SocketAddr,
@@ -595,48 +554,15 @@ fn admit(
     shared: &Arc<Shared>,
     poll: &Poll,
     sessions: &mut session::Sessions,
-    held: &mut Held,
-    its_turn: bool,
 ) {
     let cfg = &shared.config;
-    let log = &cfg.logger;
-    let turn = if its_turn {
-        crate::admission::Turn::Now
-    } else {
-        shared.failures.turn(peer.ip(), Instant::now())
-    };
-    match turn {
-        crate::admission::Turn::Now => {}
-        crate::admission::Turn::At(at) => {
-            if held.per_address(peer.ip()) >= Held::MAX_PER_ADDRESS {
-                let text = "too many authentication attempts from your address are waiting their turn; try again shortly";
-                cfg.metrics.refused(Refused::Auth);
-                log.warn_limited("auth-held", &format!("refused {peer}: {text}"));
-                refuse(&stream, ErrorCode::Auth, text);
-                return;
-            }
-            log.warn_limited(
-                "auth-slow",
-                &format!(
-                    "{peer}: its address failed to authenticate too often lately: its attempts wait their turn (one a second)"
-                ),
-            );
-            held.push(Waiting {
-                stream,
-                peer,
-                token,
-                at,
-            });
-            return;
-        }
-    }
     if let Err(why) = shared.census.admit(peer.ip(), cfg.session_caps()) {
         let Some(gone) = sessions.evict_idle(poll.registry(), why.only(peer.ip())) else {
             busy(&stream, peer, why, shared);
             return;
         };
         cfg.metrics.refused(Refused::Evicted);
-        log.warn_limited(
+        cfg.logger.warn_limited(
             "evicted",
             &format!("closed the idlest session, of {gone}, to make room for {peer}"),
         );
@@ -646,51 +572,6 @@ fn admit(
         }
     }
     sessions.start(poll.registry(), stream, peer, token);
-}
-
-/// A connection whose first message has come, held until its address's
-/// turn to try a key.
-struct Waiting {
-    stream: TcpStream,
-    peer: SocketAddr,
-    token: usize,
-    at: Instant,
-}
-
-/// Connections held for their turn, in the order of their turns.
-#[derive(Default)]
-struct Held {
-    queue: VecDeque<Waiting>,
-}
-
-impl Held {
-    /// Connections one address may have waiting for their turn.
-    const MAX_PER_ADDRESS: usize = 16;
-
-    fn push(&mut self, w: Waiting) {
-        let i = self.queue.partition_point(|q| q.at <= w.at);
-        self.queue.insert(i, w);
-    }
-
-    fn per_address(&self, ip: IpAddr) -> usize {
-        self.queue.iter().filter(|w| w.peer.ip() == ip).count()
-    }
-
-    fn next_due(&self) -> Option<Instant> {
-        self.queue.front().map(|w| w.at)
-    }
-
-    fn pop_front_due(&mut self, now: Instant) -> Option<Waiting> {
-        if self.queue.front().is_some_and(|w| w.at <= now) {
-            self.queue.pop_front()
-        } else {
-            None
-        }
-    }
-
-    fn drain(&mut self) -> impl Iterator<Item = Waiting> + '_ {
-        self.queue.drain(..)
-    }
 }
 
 /// Tell a client over a session cap which cap, and which option raises it.

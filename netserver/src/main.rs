@@ -2,7 +2,6 @@
 //! listeners, detach unless `-D`, and serve until SIGINT or SIGTERM.
 
 use std::{
-    fs::OpenOptions,
     io::{self, Write},
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, ToSocketAddrs},
     process::ExitCode,
@@ -115,9 +114,7 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
             // stdout and stderr are the client's connection too: nothing
             // may be printed; the log goes only to --log-file.
             opts.config.logger = match &opts.log_file {
-                Some(path) => {
-                    Logger::with_format(Box::new(open_log(path)?), opts.verbosity, opts.log_format)
-                }
+                Some(path) => file_logger(open_log(path)?, opts.verbosity, opts.log_format, &opts),
                 None => Logger::discard(),
             };
             opts.config.record = open_record(&opts)?;
@@ -188,14 +185,13 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
         }
     }
     opts.config.logger = match log_file {
-        Some(f) => Logger::with_format(Box::new(f), opts.verbosity, opts.log_format),
+        Some(f) => file_logger(f, opts.verbosity, opts.log_format, &opts),
         None if opts.foreground => {
             Logger::with_format(Box::new(io::stderr()), opts.verbosity, opts.log_format)
         }
         None => Logger::discard(),
     };
-    opts.config.record =
-        record.map(|f| Logger::with_format(Box::new(f), 0, netserver::log::Format::Raw));
+    opts.config.record = record.map(|f| file_logger(f, 0, netserver::log::Format::Raw, &opts));
     if let Some(Ok(a)) = metrics.as_ref().map(|m| m.local_addr()) {
         opts.config
             .logger
@@ -282,9 +278,10 @@ fn signal_thread(
 
 /// SIGHUP: `to` writes to a new file at `p` from now on (said in `log`).
 fn reopen_one(p: &std::path::Path, to: &Logger, log: &Logger) {
-    match OpenOptions::new().create(true).append(true).open(p) {
+    match engine::sys::open_private_append(p) {
         Ok(f) => {
-            if to.replace_sink(Box::new(f)) {
+            let already = f.metadata().map_or(0, |m| m.len());
+            if to.replace_sink(Box::new(f), already) {
                 log.log(1, &format!("SIGHUP: {} reopened", p.display()));
             } else {
                 log.log(
@@ -306,13 +303,30 @@ fn reopen_one(p: &std::path::Path, to: &Logger, log: &Logger) {
     }
 }
 
+/// A log (or record) to `f`, held to `--max-file-size` (counting what the
+/// file holds already) and the rates of [`netserver::log::Limits`].
+fn file_logger(
+    f: std::fs::File,
+    verbosity: u8,
+    format: netserver::log::Format,
+    opts: &ServerOptions,
+) -> Logger {
+    let already = f.metadata().map_or(0, |m| m.len());
+    let limits = netserver::log::Limits {
+        file_size: opts.max_file_size,
+        ..Default::default()
+    };
+    Logger::with_format(Box::new(f), verbosity, format).with_limits(limits, already)
+}
+
 /// `--record`'s writer, for the inetd case (the daemon opens it itself).
 fn open_record(opts: &ServerOptions) -> Result<Option<Logger>, Error> {
     Ok(match &opts.record_file {
-        Some(p) => Some(Logger::with_format(
-            Box::new(open_file("--record", p)?),
+        Some(p) => Some(file_logger(
+            open_file("--record", p)?,
             0,
             netserver::log::Format::Raw,
+            opts,
         )),
         None => None,
     })
@@ -330,15 +344,11 @@ fn open_log(path: &std::path::Path) -> Result<std::fs::File, Error> {
 
 /// Open (append to) the file of `option`.
 fn open_file(option: &'static str, path: &std::path::Path) -> Result<std::fs::File, Error> {
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|source| Error::LogFile {
-            option,
-            path: path.to_path_buf(),
-            source,
-        })
+    engine::sys::open_private_append(path).map_err(|source| Error::LogFile {
+        option,
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Bind the control listeners: both families by default, as netperf's

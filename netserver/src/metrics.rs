@@ -31,6 +31,9 @@ pub enum Refused {
     Auth,
     /// A test would not fit the buffer memory budget.
     Memory,
+    /// A test would hold more file descriptors than a test may, or than
+    /// are free for tests.
+    Descriptors,
     /// Closed to make room for another (the idlest session, the oldest
     /// silent connection).
     Evicted,
@@ -45,6 +48,7 @@ impl Refused {
             Refused::PerAddress => "per_address",
             Refused::Auth => "auth",
             Refused::Memory => "memory",
+            Refused::Descriptors => "descriptors",
             Refused::Evicted => "evicted",
             Refused::Protocol => "protocol",
         }
@@ -102,6 +106,8 @@ pub struct Metrics {
     memory_limit: Gauge,
     open_fds: Gauge,
     max_fds: Gauge,
+    fds_used: Gauge,
+    fds_limit: Gauge,
     log_dropped: Counter,
     record_dropped: Counter,
     /// One scrape encodes at a time (the registry is read-only; this keeps
@@ -115,6 +121,9 @@ pub struct Held {
     pub sessions: u64,
     pub memory_used: u64,
     pub memory_limit: u64,
+    /// Descriptors the running tests reserved, and what tests may hold.
+    pub fds_used: u64,
+    pub fds_limit: u64,
     pub log_dropped: u64,
     pub record_dropped: u64,
 }
@@ -146,6 +155,8 @@ impl Metrics {
             memory_limit: Gauge::default(),
             open_fds: Gauge::default(),
             max_fds: Gauge::default(),
+            fds_used: Gauge::default(),
+            fds_limit: Gauge::default(),
             log_dropped: Counter::default(),
             record_dropped: Counter::default(),
             encoding: Mutex::new(()),
@@ -244,6 +255,16 @@ impl Metrics {
             m.max_fds.clone(),
         );
         registry.register(
+            "netserver_descriptors_used",
+            "File descriptors the running tests reserved",
+            m.fds_used.clone(),
+        );
+        registry.register(
+            "netserver_descriptors_limit",
+            "File descriptors all running tests together may reserve (what the open-files limit leaves beside the control plane's reserve)",
+            m.fds_limit.clone(),
+        );
+        registry.register(
             "netserver_log_lines_dropped",
             "Log lines dropped because the log's reader did not keep up",
             m.log_dropped.clone(),
@@ -289,6 +310,8 @@ impl Metrics {
         self.active.set(to_i64(held.sessions));
         self.memory_used.set(to_i64(held.memory_used));
         self.memory_limit.set(to_i64(held.memory_limit));
+        self.fds_used.set(to_i64(held.fds_used));
+        self.fds_limit.set(to_i64(held.fds_limit));
         let (open, max) = engine::sys::descriptors();
         // (uncountable: the last count stands)
         if let Some(open) = open {

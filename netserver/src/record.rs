@@ -35,28 +35,42 @@ fn side(r: &SideResults) -> Value {
     serde_json::to_value(&r).unwrap_or(Value::Null)
 }
 
-/// The record's line.
-pub(crate) fn line(f: &Finished, client: Option<&ClientSummary>) -> String {
-    let kind = f.spec.kind;
-    let local = client.map(|c| &c.local);
-    // the interval and the count netperf's result is a rate of: netperf's
-    // own where it told them, else the netserver's
-    let elapsed_ns = local.map_or(f.server.elapsed_ns, |l| l.elapsed_ns);
-    let elapsed = elapsed_ns as f64 / 1e9;
-    let (count, units) = match kind {
+/// What one side's counts make of a test: its rate over its own interval.
+fn rate(kind: TestKind, r: &SideResults, units: &'static str) -> Value {
+    let count = match kind {
         TestKind::TcpStream | TestKind::UdpStream => {
-            (f.server.bytes_received as f64 * 8.0, "bits/s")
+            r.bytes_received.max(r.bytes_sent) as f64 * 8.0
         }
-        TestKind::TcpMaerts | TestKind::UdpMaerts => (
-            local.map_or(f.server.bytes_sent, |l| l.bytes_received) as f64 * 8.0,
-            "bits/s",
-        ),
-        TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr | TestKind::TcpCc => (
-            local.map_or(f.server.transactions, |l| l.transactions) as f64,
-            "transactions/s",
-        ),
+        TestKind::TcpMaerts | TestKind::UdpMaerts => {
+            r.bytes_sent.max(r.bytes_received) as f64 * 8.0
+        }
+        TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr | TestKind::TcpCc => {
+            r.transactions as f64
+        }
     };
-    let throughput = if elapsed > 0.0 { count / elapsed } else { 0.0 };
+    let elapsed = r.elapsed_ns as f64 / 1e9;
+    let value = if elapsed > 0.0 { count / elapsed } else { 0.0 };
+    json!({ "value": value, "units": units })
+}
+
+/// The record's line. Its headline (`elapsed_s`, `throughput`) is the
+/// netserver's own: what it moved over its own interval (what it received
+/// of a stream sent to it, what it sent of one it sent, its transactions).
+/// What the client said of the test (`client`, `local`) stands beside
+/// it, checked field by field first
+/// ([`proto::ClientSummary::validated`]); a summary that fails the check
+/// is left out, and `client` says why.
+pub(crate) fn line(
+    f: &Finished,
+    client: Option<&Result<ClientSummary, proto::SpecError>>,
+) -> String {
+    let kind = f.spec.kind;
+    let units = if kind.is_rr() {
+        "transactions/s"
+    } else {
+        "bits/s"
+    };
+    let summary = client.and_then(|c| c.as_ref().ok());
     let loss = match kind {
         TestKind::UdpStream => {
             let received = f.server.udp.as_ref().map_or(0, |u| u.received);
@@ -68,12 +82,18 @@ pub(crate) fn line(f: &Finished, client: Option<&ClientSummary>) -> String {
                 })
             })
         }
-        TestKind::UdpRr => client.map(|c| json!({ "transactions_lost": c.lost })),
         _ => None,
     };
-    let latency = client
-        .and_then(|c| c.latency)
-        .and_then(|l| serde_json::to_value(l).ok());
+    let said = match client {
+        None => Value::Null,
+        Some(Err(e)) => json!({ "invalid": e.to_string() }),
+        Some(Ok(c)) => json!({
+            "elapsed_s": c.local.elapsed_ns as f64 / 1e9,
+            "throughput": rate(kind, &c.local, units),
+            "latency": c.latency.and_then(|l| serde_json::to_value(l).ok()),
+            "transactions_lost": (kind == TestKind::UdpRr).then_some(c.lost),
+        }),
+    };
     json!({
         "time": rfc3339(f.end),
         "start": rfc3339(f.start),
@@ -82,11 +102,11 @@ pub(crate) fn line(f: &Finished, client: Option<&ClientSummary>) -> String {
         "dialect": dialect_label(f.dialect),
         "test": kind.name(),
         "options": serde_json::to_value(&f.spec).unwrap_or(Value::Null),
-        "elapsed_s": elapsed,
-        "throughput": { "value": throughput, "units": units },
+        "elapsed_s": f.server.elapsed_ns as f64 / 1e9,
+        "throughput": rate(kind, &f.server, units),
         "loss": loss,
-        "latency": latency,
-        "local": local.map(side),
+        "client": said,
+        "local": summary.map(|c| side(&c.local)),
         "remote": side(&f.server),
     })
     .to_string()
@@ -130,18 +150,42 @@ mod tests {
             },
             ..Default::default()
         };
-        let v: Value = serde_json::from_str(&line(&f, Some(&client))).unwrap();
+        let limits = proto::Limits::default();
+        let said = client.clone().validated(&limits);
+        let v: Value = serde_json::from_str(&line(&f, Some(&said))).unwrap();
         assert_eq!(v["test"], "UDP_STREAM");
         assert_eq!(v["session"], 7);
         assert_eq!(v["time"], "1970-01-01T00:00:02.000Z");
-        // the rate over netperf's interval, of what arrived
-        assert_eq!(v["throughput"]["value"], 8_000_000.0);
+        // the netserver's rate over its own interval, of what arrived
+        assert_eq!(v["throughput"]["value"], 4_000_000.0);
+        assert_eq!(v["elapsed_s"], 2.0);
+        // the client's beside it, marked as the client's
+        assert_eq!(v["client"]["throughput"]["value"], 8_080_000.0);
         assert_eq!(v["loss"]["datagrams_lost"], 10);
         assert_eq!(v["local"]["bytes_sent"], 1_010_000);
         assert_eq!(v["remote"]["bytes_received"], 1_000_000);
-        // a client that told nothing: the netserver's own interval
+        // a client that told nothing
         let v: Value = serde_json::from_str(&line(&f, None)).unwrap();
         assert_eq!(v["throughput"]["value"], 4_000_000.0);
+        assert!(v["local"].is_null() && v["client"].is_null());
+        // a forged summary: a 60 KB name, absurd figures: left out, and why
+        let mut forged = client;
+        forged.local.tcp = Some(proto::TcpStats {
+            cong_control: "x".repeat(60_000),
+            ..Default::default()
+        });
+        let said = forged.validated(&limits);
+        let text = line(&f, Some(&said));
+        assert!(text.len() < 4_000, "{} bytes", text.len());
+        let v: Value = serde_json::from_str(&text).unwrap();
         assert!(v["local"].is_null());
+        assert!(
+            v["client"]["invalid"]
+                .as_str()
+                .unwrap()
+                .starts_with("local.tcp.cong_control"),
+            "{v}"
+        );
+        assert_eq!(v["throughput"]["value"], 4_000_000.0);
     }
 }

@@ -141,6 +141,8 @@ impl Scrapes {
             sessions: sessions as u64,
             memory_used: shared.config.memory_budget.in_use(),
             memory_limit: shared.config.memory_budget.limit(),
+            fds_used: shared.descriptors.in_use(),
+            fds_limit: shared.descriptors.shares().tests,
             log_dropped: shared.config.logger.dropped(),
             record_dropped: shared.config.record.as_ref().map_or(0, |r| r.dropped()),
         };

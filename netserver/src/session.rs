@@ -291,7 +291,7 @@ impl Sessions {
         }
         match r {
             Ok(false) => {
-                let at = s.core.poll_timeout();
+                let at = s.hold.unwrap_or_else(|| s.core.poll_timeout());
                 s.deadline = Some(at);
                 self.timers.insert((at, token));
             }
@@ -350,6 +350,10 @@ struct Session {
     /// A completed test's record line, waiting for what the client made
     /// of it (until its summary, its next request, or its end).
     record: Option<record::Finished>,
+    /// A wrong key's refusal waiting its address's turn
+    /// ([`crate::admission::Failures`]): nothing is sent until then, and
+    /// the session ends at once if its peer closes.
+    hold: Option<Instant>,
 }
 
 impl Drop for Session {
@@ -420,6 +424,7 @@ impl Session {
             started_at: SystemTime::now(),
             datagrams_sent: None,
             record: None,
+            hold: None,
         })
     }
 
@@ -436,9 +441,10 @@ impl Session {
 
     /// Write the pending record line, with what the client made of the
     /// test if it told.
-    fn write_record(&mut self, client: Option<&proto::ClientSummary>) {
+    fn write_record(&mut self, client: Option<proto::ClientSummary>) {
         if let (Some(f), Some(rec)) = (self.record.take(), &self.shared.config.record) {
-            rec.raw(record::line(&f, client));
+            let client = client.map(|c| c.validated(&self.shared.config.limits));
+            rec.raw(record::line(&f, client.as_ref()), Some(f.peer.ip()));
         }
     }
 
@@ -505,6 +511,12 @@ impl Session {
             self.pending = false;
             self.shared.census.established();
         }
+        if let Some(at) = self.hold {
+            if Instant::now() < at {
+                return Ok(false);
+            }
+            self.hold = None;
+        }
         self.core.handle_timeout(Instant::now());
         self.drain_events();
         self.flush(registry)?;
@@ -553,12 +565,23 @@ impl Session {
                 }
                 ServerEvent::AuthFailed => {
                     self.shared.config.metrics.refused(Refused::Auth);
-                    self.shared.failures.record(self.peer.ip());
+                    let now = Instant::now();
+                    let at = self.shared.failures.refusal_at(self.peer.ip(), now);
+                    if at > now {
+                        self.hold = Some(at);
+                        log.warn_limited(
+                            "auth-slow",
+                            &format!(
+                                "{}: its address failed to authenticate too often lately: refusals of wrong keys from it wait their turn (one a second); right keys are served at once",
+                                self.peer
+                            ),
+                        );
+                    }
                 }
                 ServerEvent::ProtocolError => {
                     self.shared.config.metrics.refused(Refused::Protocol);
                 }
-                ServerEvent::Summary(summary) => self.write_record(Some(&summary)),
+                ServerEvent::Summary(summary) => self.write_record(Some(*summary)),
                 ServerEvent::Log(1, text) if text.starts_with("refused") => {
                     log.warn_event(
                         &Event {
@@ -594,8 +617,7 @@ impl Session {
             self.local.ip(),
             self.peer.ip(),
             conv,
-            &self.shared.config,
-            &self.shared.workers,
+            &self.shared,
             on_done,
         ) {
             Ok(test) => {
@@ -657,6 +679,9 @@ impl Session {
         let mut chunk = [0u8; 4096];
         let mut budget = READ_BUDGET;
         loop {
+            if self.hold.is_some() {
+                return self.read_while_held();
+            }
             if self.core.is_closing() {
                 // what would come is not read any more
                 return Ok(false);
@@ -694,6 +719,28 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// A session whose refusal waits its turn: what comes is dropped,
+    /// unread by the core; the peer's close ends the session at once (so
+    /// that a held connection nobody waits on holds no descriptor).
+    fn read_while_held(&mut self) -> io::Result<bool> {
+        let mut chunk = [0u8; 4096];
+        for _ in 0..READ_BUDGET / chunk.len() {
+            match self.conn.read(&mut chunk) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "closed while the refusal of its wrong key waited its turn",
+                    ));
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
     }
 
     /// If the test's worker finished, tell the core.

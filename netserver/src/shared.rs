@@ -6,7 +6,7 @@ use std::sync::{
 };
 
 use crate::{
-    admission::{Census, Failures, Workers},
+    admission::{Census, Descriptors, Failures, FdShares, Workers},
     config::Config,
     shutdown::Shutdown,
 };
@@ -19,11 +19,40 @@ pub(crate) struct Shared {
     pub census: Census,
     pub failures: Failures,
     pub workers: Arc<Workers>,
+    /// The file descriptors tests hold, and the tests each address runs.
+    pub descriptors: Arc<Descriptors>,
     /// The last session's number (the log's and the record's `session`).
     pub sessions_begun: AtomicU64,
 }
 
 impl Shared {
+    /// What the sessions of a daemon with `config` share. The open-files
+    /// limit is raised to its hard limit and split
+    /// ([`FdShares::split`]); the waiting room is kept within its part.
+    pub fn new(mut config: Config, shutdown: Shutdown) -> Shared {
+        let (_, hard) = engine::sys::open_files_limit();
+        let open_files = engine::sys::set_open_files(hard);
+        let shares = FdShares::split(
+            open_files,
+            config.max_sessions,
+            config.max_pending,
+            config.max_test_fds,
+            config.max_tests_per_client,
+        );
+        config.max_pending = shares.waiting;
+        config.max_sessions = shares.sessions;
+        config.max_per_client = config.max_per_client.min(shares.sessions);
+        Shared {
+            config,
+            shutdown,
+            census: Census::default(),
+            failures: Failures::default(),
+            workers: Arc::default(),
+            descriptors: Arc::new(Descriptors::new(shares)),
+            sessions_begun: AtomicU64::new(0),
+        }
+    }
+
     /// A number for a new session.
     pub fn session_id(&self) -> u64 {
         self.sessions_begun.fetch_add(1, Ordering::Relaxed) + 1

@@ -836,12 +836,7 @@ impl TestSpec {
         /// Room for a tag, a preamble, a sequence header.
         const SLACK: u64 = 64;
         let flows = u64::from(self.flows.max(1));
-        let loops = match self.kind {
-            TestKind::TcpStream | TestKind::TcpMaerts => {
-                u64::from(stream_threads(self.flows, cpus))
-            }
-            _ => u64::from(cpus.max(1).min(self.flows.max(1))),
-        };
+        let loops = self.loops(cpus);
         // (io_uring runs even one flow on the many-flow shape: a buffer a
         // thread)
         let on_loops = self.flows > 1 || self.window.is_some() || self.paths.uring;
@@ -877,6 +872,38 @@ impl TestSpec {
         }
         .saturating_add(self.interim_memory())
         .saturating_add(self.path_memory(recv, loops))
+    }
+
+    /// The threads the server's data path runs this test on: a flow a
+    /// thread for TCP streams up to a point ([`stream_threads`]), else a
+    /// thread a CPU at most, never more than the flows.
+    pub fn loops(&self, cpus: u32) -> u64 {
+        match self.kind {
+            TestKind::TcpStream | TestKind::TcpMaerts => {
+                u64::from(stream_threads(self.flows, cpus))
+            }
+            _ => u64::from(cpus.max(1).min(self.flows.max(1))),
+        }
+    }
+
+    /// The most file descriptors the server's side of this test holds at
+    /// once, counted before anything is opened: its data socket (and the
+    /// copy its waiting room accepts on), the unproven connections a
+    /// waiting room keeps ([`DATA_WAITING`]; TCP_CRR's, a thread each),
+    /// each flow's socket and the copy kept to wake it on an abort, and an
+    /// event loop's poll and waker a thread (an io_uring ring besides).
+    pub fn server_descriptors(&self, cpus: u32) -> u64 {
+        let flows = u64::from(self.flows.max(1));
+        let loops = self.loops(cpus);
+        let per_loop = 2 + u64::from(self.paths.uring);
+        // the data socket, its copies, the waiting room's poll and waker
+        let base = 6;
+        let waiting = match self.kind {
+            TestKind::TcpCrr | TestKind::TcpCc => loops * DATA_WAITING,
+            _ if self.kind.protocol() == Protocol::Tcp => DATA_WAITING,
+            _ => 0,
+        };
+        base + waiting + flows.saturating_mul(2) + loops * per_loop
     }
 
     /// What the data path's calls hold beyond the rings, on the server: a
@@ -920,6 +947,11 @@ impl TestSpec {
         (MAX_INTERIM_REPORTS * one) as u64
     }
 }
+
+/// Unproven data connections a test's waiting room keeps at once beside
+/// the flows still to come (TCP_CRR: a thread's), the oldest closed for a
+/// new one.
+pub const DATA_WAITING: u64 = 32;
 
 /// The buffer a UDP receiver allocates for a receive size: no datagram
 /// (nor a coalesced message) is larger than 64 KiB, however large the
@@ -1170,6 +1202,75 @@ pub struct ClientSummary {
     pub latency: Option<LatencyFigures>,
     /// UDP_RR: transactions with no response within the receive timeout.
     pub lost: u64,
+}
+
+impl ClientSummary {
+    /// What a client says of its test, checked field by field before a
+    /// record takes it: its interval within the longest test `limits`
+    /// allow, CPU figures percentages, round trips finite, non-negative and
+    /// in order, names short and printable. Per-flow counters are left
+    /// out (the record keeps `flow_count` and `spread`). An error names the
+    /// field at fault.
+    pub fn validated(mut self, limits: &Limits) -> Result<ClientSummary, SpecError> {
+        let bad = |field: &str, problem: &str| Err(SpecError::new(field, problem));
+        let l = &self.local;
+        let longest = limits
+            .max_duration_ms
+            .saturating_mul(1_000_000)
+            .saturating_add(60_000_000_000);
+        if l.elapsed_ns > longest {
+            return bad(
+                "local.elapsed_ns",
+                "longer than this netserver lets a test run",
+            );
+        }
+        if let Some(tcp) = &l.tcp
+            && !is_name(&tcp.cong_control)
+        {
+            return bad(
+                "local.tcp.cong_control",
+                "not a congestion control's name (at most 16 printable characters)",
+            );
+        }
+        if let Some(c) = &l.cpu {
+            let shares = [
+                c.util,
+                c.user,
+                c.system,
+                c.iowait,
+                c.irq,
+                c.softirq,
+                c.peak_util,
+            ];
+            if shares.iter().any(|v| !(0.0..=100.0).contains(v)) {
+                return bad("local.cpu", "a utilisation that is not a percentage");
+            }
+            if !c.method.is_ascii_graphic() {
+                return bad("local.cpu.method", "not a method letter");
+            }
+        }
+        if let Some(t) = &self.latency {
+            let v = [t.min_us, t.p50_us, t.p90_us, t.p99_us, t.max_us];
+            // a day in microseconds: no round trip is longer
+            let ok = |x: f64| (0.0..=8.64e10).contains(&x);
+            if !v.iter().all(|x| ok(*x))
+                || !ok(t.mean_us)
+                || !v.windows(2).all(|w| matches!(w, [a, b] if a <= b))
+            {
+                return bad(
+                    "latency",
+                    "round trips that are not finite, non-negative and in order",
+                );
+            }
+        }
+        self.local.flows = Vec::new();
+        Ok(self)
+    }
+}
+
+/// A congestion control's name as Linux allows one (TCP_CA_NAME_MAX 16).
+fn is_name(s: &str) -> bool {
+    s.len() <= 16 && s.bytes().all(|b| b.is_ascii_graphic())
 }
 
 /// A request/response test's round trips, microseconds.

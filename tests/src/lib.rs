@@ -478,6 +478,31 @@ impl RawClient {
         }
     }
 
+    /// A session that has run one TCP_STREAM of one byte to the server
+    /// at `addr` (on 127.0.0.1), and the server's results.
+    pub fn after_one_byte(addr: SocketAddr) -> (RawClient, Box<proto::SideResults>) {
+        use std::io::{Read, Write};
+        let mut c = RawClient::hello(addr);
+        let mut spec = proto::TestSpec::new(proto::TestKind::TcpStream, proto::Family::V4);
+        spec.end = proto::TestEnd::Bytes(1);
+        c.send(&proto::ClientMsg::Setup(Box::new(spec)));
+        let Some(proto::ServerMsg::Ready(g)) = c.recv(Duration::from_secs(5)) else {
+            panic!("no grant")
+        };
+        let mut d = std::net::TcpStream::connect(("127.0.0.1", g.data_port)).expect("connect");
+        d.write_all(&engine::handshake::preamble(&g.token, 0))
+            .expect("preamble");
+        d.write_all(b"x").expect("a byte");
+        d.shutdown(std::net::Shutdown::Write).expect("shutdown");
+        let mut b = [0u8; 8];
+        let _ = d.read(&mut b);
+        c.send(&proto::ClientMsg::Done(proto::ClientDone::default()));
+        match c.recv(Duration::from_secs(5)) {
+            Some(proto::ServerMsg::Results(r)) => (c, r),
+            other => panic!("no results: {other:?}"),
+        }
+    }
+
     /// Say hello; panics unless the server answers with its hello.
     pub fn hello(addr: SocketAddr) -> RawClient {
         let mut c = RawClient::connect(addr);

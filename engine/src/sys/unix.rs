@@ -272,6 +272,43 @@ impl Watch {
     }
 }
 
+/// Open `path` to append lines to (a log, a record): created mode 0600,
+/// never through a symbolic link, and only a regular file (a FIFO, a
+/// device or a directory is refused, and opening never waits for a
+/// reader).
+pub fn open_private_append(path: &std::path::Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => io::Error::new(
+                e.kind(),
+                "it is a symbolic link (refused: name the file it points to)",
+            ),
+            Some(libc::ENXIO) => io::Error::new(e.kind(), "not a regular file"),
+            _ => e,
+        })?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    // writes may wait for the disk (on the log's own thread)
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+    // SAFETY: fcntl on a descriptor we own, with integer flags.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(f)
+}
+
 /// A key file's mode when its group or others may read it (to refuse it).
 pub fn open_to_others(meta: &std::fs::Metadata) -> Option<u32> {
     use std::os::unix::fs::PermissionsExt as _;

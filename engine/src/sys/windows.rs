@@ -377,6 +377,22 @@ impl Watch {
     }
 }
 
+/// Open `path` to append lines to (a log, a record); only a regular file
+/// (its access is the directory's ACL's).
+pub fn open_private_append(path: &std::path::Path) -> io::Result<std::fs::File> {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok(f)
+}
+
 /// A key file's mode when its group or others may read it: Windows keeps
 /// ACLs, not modes; the key file's protection is its ACL's (doc/security.md).
 pub fn open_to_others(_meta: &std::fs::Metadata) -> Option<u32> {

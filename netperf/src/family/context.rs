@@ -267,10 +267,22 @@ pub fn open_files_limit() -> (u64, u64) {
     engine::sys::open_files_limit()
 }
 
+/// Descriptors netperf's end holds beside a connection a flow: its
+/// control connection, event loops' polls and wakers, its own files.
+pub const OWN_DESCRIPTORS: u64 = 64;
+
 /// Enough descriptors for `flows` connections and some to spare, as far as
-/// the hard limit allows.
-pub fn raise_open_files(flows: u32) {
-    engine::sys::set_open_files(u64::from(flows) + 64);
+/// the hard limit allows; or why there cannot be, naming the limit.
+pub fn raise_open_files(flows: u32) -> Result<(), String> {
+    let need = u64::from(flows) + OWN_DESCRIPTORS;
+    let have = engine::sys::set_open_files(need);
+    if have >= need {
+        return Ok(());
+    }
+    Err(format!(
+        "--flows {flows}: netperf would hold about {need} file descriptors, more than its limit of {have} (ulimit -n; the hard limit is {})",
+        open_files_limit().1
+    ))
 }
 
 #[cfg(test)]

@@ -154,7 +154,7 @@ fn run_test(
         bail!("{why}");
     }
     if plan.flows > 1 {
-        context::raise_open_files(plan.flows);
+        context::raise_open_files(plan.flows).map_err(|why| anyhow::anyhow!(why))?;
     }
     let protocol = plan.test.protocol();
     let p = prepare(plan, d, protocol)?;

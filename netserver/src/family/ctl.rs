@@ -19,11 +19,9 @@ pub struct TestCtl {
     /// Raised to end the data loops (abort, or netperf is done).
     pub stop: StopFlag,
     aborted: AtomicBool,
-    sockets: Mutex<Vec<Socket>>,
-    /// The TCP data connections among them (not listeners, not UDP).
-    streams: Mutex<Vec<Socket>>,
-    /// Listeners that a test accepts on until netperf is done.
-    listeners: Mutex<Vec<Socket>>,
+    /// A copy of each data socket (one descriptor each, counted in
+    /// `TestSpec::server_descriptors`), with what it is.
+    sockets: Mutex<Vec<(Socket, Kept)>>,
     done: Mutex<Option<ClientDone>>,
     done_changed: Condvar,
     /// Datagrams netperf sent, once it has said (u64::MAX until then).
@@ -44,8 +42,6 @@ impl Default for TestCtl {
             stop: StopFlag::default(),
             aborted: AtomicBool::new(false),
             sockets: Mutex::new(Vec::new()),
-            streams: Mutex::new(Vec::new()),
-            listeners: Mutex::new(Vec::new()),
             done: Mutex::new(None),
             done_changed: Condvar::new(),
             expected_datagrams: AtomicU64::new(u64::MAX),
@@ -74,23 +70,43 @@ impl TestCtl {
     /// Remember a data socket, so that an abort can wake a loop blocked on
     /// it. If the test was already aborted, shut it down now.
     pub fn register(&self, sock: &impl engine::sys::Sock) {
-        if self.is_aborted() {
-            let _ = socket2::SockRef::from(sock).shutdown(std::net::Shutdown::Both);
-        }
-        keep(&self.sockets, sock);
+        self.keep(sock, Kept::Other);
     }
 
     /// Remember a TCP data connection (see [`TestCtl::end_now`]).
     pub fn register_stream(&self, sock: &impl engine::sys::Sock) {
-        self.register(sock);
-        keep(&self.streams, sock);
+        self.keep(sock, Kept::Stream);
     }
 
     /// Remember a listener that the test accepts on until netperf is
     /// done, so that the end wakes the accepting threads at once.
     pub fn register_listener(&self, sock: &impl engine::sys::Sock) {
-        self.register(sock);
-        keep(&self.listeners, sock);
+        self.keep(sock, Kept::Listener);
+    }
+
+    /// Keep a copy of `sock`; if the test was already aborted, shut it
+    /// down now.
+    fn keep(&self, sock: &impl engine::sys::Sock, kind: Kept) {
+        if self.is_aborted() {
+            let _ = socket2::SockRef::from(sock).shutdown(std::net::Shutdown::Both);
+        }
+        if let Ok(owned) = socket2::SockRef::from(sock).try_clone()
+            && let Ok(mut v) = self.sockets.lock()
+        {
+            v.push((owned, kind));
+        }
+    }
+
+    /// Shut down the kept sockets of `kind` (all with `None`), waking
+    /// whoever waits on one.
+    fn shut_down(&self, kind: Option<Kept>, how: std::net::Shutdown) {
+        if let Ok(v) = self.sockets.lock() {
+            for (s, k) in v.iter() {
+                if kind.is_none_or(|kind| kind == *k) {
+                    let _ = s.shutdown(how);
+                }
+            }
+        }
     }
 
     /// End the test as its natural end would, by the server's clock: the
@@ -99,7 +115,7 @@ impl TestCtl {
     /// 2.7's padded timer, for a netperf 2.7 client).
     pub fn end_now(&self) {
         self.set_client_done(ClientDone { datagrams_sent: 0 });
-        shut_down(&self.streams, std::net::Shutdown::Read);
+        self.shut_down(Some(Kept::Stream), std::net::Shutdown::Read);
     }
 
     /// Stop the test now: raise the flag and shut down every data socket,
@@ -107,7 +123,7 @@ impl TestCtl {
     pub fn abort(&self) {
         self.aborted.store(true, Ordering::SeqCst);
         self.stop.set();
-        shut_down(&self.sockets, std::net::Shutdown::Both);
+        self.shut_down(None, std::net::Shutdown::Both);
         self.done_changed.notify_all();
     }
 
@@ -132,11 +148,12 @@ impl TestCtl {
         }
         let s = self.live.snapshot();
         let tcp = self
-            .streams
+            .sockets
             .lock()
-            .map(|streams| {
-                streams
-                    .iter()
+            .map(|kept| {
+                kept.iter()
+                    .filter(|(_, k)| *k == Kept::Stream)
+                    .map(|(s, _)| s)
                     .take(MAX_TCP_PER_REPORT)
                     .filter_map(engine::sockopt::tcp_sample)
                     .collect()
@@ -178,7 +195,7 @@ impl TestCtl {
             .store(done.datagrams_sent, Ordering::Relaxed);
         self.stop.set();
         // a listener shut down for reading ends a blocked accept (EINVAL)
-        shut_down(&self.listeners, std::net::Shutdown::Read);
+        self.shut_down(Some(Kept::Listener), std::net::Shutdown::Read);
         if let Ok(mut d) = self.done.lock() {
             *d = Some(done);
         }
@@ -186,20 +203,13 @@ impl TestCtl {
     }
 }
 
-/// Keep a descriptor of `sock` in `list`.
-fn keep(list: &Mutex<Vec<Socket>>, sock: &impl engine::sys::Sock) {
-    if let Ok(owned) = socket2::SockRef::from(sock).try_clone()
-        && let Ok(mut v) = list.lock()
-    {
-        v.push(owned);
-    }
-}
-
-/// Shut down every socket of `list` (`how`), waking whoever waits on one.
-fn shut_down(list: &Mutex<Vec<Socket>>, how: std::net::Shutdown) {
-    if let Ok(v) = list.lock() {
-        for s in v.iter() {
-            let _ = s.shutdown(how);
-        }
-    }
+/// What a kept socket is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kept {
+    /// A TCP data connection.
+    Stream,
+    /// A listener the test accepts on until netperf is done.
+    Listener,
+    /// Anything else (a UDP socket).
+    Other,
 }

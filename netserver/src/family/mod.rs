@@ -16,13 +16,14 @@ pub use data::MIN_CLIENT_PORT;
 pub use running::RunningTest;
 pub use setup::Job;
 
-use std::{net::IpAddr, sync::Arc};
+use std::net::IpAddr;
 
 use engine::conventions::Conventions;
 use proto::{ErrorCode, ErrorMsg, TestKind, TestSpec};
 
-use crate::config::Config;
+use crate::{admission::FdRefusal, metrics::Refused, shared::Shared};
 use data::data_address;
+use running::Held;
 use setup::Setup;
 
 /// Set up the data sockets for `spec` and start its worker thread.
@@ -35,23 +36,37 @@ pub(crate) fn start(
     local: IpAddr,
     peer: IpAddr,
     conv: Conventions,
-    cfg: &Config,
-    workers: &Arc<crate::admission::Workers>,
+    shared: &Shared,
     on_done: Box<dyn Fn() + Send>,
 ) -> Result<RunningTest, ErrorMsg> {
+    let cfg = &shared.config;
     // Each session runs one test at a time, but the worker of an aborted
     // one may still be ending: at most as many workers as sessions.
-    let slot = workers.enter(cfg.max_sessions.max(1)).map_err(|alive| {
-        ErrorMsg::new(
-            ErrorCode::Busy,
-            format!(
-                "netserver is busy: {alive} tests are running or ending (--max-sessions); try again shortly"
-            ),
-        )
-    })?;
+    let slot = shared
+        .workers
+        .enter(cfg.max_sessions.max(1))
+        .map_err(|alive| {
+            ErrorMsg::new(
+                ErrorCode::Busy,
+                format!(
+                    "netserver is busy: {alive} tests are running or ending (--max-sessions); try again shortly"
+                ),
+            )
+        })?;
     if let Some(why) = platform_lacks(spec) {
         return Err(ErrorMsg::new(ErrorCode::Unsupported, why));
     }
+    // every descriptor the test can hold, before one is opened
+    let fds = shared
+        .descriptors
+        .reserve(peer, spec.server_descriptors(engine::cpu::count()))
+        .map_err(|why| {
+            cfg.metrics.refused(match why {
+                FdRefusal::PerAddress { .. } | FdRefusal::Tests { .. } => Refused::PerAddress,
+                FdRefusal::PerTest { .. } | FdRefusal::Daemon { .. } => Refused::Descriptors,
+            });
+            why.message(spec.flows)
+        })?;
     let setup = Setup {
         spec,
         local: data_address(spec, local)?,
@@ -68,7 +83,16 @@ pub(crate) fn start(
             rr::prepare(&setup)?
         }
     };
-    running::launch(spec, prepared, cfg, slot, on_done)
+    running::launch(
+        spec,
+        prepared,
+        cfg,
+        Held {
+            _slot: slot,
+            _fds: fds,
+        },
+        on_done,
+    )
 }
 
 /// What the test asks of this netserver's data path that its platform

@@ -33,7 +33,7 @@ use crate::log::Logger;
 
 /// Connections held at once while they present their token, besides room
 /// for every flow still to come.
-pub(crate) const MAX_PENDING: usize = 32;
+pub(crate) const MAX_PENDING: usize = proto::test::DATA_WAITING as usize;
 /// How long a new data connection has to present its token: netperf sends
 /// it right after connecting, so a round trip or two, and a retransmission.
 pub(crate) const PROOF_WINDOW: Duration = Duration::from_secs(3);

@@ -119,9 +119,17 @@ impl Drop for RunningTest {
     }
 }
 
+/// What a test holds until its worker ends, reserved before its sockets
+/// were opened: its place among the workers and its descriptors.
+/// (Both are given back when dropped: nothing reads them.)
+pub(crate) struct Held {
+    pub _slot: crate::admission::WorkerSlot,
+    pub _fds: crate::admission::FdReservation,
+}
+
 /// What a worker holds until it ends, and whom it tells then.
 struct WorkerEnd {
-    held: Option<(crate::admission::WorkerSlot, crate::admission::Reservation)>,
+    held: Option<(Held, crate::admission::Reservation)>,
     on_done: Box<dyn Fn() + Send>,
 }
 
@@ -138,7 +146,7 @@ pub(crate) fn launch(
     spec: &TestSpec,
     prepared: Prepared,
     cfg: &Config,
-    slot: crate::admission::WorkerSlot,
+    held: Held,
     on_done: Box<dyn Fn() + Send>,
 ) -> Result<RunningTest, ErrorMsg> {
     let Prepared { grant, job, memory } = prepared;
@@ -159,7 +167,7 @@ pub(crate) fn launch(
             // its place among the workers and its share of the memory
             // budget are given back first
             let _end = WorkerEnd {
-                held: Some((slot, memory)),
+                held: Some((held, memory)),
                 on_done,
             };
             let start = measure.and_then(|_| engine::cpu::snapshot());

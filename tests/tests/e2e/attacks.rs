@@ -428,8 +428,9 @@ fn idle_sessions_cannot_hold_the_cap() {
 }
 
 /// Finding 5: five wrong keys from an address no longer lock out the
-/// right key from it for a minute: its attempts are spaced out instead
-/// (one a second), and the right key gets in.
+/// right key from it for a minute: the refusals of wrong keys are spaced
+/// out instead (one a second), and the right key gets in at once
+/// (exhaustion.rs holds it to a second under both lock-out patterns).
 #[test]
 fn wrong_keys_slow_an_address_down_but_never_lock_it_out() {
     let dir = std::env::temp_dir().join(format!("np-auth-rate-{}", std::process::id()));
@@ -452,8 +453,8 @@ fn wrong_keys_slow_an_address_down_but_never_lock_it_out() {
     let t0 = Instant::now();
     let out = netperf_at(&port, &["--key-file", &right, "-l", "1", "-P", "0"]).ok();
     assert!(num(fields(&out.stdout)[4]) > 0.0, "{out}");
-    // it waited its turn, a second at most behind the last wrong one
-    assert!(t0.elapsed() < Duration::from_secs(5));
+    // it did not wait behind the wrong ones
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
     assert!(ns.log().contains("wait their turn"), "{}", ns.log());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -9,6 +9,7 @@ mod bugs27;
 mod confidence;
 mod dropin;
 mod errors;
+mod exhaustion;
 mod fleet;
 mod flows;
 mod lab;

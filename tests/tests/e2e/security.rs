@@ -479,25 +479,8 @@ fn sigterm_with_sessions_running() {
 
 /// One complete session: hello, a 1-byte TCP_STREAM, results, bye.
 fn complete_session(addr: SocketAddr) {
-    let mut c = RawClient::hello(addr);
-    let mut spec = TestSpec::new(TestKind::TcpStream, Family::V4);
-    spec.end = TestEnd::Bytes(1);
-    c.send(&ClientMsg::Setup(Box::new(spec)));
-    let Some(ServerMsg::Ready(g)) = c.recv(Duration::from_secs(5)) else {
-        panic!("no grant")
-    };
-    let mut d = TcpStream::connect(("127.0.0.1", g.data_port)).unwrap();
-    d.write_all(&engine::handshake::preamble(&g.token, 0))
-        .unwrap();
-    d.write_all(b"x").unwrap();
-    d.shutdown(std::net::Shutdown::Write).unwrap();
-    let mut b = [0u8; 8];
-    let _ = d.read(&mut b);
-    c.send(&ClientMsg::Done(ClientDone::default()));
-    match c.recv(Duration::from_secs(5)) {
-        Some(ServerMsg::Results(r)) => assert_eq!(r.bytes_received, 1),
-        other => panic!("no results: {other:?}"),
-    }
+    let (mut c, r) = RawClient::after_one_byte(addr);
+    assert_eq!(r.bytes_received, 1);
     c.send(&ClientMsg::Bye);
     assert!(c.closed_within(Duration::from_secs(5)));
 }
@@ -575,11 +558,17 @@ fn churn_leaves_no_trace() {
     );
 }
 
-/// Out of file descriptors, netserver pauses accepting and goes on.
+/// Under a small open-files limit, a flood of silent connections and of
+/// sessions cannot take the descriptors a new client needs: the limit is
+/// split at start (doc/security.md), the waiting room and the sessions are
+/// held to their parts (the oldest waiting closed, idle sessions made room
+/// of), and a real test still runs. (Running out all the same, by
+/// ENFILE or EMFILE from elsewhere, is survived: lab.rs's injected
+/// failures.)
 #[test]
-fn running_out_of_descriptors_is_survived() {
+fn a_flood_cannot_take_the_descriptors_a_client_needs() {
     let Some(ns) = Netserver::start_with_nofile(
-        40,
+        200,
         &[
             "--max-sessions",
             "500",
@@ -592,19 +581,21 @@ fn running_out_of_descriptors_is_survived() {
         return;
     };
     let mut held = Vec::new();
-    for _ in 0..60 {
+    for _ in 0..150 {
         if let Ok(s) = TcpStream::connect(ns.addr()) {
             held.push(s);
         }
     }
-    // (silent connections are closed to make room, or accepting pauses)
+    let sessions: Vec<RawClient> = (0..60).map(|_| RawClient::hello(ns.addr())).collect();
     assert!(
-        ns.wait_for_log("accept failed", Duration::from_secs(5)),
-        "netserver never ran out: {}",
+        ns.wait_for_log("(--max-pending)", Duration::from_secs(5)),
+        "the waiting room was never full: {}",
         ns.log()
     );
-    drop(held);
-    thread::sleep(Duration::from_millis(300));
+    let fds = std::fs::read_dir(format!("/proc/{}/fd", ns.pid()))
+        .unwrap()
+        .count();
+    assert!(fds < 200, "{fds} descriptors");
     let port = ns.port().to_string();
     let out = run_with_deadline(
         {
@@ -615,6 +606,8 @@ fn running_out_of_descriptors_is_survived() {
         Duration::from_secs(60),
     );
     assert!(out.success(), "{out}\n{}", ns.log());
+    assert!(!ns.log().contains("accept failed"), "{}", ns.log());
+    drop((held, sessions));
 }
 
 /// No thread can be started for a test (the daemon is at its cgroup's task

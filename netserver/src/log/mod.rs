@@ -8,6 +8,10 @@
 //! with no room in the queue is counted, and the count is written when
 //! there is room again.
 
+mod budget;
+
+pub use budget::Limits;
+
 use std::{
     collections::HashMap,
     fmt::Write as _,
@@ -64,6 +68,10 @@ struct Inner {
     out: Out,
     format: Format,
     dropped_total: Arc<AtomicU64>,
+    /// The bytes lines may take ([`Limits`]).
+    budget: budget::Budget,
+    /// Lines over the budget since the last note of them.
+    over_budget: u64,
     /// Per cause: start of the current window and lines in it.
     windows: HashMap<&'static str, (Instant, u32, u64)>,
 }
@@ -161,6 +169,43 @@ impl Inner {
             Format::Json => json_line(severity, ev, text),
             Format::Raw => text.to_string(),
         };
+        self.within_budget(line, ev.peer.map(|p| p.ip()));
+    }
+
+    /// Queue `line` (about `peer`) if the budget allows, else count it;
+    /// the count is noted once a line of the daemon's own fits again.
+    fn within_budget(&mut self, line: String, peer: Option<std::net::IpAddr>) {
+        let now = Instant::now();
+        if !self.budget.take(line.len(), peer, now) {
+            self.over_budget += 1;
+            self.dropped_total.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if self.over_budget > 0 && self.format != Format::Raw {
+            let n = self.over_budget;
+            let text = format!(
+                "{n} log lines dropped: over the log's budget (a client address's share, the daemon's rate, or --max-file-size)"
+            );
+            let note = match self.format {
+                Format::Json => json_line(
+                    "warn",
+                    &Event {
+                        event: "log-over-budget",
+                        figures: Some(serde_json::json!({ "dropped": n })),
+                        ..Event::default()
+                    },
+                    &text,
+                ),
+                _ => format!("netserver: ({text})"),
+            };
+            if self.budget.take(note.len(), None, now) {
+                self.over_budget = 0;
+                self.push(note);
+            }
+        } else if self.format == Format::Raw {
+            // a record holds records only: the metrics count these
+            self.over_budget = 0;
+        }
         self.push(line);
     }
 }
@@ -259,6 +304,8 @@ impl Logger {
                 out: Out::Idle(sink),
                 format,
                 dropped_total: dropped_total.clone(),
+                budget: budget::Budget::new(Limits::default(), 0),
+                over_budget: 0,
                 windows: HashMap::new(),
             })),
             verbosity,
@@ -278,12 +325,24 @@ impl Logger {
                 out: Out::Gone,
                 format: Format::Text,
                 dropped_total: dropped_total.clone(),
+                budget: budget::Budget::new(Limits::default(), 0),
+                over_budget: 0,
                 windows: HashMap::new(),
             })),
             verbosity: 0,
             format: Format::Text,
             dropped_total,
         }
+    }
+
+    /// Hold its lines to `limits` (a file's size, of which it holds
+    /// `already` bytes, and rates in all and by client address) instead of
+    /// the defaults.
+    pub fn with_limits(self, limits: Limits, already: u64) -> Logger {
+        if let Ok(mut i) = self.inner.lock() {
+            i.budget = budget::Budget::new(limits, already);
+        }
+        self
     }
 
     /// The format its lines are in.
@@ -296,14 +355,16 @@ impl Logger {
         self.dropped_total.load(Ordering::Relaxed)
     }
 
-    /// Write from now on to `sink` (SIGHUP, after logrotate moved the file).
-    /// Whether it took: a writer stuck on its old sink for 2 s keeps it.
-    pub fn replace_sink(&self, sink: Sink) -> bool {
-        if let Ok(mut i) = self.inner.lock()
-            && let Out::Idle(old) = &mut i.out
-        {
-            *old = sink;
-            return true;
+    /// Write from now on to `sink` (SIGHUP, after logrotate moved the file),
+    /// which holds `already` bytes. Whether it took: a writer stuck on its
+    /// old sink for 2 s keeps it.
+    pub fn replace_sink(&self, sink: Sink, already: u64) -> bool {
+        if let Ok(mut i) = self.inner.lock() {
+            i.budget.new_file(already);
+            if let Out::Idle(old) = &mut i.out {
+                *old = sink;
+                return true;
+            }
         }
         self.send_within(Msg::Replace(sink), Duration::from_secs(2))
     }
@@ -377,10 +438,11 @@ impl Logger {
         }
     }
 
-    /// Write one line as it is (a `--record` line), whatever the verbosity.
-    pub fn raw(&self, line: String) {
+    /// Write one line as it is (a `--record` line about a test of
+    /// `peer`'s), whatever the verbosity, within the budget.
+    pub fn raw(&self, line: String, peer: Option<std::net::IpAddr>) {
         if let Ok(mut inner) = self.inner.lock() {
-            inner.push(line);
+            inner.within_budget(line, peer);
         }
     }
 
@@ -433,11 +495,11 @@ impl Logger {
 }
 
 /// Escape text that came from the network for a log line: printable ASCII
-/// stays, everything else becomes `\xNN`, and it is cut at 80 characters.
+/// stays, everything else becomes `\xNN`, and it is cut at 300 characters.
 pub fn escape(s: &str) -> String {
     let mut out = String::new();
     for (i, b) in s.bytes().enumerate() {
-        if i >= 80 {
+        if i >= 300 {
             out.push_str("...");
             break;
         }
@@ -503,7 +565,7 @@ mod tests {
         // waiting for it (at the daemon's exit) is bounded too, and a new
         // sink cannot be handed to a writer that is stuck
         log.sync(Duration::from_millis(100));
-        assert!(!log.replace_sink(Box::new(std::io::sink())));
+        assert!(!log.replace_sink(Box::new(std::io::sink()), 0));
         *gate.0.lock().unwrap() = true;
         gate.1.notify_all();
         log.sync(Duration::from_secs(5));
@@ -563,7 +625,7 @@ mod tests {
     fn escaping() {
         assert_eq!(escape("netperf 2.7"), "netperf 2.7");
         assert_eq!(escape("a\nb\x1b[31m"), "a\\x0ab\\x1b[31m");
-        assert!(escape(&"x".repeat(200)).ends_with("..."));
+        assert!(escape(&"x".repeat(400)).ends_with("..."));
     }
 
     #[test]
