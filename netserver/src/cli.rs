@@ -137,6 +137,13 @@ pub const OPTIONS: &[OptDef] = &[
         "Most buffer memory all running tests together may use (default a quarter of the host's memory, at most 64G)",
     ),
     OptDef::long_only(
+        "socket_budget",
+        "socket-budget",
+        Arity::Required,
+        "bytes",
+        "Most kernel socket memory (send and receive queues) all running tests together may hold; a test a quarter (default half of net.ipv4.tcp_mem)",
+    ),
+    OptDef::long_only(
         "log_file",
         "log-file",
         Arity::Required,
@@ -389,6 +396,14 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
                     return Err(CliError(format!("{spelled}: '{v}' is less than 1M")));
                 }
                 o.config.memory_budget =
+                    std::sync::Arc::new(crate::admission::MemoryBudget::new(n as u64));
+            }
+            "socket_budget" => {
+                let n = value::byte_size(v).map_err(|e| bad(spelled, e))?;
+                if n < 1 << 20 {
+                    return Err(CliError(format!("{spelled}: '{v}' is less than 1M")));
+                }
+                o.config.socket_budget =
                     std::sync::Arc::new(crate::admission::MemoryBudget::new(n as u64));
             }
             "log_file" => o.log_file = Some(PathBuf::from(v)),

@@ -57,6 +57,9 @@ pub struct Config {
     pub max_tests_per_client: u32,
     /// Buffer memory of all running tests together (`--memory-budget`).
     pub memory_budget: Arc<MemoryBudget>,
+    /// The kernel's socket buffers of all running tests together
+    /// (`--socket-budget`); a test may hold a quarter of it.
+    pub socket_budget: Arc<MemoryBudget>,
     /// What `--metrics` serves (counted whether or not it is served).
     pub metrics: Arc<Metrics>,
     /// `--record`: a line for each completed test.
@@ -83,6 +86,7 @@ impl Default for Config {
             max_tests_per_client: 64,
             logger: Logger::stderr(1),
             memory_budget: Arc::new(MemoryBudget::for_this_host()),
+            socket_budget: Arc::new(MemoryBudget::for_sockets()),
             metrics: Arc::default(),
             record: None,
         }

@@ -108,6 +108,8 @@ pub struct Metrics {
     max_fds: Gauge,
     fds_used: Gauge,
     fds_limit: Gauge,
+    sockets_used: Gauge,
+    sockets_limit: Gauge,
     log_dropped: Counter,
     record_dropped: Counter,
     /// One scrape encodes at a time (the registry is read-only; this keeps
@@ -124,6 +126,9 @@ pub struct Held {
     /// Descriptors the running tests reserved, and what tests may hold.
     pub fds_used: u64,
     pub fds_limit: u64,
+    /// Kernel socket memory the running tests reserved, and the budget.
+    pub sockets_used: u64,
+    pub sockets_limit: u64,
     pub log_dropped: u64,
     pub record_dropped: u64,
 }
@@ -157,6 +162,8 @@ impl Metrics {
             max_fds: Gauge::default(),
             fds_used: Gauge::default(),
             fds_limit: Gauge::default(),
+            sockets_used: Gauge::default(),
+            sockets_limit: Gauge::default(),
             log_dropped: Counter::default(),
             record_dropped: Counter::default(),
             encoding: Mutex::new(()),
@@ -254,6 +261,18 @@ impl Metrics {
             "File descriptors the process may hold",
             m.max_fds.clone(),
         );
+        registry.register_with_unit(
+            "netserver_socket_budget_used",
+            "Kernel socket memory the running tests' sockets may hold, as reserved",
+            Unit::Bytes,
+            m.sockets_used.clone(),
+        );
+        registry.register_with_unit(
+            "netserver_socket_budget_limit",
+            "Kernel socket memory all running tests together may hold (--socket-budget)",
+            Unit::Bytes,
+            m.sockets_limit.clone(),
+        );
         registry.register(
             "netserver_descriptors_used",
             "File descriptors the running tests reserved",
@@ -312,6 +331,8 @@ impl Metrics {
         self.memory_limit.set(to_i64(held.memory_limit));
         self.fds_used.set(to_i64(held.fds_used));
         self.fds_limit.set(to_i64(held.fds_limit));
+        self.sockets_used.set(to_i64(held.sockets_used));
+        self.sockets_limit.set(to_i64(held.sockets_limit));
         let (open, max) = engine::sys::descriptors();
         // (uncountable: the last count stands)
         if let Some(open) = open {

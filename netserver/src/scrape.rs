@@ -143,6 +143,8 @@ impl Scrapes {
             memory_limit: shared.config.memory_budget.limit(),
             fds_used: shared.descriptors.in_use(),
             fds_limit: shared.descriptors.shares().tests,
+            sockets_used: shared.config.socket_budget.in_use(),
+            sockets_limit: shared.config.socket_budget.limit(),
             log_dropped: shared.config.logger.dropped(),
             record_dropped: shared.config.record.as_ref().map_or(0, |r| r.dropped()),
         };

@@ -54,8 +54,8 @@ pub use session::{
 };
 pub use test::{
     ClientDone, ClientSummary, CpuStats, Direction, DropSource, Family, FlowCounters,
-    ForeignConnections, Grant, InterimReport, LatencyFigures, Limits, Paths, Protocol,
-    RX_MAP_WINDOW, RxFigures, RxPath, SideResults, SideSpec, TcpSample, TcpStats, TestEnd,
-    TestKind, TestSpec, Token, Tuning, URING_BUFFER_MAX, URING_BUFFERS, UdpFast, UdpRecvStats,
-    Window, uring_buffer_size, uring_buffers,
+    ForeignConnections, Grant, InterimReport, KernelBuffers, LatencyFigures, Limits, Paths,
+    Protocol, RX_MAP_WINDOW, RxFigures, RxPath, SideResults, SideSpec, SocketMemory, TcpSample,
+    TcpStats, TestEnd, TestKind, TestSpec, Token, Tuning, URING_BUFFER_MAX, URING_BUFFERS, UdpFast,
+    UdpRecvStats, Window, uring_buffer_size, uring_buffers,
 };

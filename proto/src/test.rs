@@ -906,6 +906,57 @@ impl TestSpec {
         base + waiting + flows.saturating_mul(2) + loops * per_loop
     }
 
+    /// What the server's data sockets can hold of the kernel's memory, and
+    /// the buffers it sets so that they fit `share` bytes. Each flow's
+    /// socket counts both its queues as the kernel bounds them: a buffer
+    /// the client asked for (`-s`/`-S`) as the kernel sets it (doubled,
+    /// within wmem_max/rmem_max), one it did not as far as autotuning
+    /// grows it (TCP) or the largest SO_*BUF (UDP). When that is over the
+    /// share, the buffers the client left to the server are set to fit
+    /// (at least [`MIN_HELD_BUFFER`]); when what the client asked for
+    /// cannot fit, `Err` carries what it would hold.
+    pub fn socket_memory(&self, k: &KernelBuffers, share: u64) -> Result<SocketMemory, u64> {
+        let flows = u64::from(self.flows.max(1));
+        let tcp = self.kind.protocol() == Protocol::Tcp;
+        let asked = |b: Option<u32>, max: u32| b.map(|b| 2 * u64::from(b.min(max)));
+        let send = asked(self.server.send_buf, k.wmem_max);
+        let recv = asked(self.server.recv_buf, k.rmem_max);
+        let free =
+            |max: u32, tcp_max: u32| u64::from(if tcp { tcp_max } else { max.saturating_mul(2) });
+        let send_free = free(k.wmem_max, k.tcp_wmem_max);
+        let recv_free = free(k.rmem_max, k.tcp_rmem_max);
+        let whole = flows.saturating_mul(send.unwrap_or(send_free) + recv.unwrap_or(recv_free));
+        if whole <= share {
+            return Ok(SocketMemory {
+                bytes: whole,
+                send_buf: None,
+                recv_buf: None,
+            });
+        }
+        let fixed = flows.saturating_mul(send.unwrap_or(0) + recv.unwrap_or(0));
+        let left_to_us = u64::from(send.is_none()) + u64::from(recv.is_none());
+        let least = flows.saturating_mul(left_to_us * 2 * u64::from(MIN_HELD_BUFFER));
+        if left_to_us == 0 || fixed.saturating_add(least) > share {
+            return Err(fixed.saturating_add(least));
+        }
+        // what each buffer left to the server may be, before doubling
+        let each = (share - fixed) / flows / left_to_us / 2;
+        let each = u32::try_from(each).unwrap_or(u32::MAX).max(MIN_HELD_BUFFER);
+        let set_send = send.is_none().then_some(each.min(k.wmem_max));
+        let set_recv = recv.is_none().then_some(each.min(k.rmem_max));
+        let bytes = flows.saturating_mul(
+            send.unwrap_or(0)
+                + recv.unwrap_or(0)
+                + 2 * u64::from(set_send.unwrap_or(0))
+                + 2 * u64::from(set_recv.unwrap_or(0)),
+        );
+        Ok(SocketMemory {
+            bytes,
+            send_buf: set_send,
+            recv_buf: set_recv,
+        })
+    }
+
     /// What the data path's calls hold beyond the rings, on the server: a
     /// zero-copy receiver's window of mapped pages a flow (taken off the
     /// socket's queue, held until its next call); an io_uring receiver's
@@ -946,6 +997,45 @@ impl TestSpec {
             + MAX_TCP_PER_REPORT * std::mem::size_of::<TcpSample>();
         (MAX_INTERIM_REPORTS * one) as u64
     }
+}
+
+/// What the kernel lets a socket's buffers grow to, read by the server
+/// from its host (engine::sys::kernel_buffers): the bounds of SO_SNDBUF
+/// and SO_RCVBUF (which the kernel doubles), and of TCP's autotuning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelBuffers {
+    pub wmem_max: u32,
+    pub rmem_max: u32,
+    pub tcp_wmem_max: u32,
+    pub tcp_rmem_max: u32,
+}
+
+impl Default for KernelBuffers {
+    /// Linux's defaults on a host of a few GiB.
+    fn default() -> Self {
+        KernelBuffers {
+            wmem_max: 212_992,
+            rmem_max: 212_992,
+            tcp_wmem_max: 4 << 20,
+            tcp_rmem_max: 6 << 20,
+        }
+    }
+}
+
+/// The smallest socket buffer the server sets when it holds a test's
+/// buffers to its share of socket memory (the kernel doubles it).
+pub const MIN_HELD_BUFFER: u32 = 16 * 1024;
+
+/// How the server's socket buffers fit a test's share of the kernel's
+/// socket memory ([`TestSpec::socket_memory`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SocketMemory {
+    /// What the test's sockets can hold at most, as they will be set.
+    pub bytes: u64,
+    /// SO_SNDBUF and SO_RCVBUF the server sets where the client asked for
+    /// none, to fit the share (`None`: the kernel's autotuning fits).
+    pub send_buf: Option<u32>,
+    pub recv_buf: Option<u32>,
 }
 
 /// Unproven data connections a test's waiting room keeps at once beside
@@ -1739,5 +1829,34 @@ mod tests {
         s.validate(&limits).unwrap();
         s.end = TestEnd::Time { millis: 86_401_000 };
         assert!(s.validate(&limits).unwrap_err().problem.contains("86400 s"));
+    }
+
+    #[test]
+    fn socket_memory_fits_a_share_or_names_what_it_needs() {
+        let k = KernelBuffers {
+            wmem_max: 4 << 20,
+            rmem_max: 4 << 20,
+            tcp_wmem_max: 4 << 20,
+            tcp_rmem_max: 32 << 20,
+        };
+        let mut s = TestSpec::new(TestKind::TcpMaerts, Family::V4);
+        // one flow, autotuning: 4 + 32 MiB, within a 300 MB share
+        let m = s.socket_memory(&k, 300_000_000).unwrap();
+        assert_eq!((m.bytes, m.send_buf, m.recv_buf), (36 << 20, None, None));
+        // 500 flows: the buffers left to the server are set to fit
+        s.flows = 500;
+        let m = s.socket_memory(&k, 300_000_000).unwrap();
+        assert_eq!(m.send_buf, Some(150_000));
+        assert_eq!(m.recv_buf, Some(150_000));
+        assert!(m.bytes <= 300_000_000, "{}", m.bytes);
+        // -S 256M: the kernel gives 8 MiB a flow (4 MiB doubled); 500 do
+        // not fit, and the figure says what they would hold
+        s.server.send_buf = Some(256 << 20);
+        let need = s.socket_memory(&k, 300_000_000).unwrap_err();
+        assert!(need >= 500 * (8 << 20), "{need}");
+        // a flow count no buffer can fit
+        s.server.send_buf = None;
+        s.flows = 16_384;
+        assert!(s.socket_memory(&k, 100_000_000).is_err());
     }
 }

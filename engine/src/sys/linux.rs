@@ -768,3 +768,36 @@ pub fn socket_inode(sock: &impl Sock) -> Option<u64> {
     // SAFETY: fstat succeeded, so it wrote the whole struct.
     Some(unsafe { st.assume_init() }.st_ino)
 }
+
+/// What this host lets socket buffers grow to (net.core.wmem_max and
+/// rmem_max, the last of net.ipv4.tcp_wmem and tcp_rmem); Linux's
+/// defaults where a file cannot be read.
+pub fn kernel_buffers() -> proto::KernelBuffers {
+    let read = |path: &str, field: usize| -> Option<u32> {
+        std::fs::read_to_string(path)
+            .ok()?
+            .split_whitespace()
+            .nth(field)?
+            .parse()
+            .ok()
+    };
+    let d = proto::KernelBuffers::default();
+    proto::KernelBuffers {
+        wmem_max: read("/proc/sys/net/core/wmem_max", 0).unwrap_or(d.wmem_max),
+        rmem_max: read("/proc/sys/net/core/rmem_max", 0).unwrap_or(d.rmem_max),
+        tcp_wmem_max: read("/proc/sys/net/ipv4/tcp_wmem", 2).unwrap_or(d.tcp_wmem_max),
+        tcp_rmem_max: read("/proc/sys/net/ipv4/tcp_rmem", 2).unwrap_or(d.tcp_rmem_max),
+    }
+}
+
+/// The memory all TCP sockets of this host may hold before the kernel
+/// refuses them more (the last of net.ipv4.tcp_mem, in pages), in bytes.
+pub fn tcp_memory_limit() -> Option<u64> {
+    let pages: u64 = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_mem")
+        .ok()?
+        .split_whitespace()
+        .nth(2)?
+        .parse()
+        .ok()?;
+    Some(pages.saturating_mul(page_size() as u64))
+}

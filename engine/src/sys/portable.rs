@@ -369,3 +369,14 @@ pub mod uring {
         raw(s)
     }
 }
+
+/// What socket buffers may grow to here: Linux's defaults stand in (the
+/// figures only size the server's share of socket memory).
+pub fn kernel_buffers() -> proto::KernelBuffers {
+    proto::KernelBuffers::default()
+}
+
+/// No host-wide limit of TCP memory is known here.
+pub fn tcp_memory_limit() -> Option<u64> {
+    None
+}

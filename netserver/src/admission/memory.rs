@@ -36,6 +36,17 @@ impl MemoryBudget {
         MemoryBudget::new((total / 4).clamp(256 << 20, 64 << 30))
     }
 
+    /// What the kernel's socket buffers of all tests together may hold:
+    /// half of what all TCP sockets of the host may (net.ipv4.tcp_mem),
+    /// so that tests leave the rest to every other program; where that is
+    /// not known, a quarter of the host's memory as for buffers.
+    pub fn for_sockets() -> MemoryBudget {
+        match engine::sys::tcp_memory_limit() {
+            Some(bytes) => MemoryBudget::new((bytes / 2).max(64 << 20)),
+            None => MemoryBudget::for_this_host(),
+        }
+    }
+
     pub fn limit(&self) -> u64 {
         self.limit
     }

@@ -67,6 +67,9 @@ pub(crate) fn start(
             });
             why.message(spec.flows)
         })?;
+    // what its sockets can hold of the kernel's memory, held to a share
+    let (spec, sockets) = socket_memory(spec, cfg)?;
+    let spec = &spec;
     let setup = Setup {
         spec,
         local: data_address(spec, local)?,
@@ -90,9 +93,53 @@ pub(crate) fn start(
         Held {
             _slot: slot,
             _fds: fds,
+            _sockets: sockets,
         },
         on_done,
     )
+}
+
+/// The test as it will run, its socket buffers held to a test's share of
+/// `--socket-budget` (a quarter), and that much reserved: buffers the
+/// client left to the server are set to fit; what the client asked for
+/// and cannot fit is refused with the figure.
+fn socket_memory(
+    spec: &TestSpec,
+    cfg: &crate::config::Config,
+) -> Result<(TestSpec, crate::admission::Reservation), ErrorMsg> {
+    let budget = &cfg.socket_budget;
+    let share = budget.limit() / 4;
+    let fit = spec
+        .socket_memory(&engine::sys::kernel_buffers(), share)
+        .map_err(|need| {
+            cfg.metrics.refused(Refused::Memory);
+            ErrorMsg::new(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "socket buffers: the test's {} flows would hold up to {need} bytes of the kernel's socket memory, more than a test may ({share}: a quarter of netserver --socket-budget); ask for smaller buffers (-s/-S) or fewer flows",
+                    spec.flows.max(1)
+                ),
+            )
+        })?;
+    let reserved = budget.reserve(fit.bytes).map_err(|free| {
+        cfg.metrics.refused(Refused::Memory);
+        ErrorMsg::new(
+            ErrorCode::Busy,
+            format!(
+                "netserver's socket memory is taken by other tests: this one may hold {} bytes, {free} of its {} are free (netserver --socket-budget); try again later",
+                fit.bytes,
+                budget.limit()
+            ),
+        )
+    })?;
+    let mut spec = spec.clone();
+    if let Some(b) = fit.send_buf {
+        spec.server.send_buf = Some(b);
+    }
+    if let Some(b) = fit.recv_buf {
+        spec.server.recv_buf = Some(b);
+    }
+    Ok((spec, reserved))
 }
 
 /// What the test asks of this netserver's data path that its platform

@@ -125,6 +125,8 @@ impl Drop for RunningTest {
 pub(crate) struct Held {
     pub _slot: crate::admission::WorkerSlot,
     pub _fds: crate::admission::FdReservation,
+    /// Its sockets' share of the kernel's memory.
+    pub _sockets: crate::admission::Reservation,
 }
 
 /// What a worker holds until it ends, and whom it tells then.

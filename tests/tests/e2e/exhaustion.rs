@@ -342,3 +342,88 @@ fn record_and_log_files_are_private_regular_files() {
     assert!(logged.contains("not a regular file"), "{logged}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Pages of memory all TCP sockets of the host hold (/proc/net/sockstat).
+fn tcp_memory_pages() -> u64 {
+    let s = std::fs::read_to_string("/proc/net/sockstat").unwrap();
+    let line = s.lines().find(|l| l.starts_with("TCP:")).unwrap();
+    let f: Vec<&str> = line.split_whitespace().collect();
+    let i = f.iter().position(|w| *w == "mem").unwrap();
+    f[i + 1].parse().unwrap()
+}
+
+/// A TCP_MAERTS of `flows` whose client connects every flow and reads
+/// nothing (each receive buffer as small as the kernel allows): the
+/// session and the data connections, or the server's refusal.
+fn maerts_unread(
+    ns: &Netserver,
+    flows: u32,
+    send_buf: Option<u32>,
+) -> Result<(RawClient, Vec<TcpStream>), proto::ErrorMsg> {
+    let mut c = RawClient::hello(ns.addr());
+    let mut spec = proto::TestSpec::new(proto::TestKind::TcpMaerts, proto::Family::V4);
+    spec.end = proto::TestEnd::Time { millis: 8000 };
+    spec.flows = flows;
+    spec.server.send_buf = send_buf;
+    spec.server.send_size = Some(65536);
+    c.send(&ClientMsg::Setup(Box::new(spec)));
+    let g = match c.recv(Duration::from_secs(10)) {
+        Some(ServerMsg::Ready(g)) => g,
+        Some(ServerMsg::Error(e)) => return Err(e),
+        other => panic!("{other:?}"),
+    };
+    let to: SocketAddr = SocketAddr::new(ns.addr().ip(), g.data_port);
+    let conns = (0..flows)
+        .map(|i| {
+            use std::io::Write;
+            let s =
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+            s.set_recv_buffer_size(4096).unwrap();
+            s.connect(&to.into()).unwrap();
+            let mut t: TcpStream = s.into();
+            t.write_all(&engine::handshake::preamble(&g.token, i))
+                .unwrap();
+            t
+        })
+        .collect();
+    Ok((c, conns))
+}
+
+/// Finding 5: 100 TCP_MAERTS flows asking `-S 256M`, to a client that
+/// reads nothing, held 446 MB of the host's TCP memory; 500 would reach
+/// its limit. The kernel's socket memory is now in a budget: what a
+/// client asks for and cannot fit is refused with the figure, and
+/// buffers left to the server are set to fit a test's share.
+#[test]
+fn unread_flows_hold_no_more_socket_memory_than_a_test_may() {
+    let share: u64 = 100 << 20;
+    let ns = Netserver::start(&["--socket-budget", "400M"]);
+    let e = maerts_unread(&ns, 500, Some(256 << 20)).unwrap_err();
+    assert!(
+        e.message.contains("--socket-budget") && e.message.contains(&share.to_string()),
+        "{}",
+        e.message
+    );
+    let flows: u32 = 500;
+    let before = tcp_memory_pages();
+    let (_c, conns) = maerts_unread(&ns, flows, None).unwrap();
+    // the netserver fills what it may of every send queue
+    let mut peak = 0;
+    for _ in 0..30 {
+        thread::sleep(Duration::from_millis(100));
+        peak = peak.max(tcp_memory_pages());
+    }
+    let page = 4096;
+    let grew = peak.saturating_sub(before) * page;
+    eprintln!(
+        "{flows} unread flows: TCP memory {before} -> {peak} pages ({} MB more; a test may hold {} MB)",
+        grew >> 20,
+        share >> 20
+    );
+    // the test's share, and what the client's small receive queues hold
+    // besides (each at most 64 KiB here). (With the buffers autotuning
+    // left alone, 100 such flows grew it by 374 MB here.)
+    assert!(grew <= share + u64::from(flows) * 65536, "{grew} bytes");
+    assert!(grew > 10 << 20, "the flows moved nothing: {grew}");
+    drop(conns);
+}
