@@ -30,6 +30,8 @@ impl Shared {
     /// limit is raised to its hard limit and split
     /// ([`FdShares::split`]); the waiting room is kept within its part.
     pub fn new(mut config: Config, shutdown: Shutdown) -> Shared {
+        // a daemon's tests come and go for months: what they free goes back
+        engine::sys::give_memory_back();
         let (_, hard) = engine::sys::open_files_limit();
         let open_files = engine::sys::set_open_files(hard);
         let shares = FdShares::split(

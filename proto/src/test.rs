@@ -907,25 +907,29 @@ impl TestSpec {
     }
 
     /// What the server's data sockets can hold of the kernel's memory, and
-    /// the buffers it sets so that they fit `share` bytes. Each flow's
-    /// socket counts both its queues as the kernel bounds them: a buffer
-    /// the client asked for (`-s`/`-S`) as the kernel sets it (doubled,
-    /// within wmem_max/rmem_max), one it did not as far as autotuning
-    /// grows it (TCP) or the largest SO_*BUF (UDP). When that is over the
-    /// share, the buffers the client left to the server are set to fit
-    /// (at least [`MIN_HELD_BUFFER`]); when what the client asked for
-    /// cannot fit, `Err` carries what it would hold.
+    /// the send buffer it sets so that they fit `share` bytes. Each flow's
+    /// socket counts both its queues: a buffer the client asked for
+    /// (`-s`/`-S`) as the kernel sets it (doubled, within
+    /// wmem_max/rmem_max); a TCP send queue left to autotuning as far as
+    /// autotuning grows it (what a client that reads nothing makes the
+    /// server hold); a receive queue left to autotuning at the size it
+    /// starts with (the server reads all it is sent: the queue grows only
+    /// as fast as it is read), a UDP socket's at the host's defaults. When
+    /// that is over the share, a TCP send buffer the client left to the
+    /// server is set to fit (at least [`MIN_HELD_BUFFER`]); when the test
+    /// cannot fit even so, `Err` carries the least it would hold.
     pub fn socket_memory(&self, k: &KernelBuffers, share: u64) -> Result<SocketMemory, u64> {
         let flows = u64::from(self.flows.max(1));
         let tcp = self.kind.protocol() == Protocol::Tcp;
         let asked = |b: Option<u32>, max: u32| b.map(|b| 2 * u64::from(b.min(max)));
+        let recv = asked(self.server.recv_buf, k.rmem_max).unwrap_or(u64::from(if tcp {
+            k.tcp_rmem_default
+        } else {
+            k.rmem_default
+        }));
         let send = asked(self.server.send_buf, k.wmem_max);
-        let recv = asked(self.server.recv_buf, k.rmem_max);
-        let free =
-            |max: u32, tcp_max: u32| u64::from(if tcp { tcp_max } else { max.saturating_mul(2) });
-        let send_free = free(k.wmem_max, k.tcp_wmem_max);
-        let recv_free = free(k.rmem_max, k.tcp_rmem_max);
-        let whole = flows.saturating_mul(send.unwrap_or(send_free) + recv.unwrap_or(recv_free));
+        let send_free = u64::from(if tcp { k.tcp_wmem_max } else { k.wmem_default });
+        let whole = flows.saturating_mul(send.unwrap_or(send_free) + recv);
         if whole <= share {
             return Ok(SocketMemory {
                 bytes: whole,
@@ -933,27 +937,20 @@ impl TestSpec {
                 recv_buf: None,
             });
         }
-        let fixed = flows.saturating_mul(send.unwrap_or(0) + recv.unwrap_or(0));
-        let left_to_us = u64::from(send.is_none()) + u64::from(recv.is_none());
-        let least = flows.saturating_mul(left_to_us * 2 * u64::from(MIN_HELD_BUFFER));
-        if left_to_us == 0 || fixed.saturating_add(least) > share {
-            return Err(fixed.saturating_add(least));
+        let least = 2 * u64::from(MIN_HELD_BUFFER);
+        let fixed = flows.saturating_mul(send.unwrap_or(least) + recv);
+        if send.is_some() || !tcp || fixed > share {
+            return Err(fixed);
         }
-        // what each buffer left to the server may be, before doubling
-        let each = (share - fixed) / flows / left_to_us / 2;
-        let each = u32::try_from(each).unwrap_or(u32::MAX).max(MIN_HELD_BUFFER);
-        let set_send = send.is_none().then_some(each.min(k.wmem_max));
-        let set_recv = recv.is_none().then_some(each.min(k.rmem_max));
-        let bytes = flows.saturating_mul(
-            send.unwrap_or(0)
-                + recv.unwrap_or(0)
-                + 2 * u64::from(set_send.unwrap_or(0))
-                + 2 * u64::from(set_recv.unwrap_or(0)),
-        );
+        // what the send buffer left to the server may be, before doubling
+        let each = (share / flows).saturating_sub(recv) / 2;
+        let each = u32::try_from(each)
+            .unwrap_or(u32::MAX)
+            .clamp(MIN_HELD_BUFFER, k.wmem_max.max(MIN_HELD_BUFFER));
         Ok(SocketMemory {
-            bytes,
-            send_buf: set_send,
-            recv_buf: set_recv,
+            bytes: flows.saturating_mul(2 * u64::from(each) + recv),
+            send_buf: Some(each),
+            recv_buf: None,
         })
     }
 
@@ -1001,23 +998,31 @@ impl TestSpec {
 
 /// What the kernel lets a socket's buffers grow to, read by the server
 /// from its host (engine::sys::kernel_buffers): the bounds of SO_SNDBUF
-/// and SO_RCVBUF (which the kernel doubles), and of TCP's autotuning.
+/// and SO_RCVBUF (which the kernel doubles), the most TCP's autotuning
+/// gives a send buffer, and the buffers a socket starts with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelBuffers {
     pub wmem_max: u32,
     pub rmem_max: u32,
+    /// net.ipv4.tcp_wmem's last: a send queue's most.
     pub tcp_wmem_max: u32,
-    pub tcp_rmem_max: u32,
+    /// net.ipv4.tcp_rmem's second: a receive buffer's size at the start.
+    pub tcp_rmem_default: u32,
+    /// net.core.wmem_default and rmem_default: a UDP socket's buffers.
+    pub wmem_default: u32,
+    pub rmem_default: u32,
 }
 
 impl Default for KernelBuffers {
-    /// Linux's defaults on a host of a few GiB.
+    /// Linux's defaults.
     fn default() -> Self {
         KernelBuffers {
             wmem_max: 212_992,
             rmem_max: 212_992,
             tcp_wmem_max: 4 << 20,
-            tcp_rmem_max: 6 << 20,
+            tcp_rmem_default: 131_072,
+            wmem_default: 212_992,
+            rmem_default: 212_992,
         }
     }
 }
@@ -1837,17 +1842,17 @@ mod tests {
             wmem_max: 4 << 20,
             rmem_max: 4 << 20,
             tcp_wmem_max: 4 << 20,
-            tcp_rmem_max: 32 << 20,
+            ..KernelBuffers::default()
         };
         let mut s = TestSpec::new(TestKind::TcpMaerts, Family::V4);
-        // one flow, autotuning: 4 + 32 MiB, within a 300 MB share
+        // one flow, autotuning: a 4 MiB send queue, a receive buffer
+        // as it starts
         let m = s.socket_memory(&k, 300_000_000).unwrap();
-        assert_eq!((m.bytes, m.send_buf, m.recv_buf), (36 << 20, None, None));
-        // 500 flows: the buffers left to the server are set to fit
+        assert_eq!((m.bytes, m.send_buf), ((4 << 20) + 131_072, None));
+        // 500 flows: the send buffer left to the server is set to fit
         s.flows = 500;
         let m = s.socket_memory(&k, 300_000_000).unwrap();
-        assert_eq!(m.send_buf, Some(150_000));
-        assert_eq!(m.recv_buf, Some(150_000));
+        assert_eq!(m.send_buf, Some((600_000 - 131_072) / 2));
         assert!(m.bytes <= 300_000_000, "{}", m.bytes);
         // -S 256M: the kernel gives 8 MiB a flow (4 MiB doubled); 500 do
         // not fit, and the figure says what they would hold

@@ -486,8 +486,9 @@ impl RawClient {
         let mut spec = proto::TestSpec::new(proto::TestKind::TcpStream, proto::Family::V4);
         spec.end = proto::TestEnd::Bytes(1);
         c.send(&proto::ClientMsg::Setup(Box::new(spec)));
-        let Some(proto::ServerMsg::Ready(g)) = c.recv(Duration::from_secs(5)) else {
-            panic!("no grant")
+        let g = match c.recv(Duration::from_secs(5)) {
+            Some(proto::ServerMsg::Ready(g)) => g,
+            other => panic!("no grant: {other:?}"),
         };
         let mut d = std::net::TcpStream::connect(("127.0.0.1", g.data_port)).expect("connect");
         d.write_all(&engine::handshake::preamble(&g.token, 0))

@@ -197,6 +197,9 @@ pub fn anonymous_file() -> io::Result<std::fs::File> {
 /// Nothing to give back here.
 pub fn trim_heap() {}
 
+/// Nothing to set here: the allocator gives large blocks back itself.
+pub fn give_memory_back() {}
+
 /// Linux's own socket options: none here, each says so.
 pub mod opt {
     pub use super::super::os_opt::*;

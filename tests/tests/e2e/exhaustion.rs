@@ -427,3 +427,123 @@ fn unread_flows_hold_no_more_socket_memory_than_a_test_may() {
     assert!(grew > 10 << 20, "the flows moved nothing: {grew}");
     drop(conns);
 }
+
+/// One client of the hostile battery, by its number: garbage, a length
+/// beyond any frame, a truncated frame, a slow sender, an aborted test, a
+/// wrong netperf 2.7 frame, a test that completes.
+fn hostile(addr: SocketAddr, i: usize) {
+    use std::io::{Read, Write};
+    let junk: &[&[u8]] = &[
+        b"GET / HTTP/1.1\r\n\r\n",
+        &[0xff; 8],
+        &[0, 0, 0, 9, 0, 1, 2],
+        &[0x7f, 0xff, 0xff, 0xff, 1, 2, 3, 4],
+    ];
+    match i % 7 {
+        0..=3 => {
+            let Ok(mut s) = TcpStream::connect(addr) else {
+                return;
+            };
+            let _ = s.write_all(junk[i % junk.len()]);
+            // (answered and closed at once; the truncated frames are
+            // left to their deadline, unread)
+            if i % junk.len() < 2 {
+                let mut b = [0u8; 512];
+                s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                let _ = s.read(&mut b);
+            }
+        }
+        4 => {
+            // a slow sender: a hello a byte at a time, then gone
+            let Ok(mut s) = TcpStream::connect(addr) else {
+                return;
+            };
+            let hello = ClientMsg::Hello(Hello::new("slow")).encode().unwrap();
+            for b in hello.iter().take(6) {
+                let _ = s.write_all(&[*b]);
+                thread::sleep(Duration::from_millis(5));
+            }
+        }
+        5 => {
+            // a test asked for, then the client gone mid-test
+            let mut c = RawClient::hello(addr);
+            let mut spec = proto::TestSpec::new(proto::TestKind::TcpRr, proto::Family::V4);
+            spec.flows = 4;
+            spec.request_size = 100_000;
+            spec.response_size = 100_000;
+            c.send(&ClientMsg::Setup(Box::new(spec)));
+            let _ = c.recv(Duration::from_secs(5));
+        }
+        _ => {
+            let (mut c, _) = RawClient::after_one_byte(addr);
+            c.send(&ClientMsg::Bye);
+        }
+    }
+}
+
+/// Finding 6, second part: the hostile battery run pass after pass
+/// against one daemon grew its resident memory by about 270 KiB a pass
+/// without levelling off. It levels off: twenty passes hold what two did,
+/// within 1 MiB.
+#[test]
+fn the_hostile_battery_pass_after_pass_levels_off() {
+    let ns = Netserver::start(&[]);
+    let addr = ns.addr();
+    let pass = || {
+        let clients: Vec<_> = (0..16)
+            .map(|t| {
+                thread::spawn(move || {
+                    for k in 0..7 {
+                        hostile(addr, t * 7 + k);
+                    }
+                })
+            })
+            .collect();
+        for c in clients {
+            c.join().unwrap();
+        }
+        // the daemon idle again (its heap given back 200 ms after)
+        thread::sleep(Duration::from_millis(300));
+        harness::footprint(ns.pid())
+    };
+    let mut rss = Vec::new();
+    for _ in 0..20 {
+        rss.push(pass().rss_kib);
+    }
+    eprintln!("RSS after each pass (KiB): {rss:?}");
+    let (second, last) = (rss[1], rss[19]);
+    assert!(
+        last <= second + 1024,
+        "RSS {second} KiB after two passes, {last} after twenty: {rss:?}"
+    );
+    let f = harness::footprint(ns.pid());
+    assert!(f.threads <= 4, "{} threads", f.threads);
+}
+
+/// Finding 6: 66 large request/response tests under a 64 MiB budget left
+/// the idle daemon at 156 MB (the allocator kept each thread's largest
+/// blocks). Idle again, it is back within the documented constant.
+#[test]
+fn idle_memory_after_large_tests_is_given_back() {
+    let ns = Netserver::start(&["--memory-budget", "64M"]);
+    let port = ns.port().to_string();
+    let idle = harness::footprint(ns.pid()).rss_kib;
+    for i in 0..66 {
+        let sizes = if i % 2 == 0 { "-r 8M,8M" } else { "-r 1,16M" };
+        let mut args = vec!["-t", "TCP_RR", "-l", "-2", "-P", "0", "--"];
+        args.extend(sizes.split(' '));
+        if i % 3 == 0 {
+            args.extend(["--flows", "4"]);
+        }
+        netperf_at(&port, &args).ok();
+    }
+    thread::sleep(Duration::from_millis(500));
+    let f = harness::footprint(ns.pid());
+    eprintln!(
+        "RSS idle {idle} KiB, after 66 large tests {} KiB (peak {} KiB)",
+        f.rss_kib, f.peak_rss_kib
+    );
+    // doc/security.md: within its budget plus a constant above zero; idle,
+    // within 16 MiB of where it started
+    assert!(f.rss_kib <= idle + 16 * 1024, "{} KiB", f.rss_kib);
+}
