@@ -2,8 +2,9 @@
 //! resource (`GET /metrics`), on the control loop itself: no thread per
 //! scrape, and nothing it does can wait. Each connection is bounded: its
 //! request at most [`MAX_REQUEST`] bytes, its whole life [`DEADLINE`], one
-//! request, then closed; at most [`MAX_CONNS`] at once (the oldest is
-//! closed for a new one). A scraper that never reads costs its socket until
+//! request, then closed; at most [`MAX_CONNS`] at once (for a new one,
+//! the oldest that has asked nothing, or had its answer, since an earlier
+//! turn of the loop is closed; else the new one waits in the backlog). A scraper that never reads costs its socket until
 //! its deadline, and the answer's bytes the kernel holds.
 
 use std::{
@@ -163,18 +164,26 @@ impl Scrapes {
 
     fn accept(&mut self, registry: &Registry) {
         (self.again, self.retry_at) = (false, None);
+        let round = Instant::now();
         for _ in 0..ACCEPT_BUDGET {
+            // At the cap, room is made of the oldest that has asked
+            // nothing, or had its answer, since an earlier turn of the
+            // loop: every connection is read once first (a scraper asks at
+            // once). With none, the rest wait in the backlog for the
+            // loop's next turn.
+            let room = if self.conns.len() >= MAX_CONNS {
+                match self.idlest(round) {
+                    Some(t) => Some(t),
+                    None => break,
+                }
+            } else {
+                None
+            };
             let Some(l) = &self.listener else { return };
             match l.accept() {
                 Ok((mut stream, _)) => {
-                    if self.conns.len() >= MAX_CONNS
-                        && let Some(oldest) = self
-                            .conns
-                            .iter()
-                            .min_by_key(|(_, c)| c.since)
-                            .map(|(t, _)| *t)
-                    {
-                        self.close(registry, oldest);
+                    if let Some(t) = room {
+                        self.close(registry, t);
                     }
                     let token = self.new_token();
                     if registry
@@ -205,6 +214,16 @@ impl Scrapes {
         }
         // the budget ran out: more may be queued
         self.again = true;
+    }
+
+    /// The oldest connection accepted before `round` that has sent no
+    /// whole request, or has had its answer.
+    fn idlest(&self, round: Instant) -> Option<usize> {
+        self.conns
+            .iter()
+            .filter(|(_, c)| (c.answer.is_none() || c.draining) && c.since < round)
+            .min_by_key(|(_, c)| c.since)
+            .map(|(t, _)| *t)
     }
 
     fn new_token(&mut self) -> usize {

@@ -399,6 +399,52 @@ fn hostile_scrapers_hold_up_no_test() {
     drop(held);
 }
 
+/// Finding 7 of round 4: a flood of connections at the metrics port
+/// dropped scrapes (2 of 12). A scraper asks at once, and a newcomer only
+/// takes the place of a connection that has asked nothing for 100 ms:
+/// every scrape during the flood is answered.
+#[test]
+fn a_connection_flood_drops_no_scrape() {
+    let maddr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let _ns = Netserver::start(&["--metrics", &maddr.to_string()]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood = {
+        let stop = stop.clone();
+        thread::spawn(move || {
+            let mut held = std::collections::VecDeque::new();
+            let mut n = 0u32;
+            // bounded: 20,000 connections or 5 s
+            let t0 = std::time::Instant::now();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed)
+                && n < 20_000
+                && t0.elapsed() < Duration::from_secs(5)
+            {
+                if let Ok(s) = TcpStream::connect_timeout(&maddr, Duration::from_secs(1)) {
+                    held.push_back(s);
+                    n += 1;
+                }
+                if held.len() > 500 {
+                    held.pop_front();
+                }
+            }
+            n
+        })
+    };
+    thread::sleep(Duration::from_millis(200));
+    let mut answered = 0;
+    for _ in 0..12 {
+        if let Ok((200, _, _)) = std::panic::catch_unwind(|| get(maddr, "/metrics", None)) {
+            answered += 1;
+        }
+        thread::sleep(Duration::from_millis(150));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let n = flood.join().unwrap();
+    eprintln!("{answered} of 12 scrapes answered during a flood of {n} connections");
+    assert!(n > 200, "the flood made {n} connections");
+    assert_eq!(answered, 12);
+}
+
 #[test]
 fn bad_metrics_and_log_options_are_named() {
     for (args, needle) in [
