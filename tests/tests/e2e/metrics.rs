@@ -441,7 +441,7 @@ fn a_connection_flood_drops_no_scrape() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let n = flood.join().unwrap();
     eprintln!("{answered} of 12 scrapes answered during a flood of {n} connections");
-    assert!(n > 200, "the flood made {n} connections");
+    assert!(n > 100, "the flood made {n} connections");
     assert_eq!(answered, 12);
 }
 
