@@ -23,7 +23,7 @@ _netserver() {
 
     case "${cmd}" in
         netserver)
-            opts="-h -D -d -f -L -N -p -4 -6 -v -V -n -Z --version --data-ports --max-sessions --max-per-client --max-pending --max-test-length --max-flows --memory-cap --memory-budget --log-file --log-format --record --metrics --handshake-timeout --idle-timeout --data-timeout --key-file --install-service --uninstall-service --service --allow-netperf2 --no-netperf2"
+            opts="-h -D -d -f -L -N -p -4 -6 -v -V -n -Z --version --data-ports --max-sessions --max-per-client --max-pending --max-test-length --max-flows --max-test-fds --max-tests-per-client --memory-cap --memory-budget --socket-budget --log-file --max-file-size --log-format --record --metrics --handshake-timeout --idle-timeout --data-timeout --key-file --install-service --uninstall-service --service --allow-netperf2 --no-netperf2"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -69,6 +69,14 @@ _netserver() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --max-test-fds)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-tests-per-client)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --memory-cap)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -77,7 +85,15 @@ _netserver() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --socket-budget)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --log-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-file-size)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

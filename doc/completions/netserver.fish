@@ -8,9 +8,13 @@ complete -c netserver -l max-per-client -d 'Most sessions from one client addres
 complete -c netserver -l max-pending -d 'Most connections waiting for their first bytes (default 4096; when full, the oldest of the address holding the most is closed)' -r
 complete -c netserver -l max-test-length -d 'Longest test a client may run (default 86400, a day)' -r
 complete -c netserver -l max-flows -d 'Most flows (data connections) in one test (default 16384)' -r
+complete -c netserver -l max-test-fds -d 'Most file descriptors one test may hold (default a quarter of what the open-files limit leaves for tests; an address\'s tests together twice that)' -r
+complete -c netserver -l max-tests-per-client -d 'Most tests one client address may run at once (default 64)' -r
 complete -c netserver -l memory-cap -d 'Most buffer memory one session may use (default 64M)' -r
 complete -c netserver -l memory-budget -d 'Most buffer memory all running tests together may use (default a quarter of the host\'s memory, at most 64G)' -r
+complete -c netserver -l socket-budget -d 'Most kernel socket memory (send and receive queues) all running tests together may hold; a test a quarter (default half of net.ipv4.tcp_mem)' -r
 complete -c netserver -l log-file -d 'Append log lines to this file (default: stderr, or nothing when detached)' -r
+complete -c netserver -l max-file-size -d 'Most bytes --log-file and --record each hold; further lines are dropped and counted until SIGHUP opens a new file (default 1G)' -r
 complete -c netserver -l log-format -d 'Log lines as text (default) or as one JSON object each' -r
 complete -c netserver -l record -d 'Append a JSON line to this file after each completed test, with both ends\' figures' -r
 complete -c netserver -l metrics -d 'Serve OpenMetrics text at http://addr:port/metrics (off by default; unauthenticated)' -r
