@@ -15,6 +15,20 @@ fn frames(msgs: &[ClientMsg]) -> Vec<u8> {
         .collect()
 }
 
+/// The server_session target's input for a conversation: its settings
+/// byte, then the bytes in pieces of 40, each followed by what the
+/// daemon does between them (grant a request, end a test, take what goes
+/// out, let a second pass).
+fn script(settings: u8, bytes: &[u8]) -> Vec<u8> {
+    let mut out = vec![settings];
+    for piece in bytes.chunks(40) {
+        out.push(piece.len() as u8 - 1);
+        out.extend_from_slice(piece);
+        out.extend_from_slice(&[160, 176, 231, 132]);
+    }
+    out
+}
+
 fn main() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
     let write = |target: &str, name: &str, bytes: &[u8]| {
@@ -78,8 +92,19 @@ fn main() {
         write("netperf2_decode", name, r.encode().as_bytes());
     }
     for (name, bytes) in &conversations {
-        write("server_session", name, bytes);
+        write("server_session", name, &script(2, bytes));
         write("frame_decode", name, bytes);
+    }
+    // every test request's body alone, for the estimates
+    for (i, kind) in TestKind::ALL.into_iter().enumerate() {
+        let mut spec = TestSpec::new(kind, Family::V4);
+        spec.flows = [1, 4, 1000][i % 3];
+        let m = ClientMsg::Setup(Box::new(spec)).encode().expect("encode");
+        write(
+            "estimate",
+            &format!("setup-{}", kind.name()),
+            &m[proto::frame::HEADER_LEN..],
+        );
     }
     let server = [
         ServerMsg::Hello(ServerHello {
@@ -120,13 +145,32 @@ fn main() {
         &[0xff, 0xff, 0xff, 0xff, 1, 2, 3],
     );
     write("frame_decode", "empty-frame", &[0, 0, 0, 0]);
+    // netperf 2.7's requests, to a session that serves them, and one
+    // that asks its passphrase first
+    let omni = omni::OmniRequest {
+        direction: omni::XMIT,
+        ..Default::default()
+    };
+    write(
+        "server_session",
+        "netperf2-omni",
+        &script(2, omni.encode().as_bytes()),
+    );
+    write(
+        "server_session",
+        "netperf2-omni-passphrase",
+        &script(2 | 4, omni.encode().as_bytes()),
+    );
     write(
         "server_session",
         "auth-out-of-order",
-        &frames(&[ClientMsg::Auth {
-            nonce: [1; 32],
-            proof: [2; 32],
-        }]),
+        &script(
+            1,
+            &frames(&[ClientMsg::Auth {
+                nonce: [1; 32],
+                proof: [2; 32],
+            }]),
+        ),
     );
     let mut a = vec![0u8; 64];
     a[..32].copy_from_slice(&[4; 32]);

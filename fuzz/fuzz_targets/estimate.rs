@@ -1,58 +1,43 @@
-//! Shared by the targets that see validated test requests: the memory the
-//! server would count for a request, against what it would allocate.
+//! Test requests as a client sends them (our Setup frames), decoded and
+//! validated, then every estimate the server admits them by: the buffers
+//! it will allocate (checked against what it allocates), the descriptors
+//! it can hold and its sockets' share of the kernel's memory. A request
+//! that passes validation never makes an estimate panic or fall short.
+#![no_main]
 
-use engine::buffer::{Placement, Ring};
-use proto::{TestKind, TestSpec, test::MAX_RING_BYTES};
+use libfuzzer_sys::fuzz_target;
 
-/// Resolve the server's rings as netserver does, for socket buffers it
-/// might get (small, Linux's default, the most a client may have), and
-/// check the estimate: each ring within the cap with its placement counted
-/// (one buffer may exceed it), the test's estimate at least each ring it
-/// allocates, the lower bound used at validation no more than what is
-/// resolved, and, for rings small enough to allocate here, exactly the
-/// bytes allocated.
-pub fn check(spec: &TestSpec) {
-    for sock_buf in [4096u32, 212_992, 8 << 20] {
-        let size = |asked: Option<u32>| {
-            asked.unwrap_or_else(|| proto::test::default_message_size(sock_buf, 16 << 20))
-        };
-        let ring = |asked: Option<u32>, width: Option<u32>, align: u32, offset: u32| {
-            let size = size(asked);
-            let width = width.map_or_else(
-                || proto::test::Ring::width_for(sock_buf, size) as usize,
-                |w| w as usize,
-            );
-            (size, width, Placement::new(align, offset))
-        };
-        let s = &spec.server;
-        let send = ring(s.send_size, s.send_width, s.send_align, s.send_offset);
-        let recv = ring(s.recv_size, s.recv_width, s.recv_align, s.recv_offset);
-        let shape =
-            |(size, width, at): (u32, usize, Placement)| Ring::shape(size as usize, width, at);
-        let (ss, rs) = (shape(send), shape(recv));
-        for (r, (size, width, at)) in [(ss, send), (rs, recv)] {
-            let one = r.lead() + r.stride();
-            assert!(r.capped_width() >= 1 && r.capped_width() as usize <= width.max(1));
-            assert!(
-                r.bytes() <= MAX_RING_BYTES as u64 || r.capped_width() == 1,
-                "{r:?}: {} bytes",
-                r.bytes()
-            );
-            assert!(r.bytes() <= (MAX_RING_BYTES as u64).max(one));
-            if r.bytes() <= 1 << 20 {
-                let allocated = Ring::placed(size as usize, width, b"", at).allocated();
-                assert_eq!(allocated as u64, r.bytes(), "{r:?}");
-            }
+#[path = "common/estimate.rs"]
+mod estimate;
+use proto::{ClientMsg, Limits};
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(msg) = ClientMsg::decode(data) else {
+        return;
+    };
+    let spec = match msg {
+        ClientMsg::Setup(s) => *s,
+        ClientMsg::SetupWindowed(mut s, w) => {
+            s.window = Some(w);
+            *s
         }
-        for cpus in [1, 2, 64] {
-            let m = spec.buffer_memory(ss, rs, cpus);
-            let single = spec.flows <= 1 && spec.window.is_none();
-            match spec.kind {
-                TestKind::TcpStream if single => assert!(m >= rs.bytes()),
-                TestKind::TcpMaerts | TestKind::UdpMaerts if single => assert!(m >= ss.bytes()),
-                _ => {}
-            }
-            assert!(spec.server_memory() <= m, "{} > {m}", spec.server_memory());
+        ClientMsg::SetupTuned(mut s, t) => {
+            s.window = t.window;
+            s.udp_fast = t.udp_fast;
+            *s
         }
+        ClientMsg::SetupPaths(mut s, t, p) => {
+            s.window = t.window;
+            s.udp_fast = t.udp_fast;
+            s.paths = p;
+            *s
+        }
+        _ => return,
+    };
+    if spec.validate(&Limits::default()).is_ok() {
+        estimate::check(&spec);
+    } else {
+        // what a refused request asks is still counted without a panic
+        estimate::socket_memory(&spec);
     }
-}
+});

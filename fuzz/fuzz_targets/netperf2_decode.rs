@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
 
+#[path = "common/estimate.rs"]
 mod estimate;
 use proto::{
     Family, Grant, Limits, SideResults, Token,

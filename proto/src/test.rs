@@ -796,12 +796,24 @@ impl TestSpec {
     pub fn server_memory(&self) -> u64 {
         const DEFAULT_GUESS: u32 = 1;
         let ring = |size: Option<u32>, width: Option<u32>, align: u32, offset: u32| {
-            Ring::placed(
+            let r = Ring::placed(
                 size.unwrap_or(DEFAULT_GUESS),
                 width.unwrap_or(1),
                 align,
                 offset,
-            )
+            );
+            // A ring whose size the server chooses may be capped at
+            // MAX_RING_BYTES; with a larger size, fewer buffers fit and
+            // the block may be smaller than with this guess (never below
+            // half the cap): count no more than half the cap for it.
+            match size {
+                Some(_) => r,
+                None => {
+                    let half = (MAX_RING_BYTES as u64 / 2).saturating_sub(r.lead()) / r.stride();
+                    let half = u32::try_from(half).unwrap_or(u32::MAX).max(1);
+                    Ring::placed(r.size, r.width.min(half), align, offset)
+                }
+            }
         };
         self.buffer_memory(
             ring(
@@ -937,10 +949,13 @@ impl TestSpec {
                 recv_buf: None,
             });
         }
-        let least = 2 * u64::from(MIN_HELD_BUFFER);
-        let fixed = flows.saturating_mul(send.unwrap_or(least) + recv);
-        if send.is_some() || !tcp || fixed > share {
-            return Err(fixed);
+        if send.is_some() || !tcp {
+            // nothing of it is the server's to set
+            return Err(whole);
+        }
+        let least = flows.saturating_mul(2 * u64::from(MIN_HELD_BUFFER) + recv);
+        if least > share {
+            return Err(least);
         }
         // what the send buffer left to the server may be, before doubling
         let each = (share / flows).saturating_sub(recv) / 2;
