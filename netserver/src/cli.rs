@@ -7,7 +7,7 @@ use optparse::{
     value::{self, AddrFamily},
 };
 
-use crate::config::Config;
+use crate::{admission::MemoryBudget, config::Config};
 
 /// Every option netserver takes: the source of its help and man page.
 pub const OPTIONS: &[OptDef] = &[
@@ -355,57 +355,6 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
                 o.verbosity = n.clamp(0, 9) as u8;
             }
             "num_cpus" => o.config.num_cpus = value::u32_size(v).map_err(|e| bad(spelled, e))?,
-            "data_ports" => {
-                let (lo, hi) = v
-                    .split_once('-')
-                    .ok_or_else(|| CliError(format!("{spelled}: '{v}' is not a range MIN-MAX")))?;
-                let lo = value::port(lo).map_err(|e| bad(spelled, e))?;
-                let hi = value::port(hi).map_err(|e| bad(spelled, e))?;
-                if lo == 0 || hi < lo {
-                    return Err(CliError(format!(
-                        "{spelled}: '{v}' is not a range of ports MIN-MAX with 0 < MIN <= MAX"
-                    )));
-                }
-                o.config.data_ports = Some((lo, hi));
-            }
-            "max_sessions" => o.config.max_sessions = count(spelled, v)?,
-            "max_flows" => {
-                o.config.limits.max_flows = u32::try_from(count(spelled, v)?).unwrap_or(u32::MAX)
-            }
-            "max_per_client" => o.config.max_per_client = count(spelled, v)?,
-            "max_pending" => o.config.max_pending = count(spelled, v)?,
-            "max_test_fds" => o.config.max_test_fds = Some(count(spelled, v)? as u64),
-            "max_tests_per_client" => {
-                o.config.max_tests_per_client =
-                    u32::try_from(count(spelled, v)?).unwrap_or(u32::MAX)
-            }
-            "max_test_length" => {
-                let secs = count(spelled, v)?;
-                o.config.limits.max_duration_ms = secs as u64 * 1000;
-            }
-            "memory_cap" => {
-                let n = value::int(v).map_err(|e| bad(spelled, e))?;
-                if n < 1 << 20 {
-                    return Err(CliError(format!("{spelled}: '{v}' is less than 1M")));
-                }
-                o.config.limits.memory_per_session = n as u64;
-            }
-            "memory_budget" => {
-                let n = value::byte_size(v).map_err(|e| bad(spelled, e))?;
-                if n < 1 << 20 {
-                    return Err(CliError(format!("{spelled}: '{v}' is less than 1M")));
-                }
-                o.config.memory_budget =
-                    std::sync::Arc::new(crate::admission::MemoryBudget::new(n as u64));
-            }
-            "socket_budget" => {
-                let n = value::byte_size(v).map_err(|e| bad(spelled, e))?;
-                if n < 1 << 20 {
-                    return Err(CliError(format!("{spelled}: '{v}' is less than 1M")));
-                }
-                o.config.socket_budget =
-                    std::sync::Arc::new(crate::admission::MemoryBudget::new(n as u64));
-            }
             "log_file" => o.log_file = Some(PathBuf::from(v)),
             "log_format" => {
                 o.log_format = match v {
@@ -427,17 +376,6 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
                 o.max_file_size = n as u64;
             }
             "metrics" => o.metrics = Some(metrics_addr(spelled, v)?),
-            "handshake_timeout" => {
-                let secs = count(spelled, v)? as u64;
-                o.config.handshake_timeout = Duration::from_secs(secs);
-                o.config.first_byte_timeout = Duration::from_millis(secs * 500);
-            }
-            "idle_timeout" => {
-                o.config.idle_timeout = Duration::from_secs(count(spelled, v)? as u64)
-            }
-            "data_timeout" => {
-                o.config.data_connect_timeout = Duration::from_secs(count(spelled, v)? as u64);
-            }
             "key_file" => {
                 key_file = true;
                 o.config.key = Some(
@@ -465,12 +403,14 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
             "service" => o.service = true,
             "allow_netperf2" => allow_netperf2 = true,
             "no_netperf2" => no_netperf2 = true,
-            // an option in the table that no arm takes: a bug, caught by
-            // the test below
+            // the daemon's limits and deadlines; an option in the table
+            // that no arm takes is a bug, caught by the test below
             other => {
-                return Err(CliError(format!(
-                    "internal error: option '{other}' has no handler"
-                )));
+                if !limit(other, spelled, v, &mut o.config)? {
+                    return Err(CliError(format!(
+                        "internal error: option '{other}' has no handler"
+                    )));
+                }
             }
         }
     }
@@ -506,6 +446,70 @@ fn metrics_addr(opt: &str, v: &str) -> Result<std::net::SocketAddr, CliError> {
             .map_err(|_| bad("does not start with an IP address (ADDR:PORT)"))?
     };
     Ok(std::net::SocketAddr::new(ip, port))
+}
+
+/// An option of the daemon's limits and deadlines, into `c`: whether
+/// `id` is one.
+fn limit(id: &str, spelled: &str, v: &str, c: &mut Config) -> Result<bool, CliError> {
+    let bad = |opt: &str, e: value::ValueError| CliError(format!("{opt}: {e}"));
+    let bytes = |least: u64, words: &str| -> Result<u64, CliError> {
+        let n = value::byte_size(v).map_err(|e| bad(spelled, e))? as u64;
+        if n < least {
+            return Err(CliError(format!("{spelled}: '{v}' is less than {words}")));
+        }
+        Ok(n)
+    };
+    match id {
+        "data_ports" => {
+            let (lo, hi) = v
+                .split_once('-')
+                .ok_or_else(|| CliError(format!("{spelled}: '{v}' is not a range MIN-MAX")))?;
+            let lo = value::port(lo).map_err(|e| bad(spelled, e))?;
+            let hi = value::port(hi).map_err(|e| bad(spelled, e))?;
+            if lo == 0 || hi < lo {
+                return Err(CliError(format!(
+                    "{spelled}: '{v}' is not a range of ports MIN-MAX with 0 < MIN <= MAX"
+                )));
+            }
+            c.data_ports = Some((lo, hi));
+        }
+        "max_sessions" => c.max_sessions = count(spelled, v)?,
+        "max_flows" => c.limits.max_flows = u32::try_from(count(spelled, v)?).unwrap_or(u32::MAX),
+        "max_per_client" => c.max_per_client = count(spelled, v)?,
+        "max_pending" => c.max_pending = count(spelled, v)?,
+        "max_test_fds" => c.max_test_fds = Some(count(spelled, v)? as u64),
+        "max_tests_per_client" => {
+            c.max_tests_per_client = u32::try_from(count(spelled, v)?).unwrap_or(u32::MAX)
+        }
+        "max_test_length" => {
+            let secs = count(spelled, v)?;
+            c.limits.max_duration_ms = secs as u64 * 1000;
+        }
+        "memory_cap" => {
+            let n = value::int(v).map_err(|e| bad(spelled, e))?;
+            if n < 1 << 20 {
+                return Err(CliError(format!("{spelled}: '{v}' is less than 1M")));
+            }
+            c.limits.memory_per_session = n as u64;
+        }
+        "memory_budget" => {
+            c.memory_budget = std::sync::Arc::new(MemoryBudget::new(bytes(1 << 20, "1M")?));
+        }
+        "socket_budget" => {
+            c.socket_budget = std::sync::Arc::new(MemoryBudget::new(bytes(1 << 20, "1M")?));
+        }
+        "handshake_timeout" => {
+            let secs = count(spelled, v)? as u64;
+            c.handshake_timeout = Duration::from_secs(secs);
+            c.first_byte_timeout = Duration::from_millis(secs * 500);
+        }
+        "idle_timeout" => c.idle_timeout = Duration::from_secs(count(spelled, v)? as u64),
+        "data_timeout" => {
+            c.data_connect_timeout = Duration::from_secs(count(spelled, v)? as u64);
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
 }
 
 fn count(opt: &str, v: &str) -> Result<usize, CliError> {

@@ -239,50 +239,7 @@ impl Metrics {
             Unit::Seconds,
             m.duration.clone(),
         );
-        registry.register_with_unit(
-            "netserver_memory_budget_used",
-            "Buffer memory the running tests reserved",
-            Unit::Bytes,
-            m.memory_used.clone(),
-        );
-        registry.register_with_unit(
-            "netserver_memory_budget_limit",
-            "Buffer memory all running tests together may reserve (--memory-budget)",
-            Unit::Bytes,
-            m.memory_limit.clone(),
-        );
-        registry.register(
-            "process_open_fds",
-            "File descriptors the process holds",
-            m.open_fds.clone(),
-        );
-        registry.register(
-            "process_max_fds",
-            "File descriptors the process may hold",
-            m.max_fds.clone(),
-        );
-        registry.register_with_unit(
-            "netserver_socket_budget_used",
-            "Kernel socket memory the running tests' sockets may hold, as reserved",
-            Unit::Bytes,
-            m.sockets_used.clone(),
-        );
-        registry.register_with_unit(
-            "netserver_socket_budget_limit",
-            "Kernel socket memory all running tests together may hold (--socket-budget)",
-            Unit::Bytes,
-            m.sockets_limit.clone(),
-        );
-        registry.register(
-            "netserver_descriptors_used",
-            "File descriptors the running tests reserved",
-            m.fds_used.clone(),
-        );
-        registry.register(
-            "netserver_descriptors_limit",
-            "File descriptors all running tests together may reserve (what the open-files limit leaves beside the control plane's reserve)",
-            m.fds_limit.clone(),
-        );
+        m.register_held(&mut registry);
         registry.register(
             "netserver_log_lines_dropped",
             "Log lines dropped because the log's reader did not keep up",
@@ -294,6 +251,67 @@ impl Metrics {
             m.record_dropped.clone(),
         );
         Metrics { registry, ..m }
+    }
+
+    /// The gauges of what the daemon holds, read when a scraper asks.
+    fn register_held(&self, registry: &mut Registry) {
+        let bytes = Some(Unit::Bytes);
+        let held: [(&str, &str, Option<Unit>, &Gauge); 8] = [
+            (
+                "netserver_memory_budget_used",
+                "Buffer memory the running tests reserved",
+                bytes.clone(),
+                &self.memory_used,
+            ),
+            (
+                "netserver_memory_budget_limit",
+                "Buffer memory all running tests together may reserve (--memory-budget)",
+                bytes.clone(),
+                &self.memory_limit,
+            ),
+            (
+                "process_open_fds",
+                "File descriptors the process holds",
+                None,
+                &self.open_fds,
+            ),
+            (
+                "process_max_fds",
+                "File descriptors the process may hold",
+                None,
+                &self.max_fds,
+            ),
+            (
+                "netserver_socket_budget_used",
+                "Kernel socket memory the running tests' sockets may hold, as reserved",
+                bytes.clone(),
+                &self.sockets_used,
+            ),
+            (
+                "netserver_socket_budget_limit",
+                "Kernel socket memory all running tests together may hold (--socket-budget)",
+                bytes,
+                &self.sockets_limit,
+            ),
+            (
+                "netserver_descriptors_used",
+                "File descriptors the running tests reserved",
+                None,
+                &self.fds_used,
+            ),
+            (
+                "netserver_descriptors_limit",
+                "File descriptors all running tests together may reserve (what the open-files limit leaves beside the control plane's reserve)",
+                None,
+                &self.fds_limit,
+            ),
+        ];
+        for (name, help, unit, gauge) in held {
+            match unit {
+                Some(u) => registry.register_with_unit(name, help, u, gauge.clone()),
+                None => registry.register(name, help, gauge.clone()),
+            }
+        }
     }
 
     pub fn session_accepted(&self) {

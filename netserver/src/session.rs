@@ -582,13 +582,14 @@ impl Session {
                     self.shared.config.metrics.refused(Refused::Protocol);
                 }
                 ServerEvent::Summary(summary) => self.write_record(Some(*summary)),
-                ServerEvent::Log(1, text) if text.starts_with("refused") => {
+                ServerEvent::Refused(why) => {
+                    let why = escape(&why);
                     log.warn_event(
                         &Event {
-                            reason: Some(&escape(&text)),
+                            reason: Some(&why),
                             ..self.about("refused")
                         },
-                        &format!("{}: {}", self.peer, escape(&text)),
+                        &format!("{}: refused: {why}", self.peer),
                     );
                 }
                 ServerEvent::Log(level, text) => {

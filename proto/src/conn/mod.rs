@@ -106,6 +106,9 @@ pub enum ServerEvent {
     AuthFailed,
     /// Something to log: 0 errors, 1 tests, 2 sessions.
     Log(u8, String),
+    /// The client was refused, told why (the text it was told): for the
+    /// log's `refused` events and their rate limit.
+    Refused(String),
     /// A test's results went out.
     ResultsSent(Box<SideResults>),
     /// End the running test now, as its natural end would (netserver
@@ -141,6 +144,11 @@ impl Shared {
 
     pub(crate) fn log(&mut self, level: u8, text: impl Into<String>) {
         self.events.push_back(ServerEvent::Log(level, text.into()));
+    }
+
+    /// The client is refused: `why`, as it was told.
+    pub(crate) fn refused(&mut self, why: impl Into<String>) {
+        self.events.push_back(ServerEvent::Refused(why.into()));
     }
 
     pub(crate) fn closing(&self) -> bool {
@@ -181,7 +189,7 @@ impl Shared {
         }
         let text =
             format!("{MAX_REQUESTS_WITHOUT_TEST} requests without a test: closing the connection");
-        self.log(1, format!("refused: {text}"));
+        self.refused(text.clone());
         Some(ErrorMsg::new(ErrorCode::Protocol, text))
     }
 
@@ -865,7 +873,7 @@ mod tests {
         }
         assert!(s.is_closing());
         while let Some(e) = s.poll_event() {
-            if let ServerEvent::Log(1, t) = e
+            if let ServerEvent::Refused(t) = e
                 && t.contains("requests without a test")
             {
                 return;

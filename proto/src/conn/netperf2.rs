@@ -86,7 +86,7 @@ impl Netperf2Server {
                 } else {
                     // as netserver 2.7: closed without a word
                     s.event(ServerEvent::AuthFailed);
-                    s.log(1, "refused: a netperf 2.7 client with the wrong passphrase");
+                    s.refused("a netperf 2.7 client with the wrong passphrase");
                     s.close(now);
                 }
             }
@@ -95,10 +95,7 @@ impl Netperf2Server {
         }
         if !self.passed {
             s.event(ServerEvent::AuthFailed);
-            s.log(
-                1,
-                "refused: a netperf 2.7 client without the passphrase (-Z)",
-            );
+            s.refused("a netperf 2.7 client without the passphrase (-Z)");
             s.close(now);
             return false;
         }
@@ -161,7 +158,7 @@ impl Netperf2Server {
                 s.event(ServerEvent::Prepare(spec));
             }
             Err(r) => {
-                s.log(1, format!("refused: netperf 2.7 request: {}", r.why));
+                s.refused(format!("netperf 2.7 request: {}", r.why));
                 Self::send(s, &netperf2::error_frame(reply_type, r.errno));
             }
         }
@@ -208,7 +205,7 @@ impl ServerSpeaker for Netperf2Server {
             Some(sv) if sv.code != netperf2::DO_OMNI => sv.code + 1,
             _ => netperf2::OMNI_RESPONSE,
         };
-        s.log(1, format!("refused: netperf 2.7 request: {}", err.message));
+        s.refused(format!("netperf 2.7 request: {}", err.message));
         Self::send(
             s,
             &netperf2::error_frame(kind, netperf2::errno_of(err.code)),

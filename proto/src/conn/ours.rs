@@ -161,7 +161,7 @@ impl OurServer {
                         }
                         _ => {}
                     }
-                    s.log(1, format!("refused: {}", e.message));
+                    s.refused(e.message.clone());
                 }
                 s.abort_test();
                 self.send(s, &m);
