@@ -51,6 +51,7 @@ pub mod control;
 pub mod conventions;
 pub mod cpu;
 pub mod crr;
+pub mod drive;
 pub mod error;
 pub mod evloop;
 pub mod flow;

@@ -53,7 +53,7 @@ pub use session::{
     Authenticator, ClientError, ClientEvent, ClientSession, Role, ServerAction, ServerSession,
 };
 pub use test::{
-    ClientDone, ClientSummary, CpuStats, Direction, DropSource, Family, FlowCounters,
+    ClientDone, ClientSummary, CpuStats, Direction, Driver, DropSource, Family, FlowCounters,
     ForeignConnections, Grant, InterimReport, KernelBuffers, LatencyFigures, Limits, Paths,
     Protocol, RX_MAP_WINDOW, RxFigures, RxPath, SideResults, SideSpec, SocketMemory, TcpSample,
     TcpStats, TestEnd, TestKind, TestSpec, Token, Tuning, URING_BUFFER_MAX, URING_BUFFERS, UdpFast,

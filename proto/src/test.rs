@@ -851,7 +851,7 @@ impl TestSpec {
         let loops = self.loops(cpus);
         // (io_uring runs even one flow on the many-flow shape: a buffer a
         // thread)
-        let on_loops = self.flows > 1 || self.window.is_some() || self.paths.uring;
+        let on_loops = self.driver(cpus) != Driver::Blocking;
         let (req, resp) = (
             u64::from(self.request_size.max(1)) + SLACK,
             u64::from(self.response_size.max(1)) + SLACK,
@@ -884,6 +884,21 @@ impl TestSpec {
         }
         .saturating_add(self.interim_memory())
         .saturating_add(self.path_memory(recv, loops))
+    }
+
+    /// How this test's data path runs, decided from the spec alone, the
+    /// same at both ends: io_uring when asked; event loops for many flows
+    /// or a window; one flow's blocking calls on the test's own thread
+    /// otherwise (the fast path: one send and one receive a transaction).
+    pub fn driver(&self, cpus: u32) -> Driver {
+        let threads = u32::try_from(self.loops(cpus)).unwrap_or(u32::MAX);
+        if self.paths.uring {
+            Driver::Uring { threads }
+        } else if self.flows > 1 || self.window.is_some() {
+            Driver::Loops { threads }
+        } else {
+            Driver::Blocking
+        }
     }
 
     /// The threads the server's data path runs this test on: a flow a
@@ -926,7 +941,8 @@ impl TestSpec {
     /// autotuning grows it (what a client that reads nothing makes the
     /// server hold); a receive queue left to autotuning at the size it
     /// starts with (the server reads all it is sent: the queue grows only
-    /// as fast as it is read), a UDP socket's at the host's defaults. When
+    /// as fast as it is read); a UDP socket's at the host's defaults where
+    /// it streams, its window of datagrams where it answers. When
     /// that is over the share, a TCP send buffer the client left to the
     /// server is set to fit (at least [`MIN_HELD_BUFFER`]); when the test
     /// cannot fit even so, `Err` carries the least it would hold.
@@ -934,13 +950,25 @@ impl TestSpec {
         let flows = u64::from(self.flows.max(1));
         let tcp = self.kind.protocol() == Protocol::Tcp;
         let asked = |b: Option<u32>, max: u32| b.map(|b| 2 * u64::from(b.min(max)));
-        let recv = asked(self.server.recv_buf, k.rmem_max).unwrap_or(u64::from(if tcp {
-            k.tcp_rmem_default
+        // a UDP request/response flow's queues hold its window of
+        // datagrams (each charged at least a page or so by the kernel)
+        let datagrams = |size: u32| u64::from(self.burst + 1) * (u64::from(size) + 2048);
+        let (udp_send, udp_recv) = match self.kind {
+            TestKind::UdpRr => (datagrams(self.response_size), datagrams(self.request_size)),
+            TestKind::UdpMaerts => (u64::from(k.wmem_default), 0),
+            _ => (0, u64::from(k.rmem_default)),
+        };
+        let recv = asked(self.server.recv_buf, k.rmem_max).unwrap_or(if tcp {
+            u64::from(k.tcp_rmem_default)
         } else {
-            k.rmem_default
-        }));
+            udp_recv
+        });
         let send = asked(self.server.send_buf, k.wmem_max);
-        let send_free = u64::from(if tcp { k.tcp_wmem_max } else { k.wmem_default });
+        let send_free = if tcp {
+            u64::from(k.tcp_wmem_max)
+        } else {
+            udp_send
+        };
         let whole = flows.saturating_mul(send.unwrap_or(send_free) + recv);
         if whole <= share {
             return Ok(SocketMemory {
@@ -1056,6 +1084,18 @@ pub struct SocketMemory {
     /// none, to fit the share (`None`: the kernel's autotuning fits).
     pub send_buf: Option<u32>,
     pub recv_buf: Option<u32>,
+}
+
+/// How a test's data path runs ([`TestSpec::driver`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Driver {
+    /// One flow on the test's own thread, in blocking calls.
+    Blocking,
+    /// Every flow on event loops, `threads` of them (a flow a thread for
+    /// TCP streams up to [`STREAM_THREADS`]).
+    Loops { threads: u32 },
+    /// io_uring rings, a thread each.
+    Uring { threads: u32 },
 }
 
 /// Unproven data connections a test's waiting room keeps at once beside

@@ -8,7 +8,7 @@ use std::{
 };
 
 use engine::{conventions::Conventions, sockopt, stream::udp::Drain};
-use proto::{ErrorCode, ErrorMsg, Protocol, SideResults, SideSpec, TestSpec, Token};
+use proto::{Driver, ErrorCode, ErrorMsg, Protocol, SideResults, SideSpec, TestSpec, Token};
 use socket2::Socket;
 
 use super::ctl::TestCtl;
@@ -29,13 +29,10 @@ pub(crate) fn run_flows_on_loops(
     role: engine::evloop::Role,
     ctl: &TestCtl,
 ) -> Result<SideResults, ErrorMsg> {
-    let flows = u32::try_from(conns.len()).unwrap_or(u32::MAX);
-    let threads = match role {
-        // a flow a thread, up to a point (proto's stream_threads)
-        engine::evloop::Role::Send { .. } | engine::evloop::Role::Recv { .. } => {
-            proto::test::stream_threads(flows, engine::cpu::count()) as usize
-        }
-        _ => (engine::cpu::count().max(1) as usize).min(conns.len()),
+    let driver = spec.driver(engine::cpu::count());
+    let threads = match driver {
+        Driver::Loops { threads } | Driver::Uring { threads } => threads as usize,
+        Driver::Blocking => 1,
     };
     let window = match (spec.window, spec.end) {
         (Some(w), proto::TestEnd::Time { millis }) => Some(w.bounds(Duration::from_millis(millis))),
@@ -51,13 +48,7 @@ pub(crate) fn run_flows_on_loops(
         rx: spec.paths.rx,
         zerocopy: false,
     };
-    // the driver: io_uring where asked, else event loops
-    let drive = if spec.paths.uring {
-        engine::uring::run
-    } else {
-        engine::evloop::run
-    };
-    let report = drive(conns, &plan, &ctl.stop, &ctl.live).map_err(|e| {
+    let report = engine::drive::flows(driver, conns, &plan, &ctl.stop, &ctl.live).map_err(|e| {
         if ctl.is_aborted() {
             aborted()
         } else {
@@ -78,7 +69,10 @@ pub(crate) fn run_udp_flows_on_loops(
     token: &Token,
     ctl: &TestCtl,
 ) -> Result<Vec<engine::evloop::udp::UdpFlowEnd>, ErrorMsg> {
-    let threads = (engine::cpu::count().max(1) as usize).min(socks.len());
+    let threads = match spec.driver(engine::cpu::count()) {
+        Driver::Loops { threads } | Driver::Uring { threads } => threads as usize,
+        Driver::Blocking => 1,
+    };
     let receiving = matches!(role, engine::evloop::udp::UdpRole::Recv);
     let plan = engine::evloop::udp::UdpPlan {
         role,

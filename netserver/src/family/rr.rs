@@ -124,7 +124,7 @@ fn tcp_rr(a: Answer, ctl: &TestCtl) -> Result<SideResults, ErrorMsg> {
     };
     let conns = accept_flows(&sock, &expect, spec.flows, deadline, ctl, &log)?;
     drop(sock);
-    if conns.len() > 1 || spec.window.is_some() {
+    if spec.driver(engine::cpu::count()) != proto::Driver::Blocking {
         let role = engine::evloop::Role::Respond {
             req,
             resp,
@@ -186,7 +186,7 @@ fn udp_rr(a: Answer, ctl: &TestCtl) -> Result<SideResults, ErrorMsg> {
         peer_port: spec.peer_data_port,
     };
     let mut results = SideResults::default();
-    if spec.flows > 1 {
+    if spec.driver(engine::cpu::count()) != proto::Driver::Blocking {
         // a socket per flow, answered on the event loops
         let socks = udp_flow_sockets(&spec, &sock, &token, peer, deadline, ctl)?;
         let role = engine::evloop::udp::UdpRole::Respond { req, resp };
@@ -224,10 +224,9 @@ fn tcp_crr(a: Answer, ctl: &TestCtl) -> Result<SideResults, ErrorMsg> {
     } = a;
     ctl.register_listener(&sock);
     // as many answering threads as CPUs, for many flows; one for one
-    let threads = if spec.flows > 1 {
-        (engine::cpu::count().max(1) as usize).min(spec.flows as usize)
-    } else {
-        1
+    let threads = match spec.driver(engine::cpu::count()) {
+        proto::Driver::Loops { threads } | proto::Driver::Uring { threads } => threads as usize,
+        proto::Driver::Blocking => 1,
     };
     let flows = spec.flows.max(1) as usize;
     // a lone answering thread counts into the test's live counters (for

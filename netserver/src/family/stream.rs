@@ -2,7 +2,6 @@
 
 use std::{
     net::TcpStream,
-    thread,
     time::{Duration, Instant},
 };
 
@@ -99,7 +98,7 @@ pub(crate) fn server_fill(spec: &TestSpec) -> Vec<u8> {
     b
 }
 
-/// Many flows: all on event loops, a thread per CPU at most.
+/// Flows on the driver's threads (event loops, or io_uring).
 fn run_flows(
     spec: &TestSpec,
     conns: Vec<TcpStream>,
@@ -159,7 +158,7 @@ fn run(
         TestEnd::Bytes(n) => Until::Bytes(n),
         _ => Until::Stopped,
     };
-    if conns.len() > 1 || spec.window.is_some() || spec.paths.uring {
+    if spec.driver(engine::cpu::count()) != proto::Driver::Blocking {
         return run_flows(spec, conns, rings, &until, ctl);
     }
     let fill = &server_fill(spec);
@@ -194,23 +193,12 @@ fn run(
             Err(e) => Err(failed("data connection", e)),
         }
     };
-    let mut conns = conns.into_iter();
+    // the blocking driver: one flow, on the test's own thread
     let first = conns
+        .into_iter()
         .next()
         .ok_or_else(|| ErrorMsg::new(ErrorCode::TestFailed, "no data connection"))?;
-    let outcomes: Vec<Result<(Outcome, End), ErrorMsg>> = thread::scope(|s| {
-        let others: Vec<_> = conns.map(|c| s.spawn(move || per_flow(c))).collect();
-        let mut all = vec![per_flow(first)];
-        for h in others {
-            all.push(h.join().unwrap_or_else(|_| {
-                Err(ErrorMsg::new(
-                    ErrorCode::TestFailed,
-                    "a flow's thread panicked",
-                ))
-            }));
-        }
-        all
-    });
+    let outcomes = [per_flow(first)];
     let mut results = SideResults::default();
     for r in outcomes {
         let (o, end) = r?;

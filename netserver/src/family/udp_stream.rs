@@ -75,7 +75,7 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<Prepared, ErrorMsg> {
     let inode = netstat::socket_inode(&sock);
     let connected = spec.connected_udp;
     let host_before = netstat::host_udp_counter("RcvbufErrors");
-    if spec.flows > 1 {
+    if spec.driver(engine::cpu::count()) != proto::Driver::Blocking {
         let spec = spec.clone();
         let job: Job = Box::new(move |ctl: &TestCtl| {
             let sock: UdpSocket = sock.into();

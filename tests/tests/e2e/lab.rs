@@ -344,20 +344,22 @@ fn sigterm_during_fifty_running_tests() {
     assert!(told >= 45, "{told} of 50 told");
 }
 
-/// Out of descriptors in the middle of a test's data connections: the
-/// client is told at once which limit ran out and what raises it, and the
-/// netserver goes on serving.
+/// More data connections than the daemon's descriptors allow: the
+/// client is told at once which limit, and by how much, before a socket
+/// is opened (doc/security.md, "Descriptors"; running out all the same,
+/// by a limit elsewhere, is named too: lab.rs's injected failures), and
+/// the netserver goes on serving.
 #[test]
-fn running_out_of_descriptors_during_a_test_is_named() {
-    let Some(ns) = Netserver::start_with_nofile(40, &["-v", "0"]) else {
+fn more_flows_than_descriptors_allow_is_named() {
+    let Some(ns) = Netserver::start_with_nofile(200, &["-v", "0"]) else {
         return;
     };
     let port = ns.port().to_string();
     let started = Instant::now();
     let out = netperf_at(&port, &["-t", "TCP_RR", "-l", "1", "--", "--flows", "60"]);
     assert!(!out.success(), "{out}");
-    assert!(out.stderr.contains("ran out of file descriptors"), "{out}");
-    assert!(out.stderr.contains("ulimit -n"), "{out}");
+    assert!(out.stderr.contains("file descriptors"), "{out}");
+    assert!(out.stderr.contains("limit of 200 open files"), "{out}");
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "told at once: {:?}",
