@@ -10,6 +10,11 @@ use std::{
     path::{Path, PathBuf},
 };
 
+/// Module paths and their files.
+type Modules = BTreeMap<Vec<String>, PathBuf>;
+/// Each module's edges to the modules it names.
+type Edges = BTreeMap<Vec<String>, BTreeSet<Vec<String>>>;
+
 const CRATES: [&str; 5] = ["proto", "engine", "optparse", "netperf", "netserver"];
 
 fn root() -> PathBuf {
@@ -21,7 +26,7 @@ fn root() -> PathBuf {
 
 /// Every `.rs` file under `src`, by its module path (`mod.rs`, `lib.rs`
 /// and `main.rs` are their folder's module).
-fn modules(src: &Path) -> BTreeMap<Vec<String>, PathBuf> {
+fn modules(src: &Path) -> Modules {
     let mut out = BTreeMap::new();
     let mut dirs = vec![src.to_path_buf()];
     while let Some(d) = dirs.pop() {
@@ -165,12 +170,7 @@ fn paths(text: &str) -> Vec<String> {
 
 /// Each module's edges to the modules it names (the longest module a path
 /// starts with; a module's own path and its parent's declaration aside).
-fn graph(
-    src: &Path,
-) -> (
-    BTreeMap<Vec<String>, PathBuf>,
-    BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
-) {
+fn graph(src: &Path) -> (Modules, Edges) {
     let mods = modules(src);
     let mut edges = BTreeMap::new();
     for (m, file) in &mods {
@@ -213,9 +213,9 @@ fn graph(
 }
 
 /// Strongly connected sets of more than one module (Tarjan).
-fn circles(edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<Vec<Vec<String>>> {
+fn circles(edges: &Edges) -> Vec<Vec<Vec<String>>> {
     struct T<'a> {
-        edges: &'a BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+        edges: &'a Edges,
         index: BTreeMap<&'a Vec<String>, usize>,
         low: BTreeMap<&'a Vec<String>, usize>,
         stack: Vec<&'a Vec<String>>,
