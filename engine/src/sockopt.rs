@@ -85,7 +85,14 @@ pub fn apply_side(
             .context(|| format!("setting IP TOS to {tos:#04x}"))?;
     }
     if let Some(p) = side.priority {
-        sys::opt::priority(sock, p).context(|| format!("setting SO_PRIORITY to {p}"))?;
+        sys::opt::priority(sock, p).context(|| {
+            let why = if p > 6 {
+                " (above 6 needs CAP_NET_ADMIN)"
+            } else {
+                ""
+            };
+            format!("setting SO_PRIORITY to {p}{why}")
+        })?;
     }
     Ok(())
 }
@@ -142,6 +149,48 @@ pub fn apply_local(
             .context(|| "setting IP_MTU_DISCOVER".to_string())?;
     }
     Ok(())
+}
+
+/// What a data socket does not have of what was asked of it, read back
+/// from the socket after [`apply_side`] (and [`apply_local`], `local`): a
+/// line each for a warning, naming the option and why. The kernel goes on
+/// with its default congestion control where an unprivileged process asks
+/// one outside net.ipv4.tcp_allowed_congestion_control, ignores SO_DEBUG
+/// without CAP_NET_ADMIN, and caps socket buffers at net.core.wmem_max
+/// and rmem_max; netperf 2.7 says nothing of it, so the figures read as
+/// if it had.
+pub fn not_applied(sock: &Socket, side: &SideSpec, local: Option<&LocalOpts>) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(cc) = &side.cong_control
+        && let Some(now) = congestion_control(SockRef::from(sock))
+        && &now != cc
+    {
+        let allowed = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+            .map(|a| format!(" ({})", a.trim()))
+            .unwrap_or_default();
+        out.push(format!(
+            "-K {cc}: the kernel refused it and runs {now}: an unprivileged process may only choose from net.ipv4.tcp_allowed_congestion_control{allowed}, and the algorithm's module must be loaded"
+        ));
+    }
+    if local.is_some_and(|l| l.so_debug) && matches!(sys::opt::debugging(sock), Ok(false)) {
+        out.push(
+            "-g: SO_DEBUG is not set: the kernel allows it only with CAP_NET_ADMIN".to_string(),
+        );
+    }
+    let (send, recv) = buffer_sizes(SockRef::from(sock));
+    for (asked, got, option, max) in [
+        (side.send_buf, send, "SO_SNDBUF", "wmem_max"),
+        (side.recv_buf, recv, "SO_RCVBUF", "rmem_max"),
+    ] {
+        if let Some(a) = asked
+            && got < a
+        {
+            out.push(format!(
+                "{option}: {a} asked, the kernel gives {got}: it caps what an unprivileged process asks at net.core.{max} (doubled)"
+            ));
+        }
+    }
+    out
 }
 
 /// TCP Fast Open on a listener, with room for `queue` pending requests.

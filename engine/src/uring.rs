@@ -120,7 +120,40 @@ pub fn run(
 }
 
 fn uring_err(what: &str, e: io::Error) -> EngineError {
-    EngineError::io(format!("--io-uring: {what}"), e)
+    let why = match e.raw_os_error() {
+        Some(libc::ENOMEM) => {
+            " (the kernel charges io_uring's rings and buffers to the locked-memory limit before Linux 5.12, to the memory cgroup since: raise `ulimit -l` or systemd's LimitMEMLOCK=, or the container's memory limit)"
+        }
+        Some(libc::EPERM) => {
+            " (io_uring is disabled for this process: kernel.io_uring_disabled, or the container's seccomp profile)"
+        }
+        _ => "",
+    };
+    EngineError::io(format!("--io-uring: {what}{why}"), e)
+}
+
+/// The ring a thread of `flows` flows runs on: its submissions, its group
+/// of provided buffers (a receiver's), the sender's one buffer and a
+/// scratch slot a flow for the reads of the receiver's end.
+fn ring_for(flows: usize, sending: bool, size: usize) -> Result<Io, EngineError> {
+    let count = if sending {
+        0
+    } else {
+        let flows = u32::try_from(flows).unwrap_or(u32::MAX);
+        u16::try_from(proto::uring_buffers(flows)).unwrap_or(1024)
+    };
+    let bufsize = proto::uring_buffer_size(u32::try_from(size).unwrap_or(u32::MAX), false) as usize;
+    let entries = (flows as u32 * (DEPTH + 2)).max(8);
+    let (send, slots) = if sending { (size, flows) } else { (1, 0) };
+    Io::new(entries, count, bufsize, send, slots).map_err(|e| uring_err("setting up a ring", e))
+}
+
+/// Whether a thread's ring for `flows` stream flows of `size`-byte
+/// messages can be set up here now (what the kernel allows this process
+/// of io_uring), so that an end refuses the test before it starts rather
+/// than failing in its middle.
+pub fn probe(flows: usize, sending: bool, size: usize) -> Result<(), EngineError> {
+    ring_for(flows.max(1), sending, size.max(1)).map(drop)
 }
 
 fn run_share(
@@ -136,19 +169,7 @@ fn run_share(
         Role::Recv { size } => (size.max(1), None),
         _ => (1, None),
     };
-    let count = if sending {
-        0
-    } else {
-        let flows = u32::try_from(share.len()).unwrap_or(u32::MAX);
-        u16::try_from(proto::uring_buffers(flows)).unwrap_or(1024)
-    };
-    let bufsize = proto::uring_buffer_size(u32::try_from(size).unwrap_or(u32::MAX), false) as usize;
-    let entries = (share.len() as u32 * (DEPTH + 2)).max(8);
-    // the ring owns the sender's one buffer (page-aligned) and a scratch
-    // slot a flow for the reads of the receiver's end
-    let (send, slots) = if sending { (size, share.len()) } else { (1, 0) };
-    let mut io = Io::new(entries, count, bufsize, send, slots)
-        .map_err(|e| uring_err("setting up a ring", e))?;
+    let mut io = ring_for(share.len(), sending, size)?;
     let mut flows: Vec<Flow> = share
         .into_iter()
         .map(|(index, sock)| Flow {

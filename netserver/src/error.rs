@@ -14,7 +14,7 @@ pub enum Error {
     #[error("{0}")]
     Usage(#[from] crate::cli::CliError),
     /// No control port could be listened on.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {source}{}", listen_hint(addr, source))]
     Listen {
         addr: SocketAddr,
         #[source]
@@ -47,6 +47,15 @@ impl Error {
             what,
             source: e.into(),
         }
+    }
+}
+
+/// What a refusal to listen needs, where it is a privilege.
+fn listen_hint(addr: &SocketAddr, e: &io::Error) -> &'static str {
+    if e.kind() == io::ErrorKind::PermissionDenied && addr.port() < 1024 {
+        " (a port below 1024 needs root or CAP_NET_BIND_SERVICE: systemd's AmbientCapabilities=CAP_NET_BIND_SERVICE, or `setcap cap_net_bind_service=+ep netserver`)"
+    } else {
+        ""
     }
 }
 

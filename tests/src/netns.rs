@@ -39,9 +39,6 @@ fn have(tool: &str) -> bool {
 }
 
 fn why_not() -> Option<String> {
-    if !nix_is_root() {
-        return Some("not running as root".into());
-    }
     for tool in ["ip", "nft", "tc"] {
         if !have(tool) {
             return Some(format!(
@@ -49,15 +46,40 @@ fn why_not() -> Option<String> {
             ));
         }
     }
-    None
+    static TRIED: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    TRIED.get_or_init(try_a_namespace).clone()
 }
 
-fn nix_is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
+/// Whether this process may make a network namespace with a veth pair in
+/// it (root without CAP_SYS_ADMIN and CAP_NET_ADMIN, a normal user, a
+/// container without them may not), found by trying: why not, if not.
+fn try_a_namespace() -> Option<String> {
+    let ns = format!("npprobe{}", std::process::id());
+    let run = |args: &[&str]| {
+        Command::new(args[0])
+            .args(&args[1..])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("{args:?}: {e}"))
+            .and_then(|o| {
+                if o.status.success() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "`{}` failed: {}",
+                        args.join(" "),
+                        String::from_utf8_lossy(&o.stderr).trim()
+                    ))
+                }
+            })
+    };
+    let made = run(&["ip", "netns", "add", &ns]).and_then(|()| {
+        run(&[
+            "ip", "-n", &ns, "link", "add", "npprobea", "type", "veth", "peer", "name", "npprobeb",
+        ])
+    });
+    let _ = run(&["ip", "netns", "del", &ns]);
+    made.err()
 }
 
 /// Run a command; panic with its output if it fails.

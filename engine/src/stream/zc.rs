@@ -7,17 +7,45 @@
 //! ENOBUFS). So the sender reads them as they come, and waits for them
 //! only when the kernel has no room for another send. The one flow's
 //! blocking loop and the event loops both send through a [`ZcSender`].
+//!
+//! Pinned pages are charged to the locked-memory limit (RLIMIT_MEMLOCK,
+//! 64 KiB in many containers, for an unprivileged user): past it, a send
+//! fails with ENOBUFS with nothing in flight to wait for. That send is
+//! made with a copy instead, as the kernel's documentation advises, and
+//! counted ([`copied_sends`]): the figure stays the bytes that went, and
+//! netperf says how many sends were copied.
 
-use std::io;
+use std::{
+    io,
+    sync::atomic::{AtomicU64, Ordering},
+};
 
 use crate::{EngineError, sys};
 
 /// A socket's MSG_ZEROCOPY sends.
 #[derive(Debug, Default)]
 pub struct ZcSender {
-    /// Sends made.
+    /// Zero-copy sends made, and those the kernel said it is done with.
     sent: u64,
+    done: u64,
 }
+
+/// Sends of this process that could not pin their pages and were copied.
+static COPIED: AtomicU64 = AtomicU64::new(0);
+
+/// How many `--zerocopy` sends of this process were made with a copy
+/// because the kernel would not pin their pages (the locked-memory limit).
+pub fn copied_sends() -> u64 {
+    COPIED.load(Ordering::Relaxed)
+}
+
+/// How many `--zerocopy` sends of this process were made at all (copied
+/// or not), for the share that was copied.
+pub fn all_sends() -> u64 {
+    SENDS.load(Ordering::Relaxed)
+}
+
+static SENDS: AtomicU64 = AtomicU64::new(0);
 
 /// Read the error queue after this many sends.
 const DRAIN_EVERY: u64 = 8;
@@ -39,7 +67,11 @@ impl ZcSender {
         let mut n = 0;
         loop {
             match sys::zerocopy_done(conn)? {
-                sys::ErrQueue::ZeroCopyDone { .. } | sys::ErrQueue::Other => n += 1,
+                sys::ErrQueue::ZeroCopyDone { lo, hi } => {
+                    self.done += u64::from(hi.wrapping_sub(lo)) + 1;
+                    n += 1;
+                }
+                sys::ErrQueue::Other => n += 1,
                 sys::ErrQueue::Empty => return Ok(n),
             }
         }
@@ -63,11 +95,20 @@ impl ZcSender {
             match sys::send_zerocopy(conn, buf) {
                 Ok(n) => {
                     self.sent += 1;
+                    SENDS.fetch_add(1, Ordering::Relaxed);
                     return Ok(n);
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
                     if self.drain(conn)? > 0 {
                         continue;
+                    }
+                    if self.done >= self.sent {
+                        // nothing in flight: the kernel would not pin the
+                        // pages (the locked-memory limit); copy this one
+                        let n = sys::write(conn, buf)?;
+                        COPIED.fetch_add(1, Ordering::Relaxed);
+                        SENDS.fetch_add(1, Ordering::Relaxed);
+                        return Ok(n);
                     }
                     match wait {
                         Some(ms) if sys::wait_error_queue(conn, ms)? => {

@@ -332,6 +332,11 @@ pub mod os_opt {
         set_int_option(sock, libc::SOL_SOCKET, libc::SO_DEBUG, 1)
     }
 
+    /// Whether SO_DEBUG is set.
+    pub fn debugging(sock: &impl Sock) -> io::Result<bool> {
+        get_int_option(sock, libc::SOL_SOCKET, libc::SO_DEBUG).map(|v| v != 0)
+    }
+
     /// TCP_FASTOPEN on a listener, with a queue of `queue`.
     pub fn fastopen_listener(sock: &impl Sock, queue: i32) -> io::Result<()> {
         set_int_option(sock, libc::IPPROTO_TCP, libc::TCP_FASTOPEN, queue)

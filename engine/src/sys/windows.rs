@@ -417,6 +417,11 @@ pub mod os_opt {
         set_int_option(sock, ws::SOL_SOCKET, ws::SO_DEBUG, 1)
     }
 
+    /// Whether SO_DEBUG is set.
+    pub fn debugging(sock: &impl Sock) -> io::Result<bool> {
+        get_int_option(sock, ws::SOL_SOCKET, ws::SO_DEBUG).map(|v| v != 0)
+    }
+
     /// TCP_FASTOPEN on a listener (Windows takes it as on or off).
     pub fn fastopen_listener(sock: &impl Sock, queue: i32) -> io::Result<()> {
         set_int_option(

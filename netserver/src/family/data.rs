@@ -147,6 +147,12 @@ pub(crate) fn bind_data(
         let _ = sock.set_reuse_address(true);
         sockopt::apply_side(&sock, &side, family, protocol, spec.keepalive)
             .map_err(|e| ErrorMsg::new(ErrorCode::InvalidRequest, e.to_string()))?;
+        // what the kernel did not take of what the client asked (its
+        // client reads the same off the results: the socket's own values)
+        for why in sockopt::not_applied(&sock, &spec.server, None) {
+            cfg.logger
+                .warn_limited("sockopt", &format!("{}: {why}", spec.kind));
+        }
         if protocol == Protocol::Tcp {
             // netperf 2.7's netserver: 5 seconds, and a queue of 5.
             if spec.defer_accept {

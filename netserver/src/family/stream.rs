@@ -47,7 +47,18 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<Prepared, ErrorMsg> {
     let send_ring = Ring::shape(send_size as usize, r.send_width as usize, send_at);
     let recv_ring = Ring::shape(recv_size as usize, r.recv_width as usize, recv_at);
     let widths = (r.send_width, r.recv_width);
-    let memory = spec.buffer_memory(send_ring, recv_ring, engine::cpu::count());
+    let cpus = engine::cpu::count();
+    let memory = spec.buffer_memory(send_ring, recv_ring, cpus);
+    // io_uring: a ring as each thread will have it, set up now, so that
+    // what the kernel does not allow this process refuses the test before
+    // it starts, not in its middle
+    if let proto::Driver::Uring { threads } = spec.driver(cpus) {
+        let per_thread = spec.flows.max(1).div_ceil(threads.max(1)) as usize;
+        let sending = spec.kind == TestKind::TcpMaerts;
+        let size = if sending { send_size } else { recv_size };
+        engine::uring::probe(per_thread, sending, size as usize)
+            .map_err(|e| ErrorMsg::new(ErrorCode::Resource, format!("netserver: {e}")))?;
+    }
     let token = handshake::new_token().map_err(|e| failed("netserver", e))?;
     let grant = setup.grant(GrantSides {
         data_port: port,

@@ -30,4 +30,5 @@ mod soak;
 mod stream;
 mod udp;
 mod under_load;
+mod unprivileged;
 mod wine;
