@@ -7,6 +7,12 @@
 //! |---|---|---|
 //! | a data connection belongs to the test | it presents the 36-byte preamble (token, flow number); UDP says it in a hello | it comes from the control connection's peer address |
 //! | UDP_STREAM datagrams | start with a header (test id, sequence number, send time) | fill bytes only |
+//!
+//! iperf3's ([`Conventions::iperf3`]): its streams present the session's
+//! cookie on the server's own port and are handed to the test by the
+//! listener; UDP datagrams start with iperf3's header (send time in
+//! seconds and microseconds, a sequence number from 1, of 32 or 64 bits);
+//! the test ends on the control connection (TEST_END).
 //! | UDP_RR messages | start with a tag (the transaction's sequence number) | fill bytes only |
 //! | the UDP sender is done | it says so on the control connection | it sends three zero-length datagrams |
 //! | TCP_CRR's connection | the responder closes first, after its response (before the `crr-server-closes` capability, the requester) | the same |
@@ -23,6 +29,22 @@ pub enum Proof {
     /// Nothing: a connection from the control connection's peer address is
     /// the test's (netperf 2.7 sends no token).
     ControlPeer,
+    /// The listener proved it (iperf3's cookie, on the server's own port)
+    /// and handed it to the test.
+    Handed,
+}
+
+/// What a UDP_STREAM datagram starts with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UdpHeader {
+    /// Fill bytes only (netperf 2.7's).
+    None,
+    /// Ours: the test's id, a 64-bit sequence number from 0, the send time
+    /// in microseconds ([`crate::stream::udp`]).
+    Ours,
+    /// iperf3's: the send time (seconds, microseconds; 32 bits each), then
+    /// a sequence number from 1, of 64 bits with `udp_counters_64bit`.
+    Iperf3 { counters64: bool },
 }
 
 /// How a UDP sender tells the receiver that it is done.
@@ -47,8 +69,8 @@ pub enum Closer {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Conventions {
     pub proof: Proof,
-    /// UDP_STREAM datagrams carry our header.
-    pub udp_header: bool,
+    /// What UDP_STREAM datagrams start with.
+    pub udp_header: UdpHeader,
     /// UDP_RR messages carry their transaction's tag.
     pub udp_rr_tags: bool,
     pub udp_end: UdpEnd,
@@ -59,7 +81,7 @@ impl Conventions {
     /// Ours.
     pub const NATIVE: Conventions = Conventions {
         proof: Proof::Preamble,
-        udp_header: true,
+        udp_header: UdpHeader::Ours,
         udp_rr_tags: true,
         udp_end: UdpEnd::Control,
         crr_closer: Closer::Responder,
@@ -68,7 +90,7 @@ impl Conventions {
     /// netperf 2.7's.
     pub const NETPERF2: Conventions = Conventions {
         proof: Proof::ControlPeer,
-        udp_header: false,
+        udp_header: UdpHeader::None,
         udp_rr_tags: false,
         udp_end: UdpEnd::EmptyDatagrams(3),
         crr_closer: Closer::Responder,
@@ -78,7 +100,7 @@ impl Conventions {
     pub fn crr_preamble(&self) -> usize {
         match self.proof {
             Proof::Preamble => crate::handshake::PREAMBLE_LEN,
-            Proof::ControlPeer => 0,
+            Proof::ControlPeer | Proof::Handed => 0,
         }
     }
 
@@ -92,7 +114,7 @@ impl Conventions {
     ) -> Result<(), crate::EngineError> {
         match self.proof {
             Proof::Preamble => crate::handshake::write_preamble(w, token, flow),
-            Proof::ControlPeer => Ok(()),
+            Proof::ControlPeer | Proof::Handed => Ok(()),
         }
     }
 
@@ -102,6 +124,19 @@ impl Conventions {
             proto::test::udp_rr_tag_len(req, resp)
         } else {
             0
+        }
+    }
+}
+
+impl Conventions {
+    /// iperf3's, with 64-bit UDP sequence numbers when its client asked.
+    pub const fn iperf3(counters64: bool) -> Conventions {
+        Conventions {
+            proof: Proof::Handed,
+            udp_header: UdpHeader::Iperf3 { counters64 },
+            udp_rr_tags: false,
+            udp_end: UdpEnd::Control,
+            crr_closer: Closer::Responder,
         }
     }
 }

@@ -171,7 +171,7 @@ pub(crate) fn open(
 pub(crate) fn fill_request(token: &Token, flow: u32, req: usize, conv: &Conventions) -> Vec<u8> {
     let mut v = match conv.proof {
         Proof::Preamble => handshake::preamble(token, flow).to_vec(),
-        Proof::ControlPeer => Vec::new(),
+        Proof::ControlPeer | Proof::Handed => Vec::new(),
     };
     v.resize(conv.crr_preamble() + req, b'r');
     v
@@ -557,7 +557,7 @@ impl Answerer<'_> {
                     return;
                 }
             },
-            Proof::ControlPeer => 0,
+            Proof::ControlPeer | Proof::Handed => 0,
         };
         let c = &mut self.out.counters;
         c.recv_calls += calls;

@@ -39,6 +39,7 @@ pub mod conn;
 pub mod dialect;
 pub mod error;
 pub mod frame;
+pub mod iperf3;
 pub mod message;
 pub mod netperf2;
 pub mod session;

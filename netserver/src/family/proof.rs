@@ -456,7 +456,7 @@ pub(crate) fn udp_hello<'a>(
             deadline,
             &is_aborted,
         ),
-        Proof::ControlPeer => udp::first_from(
+        Proof::ControlPeer | Proof::Handed => udp::first_from(
             sock,
             SocketAddr::new(expect.peer, expect.peer_port.unwrap_or(0)),
             connect,

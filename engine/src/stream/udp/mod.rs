@@ -58,6 +58,48 @@ impl From<proto::UdpFast> for UdpCalls {
     }
 }
 
+/// iperf3's datagram header: the send time (seconds, microseconds; here
+/// the sender's clock since it started, wrapping), then `seq` (32 or 64
+/// bits), big-endian; as much of it as fits.
+#[inline]
+pub(crate) fn iperf3_stamp(buf: &mut [u8], seq: u64, us: u32, counters64: bool) {
+    if let Some(t) = buf.get_mut(..4) {
+        t.copy_from_slice(&(us / 1_000_000).to_be_bytes());
+    }
+    if let Some(t) = buf.get_mut(4..8) {
+        t.copy_from_slice(&(us % 1_000_000).to_be_bytes());
+    }
+    if counters64 {
+        if let Some(s) = buf.get_mut(8..16) {
+            s.copy_from_slice(&seq.to_be_bytes());
+        }
+    } else if let Some(s) = buf.get_mut(8..12) {
+        s.copy_from_slice(&(seq as u32).to_be_bytes());
+    }
+}
+
+/// An iperf3 datagram's sequence number and send time (microseconds,
+/// wrapping), as much as it carries.
+#[inline]
+pub(crate) fn iperf3_read(d: &[u8], counters64: bool) -> (Option<u64>, Option<u32>) {
+    let word = |r: std::ops::Range<usize>| {
+        d.get(r)
+            .and_then(|s| <[u8; 4]>::try_from(s).ok())
+            .map(u32::from_be_bytes)
+    };
+    let stamp = word(0..4)
+        .zip(word(4..8))
+        .map(|(s, u)| s.wrapping_mul(1_000_000).wrapping_add(u));
+    let seq = if counters64 {
+        d.get(8..16)
+            .and_then(|s| <[u8; 8]>::try_from(s).ok())
+            .map(u64::from_be_bytes)
+    } else {
+        word(8..12).map(u64::from)
+    };
+    (seq, stamp)
+}
+
 /// Bytes of header fields, cumulatively.
 pub const ID_END: usize = 4;
 pub const SEQ_END: usize = 12;

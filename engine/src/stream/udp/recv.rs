@@ -12,6 +12,7 @@ use std::{
 use proto::{Token, UdpFast};
 
 use super::{Drain, GRACE, ID_END, Link, MAX_DRAIN, POLL, SEQ_END, STAMP_END, is_hello, test_id};
+use crate::conventions::UdpHeader;
 use crate::{
     EngineError,
     conventions::{Conventions, UdpEnd},
@@ -180,7 +181,7 @@ pub(crate) enum Took {
 /// The receiver's count, datagram by datagram, whichever call brought
 /// them.
 pub(crate) struct Tally<'a> {
-    header: bool,
+    header: UdpHeader,
     empty_ends: bool,
     id: [u8; 4],
     token: &'a Token,
@@ -217,7 +218,6 @@ impl<'a> Tally<'a> {
         drain: &dyn Drain,
         live: &Live,
     ) -> Result<Took, EngineError> {
-        let header = self.header;
         if d.is_empty() {
             if drain.aborted() {
                 return Err(EngineError::Aborted);
@@ -226,20 +226,29 @@ impl<'a> Tally<'a> {
                 return Ok(Took::End);
             }
         }
-        if header && is_hello(d, self.token) {
+        let ours = self.header == UdpHeader::Ours;
+        if ours && is_hello(d, self.token) {
             return Ok(Took::Went);
         }
         self.out.calls += 1;
-        if header && d.len() >= ID_END && d.get(..ID_END) != Some(&self.id[..]) {
+        if ours && d.len() >= ID_END && d.get(..ID_END) != Some(&self.id[..]) {
             self.out.foreign += 1;
             return Ok(Took::Went);
         }
-        let seq = d
-            .get(ID_END..SEQ_END)
-            .and_then(|s| <[u8; 8]>::try_from(s).ok())
-            .filter(|_| header);
+        let (seq, stamp) = match self.header {
+            UdpHeader::None => (None, None),
+            UdpHeader::Ours => (
+                d.get(ID_END..SEQ_END)
+                    .and_then(|s| <[u8; 8]>::try_from(s).ok())
+                    .map(u64::from_be_bytes),
+                d.get(SEQ_END..STAMP_END)
+                    .and_then(|s| <[u8; 4]>::try_from(s).ok())
+                    .map(u32::from_be_bytes),
+            ),
+            UdpHeader::Iperf3 { counters64 } => super::iperf3_read(d, counters64),
+        };
         let new = if let Some(s) = seq {
-            self.seqs.observe(u64::from_be_bytes(s))
+            self.seqs.observe(s)
         } else {
             self.seqs.received += 1;
             true
@@ -247,13 +256,9 @@ impl<'a> Tally<'a> {
         if !new {
             return Ok(Took::Went);
         }
-        let stamp = d
-            .get(SEQ_END..STAMP_END)
-            .and_then(|s| <[u8; 4]>::try_from(s).ok())
-            .filter(|_| header);
         if let Some(s) = stamp {
             let arrival = now.duration_since(self.origin).as_nanos() as i64;
-            self.jitter.observe(arrival, u32::from_be_bytes(s));
+            self.jitter.observe(arrival, s);
         }
         self.out.bytes += d.len() as u64;
         self.first.get_or_insert(now);

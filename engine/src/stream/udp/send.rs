@@ -13,6 +13,7 @@ use std::{
 use proto::UdpFast;
 
 use super::{ID_END, Link, SEQ_END, STAMP_END, Until, end_datagrams, transient};
+use crate::conventions::UdpHeader;
 use crate::{
     EngineError, buffer::Ring, clock, conventions::Conventions, latency::Latency, live::Live,
     sys::MsgBatch, timer::StopFlag,
@@ -63,7 +64,7 @@ impl SendOutcome {
 #[derive(Debug)]
 pub struct Sender {
     id: [u8; 4],
-    header: bool,
+    header: UdpHeader,
     size: usize,
     until: Until,
     start: Instant,
@@ -147,17 +148,20 @@ impl Sender {
     /// `us` gives the send time, asked for only when it fits.
     #[inline]
     pub fn stamp(&self, buf: &mut [u8], seq: u64, us: &mut impl FnMut() -> u32) {
-        if !self.header {
-            return;
-        }
-        if let Some(h) = buf.get_mut(..ID_END) {
-            h.copy_from_slice(&self.id);
-        }
-        if let Some(s) = buf.get_mut(ID_END..SEQ_END) {
-            s.copy_from_slice(&seq.to_be_bytes());
-        }
-        if let Some(s) = buf.get_mut(SEQ_END..STAMP_END) {
-            s.copy_from_slice(&us().to_be_bytes());
+        match self.header {
+            UdpHeader::None => {}
+            UdpHeader::Ours => {
+                if let Some(h) = buf.get_mut(..ID_END) {
+                    h.copy_from_slice(&self.id);
+                }
+                if let Some(s) = buf.get_mut(ID_END..SEQ_END) {
+                    s.copy_from_slice(&seq.to_be_bytes());
+                }
+                if let Some(s) = buf.get_mut(SEQ_END..STAMP_END) {
+                    s.copy_from_slice(&us().to_be_bytes());
+                }
+            }
+            UdpHeader::Iperf3 { counters64 } => super::iperf3_stamp(buf, seq + 1, us(), counters64),
         }
     }
 
