@@ -75,6 +75,10 @@ pub struct Conventions {
     pub udp_rr_tags: bool,
     pub udp_end: UdpEnd,
     pub crr_closer: Closer,
+    /// A TCP sender, once done, waits for the receiver's end-of-file (ours
+    /// and netperf 2.7's); iperf3's clients close their streams only after
+    /// the results.
+    pub sender_waits_eof: bool,
 }
 
 impl Conventions {
@@ -85,6 +89,7 @@ impl Conventions {
         udp_rr_tags: true,
         udp_end: UdpEnd::Control,
         crr_closer: Closer::Responder,
+        sender_waits_eof: true,
     };
 
     /// netperf 2.7's.
@@ -94,6 +99,7 @@ impl Conventions {
         udp_rr_tags: false,
         udp_end: UdpEnd::EmptyDatagrams(3),
         crr_closer: Closer::Responder,
+        sender_waits_eof: true,
     };
 
     /// Bytes a TCP_CRR request carries before the test's own.
@@ -137,6 +143,7 @@ impl Conventions {
             udp_rr_tags: false,
             udp_end: UdpEnd::Control,
             crr_closer: Closer::Responder,
+            sender_waits_eof: false,
         }
     }
 }
@@ -147,6 +154,7 @@ impl From<proto::dialect::Dialect> for Conventions {
         match d {
             proto::dialect::Dialect::Native => Conventions::NATIVE,
             proto::dialect::Dialect::Netperf2 => Conventions::NETPERF2,
+            proto::dialect::Dialect::Iperf3 => Conventions::iperf3(false),
         }
     }
 }

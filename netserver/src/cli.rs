@@ -172,6 +172,13 @@ pub const OPTIONS: &[OptDef] = &[
         "Append a JSON line to this file after each completed test, with both ends' figures",
     ),
     OptDef::long_only(
+        "iperf3",
+        "iperf3",
+        Arity::Required,
+        "[addr:]port",
+        "Also serve iperf3 3.x clients on this port (iperf3's own is 5201), many at once; with no address, on -L's address or every address",
+    ),
+    OptDef::long_only(
         "metrics",
         "metrics",
         Arity::Required,
@@ -279,6 +286,8 @@ pub struct ServerOptions {
     pub record_file: Option<PathBuf>,
     /// `--metrics`.
     pub metrics: Option<std::net::SocketAddr>,
+    /// `--iperf3`: the address (`None`: -L's, or every address) and port.
+    pub iperf3: Option<(Option<std::net::IpAddr>, u16)>,
     /// What `--log-file` and `--record` may hold, each (`--max-file-size`).
     pub max_file_size: u64,
     pub config: Config,
@@ -323,6 +332,7 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
         log_format: crate::log::Format::Text,
         record_file: None,
         metrics: None,
+        iperf3: None,
         max_file_size: crate::log::Limits::default().file_size,
         config: Config::default(),
     };
@@ -376,6 +386,7 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
                 o.max_file_size = n as u64;
             }
             "metrics" => o.metrics = Some(metrics_addr(spelled, v)?),
+            "iperf3" => o.iperf3 = Some(iperf3_addr(spelled, v)?),
             "key_file" => {
                 key_file = true;
                 o.config.key = Some(
@@ -425,6 +436,23 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
         None
     };
     Ok(Invocation::Run(Box::new(o)))
+}
+
+/// `--iperf3`'s `[ADDR:]PORT`: a port alone (0 for any free one), or an
+/// address and a port as `--metrics` takes them.
+fn iperf3_addr(opt: &str, v: &str) -> Result<(Option<std::net::IpAddr>, u16), CliError> {
+    if !v.contains(':') {
+        let port = value::port(v).map_err(|e| CliError(format!("{opt}: {e}")))?;
+        return Ok((None, port));
+    }
+    let with_port = if v.ends_with(":0") {
+        v.replace(":0", ":1")
+    } else {
+        v.to_string()
+    };
+    let a = metrics_addr(opt, &with_port)?;
+    let port = if v.ends_with(":0") { 0 } else { a.port() };
+    Ok((Some(a.ip()), port))
 }
 
 /// `--metrics`'s address: `ADDR:PORT`, `[V6]:PORT`, or `:PORT` for every

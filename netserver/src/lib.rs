@@ -31,6 +31,7 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod family;
+mod handoff;
 pub mod listener;
 pub mod log;
 pub mod metrics;
@@ -81,6 +82,36 @@ pub fn run_with_metrics(
     config: Config,
     shutdown: Shutdown,
 ) -> io::Result<()> {
+    serve(
+        Listeners {
+            control: listeners,
+            iperf3: Vec::new(),
+            metrics,
+        },
+        config,
+        shutdown,
+    )
+}
+
+/// What the daemon listens on: its control port (ours and netperf 2.7's
+/// clients), iperf3's port (`--iperf3`), the metrics endpoint.
+#[derive(Debug, Default)]
+pub struct Listeners {
+    pub control: Vec<TcpListener>,
+    pub iperf3: Vec<TcpListener>,
+    pub metrics: Option<TcpListener>,
+}
+
+/// Serve every listener of `l` until `shutdown` is triggered.
+pub fn serve(l: Listeners, config: Config, shutdown: Shutdown) -> io::Result<()> {
+    use listener::Origin;
+    let listeners: Vec<(TcpListener, Origin)> = l
+        .control
+        .into_iter()
+        .map(|c| (c, Origin::Control))
+        .chain(l.iperf3.into_iter().map(|c| (c, Origin::Iperf3)))
+        .collect();
+    let metrics = l.metrics;
     let shared = Arc::new(Shared::new(config, shutdown));
     let f = shared.descriptors.shares();
     shared.config.logger.log(

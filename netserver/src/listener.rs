@@ -38,9 +38,18 @@ const ACCEPT_BUDGET: usize = 256;
 /// How long the daemon stays idle before it gives memory back.
 const TRIM_AFTER: Duration = Duration::from_millis(200);
 
+/// Which dialect a listener's connections speak: ours and netperf 2.7's
+/// (told apart by their first bytes) on the control port, iperf3's on its
+/// own (`--iperf3`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    Control,
+    Iperf3,
+}
+
 /// Connections that have sent nothing yet, in arrival order.
 struct WaitingRoom {
-    conns: HashMap<usize, (TcpStream, SocketAddr, Watch)>,
+    conns: HashMap<usize, (TcpStream, SocketAddr, Watch, Origin)>,
     /// (arrival, token), oldest first; tokens already gone are skipped.
     order: VecDeque<(Instant, usize)>,
     per_address: HashMap<IpAddr, usize>,
@@ -95,7 +104,13 @@ impl WaitingRoom {
         token
     }
 
-    fn enter(&mut self, poll: &Poll, stream: TcpStream, peer: SocketAddr) -> io::Result<()> {
+    fn enter(
+        &mut self,
+        poll: &Poll,
+        stream: TcpStream,
+        peer: SocketAddr,
+        origin: Origin,
+    ) -> io::Result<()> {
         // looked at with a peek that must never wait
         stream.set_nonblocking(true)?;
         let token = self.new_token();
@@ -106,7 +121,7 @@ impl WaitingRoom {
             Token(token),
             Interest::READABLE,
         )?;
-        self.conns.insert(token, (stream, peer, watch));
+        self.conns.insert(token, (stream, peer, watch, origin));
         self.order.push_back((Instant::now(), token));
         *self.per_address.entry(peer.ip()).or_insert(0) += 1;
         Ok(())
@@ -117,7 +132,7 @@ impl WaitingRoom {
     /// session's to serve. Until then it costs no thread: a client that
     /// sends a byte and stops holds no more than a silent one.
     fn first_message(&self, token: usize) -> First {
-        let Some((stream, _, watch)) = self.conns.get(&token) else {
+        let Some((stream, _, watch, origin)) = self.conns.get(&token) else {
             return First::In;
         };
         let mut buf = [0u8; 1024];
@@ -133,11 +148,21 @@ impl WaitingRoom {
         if n == 0 || n == buf.len() {
             return First::In;
         }
+        // iperf3's connections begin with their cookie, control and
+        // streams alike
+        if *origin == Origin::Iperf3 {
+            return if n >= proto::iperf3::COOKIE_LEN {
+                First::In
+            } else {
+                First::Part
+            };
+        }
         let whole = match proto::dialect::sniff(first) {
             proto::dialect::Sniff::NeedMore => false,
             proto::dialect::Sniff::Is(proto::dialect::Dialect::Netperf2) => {
                 n >= proto::dialect::NETPERF2_FRAME
             }
+            proto::dialect::Sniff::Is(proto::dialect::Dialect::Iperf3) => true,
             proto::dialect::Sniff::Is(proto::dialect::Dialect::Native) => {
                 match first.first_chunk::<{ proto::frame::HEADER_LEN }>() {
                     None => false,
@@ -160,7 +185,7 @@ impl WaitingRoom {
             return;
         };
         if waited.is_none()
-            && let Some((_, _, watch)) = self.conns.get_mut(&token)
+            && let Some((_, _, watch, _)) = self.conns.get_mut(&token)
         {
             watch.deregister(poll.registry());
         }
@@ -182,8 +207,8 @@ impl WaitingRoom {
     }
 
     /// Take a connection out of the room (to serve it or to close it).
-    fn leave(&mut self, poll: &Poll, token: usize) -> Option<(TcpStream, SocketAddr)> {
-        let (stream, peer, mut watch) = self.conns.remove(&token)?;
+    fn leave(&mut self, poll: &Poll, token: usize) -> Option<(TcpStream, SocketAddr, Origin)> {
+        let (stream, peer, mut watch, origin) = self.conns.remove(&token)?;
         if !self.again.is_empty() {
             self.again.retain(|&(_, t, _)| t != token);
         }
@@ -194,7 +219,7 @@ impl WaitingRoom {
                 self.per_address.remove(&peer.ip());
             }
         }
-        Some((stream, peer))
+        Some((stream, peer, origin))
     }
 
     /// Close the connections silent since before `cutoff`, telling each
@@ -210,7 +235,7 @@ impl WaitingRoom {
                 break;
             }
             self.order.pop_front();
-            if let Some((stream, _)) = self.leave(poll, token) {
+            if let Some((stream, _, _)) = self.leave(poll, token) {
                 refuse(&stream, code, why);
                 closed += 1;
             }
@@ -240,8 +265,8 @@ impl WaitingRoom {
             .order
             .iter()
             .map(|(_, t)| *t)
-            .find(|t| self.conns.get(t).is_some_and(|(_, p, _)| p.ip() == ip))?;
-        self.leave(poll, token).map(|(_, peer)| peer)
+            .find(|t| self.conns.get(t).is_some_and(|(_, p, _, _)| p.ip() == ip))?;
+        self.leave(poll, token).map(|(_, peer, _)| peer)
     }
 }
 
@@ -253,7 +278,7 @@ const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 /// is a connection to serve from the start (inetd's); with no listeners,
 /// the loop returns when its sessions have ended.
 pub(crate) fn accept_loop(
-    listeners: Vec<TcpListener>,
+    listeners: Vec<(TcpListener, Origin)>,
     metrics: Option<TcpListener>,
     first: Option<(TcpStream, SocketAddr)>,
     shared: &Arc<Shared>,
@@ -262,10 +287,10 @@ pub(crate) fn accept_loop(
     let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
     let _sub = shared.shutdown.subscribe(waker.clone());
     // each listener with how the loop watches it
-    let mut listeners: Vec<(TcpListener, Watch)> = listeners
+    let mut listeners: Vec<(TcpListener, Watch, Origin)> = listeners
         .into_iter()
         .enumerate()
-        .map(|(i, l)| {
+        .map(|(i, (l, origin))| {
             l.set_nonblocking(true)?;
             let w = Watch::new(
                 poll.registry(),
@@ -274,7 +299,7 @@ pub(crate) fn accept_loop(
                 Token(i),
                 Interest::READABLE,
             )?;
-            Ok((l, w))
+            Ok((l, w, origin))
         })
         .collect::<io::Result<_>>()?;
     let mut events = Events::with_capacity(256);
@@ -283,7 +308,7 @@ pub(crate) fn accept_loop(
     let mut scrapes = scrape::Scrapes::new(metrics, poll.registry())?;
     if let Some((stream, peer)) = first {
         let token = room.new_token();
-        sessions.start(poll.registry(), stream, peer, token);
+        sessions.start(poll.registry(), stream, peer, token, Origin::Control);
     }
     let first_bytes = shared.config.first_byte_timeout;
     let silent = format!(
@@ -375,8 +400,16 @@ pub(crate) fn accept_loop(
             }
         }
         for t in serve {
-            if let Some((stream, peer)) = room.leave(&poll, t) {
-                admit(stream, peer, t, shared, &poll, &mut sessions);
+            if let Some((stream, peer, origin)) = room.leave(&poll, t) {
+                // an iperf3 test's stream, presenting its session's cookie
+                let stream = match origin {
+                    Origin::Iperf3 => match hand_over(stream, shared) {
+                        Some(s) => s,
+                        None => continue,
+                    },
+                    Origin::Control => stream,
+                };
+                admit(stream, peer, t, origin, shared, &poll, &mut sessions);
             }
         }
         sessions.on_wake(poll.registry(), now);
@@ -412,13 +445,13 @@ pub(crate) fn accept_loop(
 /// Shutting down: no more accepting; those waiting, held or in session
 /// are told.
 fn stop_accepting(
-    listeners: &mut Vec<(TcpListener, Watch)>,
+    listeners: &mut Vec<(TcpListener, Watch, Origin)>,
     poll: &Poll,
     room: &mut WaitingRoom,
     sessions: &mut session::Sessions,
     now: Instant,
 ) {
-    for (_, mut w) in listeners.drain(..) {
+    for (_, mut w, _) in listeners.drain(..) {
         w.deregister(poll.registry());
     }
     room.expire(
@@ -469,7 +502,7 @@ impl Trim {
 /// the waiting room. Returns when to accept again: after a back-off if a
 /// resource ran out, at once if the budget did.
 fn drain(
-    (l, watch): &(TcpListener, Watch),
+    (l, watch, origin): &(TcpListener, Watch, Origin),
     shared: &Arc<Shared>,
     poll: &Poll,
     room: &mut WaitingRoom,
@@ -502,7 +535,7 @@ fn drain(
                         ),
                     );
                 }
-                if let Err(e) = room.enter(poll, stream, peer) {
+                if let Err(e) = room.enter(poll, stream, peer, *origin) {
                     log.warn_limited("waiting", &format!("{peer}: cannot wait for it: {e}"));
                 }
             }
@@ -551,6 +584,7 @@ fn admit(
     stream: TcpStream,
     peer: SocketAddr,
     token: usize,
+    origin: Origin,
     shared: &Arc<Shared>,
     poll: &Poll,
     sessions: &mut session::Sessions,
@@ -571,9 +605,28 @@ fn admit(
             return;
         }
     }
-    sessions.start(poll.registry(), stream, peer, token);
+    sessions.start(poll.registry(), stream, peer, token, origin);
 }
 
+/// A connection to iperf3's port whose cookie a test expects is that
+/// test's stream: its cookie read off and the connection handed over.
+/// Otherwise it is given back, to be a session (its cookie unread).
+fn hand_over(stream: TcpStream, shared: &Shared) -> Option<TcpStream> {
+    let mut cookie = [0u8; proto::iperf3::COOKIE_LEN];
+    let n = stream.peek(&mut cookie).unwrap_or(0);
+    if n < cookie.len() || !shared.handoff.expects(&cookie) {
+        return Some(stream);
+    }
+    // (the cookie is there, peeked: this read takes it and nothing more)
+    if std::io::Read::read_exact(&mut &stream, &mut cookie).is_err()
+        || stream.set_nonblocking(false).is_err()
+    {
+        return None;
+    }
+    // (a test that ended meanwhile: the stream is closed)
+    let _ = shared.handoff.hand(&cookie, stream);
+    None
+}
 /// Tell a client over a session cap which cap, and which option raises it.
 fn busy(stream: &TcpStream, peer: SocketAddr, why: Refusal, shared: &Shared) {
     shared.config.metrics.refused(match why {

@@ -148,6 +148,12 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
             let _ = writeln!(out, "listening on {a}");
         }
     }
+    let iperf3 = bind_iperf3(&opts, &listeners)?;
+    for l in &iperf3 {
+        if let Ok(a) = l.local_addr() {
+            let _ = writeln!(out, "iperf3 listening on {a}");
+        }
+    }
     let _ = out.flush();
     drop(out);
 
@@ -230,8 +236,13 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
 
     let log = opts.config.logger.clone();
     let record = opts.config.record.clone();
-    let r = netserver::run_with_metrics(listeners, metrics, opts.config, shutdown)
-        .map_err(|e| Error::system("accept loop", e));
+    let all = netserver::Listeners {
+        control: listeners,
+        iperf3,
+        metrics,
+    };
+    let r =
+        netserver::serve(all, opts.config, shutdown).map_err(|e| Error::system("accept loop", e));
     if let Some(r) = record {
         r.sync(Duration::from_secs(2));
     }
@@ -330,6 +341,42 @@ fn open_record(opts: &ServerOptions) -> Result<Option<Logger>, Error> {
         )),
         None => None,
     })
+}
+
+/// Bind `--iperf3`'s listener: its address, or the control listeners'
+/// (-L's), or every address.
+fn bind_iperf3(opts: &ServerOptions, control: &[TcpListener]) -> Result<Vec<TcpListener>, Error> {
+    let Some((ip, port)) = opts.iperf3 else {
+        return Ok(Vec::new());
+    };
+    let ip = ip
+        .or_else(|| {
+            opts.bind
+                .as_ref()
+                .and(control.first())
+                .and_then(|l| l.local_addr().ok())
+                .map(|a| a.ip())
+        })
+        .unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
+    let addr = SocketAddr::new(ip, port);
+    let listen = || -> io::Result<TcpListener> {
+        let s = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::STREAM,
+            None,
+        )?;
+        s.set_reuse_address(true)?;
+        if addr.is_ipv6() && ip.is_unspecified() {
+            // every address, both families
+            let _ = s.set_only_v6(false);
+        }
+        s.bind(&addr.into())?;
+        s.listen(1024)?;
+        Ok(s.into())
+    };
+    listen()
+        .map(|l| vec![l])
+        .map_err(|source| Error::Listen { addr, source })
 }
 
 /// Bind `--metrics`'s listener.

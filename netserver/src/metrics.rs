@@ -76,6 +76,7 @@ pub fn dialect_label(d: Dialect) -> &'static str {
     match d {
         Dialect::Native => "native",
         Dialect::Netperf2 => "netperf2",
+        Dialect::Iperf3 => "iperf3",
     }
 }
 

@@ -48,23 +48,33 @@ pub(crate) fn timeouts(cfg: &crate::config::Config) -> Timeouts {
     }
 }
 
-/// How a test's worker tells the loop it has finished.
+/// How a test's worker tells the loop it has finished (`tokens`), or
+/// that the streams the listener hands it are all in (`ready`).
 struct Finished {
     waker: Arc<Waker>,
     tokens: Mutex<Vec<usize>>,
+    ready: Mutex<Vec<usize>>,
 }
 
 impl Finished {
     fn push(&self, token: usize) {
-        if let Ok(mut t) = self.tokens.lock() {
-            t.push(token);
-        }
+        Self::queue(&self.tokens, token);
         let _ = self.waker.wake();
     }
 
-    fn take(&self) -> Vec<usize> {
-        self.tokens
-            .lock()
+    fn push_ready(&self, token: usize) {
+        Self::queue(&self.ready, token);
+        let _ = self.waker.wake();
+    }
+
+    fn queue(q: &Mutex<Vec<usize>>, token: usize) {
+        if let Ok(mut t) = q.lock() {
+            t.push(token);
+        }
+    }
+
+    fn take(q: &Mutex<Vec<usize>>) -> Vec<usize> {
+        q.lock()
             .map(|mut t| std::mem::take(&mut *t))
             .unwrap_or_default()
     }
@@ -91,6 +101,7 @@ impl Sessions {
             finished: Arc::new(Finished {
                 waker,
                 tokens: Mutex::new(Vec::new()),
+                ready: Mutex::new(Vec::new()),
             }),
             again: Vec::new(),
         }
@@ -117,8 +128,16 @@ impl Sessions {
         stream: TcpStream,
         peer: SocketAddr,
         token: usize,
+        origin: crate::listener::Origin,
     ) {
-        match Session::new(stream, peer, &self.shared, token, self.finished.clone()) {
+        match Session::new(
+            stream,
+            peer,
+            &self.shared,
+            token,
+            self.finished.clone(),
+            origin,
+        ) {
             Ok(mut s) => match registry.register(&mut s.conn, Token(token), Interest::READABLE) {
                 Ok(()) => {
                     self.shared.config.metrics.session_accepted();
@@ -181,7 +200,13 @@ impl Sessions {
         for token in std::mem::take(&mut self.again) {
             self.read(registry, token);
         }
-        for token in self.finished.take() {
+        for token in Finished::take(&self.finished.ready) {
+            if let Some(s) = self.live.get_mut(&token) {
+                s.core.streams_ready(now);
+                self.settle(registry, token, Ok(()));
+            }
+        }
+        for token in Finished::take(&self.finished.tokens) {
             if let Some(s) = self.live.get_mut(&token) {
                 s.check_test();
                 self.settle(registry, token, Ok(()));
@@ -359,6 +384,7 @@ struct Session {
 impl Drop for Session {
     fn drop(&mut self) {
         self.write_record(None);
+        self.forget_streams();
     }
 }
 
@@ -369,6 +395,7 @@ impl Session {
         shared: &Arc<Shared>,
         token: usize,
         finished: Arc<Finished>,
+        origin: crate::listener::Origin,
     ) -> io::Result<Session> {
         let local = stream.local_addr()?;
         let _ = stream.set_nodelay(true);
@@ -406,6 +433,10 @@ impl Session {
                 std::net::IpAddr::V6(_) => proto::Family::V6,
             },
         });
+        let core = match origin {
+            crate::listener::Origin::Iperf3 => core.speaking(proto::dialect::Dialect::Iperf3),
+            crate::listener::Origin::Control => core,
+        };
         Ok(Session {
             shared: shared.clone(),
             id: shared.session_id(),
@@ -426,6 +457,13 @@ impl Session {
             record: None,
             hold: None,
         })
+    }
+
+    /// Its test expects no more handed streams.
+    fn forget_streams(&self) {
+        if let Some(c) = self.core.stream_cookie() {
+            self.shared.handoff.forget(&c);
+        }
     }
 
     /// The fields of this session's log events.
@@ -451,6 +489,7 @@ impl Session {
     /// A test's results went out: counted, logged, recorded.
     fn results_sent(&mut self, r: &proto::SideResults) {
         self.idle_since = Instant::now();
+        self.forget_streams();
         let Some(mut t) = self.test.take() else {
             return;
         };
@@ -557,6 +596,7 @@ impl Session {
                     }
                 }
                 ServerEvent::AbortTest => {
+                    self.forget_streams();
                     if let Some(t) = self.test.take() {
                         t.abort();
                     }
@@ -612,13 +652,28 @@ impl Session {
             .core
             .dialect()
             .unwrap_or(proto::dialect::Dialect::Native);
-        let conv = engine::conventions::Conventions::from(dialect);
+        let conv = match dialect {
+            proto::dialect::Dialect::Iperf3 => {
+                engine::conventions::Conventions::iperf3(spec.udp_counters64)
+            }
+            d => engine::conventions::Conventions::from(d),
+        };
+        // iperf3's streams come to its port and are handed over
+        let handed = self.core.stream_cookie().map(|cookie| {
+            let streams = spec.flows.max(1) as usize * if spec.bidir { 2 } else { 1 };
+            let ready = self.finished.clone();
+            family::data::Handed {
+                streams: self.shared.handoff.expect(cookie, streams),
+                all_in: Box::new(move || ready.push_ready(token)),
+            }
+        });
         match family::start(
             spec,
             self.local.ip(),
             self.peer.ip(),
             conv,
             &self.shared,
+            handed,
             on_done,
         ) {
             Ok(test) => {

@@ -23,6 +23,8 @@ pub(crate) struct Shared {
     pub descriptors: Arc<Descriptors>,
     /// The last session's number (the log's and the record's `session`).
     pub sessions_begun: AtomicU64,
+    /// Streams handed to their test by the listener (iperf3's).
+    pub handoff: crate::handoff::Handoff,
 }
 
 impl Shared {
@@ -52,6 +54,7 @@ impl Shared {
             workers: Arc::default(),
             descriptors: Arc::new(Descriptors::new(shares)),
             sessions_begun: AtomicU64::new(0),
+            handoff: crate::handoff::Handoff::default(),
         }
     }
 

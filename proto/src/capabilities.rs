@@ -130,6 +130,9 @@ impl Capabilities {
             Dialect::Netperf2 => format!(
                 "{what}: netperf 2.7's netserver runs one flow per test, with no window; run several netperf processes against it, or use this suite's netserver"
             ),
+            Dialect::Iperf3 => format!(
+                "{what}: an iperf3 server has no such thing; use this suite's netserver at that end"
+            ),
             Dialect::Native => format!(
                 "{what}: the netserver ({}) predates it; upgrade it",
                 self.software

@@ -15,6 +15,9 @@ pub enum Dialect {
     Native,
     /// netperf 2.7's fixed 656-byte frames.
     Netperf2,
+    /// iperf3's (3.x) state bytes and JSON, on a listener of its own
+    /// (`netserver --iperf3`): chosen by the port, not sniffed.
+    Iperf3,
 }
 
 /// What the first bytes say so far.

@@ -219,6 +219,13 @@ impl Params {
         let rate = whole(self.bandwidth, "-b", 1e15)?.filter(|b| *b > 0);
         if reverse || bidir {
             spec.rate_bps = rate;
+            // a sending server stops at the client's count (`-n`, `-k`)
+            let num = whole(self.num, "-n", 1e18)?.filter(|n| *n > 0);
+            let blocks = whole(self.blockcount, "-k", 1e18)?.filter(|n| *n > 0);
+            let block = u64::from(len.unwrap_or(if udp { 1460 } else { 128 * 1024 }));
+            if let Some(bytes) = num.or(blocks.map(|b| b.saturating_mul(block))) {
+                spec.end = TestEnd::Bytes(bytes);
+            }
         }
         if self.skip_rx_copy.is_some_and(|s| s > 0.0) {
             spec.paths.rx = crate::test::RxPath::Discard;

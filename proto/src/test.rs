@@ -255,6 +255,15 @@ pub struct TestSpec {
     /// `SetupPaths`, to a server that named the `paths` capability.
     #[serde(skip)]
     pub paths: Paths,
+    /// Data both ways at once (iperf3's `--bidir`): as many flows again,
+    /// the server sending on them (the kind's flows come first). Not part
+    /// of our `Setup`: iperf3's speaker sets it.
+    #[serde(skip)]
+    pub bidir: bool,
+    /// UDP datagrams carry 64-bit sequence numbers (iperf3's
+    /// `udp_counters_64bit`).
+    #[serde(skip)]
+    pub udp_counters64: bool,
 }
 
 /// The most datagrams (or GSO messages) one sendmmsg/recvmmsg moves
@@ -465,6 +474,8 @@ impl TestSpec {
             window: None,
             udp_fast: UdpFast::default(),
             paths: Paths::default(),
+            bidir: false,
+            udp_counters64: false,
         }
     }
 

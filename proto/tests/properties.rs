@@ -106,6 +106,8 @@ fn spec() -> impl Strategy<Value = TestSpec> {
                     window: None,
                     udp_fast: proto::UdpFast::default(),
                     paths: proto::Paths::default(),
+                    bidir: false,
+                    udp_counters64: false,
                 }
             },
         )

@@ -80,6 +80,10 @@ pub struct Plan {
     pub rx: RxPath,
     /// Sending flows send with MSG_ZEROCOPY (`--zerocopy`).
     pub zerocopy: bool,
+    /// A sending flow, once done, waits for its peer's end-of-file (ours
+    /// and netperf 2.7's ends close theirs at once); iperf3's clients
+    /// close their streams only after the results, so its senders do not.
+    pub wait_eof: bool,
 }
 
 /// What a run counted: each flow's, in the order of the connections given,
@@ -156,6 +160,8 @@ struct Slot {
     last_progress: Instant,
     /// What was last added to the run's live counters.
     published: (u64, u64),
+    /// Once done sending, wait for the peer's end ([`Plan::wait_eof`]).
+    wait_eof: bool,
 }
 
 /// The thread's buffers, shared by its flows.
@@ -494,6 +500,7 @@ fn register(
             bufs_end: (0, 0),
             last_progress: start,
             published: (0, 0),
+            wait_eof: plan.wait_eof,
         });
     }
     Ok(slots)
@@ -872,7 +879,8 @@ fn drive(
     Ok(())
 }
 
-/// Our side is done sending: shut it, and wait for the peer's end.
+/// Our side is done sending: shut it, and wait for the peer's end (where
+/// the plan says so).
 fn half_close(s: &mut Slot) -> Result<(), EngineError> {
     s.sock
         .shutdown(Shutdown::Write)
@@ -884,6 +892,10 @@ fn half_close(s: &mut Slot) -> Result<(), EngineError> {
             }
         })
         .map_err(|e| EngineError::io("shutting down a data connection", e))?;
+    if !s.wait_eof {
+        finish(s);
+        return Ok(());
+    }
     s.phase = Phase::Closing;
     s.last_progress = Instant::now();
     Ok(())
@@ -915,6 +927,7 @@ mod tests {
             window: None,
             rx: RxPath::Copy,
             zerocopy: false,
+            wait_eof: true,
         }
     }
 

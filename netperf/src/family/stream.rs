@@ -288,6 +288,7 @@ pub(crate) fn run_on_loops(
         window: window.map(|(bounds, _)| bounds),
         rx: lifecycle::local_rx(plan),
         zerocopy: plan.zerocopy,
+        wait_eof: true,
     };
     let live = &r.ctx.live;
     // the driver: io_uring where asked (TCP streams), else event loops

@@ -27,6 +27,7 @@ pub(crate) fn run_flows_on_loops(
     spec: &TestSpec,
     conns: Vec<TcpStream>,
     role: engine::evloop::Role,
+    conv: &Conventions,
     ctl: &TestCtl,
 ) -> Result<SideResults, ErrorMsg> {
     let driver = spec.driver(engine::cpu::count());
@@ -47,6 +48,7 @@ pub(crate) fn run_flows_on_loops(
         window,
         rx: spec.paths.rx,
         zerocopy: false,
+        wait_eof: conv.sender_waits_eof,
     };
     let report = engine::drive::flows(driver, conns, &plan, &ctl.stop, &ctl.live).map_err(|e| {
         if ctl.is_aborted() {
@@ -56,6 +58,57 @@ pub(crate) fn run_flows_on_loops(
         }
     })?;
     Ok(report.results())
+}
+
+/// A test's TCP data connections as the listener of the session's own
+/// port hands them over, proven already (iperf3's streams present their
+/// session's cookie there), and whom to tell when they are all in.
+pub(crate) struct Handed {
+    pub streams: std::sync::mpsc::Receiver<TcpStream>,
+    pub all_in: Box<dyn Fn() + Send>,
+}
+
+impl Handed {
+    /// The test's `n` connections, in the order they came, each set up as
+    /// the test asks of the server's side and registered with the test;
+    /// then whoever waits is told they are all in.
+    pub(crate) fn take(
+        self,
+        spec: &TestSpec,
+        n: usize,
+        deadline: std::time::Instant,
+        ctl: &TestCtl,
+    ) -> Result<Vec<TcpStream>, ErrorMsg> {
+        let side = server_side(&spec.server, Protocol::Tcp);
+        let mut conns = Vec::with_capacity(n);
+        while conns.len() < n {
+            if ctl.is_aborted() {
+                return Err(aborted());
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return Err(ErrorMsg::new(
+                    ErrorCode::Timeout,
+                    format!("{} of the test's {n} streams came in time", conns.len()),
+                ));
+            }
+            let wait = (deadline - now).min(Duration::from_millis(200));
+            match self.streams.recv_timeout(wait) {
+                Ok(c) => {
+                    let sock = Socket::from(c);
+                    sockopt::apply_side(&sock, &side, spec.family, Protocol::Tcp, spec.keepalive)
+                        .map_err(|e| ErrorMsg::new(ErrorCode::InvalidRequest, e.to_string()))?;
+                    let c: TcpStream = sock.into();
+                    ctl.register_stream(&c);
+                    conns.push(c);
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Err(aborted()),
+            }
+        }
+        (self.all_in)();
+        Ok(conns)
+    }
 }
 
 /// UDP tests of many flows on the engine's event loops (as many threads as

@@ -130,7 +130,7 @@ fn tcp_rr(a: Answer, ctl: &TestCtl) -> Result<SideResults, ErrorMsg> {
             resp,
             burst: spec.burst,
         };
-        return run_flows_on_loops(&spec, conns, role, ctl);
+        return run_flows_on_loops(&spec, conns, role, &conv, ctl);
     }
     // the lone flow, on the test's own thread
     let outcomes: Vec<Result<FlowEnd, ErrorMsg>> = engine::flow::together(

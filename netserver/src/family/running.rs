@@ -61,6 +61,9 @@ pub struct RunningTest {
     pub grant: Grant,
     ctl: Arc<TestCtl>,
     rx: mpsc::Receiver<Result<SideResults, ErrorMsg>>,
+    /// Its outcome was taken (a dialect may keep the test until its
+    /// results are exchanged: iperf3's).
+    taken: std::cell::Cell<bool>,
     thread: Option<thread::JoinHandle<()>>,
 }
 
@@ -79,11 +82,18 @@ impl RunningTest {
         self.ctl.take_interims()
     }
 
-    /// The worker's outcome, if it has finished.
+    /// The worker's outcome, if it has finished (once).
     pub fn try_result(&self) -> Option<Result<SideResults, ErrorMsg>> {
+        if self.taken.get() {
+            return None;
+        }
+        self.taken.set(true);
         match self.rx.try_recv() {
             Ok(r) => Some(r),
-            Err(mpsc::TryRecvError::Empty) => None,
+            Err(mpsc::TryRecvError::Empty) => {
+                self.taken.set(false);
+                None
+            }
             Err(mpsc::TryRecvError::Disconnected) => Some(Err(ErrorMsg::new(
                 ErrorCode::TestFailed,
                 "the test's worker thread ended without a result",
@@ -203,6 +213,7 @@ pub(crate) fn launch(
         grant,
         ctl,
         rx,
+        taken: std::cell::Cell::new(false),
         thread: Some(thread),
     })
 }

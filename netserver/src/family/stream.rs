@@ -7,6 +7,7 @@ use std::{
 
 use engine::{
     buffer::{Placement, Ring},
+    conventions::Conventions,
     handshake, sockopt,
     stream::{self, Outcome, Until, rx::Reader},
     timer::Timer,
@@ -16,7 +17,7 @@ use socket2::SockRef;
 
 use super::{
     ctl::TestCtl,
-    data::{bind_data, bound_port, run_flows_on_loops},
+    data::{Handed, bind_data, bound_port, run_flows_on_loops},
     proof::{Expect, accept_flows},
     setup::{GrantSides, Job, Prepared, Setup},
 };
@@ -27,11 +28,21 @@ const LINGER: Duration = Duration::from_secs(30);
 /// A receiving data connection silent this long is given up.
 const SILENCE: Duration = Duration::from_secs(120);
 
-pub(crate) fn prepare(setup: &Setup<'_>) -> Result<Prepared, ErrorMsg> {
+pub(crate) fn prepare(setup: &Setup<'_>, handed: Option<Handed>) -> Result<Prepared, ErrorMsg> {
     let (spec, cfg) = (setup.spec, setup.cfg);
-    let listener = bind_data(spec, setup.local, cfg, Protocol::Tcp)?;
-    let port = bound_port(&listener)?;
-    let (send_buf, recv_buf) = sockopt::buffer_sizes(SockRef::from(&listener));
+    // its own data listener, or the streams the session's listener hands
+    let listener = match handed {
+        Some(_) => None,
+        None => Some(bind_data(spec, setup.local, cfg, Protocol::Tcp)?),
+    };
+    let port = listener.as_ref().map(bound_port).transpose()?.unwrap_or(0);
+    let (send_buf, recv_buf) = match &listener {
+        Some(l) => sockopt::buffer_sizes(SockRef::from(l)),
+        None => (
+            spec.server.send_buf.unwrap_or(0),
+            spec.server.recv_buf.unwrap_or(0),
+        ),
+    };
     // our side, resolved as netperf resolves its own: the rings as they
     // will be allocated, each buffer at the requested placement
     let side = &spec.server;
@@ -77,15 +88,21 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<Prepared, ErrorMsg> {
         recv: (recv_size as usize, widths.1 as usize, recv_at),
     };
     let job: Job = Box::new(move |ctl: &TestCtl| {
-        let proof = Expect {
-            conv,
-            token: &token,
-            peer,
-            peer_port: spec.peer_data_port,
+        let flows = spec.flows.max(1) as usize * if spec.bidir { 2 } else { 1 };
+        let conns = match (listener, handed) {
+            (Some(listener), _) => {
+                let proof = Expect {
+                    conv,
+                    token: &token,
+                    peer,
+                    peer_port: spec.peer_data_port,
+                };
+                accept_flows(&listener, &proof, spec.flows, deadline, ctl, &log)?
+            }
+            (None, Some(h)) => h.take(&spec, flows, deadline, ctl)?,
+            (None, None) => return Err(failed("netserver", "a test with no data connections")),
         };
-        let conns = accept_flows(&listener, &proof, spec.flows, deadline, ctl, &log)?;
-        drop(listener);
-        run(&spec, conns, &rings, max_ms, ctl)
+        run(&spec, conns, &rings, &conv, max_ms, ctl)
     });
     Ok(Prepared { grant, job, memory })
 }
@@ -109,26 +126,65 @@ pub(crate) fn server_fill(spec: &TestSpec) -> Vec<u8> {
     b
 }
 
-/// Flows on the driver's threads (event loops, or io_uring).
+/// Flows on the driver's threads (event loops, or io_uring): the kind's,
+/// and with `--bidir` (iperf3's) as many again the other way, the kind's
+/// first.
 fn run_flows(
     spec: &TestSpec,
-    conns: Vec<TcpStream>,
+    mut conns: Vec<TcpStream>,
     rings: &Rings,
     until: &Until,
+    conv: &Conventions,
     ctl: &TestCtl,
 ) -> Result<SideResults, ErrorMsg> {
-    let role = if spec.kind == TestKind::TcpMaerts {
-        engine::evloop::Role::Send {
-            size: rings.send.0,
-            total: match until {
-                Until::Bytes(n) => Some(n.div_ceil(u64::from(spec.flows.max(1)))),
-                Until::Stopped => None,
-            },
-        }
-    } else {
-        engine::evloop::Role::Recv { size: rings.recv.0 }
+    let send = engine::evloop::Role::Send {
+        size: rings.send.0,
+        total: match until {
+            Until::Bytes(n) => Some(n.div_ceil(u64::from(spec.flows.max(1)))),
+            Until::Stopped => None,
+        },
     };
-    run_flows_on_loops(spec, conns, role, ctl)
+    let recv = engine::evloop::Role::Recv { size: rings.recv.0 };
+    let sends = spec.kind == TestKind::TcpMaerts;
+    if !spec.bidir {
+        return run_flows_on_loops(spec, conns, if sends { send } else { recv }, conv, ctl);
+    }
+    let others = conns.split_off((spec.flows.max(1) as usize).min(conns.len()));
+    let (first, second) = if sends { (send, recv) } else { (recv, send) };
+    let (a, b) = std::thread::scope(|sc| {
+        let b = sc.spawn(|| run_flows_on_loops(spec, others, second, conv, ctl));
+        let a = run_flows_on_loops(spec, conns, first, conv, ctl);
+        (a, b.join())
+    });
+    let b = b.map_err(|_| failed("data connections", "a thread panicked"))?;
+    Ok(both_ways(a?, b?))
+}
+
+/// Two groups' results as one side's: every flow's counters, the first
+/// group's first, the totals of both.
+fn both_ways(a: SideResults, b: SideResults) -> SideResults {
+    let flows = |r: &SideResults| -> Vec<proto::FlowCounters> {
+        if r.flows.is_empty() {
+            vec![proto::FlowCounters {
+                bytes_sent: r.bytes_sent,
+                bytes_received: r.bytes_received,
+                send_calls: r.send_calls,
+                recv_calls: r.recv_calls,
+                transactions: r.transactions,
+            }]
+        } else {
+            r.flows.clone()
+        }
+    };
+    let mut out = SideResults::default();
+    let elapsed = a.elapsed_ns.max(b.elapsed_ns);
+    for c in flows(&a).iter().chain(flows(&b).iter()) {
+        out.add_flow(c, elapsed);
+    }
+    out.tcp = a.tcp.or(b.tcp);
+    (out.send_buf_end, out.recv_buf_end) = (a.send_buf_end, a.recv_buf_end);
+    out.close_flows();
+    out
 }
 
 /// What a flow's connection said about itself as it ended.
@@ -143,6 +199,7 @@ fn run(
     spec: &TestSpec,
     conns: Vec<TcpStream>,
     rings: &Rings,
+    conv: &Conventions,
     max_ms: u64,
     ctl: &TestCtl,
 ) -> Result<SideResults, ErrorMsg> {
@@ -169,8 +226,13 @@ fn run(
         TestEnd::Bytes(n) => Until::Bytes(n),
         _ => Until::Stopped,
     };
-    if spec.driver(engine::cpu::count()) != proto::Driver::Blocking {
-        return run_flows(spec, conns, rings, &until, ctl);
+    // (a sender that must not wait for its peer's end runs on the loops,
+    // which can end without it)
+    if spec.driver(engine::cpu::count()) != proto::Driver::Blocking
+        || spec.bidir
+        || !conv.sender_waits_eof
+    {
+        return run_flows(spec, conns, rings, &until, conv, ctl);
     }
     let fill = &server_fill(spec);
     // Each flow closes its connection as soon as its loop ends (the sender

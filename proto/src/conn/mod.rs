@@ -15,6 +15,7 @@
 //! - [`ours`]: this suite's protocol (frames, sealing, sessions).
 //! - [`netperf2`]: netperf 2.7's 656-byte frames, both ends.
 
+pub mod iperf3;
 pub mod netperf2;
 pub mod ours;
 
@@ -220,6 +221,14 @@ pub(crate) trait ServerSpeaker: Send {
         None
     }
     fn own_timeout(&mut self, _s: &mut Shared, _now: Instant) {}
+    /// The test's streams have all come (a dialect whose streams the
+    /// listener hands to the test: iperf3's).
+    fn streams_ready(&mut self, _s: &mut Shared, _now: Instant) {}
+    /// What the test's streams present to be handed to it (iperf3's
+    /// cookie).
+    fn stream_cookie(&self) -> Option<[u8; crate::iperf3::COOKIE_LEN]> {
+        None
+    }
     /// Whether the client named `capability` (netperf 2.7's names none).
     fn peer_can(&self, _capability: &str) -> bool {
         false
@@ -291,6 +300,26 @@ impl ServerConn {
             }),
             speaker: None,
         }
+    }
+
+    /// Speak `d` from the first byte, whatever the bytes (a listener of
+    /// that dialect's own: iperf3's port).
+    pub fn speaking(mut self, d: Dialect) -> ServerConn {
+        self.choose(d);
+        self
+    }
+
+    /// The test's streams have all come: tell the client to start.
+    pub fn streams_ready(&mut self, now: Instant) {
+        if let Some(sp) = &mut self.speaker {
+            sp.streams_ready(&mut self.shared, now);
+        }
+    }
+
+    /// What the test's streams present to be handed to it, where its
+    /// dialect's streams come to the listener (iperf3's cookie).
+    pub fn stream_cookie(&self) -> Option<[u8; crate::iperf3::COOKIE_LEN]> {
+        self.speaker.as_ref().and_then(|s| s.stream_cookie())
     }
 
     /// Serve netperf 2.7 clients by `policy`.
@@ -440,6 +469,7 @@ impl ServerConn {
                 seed.cpu,
                 &mut self.shared,
             )),
+            Dialect::Iperf3 => Box::new(iperf3::Iperf3Server::new(seed.netperf2.control_family)),
         });
     }
 

@@ -1,0 +1,100 @@
+//! Data connections that come to a session's own port and are handed to
+//! its test by the listener (iperf3's streams connect to the port of their
+//! control connection and present its cookie first). A test that expects
+//! them registers its cookie; the listener's waiting room, having read a
+//! connection's cookie, hands it over, or makes it a new session when no
+//! test expects it. Each test takes at most as many as it expects: more
+//! are closed.
+
+use std::{
+    collections::HashMap,
+    net::TcpStream,
+    sync::{
+        Mutex,
+        mpsc::{self, Receiver, SyncSender, TrySendError},
+    },
+};
+
+use proto::iperf3::COOKIE_LEN;
+
+/// A session's cookie.
+pub(crate) type Cookie = [u8; COOKIE_LEN];
+
+/// The tests expecting handed connections, by cookie.
+#[derive(Debug, Default)]
+pub(crate) struct Handoff {
+    tcp: Mutex<HashMap<Cookie, SyncSender<TcpStream>>>,
+}
+
+impl Handoff {
+    /// A test expects `n` connections presenting `cookie`.
+    pub(crate) fn expect(&self, cookie: Cookie, n: usize) -> Receiver<TcpStream> {
+        let (tx, rx) = mpsc::sync_channel(n.max(1));
+        if let Ok(mut m) = self.tcp.lock() {
+            m.insert(cookie, tx);
+        }
+        rx
+    }
+
+    /// The test of `cookie` expects no more.
+    pub(crate) fn forget(&self, cookie: &Cookie) {
+        if let Ok(mut m) = self.tcp.lock() {
+            m.remove(cookie);
+        }
+    }
+
+    /// Whether a test expects connections presenting `cookie`.
+    pub(crate) fn expects(&self, cookie: &[u8]) -> bool {
+        let Ok(c) = Cookie::try_from(cookie) else {
+            return false;
+        };
+        self.tcp.lock().is_ok_and(|m| m.contains_key(&c))
+    }
+
+    /// Hand `stream`, which presented `cookie`, to the test expecting it:
+    /// `Err` gives it back when none does (a new session's control
+    /// connection). One over what the test expects is closed.
+    pub(crate) fn hand(&self, cookie: &[u8], stream: TcpStream) -> Result<(), TcpStream> {
+        let Ok(m) = self.tcp.lock() else {
+            return Err(stream);
+        };
+        let Some(tx) = Cookie::try_from(cookie).ok().and_then(|c| m.get(&c)) else {
+            return Err(stream);
+        };
+        match tx.try_send(stream) {
+            // (a stream over the count, or for a test that ended: closed)
+            Ok(()) | Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => Ok(()),
+        }
+    }
+
+    /// Cookies registered (for the memory tests).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.tcp.lock().map_or(0, |m| m.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::TcpListener;
+
+    use super::*;
+
+    #[test]
+    fn a_test_takes_what_it_expects_and_no_more() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let conn = || TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let h = Handoff::default();
+        let cookie = *b"abcdefghijklmnopqrstuvwxyz234567abcd\0";
+        assert!(h.hand(&cookie, conn()).is_err(), "nobody expects it yet");
+        let rx = h.expect(cookie, 2);
+        for _ in 0..3 {
+            assert!(h.hand(&cookie, conn()).is_ok());
+        }
+        assert_eq!(rx.try_iter().count(), 2, "the third closed");
+        assert!(h.hand(b"another cookie", conn()).is_err());
+        h.forget(&cookie);
+        assert_eq!(h.len(), 0);
+        assert!(h.hand(&cookie, conn()).is_err());
+    }
+}
