@@ -7,8 +7,8 @@
 //! are closed.
 
 use std::{
-    collections::HashMap,
-    net::TcpStream,
+    collections::{HashMap, VecDeque},
+    net::{IpAddr, SocketAddr, TcpStream, UdpSocket},
     sync::{
         Mutex,
         mpsc::{self, Receiver, SyncSender, TrySendError},
@@ -20,10 +20,24 @@ use proto::iperf3::COOKIE_LEN;
 /// A session's cookie.
 pub(crate) type Cookie = [u8; COOKIE_LEN];
 
-/// The tests expecting handed connections, by cookie.
+/// The tests expecting handed connections, by cookie; and those
+/// expecting UDP streams, by their client's address, in the order they
+/// asked (a UDP stream's first datagram carries no cookie: two tests of
+/// one address setting up their UDP streams at the same moment take
+/// them in turn).
 #[derive(Debug, Default)]
 pub(crate) struct Handoff {
     tcp: Mutex<HashMap<Cookie, SyncSender<TcpStream>>>,
+    udp: Mutex<VecDeque<UdpRoute>>,
+}
+
+/// A test expecting UDP streams.
+#[derive(Debug)]
+struct UdpRoute {
+    cookie: Cookie,
+    from: IpAddr,
+    left: usize,
+    tx: SyncSender<UdpSocket>,
 }
 
 impl Handoff {
@@ -36,10 +50,41 @@ impl Handoff {
         rx
     }
 
+    /// A test expects `n` UDP streams from `from`.
+    pub(crate) fn expect_udp(&self, cookie: Cookie, from: IpAddr, n: usize) -> Receiver<UdpSocket> {
+        let (tx, rx) = mpsc::sync_channel(n.max(1));
+        if let Ok(mut q) = self.udp.lock() {
+            q.push_back(UdpRoute {
+                cookie,
+                from,
+                left: n,
+                tx,
+            });
+        }
+        rx
+    }
+
+    /// A UDP stream's first datagram came from `from`: where its socket
+    /// goes, if a test expects one from there.
+    pub(crate) fn udp_stream(&self, from: SocketAddr) -> Option<SyncSender<UdpSocket>> {
+        let mut q = self.udp.lock().ok()?;
+        let i = q.iter().position(|r| r.from == from.ip())?;
+        let r = q.get_mut(i)?;
+        r.left = r.left.saturating_sub(1);
+        let tx = r.tx.clone();
+        if r.left == 0 {
+            q.remove(i);
+        }
+        Some(tx)
+    }
+
     /// The test of `cookie` expects no more.
     pub(crate) fn forget(&self, cookie: &Cookie) {
         if let Ok(mut m) = self.tcp.lock() {
             m.remove(cookie);
+        }
+        if let Ok(mut q) = self.udp.lock() {
+            q.retain(|r| &r.cookie != cookie);
         }
     }
 

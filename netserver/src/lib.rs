@@ -66,7 +66,7 @@ pub fn serve_one(stream: TcpStream, config: Config) -> io::Result<()> {
     if let Err(why) = shared.census.admit(peer.ip(), shared.config.session_caps()) {
         return Err(io::Error::other(format!("{why:?}")));
     }
-    let r = listener::accept_loop(Vec::new(), None, Some((stream, peer)), &shared);
+    let r = listener::accept_loop(Vec::new(), Vec::new(), None, Some((stream, peer)), &shared);
     shared.workers.wait_none(Duration::from_secs(5));
     r
 }
@@ -85,8 +85,8 @@ pub fn run_with_metrics(
     serve(
         Listeners {
             control: listeners,
-            iperf3: Vec::new(),
             metrics,
+            ..Listeners::default()
         },
         config,
         shutdown,
@@ -99,6 +99,8 @@ pub fn run_with_metrics(
 pub struct Listeners {
     pub control: Vec<TcpListener>,
     pub iperf3: Vec<TcpListener>,
+    /// iperf3's UDP streams' first datagrams come to its port too.
+    pub iperf3_udp: Vec<std::net::UdpSocket>,
     pub metrics: Option<TcpListener>,
 }
 
@@ -112,6 +114,7 @@ pub fn serve(l: Listeners, config: Config, shutdown: Shutdown) -> io::Result<()>
         .chain(l.iperf3.into_iter().map(|c| (c, Origin::Iperf3)))
         .collect();
     let metrics = l.metrics;
+    let udp = l.iperf3_udp;
     let shared = Arc::new(Shared::new(config, shutdown));
     let f = shared.descriptors.shares();
     shared.config.logger.log(
@@ -127,7 +130,7 @@ pub fn serve(l: Listeners, config: Config, shutdown: Shutdown) -> io::Result<()>
             f.waiting
         ),
     );
-    let r = listener::accept_loop(listeners, metrics, None, &shared);
+    let r = listener::accept_loop(listeners, udp, metrics, None, &shared);
     // aborted tests' workers end on their own, soon: their data sockets
     // are closed before we return
     shared.workers.wait_none(Duration::from_secs(5));

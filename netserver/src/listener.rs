@@ -279,6 +279,7 @@ const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 /// the loop returns when its sessions have ended.
 pub(crate) fn accept_loop(
     listeners: Vec<(TcpListener, Origin)>,
+    udp: Vec<std::net::UdpSocket>,
     metrics: Option<TcpListener>,
     first: Option<(TcpStream, SocketAddr)>,
     shared: &Arc<Shared>,
@@ -306,6 +307,7 @@ pub(crate) fn accept_loop(
     let mut room = WaitingRoom::new();
     let mut sessions = session::Sessions::new(shared.clone(), waker);
     let mut scrapes = scrape::Scrapes::new(metrics, poll.registry())?;
+    let mut udp = UdpStreams::new(udp, poll.registry())?;
     if let Some((stream, peer)) = first {
         let token = room.new_token();
         sessions.start(poll.registry(), stream, peer, token, Origin::Control);
@@ -369,6 +371,7 @@ pub(crate) fn accept_loop(
             match ev.token() {
                 WAKE => {}
                 Token(t) if sessions.owns(t) => sessions.on_event(poll.registry(), ev),
+                Token(t) if udp.owns(t) => udp.on_readable(t, shared),
                 Token(t) if scrapes.owns(t) => {
                     scrapes.on_event(poll.registry(), ev, shared, sessions.len());
                 }
@@ -440,6 +443,93 @@ pub(crate) fn accept_loop(
             }
         }
     }
+}
+
+/// Tokens of iperf3's UDP ports (below the metrics endpoint's).
+const FIRST_UDP: usize = 1 << 18;
+
+/// iperf3's UDP ports: a UDP stream's first datagram comes here; a test
+/// of its address expecting a UDP stream gets a socket of its own on the
+/// same port, connected to the stream's address (the kernel gives a
+/// connected socket the datagrams of its peer), which answers it, as
+/// iperf3's server does.
+struct UdpStreams {
+    socks: Vec<mio::net::UdpSocket>,
+}
+
+impl UdpStreams {
+    fn new(socks: Vec<std::net::UdpSocket>, registry: &mio::Registry) -> io::Result<UdpStreams> {
+        let mut out = Vec::with_capacity(socks.len());
+        for (i, s) in socks.into_iter().enumerate() {
+            s.set_nonblocking(true)?;
+            let mut s = mio::net::UdpSocket::from_std(s);
+            registry.register(&mut s, Token(FIRST_UDP + i), Interest::READABLE)?;
+            out.push(s);
+        }
+        Ok(UdpStreams { socks: out })
+    }
+
+    fn owns(&self, token: usize) -> bool {
+        (FIRST_UDP..FIRST_UDP + self.socks.len()).contains(&token)
+    }
+
+    /// Take what came (at most 256 datagrams a turn; readiness is edge-
+    /// triggered, so a budget left over is taken at the next datagram).
+    fn on_readable(&mut self, token: usize, shared: &Shared) {
+        let Some(sock) = self.socks.get(token - FIRST_UDP) else {
+            return;
+        };
+        let mut buf = [0u8; 64];
+        for _ in 0..256 {
+            let from = match sock.recv_from(&mut buf) {
+                Ok((_, from)) => from,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(_) => continue,
+            };
+            let Some(tx) = shared.handoff.udp_stream(from) else {
+                continue;
+            };
+            match sock
+                .local_addr()
+                .and_then(|local| stream_socket(local, from))
+            {
+                Ok(s) => {
+                    let _ = tx.try_send(s);
+                }
+                Err(e) => shared
+                    .config
+                    .logger
+                    .warn_limited("iperf3-udp", &format!("{from}: a UDP stream's socket: {e}")),
+            }
+        }
+    }
+}
+
+/// A UDP stream's own socket: on iperf3's port, connected to `from`,
+/// having answered its first datagram (iperf3's reply, in the byte order
+/// its clients on every common host write it: little-endian).
+fn stream_socket(local: SocketAddr, from: SocketAddr) -> io::Result<std::net::UdpSocket> {
+    let s = socket2::Socket::new(
+        socket2::Domain::for_address(local),
+        socket2::Type::DGRAM,
+        None,
+    )?;
+    s.set_reuse_address(true)?;
+    if local.is_ipv6() && local.ip().is_unspecified() {
+        let _ = s.set_only_v6(false);
+    }
+    s.bind(&local.into())?;
+    let to = match (local, from) {
+        // a dual-stack port: an IPv4 stream's address, mapped
+        (SocketAddr::V6(_), SocketAddr::V4(v4)) => {
+            SocketAddr::new(v4.ip().to_ipv6_mapped().into(), v4.port())
+        }
+        _ => from,
+    };
+    s.connect(&to.into())?;
+    let s: std::net::UdpSocket = s.into();
+    s.send(&proto::iperf3::UDP_CONNECT_REPLY.to_le_bytes())?;
+    Ok(s)
 }
 
 /// Shutting down: no more accepting; those waiting, held or in session

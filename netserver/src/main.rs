@@ -236,9 +236,15 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
 
     let log = opts.config.logger.clone();
     let record = opts.config.record.clone();
+    let iperf3_udp = iperf3
+        .iter()
+        .map(|l| l.local_addr().and_then(bind_iperf3_udp))
+        .collect::<io::Result<Vec<_>>>()
+        .map_err(|e| Error::system("iperf3's UDP port", e))?;
     let all = netserver::Listeners {
         control: listeners,
         iperf3,
+        iperf3_udp,
         metrics,
     };
     let r =
@@ -377,6 +383,19 @@ fn bind_iperf3(opts: &ServerOptions, control: &[TcpListener]) -> Result<Vec<TcpL
     listen()
         .map(|l| vec![l])
         .map_err(|source| Error::Listen { addr, source })
+}
+
+/// iperf3's UDP port, where its UDP streams' first datagrams come: the TCP
+/// listener's address and port, shared (SO_REUSEADDR) with each stream's
+/// own connected socket.
+fn bind_iperf3_udp(at: SocketAddr) -> io::Result<std::net::UdpSocket> {
+    let s = socket2::Socket::new(socket2::Domain::for_address(at), socket2::Type::DGRAM, None)?;
+    s.set_reuse_address(true)?;
+    if at.is_ipv6() && at.ip().is_unspecified() {
+        let _ = s.set_only_v6(false);
+    }
+    s.bind(&at.into())?;
+    Ok(s.into())
 }
 
 /// Bind `--metrics`'s listener.

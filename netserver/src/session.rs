@@ -662,9 +662,17 @@ impl Session {
         let handed = self.core.stream_cookie().map(|cookie| {
             let streams = spec.flows.max(1) as usize * if spec.bidir { 2 } else { 1 };
             let ready = self.finished.clone();
-            family::data::Handed {
-                streams: self.shared.handoff.expect(cookie, streams),
-                all_in: Box::new(move || ready.push_ready(token)),
+            let all_in = Box::new(move || ready.push_ready(token));
+            let handoff = &self.shared.handoff;
+            match spec.kind.protocol() {
+                proto::Protocol::Tcp => family::data::HandedSocks::Tcp(family::data::Handed {
+                    streams: handoff.expect(cookie, streams),
+                    all_in,
+                }),
+                proto::Protocol::Udp => family::data::HandedSocks::Udp(family::data::Handed {
+                    streams: handoff.expect_udp(cookie, self.peer.ip(), streams),
+                    all_in,
+                }),
             }
         });
         match family::start(

@@ -60,28 +60,36 @@ pub(crate) fn run_flows_on_loops(
     Ok(report.results())
 }
 
-/// A test's TCP data connections as the listener of the session's own
-/// port hands them over, proven already (iperf3's streams present their
-/// session's cookie there), and whom to tell when they are all in.
-pub(crate) struct Handed {
-    pub streams: std::sync::mpsc::Receiver<TcpStream>,
+/// A test's data sockets as the listener of the session's own port hands
+/// them over, proven already (iperf3's TCP streams present their session's
+/// cookie there, its UDP streams' first datagram is answered there), and
+/// whom to tell when they are all in.
+pub(crate) struct Handed<T> {
+    pub streams: std::sync::mpsc::Receiver<T>,
     pub all_in: Box<dyn Fn() + Send>,
 }
 
-impl Handed {
-    /// The test's `n` connections, in the order they came, each set up as
-    /// the test asks of the server's side and registered with the test;
-    /// then whoever waits is told they are all in.
+/// A test's handed sockets, by protocol.
+pub(crate) enum HandedSocks {
+    Tcp(Handed<TcpStream>),
+    Udp(Handed<UdpSocket>),
+}
+
+impl<T: engine::sys::Sock> Handed<T> {
+    /// The test's `n` sockets, in the order they came, each set up as the
+    /// test asks of the server's side and registered with the test; then
+    /// whoever waits is told they are all in.
     pub(crate) fn take(
         self,
         spec: &TestSpec,
         n: usize,
         deadline: std::time::Instant,
         ctl: &TestCtl,
-    ) -> Result<Vec<TcpStream>, ErrorMsg> {
-        let side = server_side(&spec.server, Protocol::Tcp);
-        let mut conns = Vec::with_capacity(n);
-        while conns.len() < n {
+    ) -> Result<Vec<T>, ErrorMsg> {
+        let protocol = spec.kind.protocol();
+        let side = server_side(&spec.server, protocol);
+        let mut socks = Vec::with_capacity(n);
+        while socks.len() < n {
             if ctl.is_aborted() {
                 return Err(aborted());
             }
@@ -89,25 +97,33 @@ impl Handed {
             if now >= deadline {
                 return Err(ErrorMsg::new(
                     ErrorCode::Timeout,
-                    format!("{} of the test's {n} streams came in time", conns.len()),
+                    format!("{} of the test's {n} streams came in time", socks.len()),
                 ));
             }
             let wait = (deadline - now).min(Duration::from_millis(200));
             match self.streams.recv_timeout(wait) {
-                Ok(c) => {
-                    let sock = Socket::from(c);
-                    sockopt::apply_side(&sock, &side, spec.family, Protocol::Tcp, spec.keepalive)
-                        .map_err(|e| ErrorMsg::new(ErrorCode::InvalidRequest, e.to_string()))?;
-                    let c: TcpStream = sock.into();
-                    ctl.register_stream(&c);
-                    conns.push(c);
+                Ok(s) => {
+                    sockopt::apply_side(
+                        &*socket2::SockRef::from(&s),
+                        &side,
+                        spec.family,
+                        protocol,
+                        spec.keepalive,
+                    )
+                    .map_err(|e| ErrorMsg::new(ErrorCode::InvalidRequest, e.to_string()))?;
+                    if protocol == Protocol::Tcp {
+                        ctl.register_stream(&s);
+                    } else {
+                        ctl.register(&s);
+                    }
+                    socks.push(s);
                 }
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Err(aborted()),
             }
         }
         (self.all_in)();
-        Ok(conns)
+        Ok(socks)
     }
 }
 
@@ -117,6 +133,20 @@ impl Handed {
 pub(crate) fn run_udp_flows_on_loops(
     spec: &TestSpec,
     socks: Vec<UdpSocket>,
+    role: engine::evloop::udp::UdpRole,
+    conv: Conventions,
+    token: &Token,
+    ctl: &TestCtl,
+) -> Result<Vec<engine::evloop::udp::UdpFlowEnd>, ErrorMsg> {
+    run_udp_flows_counted(spec, socks, None, role, conv, token, ctl)
+}
+
+/// [`run_udp_flows_on_loops`], a sender's flows each stopping at `count`
+/// bytes if given.
+pub(crate) fn run_udp_flows_counted(
+    spec: &TestSpec,
+    socks: Vec<UdpSocket>,
+    count: Option<u64>,
     role: engine::evloop::udp::UdpRole,
     conv: Conventions,
     token: &Token,
@@ -137,7 +167,7 @@ pub(crate) fn run_udp_flows_on_loops(
         drain: receiving.then_some(ctl as &(dyn Drain + Sync)),
         linger: Duration::from_secs(60),
     };
-    let flows = socks.into_iter().map(|s| (s, None)).collect();
+    let flows = socks.into_iter().map(|s| (s, count)).collect();
     engine::evloop::udp::run(flows, &plan, &ctl.stop, &ctl.live).map_err(|e| {
         if ctl.is_aborted() {
             aborted()

@@ -37,7 +37,7 @@ pub(crate) fn start(
     peer: IpAddr,
     conv: Conventions,
     shared: &Shared,
-    handed: Option<data::Handed>,
+    handed: Option<data::HandedSocks>,
     on_done: Box<dyn Fn() + Send>,
 ) -> Result<RunningTest, ErrorMsg> {
     let cfg = &shared.config;
@@ -81,8 +81,17 @@ pub(crate) fn start(
     // Sizes, widths and placement resolved, data sockets bound; nothing of
     // the test's buffers allocated yet.
     let prepared = match spec.kind {
-        TestKind::TcpStream | TestKind::TcpMaerts => stream::prepare(&setup, handed)?,
-        TestKind::UdpStream | TestKind::UdpMaerts => udp_stream::prepare(&setup)?,
+        TestKind::TcpStream | TestKind::TcpMaerts => {
+            let handed = match handed {
+                Some(data::HandedSocks::Tcp(h)) => Some(h),
+                _ => None,
+            };
+            stream::prepare(&setup, handed)?
+        }
+        TestKind::UdpStream | TestKind::UdpMaerts => match handed {
+            Some(data::HandedSocks::Udp(h)) => udp_stream::prepare_handed(&setup, h)?,
+            _ => udp_stream::prepare(&setup)?,
+        },
         TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr | TestKind::TcpCc => {
             rr::prepare(&setup)?
         }

@@ -28,7 +28,10 @@ const LINGER: Duration = Duration::from_secs(30);
 /// A receiving data connection silent this long is given up.
 const SILENCE: Duration = Duration::from_secs(120);
 
-pub(crate) fn prepare(setup: &Setup<'_>, handed: Option<Handed>) -> Result<Prepared, ErrorMsg> {
+pub(crate) fn prepare(
+    setup: &Setup<'_>,
+    handed: Option<Handed<TcpStream>>,
+) -> Result<Prepared, ErrorMsg> {
     let (spec, cfg) = (setup.spec, setup.cfg);
     // its own data listener, or the streams the session's listener hands
     let listener = match handed {

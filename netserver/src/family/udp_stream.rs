@@ -18,7 +18,7 @@ use socket2::SockRef;
 
 use super::{
     ctl::TestCtl,
-    data::{bind_data, bound_port, run_udp_flows_on_loops},
+    data::{Handed, bind_data, bound_port, run_udp_flows_counted, run_udp_flows_on_loops},
     proof::{Expect, udp_flow_sockets, udp_hello},
     setup::{GrantSides, Job, Prepared, Setup},
     stream::server_fill,
@@ -266,4 +266,107 @@ fn prepare_sender(
         })
     });
     Ok(Prepared { grant, job, memory })
+}
+
+/// iperf3's UDP streams, handed over connected and answered by the
+/// listener of its port: the server receives on each (`UDP_STREAM`),
+/// sends on each at the client's rate (`-R`), or with `--bidir` both, the
+/// receiving ones first, until the client's TEST_END (or, sending, its
+/// count of bytes).
+pub(crate) fn prepare_handed(
+    setup: &Setup<'_>,
+    handed: Handed<UdpSocket>,
+) -> Result<Prepared, ErrorMsg> {
+    let (spec, cfg, conv) = (setup.spec, setup.cfg, setup.conv);
+    let size = spec
+        .server
+        .send_size
+        .or(spec.server.recv_size)
+        .unwrap_or(1460)
+        .clamp(1, spec.family.max_udp_payload());
+    let token = handshake::new_token().map_err(|e| failed("netserver", e))?;
+    let grant = setup.grant(GrantSides {
+        data_port: 0,
+        token,
+        bufs: (0, 0),
+        sizes: (size, size),
+        widths: (1, 1),
+    });
+    let ring = proto::test::Ring::new(size, 1);
+    let memory = spec
+        .buffer_memory(ring, ring, engine::cpu::count())
+        .saturating_mul(if spec.bidir { 2 } else { 1 });
+    let deadline = Instant::now() + cfg.data_connect_timeout;
+    let spec = spec.clone();
+    let job: Job = Box::new(move |ctl: &TestCtl| {
+        let flows = spec.flows.max(1) as usize;
+        let mut socks =
+            handed.take(&spec, flows * if spec.bidir { 2 } else { 1 }, deadline, ctl)?;
+        let receives = spec.kind == TestKind::UdpStream;
+        // the receiving group first (iperf3's order)
+        let (recv, send) = if spec.bidir {
+            let send = socks.split_off(flows);
+            (socks, send)
+        } else if receives {
+            (socks, Vec::new())
+        } else {
+            (Vec::new(), socks)
+        };
+        let count = match spec.end {
+            TestEnd::Bytes(n) => Some(n.div_ceil(flows as u64)),
+            _ => None,
+        };
+        let send_role = engine::evloop::udp::UdpRole::Send {
+            size: size as usize,
+            rate_bps: spec.rate_bps,
+            id: udp::test_id(&token),
+        };
+        let recv_role = engine::evloop::udp::UdpRole::Recv;
+        let (r, s) = std::thread::scope(|sc| {
+            let s = (!send.is_empty()).then(|| {
+                sc.spawn(|| run_udp_flows_counted(&spec, send, count, send_role, conv, &token, ctl))
+            });
+            let r = (!recv.is_empty())
+                .then(|| run_udp_flows_on_loops(&spec, recv, recv_role, conv, &token, ctl));
+            (r, s.map(|h| h.join()))
+        });
+        let mut ends = r.transpose()?.unwrap_or_default();
+        if let Some(s) = s {
+            ends.extend(s.map_err(|_| failed("UDP streams", "a thread panicked"))??);
+        }
+        Ok(handed_results(ends))
+    });
+    Ok(Prepared { grant, job, memory })
+}
+
+/// Every handed stream's figures, in order, as one side's results.
+fn handed_results(ends: Vec<engine::evloop::udp::UdpFlowEnd>) -> SideResults {
+    use engine::evloop::udp::UdpFlowEnd;
+    let mut all = SideResults::default();
+    let mut udp: Option<proto::UdpRecvStats> = None;
+    for e in ends {
+        let r = match e {
+            UdpFlowEnd::Received(out) => {
+                let r = out.results(0, DropSource::Unavailable);
+                if let Some(u) = r.udp.clone() {
+                    match &mut udp {
+                        None => udp = Some(u),
+                        Some(a) => {
+                            a.received += u.received;
+                            a.out_of_order += u.out_of_order;
+                            a.duplicates += u.duplicates;
+                            a.jitter_ns = a.jitter_ns.max(u.jitter_ns);
+                        }
+                    }
+                }
+                r
+            }
+            UdpFlowEnd::Sent(out) => out.results(),
+            _ => SideResults::default(),
+        };
+        all.add_flow(&r.totals(), r.elapsed_ns);
+    }
+    all.udp = udp;
+    all.close_flows();
+    all
 }

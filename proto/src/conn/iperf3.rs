@@ -126,7 +126,9 @@ impl Iperf3Server {
                 let c = r.flows.get(i).copied().unwrap_or(crate::FlowCounters {
                     bytes_sent: r.bytes_sent,
                     bytes_received: r.bytes_received,
-                    ..Default::default()
+                    send_calls: r.send_calls,
+                    recv_calls: r.recv_calls,
+                    transactions: r.transactions,
                 });
                 let bytes = if receiving {
                     c.bytes_received
@@ -142,7 +144,8 @@ impl Iperf3Server {
                     ..StreamResult::default()
                 };
                 if udp && receiving {
-                    let got = r.udp.as_ref().map_or(0, |u| u.received) as i64;
+                    // (a UDP flow's receive calls are its datagrams)
+                    let got = c.recv_calls as i64;
                     let sent = client
                         .streams
                         .iter()
