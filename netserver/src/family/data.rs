@@ -104,7 +104,7 @@ impl<T: engine::sys::Sock> Handed<T> {
             match self.streams.recv_timeout(wait) {
                 Ok(s) => {
                     sockopt::apply_side(
-                        &*socket2::SockRef::from(&s),
+                        &socket2::SockRef::from(&s),
                         &side,
                         spec.family,
                         protocol,
