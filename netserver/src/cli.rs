@@ -123,6 +123,20 @@ pub const OPTIONS: &[OptDef] = &[
         "Most tests one client address may run at once (default 64)",
     ),
     OptDef::long_only(
+        "schedule",
+        "schedule",
+        Arity::Required,
+        "shared|exclusive",
+        "shared (default): tests run at once; exclusive: one data test at a time, the others waiting their turn in order (every dialect: ours, netperf 2.7's, iperf3's)",
+    ),
+    OptDef::long_only(
+        "max_wait",
+        "max-wait",
+        Arity::Required,
+        "secs",
+        "With --schedule exclusive, the longest a test waits its turn before it is refused (default 60)",
+    ),
+    OptDef::long_only(
         "memory_cap",
         "memory-cap",
         Arity::Required,
@@ -506,6 +520,18 @@ fn limit(id: &str, spelled: &str, v: &str, c: &mut Config) -> Result<bool, CliEr
         "max_per_client" => c.max_per_client = count(spelled, v)?,
         "max_pending" => c.max_pending = count(spelled, v)?,
         "max_test_fds" => c.max_test_fds = Some(count(spelled, v)? as u64),
+        "schedule" => {
+            c.schedule = match v {
+                "shared" => crate::admission::Schedule::Shared,
+                "exclusive" => crate::admission::Schedule::Exclusive,
+                _ => {
+                    return Err(CliError(format!(
+                        "{spelled}: '{v}' is not a schedule: shared or exclusive"
+                    )));
+                }
+            }
+        }
+        "max_wait" => c.max_wait = Duration::from_secs(count(spelled, v)? as u64),
         "max_tests_per_client" => {
             c.max_tests_per_client = u32::try_from(count(spelled, v)?).unwrap_or(u32::MAX)
         }

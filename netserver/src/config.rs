@@ -55,6 +55,10 @@ pub struct Config {
     pub max_test_fds: Option<u64>,
     /// Tests one client address may run at once (`--max-tests-per-client`).
     pub max_tests_per_client: u32,
+    /// Whether tests run at once or take turns (`--schedule`), and the
+    /// longest a test waits its turn (`--max-wait`).
+    pub schedule: crate::admission::Schedule,
+    pub max_wait: Duration,
     /// Buffer memory of all running tests together (`--memory-budget`).
     pub memory_budget: Arc<MemoryBudget>,
     /// The kernel's socket buffers of all running tests together
@@ -84,6 +88,8 @@ impl Default for Config {
             netperf2_passphrase: None,
             max_test_fds: None,
             max_tests_per_client: 64,
+            schedule: crate::admission::Schedule::Shared,
+            max_wait: Duration::from_secs(60),
             logger: Logger::stderr(1),
             memory_budget: Arc::new(MemoryBudget::for_this_host()),
             socket_budget: Arc::new(MemoryBudget::for_sockets()),

@@ -39,6 +39,8 @@ pub enum Refused {
     Evicted,
     /// It spoke a protocol (or a dialect) this netserver does not serve.
     Protocol,
+    /// It waited its turn (`--schedule exclusive`) as long as it may.
+    Queue,
 }
 
 impl Refused {
@@ -51,6 +53,7 @@ impl Refused {
             Refused::Descriptors => "descriptors",
             Refused::Evicted => "evicted",
             Refused::Protocol => "protocol",
+            Refused::Queue => "queue",
         }
     }
 }
@@ -111,6 +114,7 @@ pub struct Metrics {
     fds_limit: Gauge,
     sockets_used: Gauge,
     sockets_limit: Gauge,
+    waiting: Gauge,
     log_dropped: Counter,
     record_dropped: Counter,
     /// One scrape encodes at a time (the registry is read-only; this keeps
@@ -130,6 +134,8 @@ pub struct Held {
     /// Kernel socket memory the running tests reserved, and the budget.
     pub sockets_used: u64,
     pub sockets_limit: u64,
+    /// Tests waiting their turn (`--schedule exclusive`).
+    pub waiting: u64,
     pub log_dropped: u64,
     pub record_dropped: u64,
 }
@@ -165,6 +171,7 @@ impl Metrics {
             fds_limit: Gauge::default(),
             sockets_used: Gauge::default(),
             sockets_limit: Gauge::default(),
+            waiting: Gauge::default(),
             log_dropped: Counter::default(),
             record_dropped: Counter::default(),
             encoding: Mutex::new(()),
@@ -257,7 +264,13 @@ impl Metrics {
     /// The gauges of what the daemon holds, read when a scraper asks.
     fn register_held(&self, registry: &mut Registry) {
         let bytes = Some(Unit::Bytes);
-        let held: [(&str, &str, Option<Unit>, &Gauge); 8] = [
+        let held: [(&str, &str, Option<Unit>, &Gauge); 9] = [
+            (
+                "netserver_tests_waiting",
+                "Tests waiting their turn (--schedule exclusive)",
+                None,
+                &self.waiting,
+            ),
             (
                 "netserver_memory_budget_used",
                 "Buffer memory the running tests reserved",
@@ -352,6 +365,7 @@ impl Metrics {
         self.fds_limit.set(to_i64(held.fds_limit));
         self.sockets_used.set(to_i64(held.sockets_used));
         self.sockets_limit.set(to_i64(held.sockets_limit));
+        self.waiting.set(to_i64(held.waiting));
         let (open, max) = engine::sys::descriptors();
         // (uncountable: the last count stands)
         if let Some(open) = open {

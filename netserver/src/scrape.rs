@@ -146,6 +146,7 @@ impl Scrapes {
             fds_limit: shared.descriptors.shares().tests,
             sockets_used: shared.config.socket_budget.in_use(),
             sockets_limit: shared.config.socket_budget.limit(),
+            waiting: shared.turns.waiting() as u64,
             log_dropped: shared.config.logger.dropped(),
             record_dropped: shared.config.record.as_ref().map_or(0, |r| r.dropped()),
         };

@@ -49,11 +49,13 @@ pub(crate) fn timeouts(cfg: &crate::config::Config) -> Timeouts {
 }
 
 /// How a test's worker tells the loop it has finished (`tokens`), or
-/// that the streams the listener hands it are all in (`ready`).
+/// that the streams the listener hands it are all in (`ready`); and whose
+/// turn it is to run a test (`turns`, `--schedule exclusive`).
 struct Finished {
     waker: Arc<Waker>,
     tokens: Mutex<Vec<usize>>,
     ready: Mutex<Vec<usize>>,
+    turns: Mutex<Vec<usize>>,
 }
 
 impl Finished {
@@ -64,6 +66,11 @@ impl Finished {
 
     fn push_ready(&self, token: usize) {
         Self::queue(&self.ready, token);
+        let _ = self.waker.wake();
+    }
+
+    fn push_turn(&self, token: usize) {
+        Self::queue(&self.turns, token);
         let _ = self.waker.wake();
     }
 
@@ -102,6 +109,7 @@ impl Sessions {
                 waker,
                 tokens: Mutex::new(Vec::new()),
                 ready: Mutex::new(Vec::new()),
+                turns: Mutex::new(Vec::new()),
             }),
             again: Vec::new(),
         }
@@ -200,6 +208,26 @@ impl Sessions {
         for token in std::mem::take(&mut self.again) {
             self.read(registry, token);
         }
+        for token in Finished::take(&self.finished.turns) {
+            match self.live.get_mut(&token) {
+                Some(s) => {
+                    s.take_turn();
+                    self.settle(registry, token, Ok(()));
+                }
+                // (gone meanwhile: the turn passes on)
+                None => {
+                    if let Some(next) = self.shared.turns.done(token) {
+                        self.finished.push_turn(next);
+                    }
+                }
+            }
+        }
+        for token in self.shared.turns.expired(now) {
+            if let Some(s) = self.live.get_mut(&token) {
+                s.turn_expired();
+                self.settle(registry, token, Ok(()));
+            }
+        }
         for token in Finished::take(&self.finished.ready) {
             if let Some(s) = self.live.get_mut(&token) {
                 s.core.streams_ready(now);
@@ -247,7 +275,11 @@ impl Sessions {
     }
 
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.timers.first().map(|&(at, _)| at)
+        let turns = self.shared.turns.next_deadline();
+        [self.timers.first().map(|&(at, _)| at), turns]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The session a new client may take the place of: one that runs no
@@ -379,12 +411,15 @@ struct Session {
     /// ([`crate::admission::Failures`]): nothing is sent until then, and
     /// the session ends at once if its peer closes.
     hold: Option<Instant>,
+    /// A test waiting its turn (`--schedule exclusive`), and since when.
+    waiting: Option<(Box<proto::TestSpec>, Instant)>,
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
         self.write_record(None);
         self.forget_streams();
+        self.turn_done();
     }
 }
 
@@ -456,7 +491,47 @@ impl Session {
             datagrams_sent: None,
             record: None,
             hold: None,
+            waiting: None,
         })
+    }
+
+    /// Its test is done (or it gave up waiting): the turn passes on.
+    fn turn_done(&self) {
+        if let Some(next) = self.shared.turns.done(self.token) {
+            self.finished.push_turn(next);
+        }
+    }
+
+    /// Its turn came: the test that waited for it starts.
+    fn take_turn(&mut self) {
+        if let Some((spec, since)) = self.waiting.take() {
+            self.shared.config.logger.event(
+                2,
+                &self.about("turn"),
+                &format!(
+                    "{}: {} starts after waiting its turn {:.1} s",
+                    self.peer,
+                    spec.kind,
+                    since.elapsed().as_secs_f64()
+                ),
+            );
+            self.prepare(&spec);
+        }
+    }
+
+    /// It waited its turn as long as it may: refused, saying so.
+    fn turn_expired(&mut self) {
+        if let Some((spec, since)) = self.waiting.take() {
+            let text = format!(
+                "netserver runs one test at a time (--schedule exclusive): {} waited {} s for its turn, the longest it may (--max-wait); try again later",
+                spec.kind,
+                since.elapsed().as_secs()
+            );
+            self.shared.config.metrics.refused(Refused::Queue);
+            self.refused_test(&spec, &text);
+            self.core
+                .prepare_failed(ErrorMsg::new(ErrorCode::Busy, text));
+        }
     }
 
     /// Its test expects no more handed streams.
@@ -490,6 +565,7 @@ impl Session {
     fn results_sent(&mut self, r: &proto::SideResults) {
         self.idle_since = Instant::now();
         self.forget_streams();
+        self.turn_done();
         let Some(mut t) = self.test.take() else {
             return;
         };
@@ -582,7 +658,27 @@ impl Session {
                 ServerEvent::Established => {}
                 ServerEvent::Prepare(spec) => {
                     self.write_record(None);
-                    self.prepare(&spec);
+                    let now = Instant::now();
+                    match self.shared.turns.ask(self.token, now) {
+                        crate::admission::Turn::Go => self.prepare(&spec),
+                        crate::admission::Turn::Wait(ahead) => {
+                            let limit = self.shared.turns.max_wait().as_secs();
+                            self.shared.config.logger.event(
+                                1,
+                                &self.about("queued"),
+                                &format!(
+                                    "{}: {} waits its turn, {ahead} ahead (--schedule exclusive)",
+                                    self.peer, spec.kind
+                                ),
+                            );
+                            self.core.queued(
+                                u32::try_from(ahead).unwrap_or(u32::MAX),
+                                u32::try_from(limit).unwrap_or(u32::MAX),
+                                now,
+                            );
+                            self.waiting = Some((spec, now));
+                        }
+                    }
                 }
                 ServerEvent::ClientDone(done) => {
                     self.datagrams_sent = Some(done.datagrams_sent);
@@ -597,6 +693,8 @@ impl Session {
                 }
                 ServerEvent::AbortTest => {
                     self.forget_streams();
+                    self.turn_done();
+                    self.waiting = None;
                     if let Some(t) = self.test.take() {
                         t.abort();
                     }
@@ -692,20 +790,26 @@ impl Session {
                 self.tally = Some(self.shared.config.metrics.test_started(spec.kind, dialect));
             }
             Err(e) => {
-                let why = escape(&e.message);
-                self.shared.config.logger.event(
-                    1,
-                    &Event {
-                        test: Some(spec.kind.name()),
-                        outcome: Some("refused"),
-                        reason: Some(&why),
-                        ..self.about("test-refused")
-                    },
-                    &format!("{}: {} refused: {why}", self.peer, spec.kind),
-                );
+                self.refused_test(spec, &e.message);
                 self.core.prepare_failed(e);
+                self.turn_done();
             }
         }
+    }
+
+    /// A test of this session refused: logged, with why.
+    fn refused_test(&self, spec: &proto::TestSpec, why: &str) {
+        let why = escape(why);
+        self.shared.config.logger.event(
+            1,
+            &Event {
+                test: Some(spec.kind.name()),
+                outcome: Some("refused"),
+                reason: Some(&why),
+                ..self.about("test-refused")
+            },
+            &format!("{}: {} refused: {why}", self.peer, spec.kind),
+        );
     }
 
     fn flush(&mut self, registry: &Registry) -> io::Result<()> {

@@ -25,6 +25,8 @@ pub(crate) struct Shared {
     pub sessions_begun: AtomicU64,
     /// Streams handed to their test by the listener (iperf3's).
     pub handoff: crate::handoff::Handoff,
+    /// The turns tests take (`--schedule exclusive`).
+    pub turns: crate::admission::Turns,
 }
 
 impl Shared {
@@ -46,6 +48,7 @@ impl Shared {
         config.max_pending = shares.waiting;
         config.max_sessions = shares.sessions;
         config.max_per_client = config.max_per_client.min(shares.sessions);
+        let turns = crate::admission::Turns::new(config.schedule, config.max_wait);
         Shared {
             config,
             shutdown,
@@ -55,6 +58,7 @@ impl Shared {
             descriptors: Arc::new(Descriptors::new(shares)),
             sessions_begun: AtomicU64::new(0),
             handoff: crate::handoff::Handoff::default(),
+            turns,
         }
     }
 

@@ -64,6 +64,7 @@ pub const CAPABILITIES: &[&str] = &[
     "interim",
     "summary",
     "paths",
+    "queue",
 ];
 
 impl Hello {
@@ -169,6 +170,14 @@ pub enum ServerMsg {
     /// `--rx-zerocopy`), before the results: sent only to a client whose
     /// hello names `paths`, when the test asked for a path.
     Received(RxFigures),
+    /// The test waits its turn (`netserver --schedule exclusive`): so many
+    /// tests are ahead of it, and it waits at most `limit_secs` before it
+    /// is refused. Sent only to a client whose hello names `queue`, again
+    /// as its place changes; its grant (`Ready`) or refusal follows.
+    Queued {
+        ahead: u32,
+        limit_secs: u32,
+    },
 }
 
 /// Why the server refused or ended something.
@@ -258,6 +267,7 @@ impl ServerMsg {
             ServerMsg::Foreign(_) => "Foreign",
             ServerMsg::Interim(_) => "Interim",
             ServerMsg::Received(_) => "Received",
+            ServerMsg::Queued { .. } => "Queued",
         }
     }
 

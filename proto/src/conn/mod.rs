@@ -224,6 +224,10 @@ pub(crate) trait ServerSpeaker: Send {
     /// The test's streams have all come (a dialect whose streams the
     /// listener hands to the test: iperf3's).
     fn streams_ready(&mut self, _s: &mut Shared, _now: Instant) {}
+    /// The test waits its turn, `ahead` tests before it, at most
+    /// `limit_secs` (a dialect that can say so: ours, to a client that
+    /// names `queue`).
+    fn queued(&mut self, _s: &mut Shared, _ahead: u32, _limit_secs: u32) {}
     /// What the test's streams present to be handed to it (iperf3's
     /// cookie).
     fn stream_cookie(&self) -> Option<[u8; crate::iperf3::COOKIE_LEN]> {
@@ -307,6 +311,15 @@ impl ServerConn {
     pub fn speaking(mut self, d: Dialect) -> ServerConn {
         self.choose(d);
         self
+    }
+
+    /// The test waits its turn: tell the client, where it can be told,
+    /// and keep its deadline for the grant from running out meanwhile.
+    pub fn queued(&mut self, ahead: u32, limit_secs: u32, now: Instant) {
+        self.shared.idle_since = now;
+        if let Some(sp) = &mut self.speaker {
+            sp.queued(&mut self.shared, ahead, limit_secs);
+        }
     }
 
     /// The test's streams have all come: tell the client to start.
@@ -555,6 +568,11 @@ pub(crate) trait ClientSpeaker: Send {
     fn authenticated(&self) -> bool {
         false
     }
+    /// A place in the netserver's turn queue it told of since last asked
+    /// (tests ahead, the longest wait in seconds), taken.
+    fn take_queued(&mut self) -> Option<(u32, u32)> {
+        None
+    }
     /// The server's interim reports of the last test, taken.
     fn take_interims(&mut self) -> Vec<InterimReport> {
         Vec::new()
@@ -606,6 +624,11 @@ pub struct ClientConn {
     inbuf: Vec<u8>,
     outbuf: Vec<u8>,
     deadline: Option<(Instant, &'static str)>,
+    /// The netserver's turn queue, as it last told (tests ahead, the
+    /// longest wait in seconds), and whether the grant's deadline was
+    /// extended for it.
+    queued: Option<(u32, u32)>,
+    queue_extended: bool,
 }
 
 impl std::fmt::Debug for ClientConn {
@@ -634,6 +657,8 @@ impl ClientConn {
             inbuf: Vec::new(),
             outbuf,
             deadline: None,
+            queued: None,
+            queue_extended: false,
         };
         c.expect(now, wait, "hello");
         Ok(c)
@@ -652,7 +677,15 @@ impl ClientConn {
             inbuf: Vec::new(),
             outbuf,
             deadline: None,
+            queued: None,
+            queue_extended: false,
         }
+    }
+
+    /// The netserver's turn queue as it last told, taken: so many tests
+    /// ahead of ours, waiting at most so many seconds.
+    pub fn take_queued(&mut self) -> Option<(u32, u32)> {
+        self.queued.take()
     }
 
     pub fn capabilities(&self) -> &Capabilities {
@@ -702,6 +735,7 @@ impl ClientConn {
 
     fn expect(&mut self, now: Instant, wait: Duration, what: &'static str) {
         self.deadline = Some((now + wait, what));
+        self.queue_extended = false;
     }
 
     /// Ask for a test; the grant is due within `wait`.
@@ -775,6 +809,16 @@ impl ClientConn {
             ));
         }
         let ev = self.speaker.handle(&mut self.inbuf, &mut self.outbuf)?;
+        // waiting its turn: the grant may take as long as the queue says
+        if let Some((ahead, limit)) = self.speaker.take_queued() {
+            if !self.queue_extended
+                && let Some((d, what)) = self.deadline
+            {
+                self.deadline = Some((d + Duration::from_secs(u64::from(limit) + 5), what));
+                self.queue_extended = true;
+            }
+            self.queued = Some((ahead, limit));
+        }
         if ev
             .as_ref()
             .is_some_and(|e| !matches!(e, ClientEvent::Send(_)))

@@ -183,6 +183,12 @@ impl OurServer {
 }
 
 impl ServerSpeaker for OurServer {
+    fn queued(&mut self, s: &mut Shared, ahead: u32, limit_secs: u32) {
+        if self.session.peer_can("queue") {
+            self.send(s, &ServerMsg::Queued { ahead, limit_secs });
+        }
+    }
+
     fn established(&self) -> bool {
         self.session.established()
     }
@@ -276,6 +282,8 @@ pub(crate) struct OurClient {
     interims: Vec<InterimReport>,
     /// What the server's receive path did, from a `Received` frame.
     rx: RxFigures,
+    /// The turn queue's place, from a `Queued` frame, until taken.
+    queued: Option<(u32, u32)>,
 }
 
 impl OurClient {
@@ -297,6 +305,7 @@ impl OurClient {
             foreign: ForeignConnections::default(),
             interims: Vec::new(),
             rx: RxFigures::default(),
+            queued: None,
         };
         let start = out.len();
         c.send(&ClientSession::hello(software), out)?;
@@ -323,6 +332,10 @@ impl OurClient {
             }
             ServerMsg::Received(rx) => {
                 self.rx = *rx;
+                return Ok(true);
+            }
+            ServerMsg::Queued { ahead, limit_secs } => {
+                self.queued = Some((*ahead, *limit_secs));
                 return Ok(true);
             }
             ServerMsg::Interim(reports) => {
@@ -385,6 +398,10 @@ impl OurClient {
 }
 
 impl ClientSpeaker for OurClient {
+    fn take_queued(&mut self) -> Option<(u32, u32)> {
+        self.queued.take()
+    }
+
     fn setup(&mut self, spec: TestSpec, out: &mut Vec<u8>) -> Result<(), ClientConnError> {
         self.interims.clear();
         let m = self.session.setup(spec)?;
