@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     error::SpecError,
+    message::{ErrorCode, ErrorMsg},
     test::{Family, TestEnd, TestKind, TestSpec},
 };
 
@@ -42,22 +43,21 @@ pub mod state {
     pub const SERVER_ERROR: i8 = -2;
 }
 
-/// iperf3's error numbers (`i_errno`) a server sends with SERVER_ERROR,
-/// the client printing its own text for each.
+/// iperf3's error numbers (`i_errno`) a server sends with SERVER_ERROR
+/// (then an errno); the client prints its own text for each.
 pub mod errno {
-    /// "received an unknown control message" (a generic refusal the client
-    /// prints with our errno's text).
-    pub const IECTRLREAD: i32 = 113;
+    /// "an option you are trying to set is not implemented yet": what this
+    /// server does not do (SCTP, MPTCP, RSA authentication).
+    pub const IEUNIMP: i32 = 13;
     /// "unable to receive parameters from client".
-    pub const IERECVPARAMS: i32 = 104;
-    /// "test authorization failed".
-    pub const IEAUTHTEST: i32 = 139;
-    /// "the server is busy running a test".
-    pub const IESERVERBUSY: i32 = 117;
-    /// "unable to set socket buffer size".
-    pub const IESETBUF: i32 = 20;
-    /// "control socket has closed unexpectedly".
-    pub const IECTRLCLOSE: i32 = 106;
+    pub const IERECVPARAMS: i32 = 114;
+    /// "received an unknown control message".
+    pub const IEMESSAGE: i32 = 110;
+    /// "unable to receive results".
+    pub const IERECVRESULTS: i32 = 117;
+    /// "unable to initialize stream": a test the server could not set up
+    /// or run.
+    pub const IEINITSTREAM: i32 = 201;
 }
 
 /// The datagram a UDP stream's client sends first, and the server's
@@ -167,25 +167,31 @@ impl Params {
     /// is of `family`: which way the data goes, how many streams, their
     /// sizes and socket options. What this server does not do (SCTP,
     /// MPTCP, iperf3's RSA authentication) is an error naming it.
-    pub fn test(&self, family: Family) -> Result<Iperf3Test, SpecError> {
+    pub fn test(&self, family: Family) -> Result<Iperf3Test, ErrorMsg> {
+        let unsupported = |option: &str, what: &str| {
+            Err(ErrorMsg::new(
+                ErrorCode::Unsupported,
+                format!("{option}: {what} is not supported by this server"),
+            ))
+        };
         if self.sctp == Some(true) {
-            return Err(SpecError::new(
-                "--sctp",
-                "SCTP is not supported by this server",
-            ));
+            return unsupported("--sctp", "SCTP");
         }
         if self.mptcp == Some(true) {
-            return Err(SpecError::new(
-                "--mptcp",
-                "MPTCP is not supported by this server",
-            ));
+            return unsupported("--mptcp", "MPTCP");
         }
         if self.authtoken.is_some() {
-            return Err(SpecError::new(
+            return unsupported(
                 "--username",
-                "iperf3's RSA authentication is not supported by this server (it authenticates its own clients with a key: see its documentation)",
-            ));
+                "iperf3's RSA authentication (it authenticates its own clients with a key: see its documentation)",
+            );
         }
+        self.data_path(family)
+            .map_err(|e| ErrorMsg::new(ErrorCode::InvalidRequest, e.to_string()))
+    }
+
+    /// The test's data path, as the parameters ask it.
+    fn data_path(&self, family: Family) -> Result<Iperf3Test, SpecError> {
         let udp = self.udp == Some(true);
         let reverse = self.reverse == Some(true);
         let bidir = self.bidirectional == Some(true);
@@ -289,6 +295,32 @@ impl Results {
     }
 }
 
+/// What a client's results say of its streams: each one's id and the
+/// datagrams it sent (UDP), read leniently (iperf3 3.12 writes -1 as
+/// 18446744073709551615; a field that is not a number reads as 0).
+pub fn client_streams(json: &[u8]) -> Vec<(i64, i64)> {
+    let number = |v: &serde_json::Value| -> i64 {
+        v.as_i64()
+            .or_else(|| v.as_u64().map(|_| -1))
+            .or_else(|| v.as_f64().map(|f| f as i64))
+            .unwrap_or(0)
+    };
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(json) else {
+        return Vec::new();
+    };
+    v.get("streams")
+        .and_then(|s| s.as_array())
+        .map(|a| {
+            a.iter()
+                .map(|s| {
+                    let f = |k: &str| s.get(k).map_or(0, number);
+                    (f("id"), f("packets"))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// A length-prefixed JSON message: its 4-byte big-endian length, then the
 /// bytes.
 pub fn framed(json: &[u8]) -> Vec<u8> {
@@ -337,7 +369,14 @@ mod tests {
         assert_eq!(t.spec.server.recv_buf, Some(262_144));
         let rsa = br#"{"tcp":true,"authtoken":"xyz"}"#;
         let e = Params::decode(rsa).unwrap().test(Family::V4).unwrap_err();
-        assert!(e.to_string().contains("RSA"), "{e}");
+        assert!(
+            e.message.contains("RSA") && e.code == ErrorCode::Unsupported,
+            "{e:?}"
+        );
+        // 3.12's results write -1 as an unsigned 64-bit number
+        let r = br#"{"cpu_util_total":1,"streams":[{"id":1,"bytes":10,"retransmits":18446744073709551615,"packets":763}]}"#;
+        assert_eq!(client_streams(r), vec![(1, 763)]);
+        assert!(client_streams(b"nonsense").is_empty());
         assert!(
             Params::decode(br#"{"parallel":-1}"#)
                 .unwrap()

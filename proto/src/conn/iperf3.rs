@@ -77,7 +77,9 @@ impl Iperf3Server {
 
     /// The parameters came: the test they ask, to prepare.
     fn params(&mut self, s: &mut Shared, json: &[u8], now: Instant) {
-        let test = Params::decode(json).and_then(|p| p.test(self.family));
+        let test = Params::decode(json)
+            .map_err(|e| ErrorMsg::new(ErrorCode::InvalidRequest, e.to_string()))
+            .and_then(|p| p.test(self.family));
         match test {
             Ok(t) => {
                 s.log(
@@ -98,8 +100,26 @@ impl Iperf3Server {
                 s.test_requested();
                 s.event(ServerEvent::Prepare(Box::new(spec)));
             }
-            Err(e) => self.error(s, errno::IERECVPARAMS, &e.to_string(), now),
+            Err(e) => self.refuse_test(s, e, now),
         }
+    }
+
+    /// The test cannot run: busy (a cap, a share, a wait past its turn) is
+    /// iperf3's own ACCESS_DENIED; what the server does not do, and the
+    /// rest, SERVER_ERROR with the iperf3 error the client prints.
+    fn refuse_test(&mut self, s: &mut Shared, err: ErrorMsg, now: Instant) {
+        if err.code == ErrorCode::Busy {
+            s.refused(format!("iperf3 client: {}", err.message));
+            Self::state(s, state::ACCESS_DENIED);
+            s.close(now);
+            return;
+        }
+        let code = match err.code {
+            ErrorCode::Unsupported => errno::IEUNIMP,
+            ErrorCode::InvalidRequest => errno::IERECVPARAMS,
+            _ => errno::IEINITSTREAM,
+        };
+        self.error(s, code, &err.message, now);
     }
 
     /// The server's results message: a stream a flow, in the order the
@@ -107,7 +127,7 @@ impl Iperf3Server {
     /// for a UDP receiver its datagrams and their loss against what the
     /// client said it sent: exact where iperf3's own count stops at the
     /// highest sequence number seen).
-    fn results_json(&self, client: &Results) -> Vec<u8> {
+    fn results_json(&self, client: &[(i64, i64)]) -> Vec<u8> {
         let Some(r) = &self.results else {
             return Results::default().encode();
         };
@@ -147,10 +167,9 @@ impl Iperf3Server {
                     // (a UDP flow's receive calls are its datagrams)
                     let got = c.recv_calls as i64;
                     let sent = client
-                        .streams
                         .iter()
-                        .find(|s| s.id == id)
-                        .map_or(got, |s| s.packets.max(got));
+                        .find(|(sid, _)| *sid == id)
+                        .map_or(got, |(_, packets)| (*packets).max(got));
                     sr.packets = sent;
                     sr.errors = sent - got;
                     sr.jitter = r.udp.as_ref().map_or(0.0, |u| u.jitter_ns as f64 / 1e9);
@@ -249,7 +268,7 @@ impl ServerSpeaker for Iperf3Server {
                         if b as i8 != state::TEST_END {
                             let why =
                                 format!("state {} from the client before its results", b as i8);
-                            self.error(s, errno::IECTRLREAD, &why, now);
+                            self.error(s, errno::IEMESSAGE, &why, now);
                         }
                         continue;
                     }
@@ -258,13 +277,13 @@ impl ServerSpeaker for Iperf3Server {
                         Ok(None) => return,
                         Err(e) => {
                             let why = e.to_string();
-                            self.error(s, errno::IECTRLREAD, &why, now);
+                            self.error(s, errno::IERECVRESULTS, &why, now);
                             return;
                         }
                     };
                     if let Some((json, used)) = taken {
                         s.inbuf.drain(..used);
-                        let client = Results::decode(&json).unwrap_or_default();
+                        let client = iperf3::client_streams(&json);
                         s.outbuf.extend(iperf3::framed(&self.results_json(&client)));
                         Self::state(s, state::DISPLAY_RESULTS);
                         self.phase = Phase::Done;
@@ -299,7 +318,7 @@ impl ServerSpeaker for Iperf3Server {
                         (phase, other) => {
                             let why = format!("state {other} from the client in phase {phase:?}");
                             s.event(ServerEvent::ProtocolError);
-                            self.error(s, errno::IECTRLREAD, &why, now);
+                            self.error(s, errno::IEMESSAGE, &why, now);
                         }
                     }
                 }
@@ -329,12 +348,7 @@ impl ServerSpeaker for Iperf3Server {
     }
 
     fn prepare_failed(&mut self, s: &mut Shared, err: ErrorMsg) {
-        let code = match err.code {
-            ErrorCode::Busy => errno::IESERVERBUSY,
-            _ => errno::IERECVPARAMS,
-        };
-        let now = Instant::now();
-        self.error(s, code, &err.message, now);
+        self.refuse_test(s, err, Instant::now());
     }
 
     fn test_ended(&mut self, s: &mut Shared, outcome: Result<SideResults, ErrorMsg>, now: Instant) {
@@ -349,7 +363,7 @@ impl ServerSpeaker for Iperf3Server {
                 }
                 s.test_over(now);
             }
-            Err(e) => self.error(s, errno::IECTRLREAD, &e.message, now),
+            Err(e) => self.error(s, errno::IEMESSAGE, &e.message, now),
         }
     }
 
@@ -360,7 +374,7 @@ impl ServerSpeaker for Iperf3Server {
             Self::state(s, state::ACCESS_DENIED);
         } else {
             Self::state(s, state::SERVER_ERROR);
-            s.outbuf.extend_from_slice(&errno::IECTRLREAD.to_be_bytes());
+            s.outbuf.extend_from_slice(&errno::IEMESSAGE.to_be_bytes());
             s.outbuf.extend_from_slice(&0i32.to_be_bytes());
         }
     }
