@@ -334,6 +334,20 @@ pub fn framed(json: &[u8]) -> Vec<u8> {
 /// its JSON and the bytes it took; an error if its length is over `max`
 /// (checked before anything is read of it).
 pub fn take_json(buf: &[u8], max: usize) -> Result<Option<(&[u8], usize)>, SpecError> {
+    // a first byte that is not 0 makes a length of 16 MiB or more: over
+    // any bound, known before the rest of the length comes (a state byte
+    // out of turn reads so)
+    if max < 1 << 24
+        && let Some(&b) = buf.first()
+        && b != 0
+    {
+        return Err(SpecError::new(
+            "length",
+            format!(
+                "a JSON message of {b:#04x}... bytes, more than {max} (or a state byte out of turn)"
+            ),
+        ));
+    }
     let Some(len) = buf
         .first_chunk::<4>()
         .map(|l| u32::from_be_bytes(*l) as usize)

@@ -12,6 +12,7 @@ mod errors;
 mod exhaustion;
 mod fleet;
 mod flows;
+mod iperf3;
 mod lab;
 mod metrics;
 mod netperf2;
