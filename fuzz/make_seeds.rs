@@ -176,5 +176,25 @@ fn main() {
     a[..32].copy_from_slice(&[4; 32]);
     write("auth_handshake", "nonce-and-proof", &a);
     write("auth_handshake", "short", b"not a proof");
+    // iperf3's port: a 3.12 client's cookie and parameters, TCP and UDP
+    for (name, params) in [
+        ("tcp", &br#"{"tcp":true,"omit":0,"time":10,"num":0,"blockcount":0,"parallel":2,"reverse":true,"len":131072,"pacing_timer":1000,"client_version":"3.12"}"#[..]),
+        ("udp", &br#"{"udp":true,"omit":0,"time":3,"parallel":1,"bidirectional":true,"len":1000,"bandwidth":1048576,"udp_counters_64bit":1,"client_version":"3.21"}"#[..]),
+    ] {
+        let mut conversation = b"abcdefghijklmnopqrstuvwxyz234567abcd\0".to_vec();
+        conversation.extend(proto::iperf3::framed(params));
+        conversation.push(4);
+        conversation.extend(proto::iperf3::framed(br#"{"cpu_util_total":1,"cpu_util_user":1,"cpu_util_system":0,"sender_has_retransmits":0,"streams":[{"id":1,"bytes":100,"retransmits":0,"jitter":0,"errors":0,"packets":100,"start_time":0,"end_time":1}]}"#));
+        conversation.push(16);
+        let mut script = vec![16u8 | 2];
+        for piece in conversation.chunks(40) {
+            script.push(piece.len() as u8 - 1);
+            script.extend_from_slice(piece);
+            script.extend_from_slice(&[160, 234, 176, 231, 132]);
+        }
+        write("server_session", &format!("iperf3-{name}"), &script);
+        write("iperf3_control", &format!("params-{name}"), &proto::iperf3::framed(params));
+        write("iperf3_control", &format!("json-{name}"), params);
+    }
     println!("seed corpus written to {}", dir.display());
 }

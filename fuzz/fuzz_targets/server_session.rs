@@ -1,5 +1,6 @@
-//! The daemon's control session as it is: `proto::conn::ServerConn`, both
-//! dialects (ours and netperf 2.7's, chosen by the first bytes), fed bytes
+//! The daemon's control session as it is: `proto::conn::ServerConn`, every
+//! dialect (ours and netperf 2.7's, chosen by the first bytes; iperf3's,
+//! by the port), fed bytes
 //! split at points the input chooses, with the clock advanced, tests
 //! granted or refused, ended well or badly, output taken in parts and the
 //! peer gone, all as the input says. Nothing may panic; every request
@@ -8,8 +9,8 @@
 //! and what goes out stays bounded.
 //!
 //! The input: a byte of settings (a key; netperf 2.7 served or refused;
-//! its passphrase; the control family), then operations, each a byte and
-//! what it takes.
+//! its passphrase; the control family; iperf3's port), then operations,
+//! each a byte and what it takes.
 #![no_main]
 
 use std::time::{Duration, Instant};
@@ -71,6 +72,10 @@ fuzz_target!(|data: &[u8]| {
     let mut now = Instant::now();
     let mut s = ServerConn::new("fuzz", limits.clone(), auth, [7; 32], (2, 100), t, now)
         .with_netperf2(policy);
+    // iperf3's port: its dialect from the first byte
+    if settings & 16 == 16 {
+        s = s.speaking(proto::dialect::Dialect::Iperf3);
+    }
     let mut prepared = false;
     let mut in_test = false;
     while let Some((&op, more)) = rest.split_first() {
@@ -123,6 +128,9 @@ fuzz_target!(|data: &[u8]| {
             }
             232 => s.peer_gone(now),
             233 => s.fail(ErrorMsg::new(ErrorCode::ShuttingDown, "bye"), now),
+            // the listener handed the test its streams; the turn queue
+            234 => s.streams_ready(now),
+            235 => s.queued(2, 60, now),
             _ => {}
         }
         while let Some(ev) = s.poll_event() {
