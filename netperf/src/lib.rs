@@ -28,6 +28,7 @@ pub mod interrupt;
 pub mod output;
 pub mod plot;
 pub mod progress;
+pub mod report;
 pub mod rpm;
 pub mod run;
 pub mod under_load;
@@ -95,7 +96,7 @@ pub fn main_with(args: &[String]) -> ExitCode {
         Ok(run::Outcome::ForeignTraffic) => ExitCode::from(3),
         // stdout was closed (netperf | head): end quietly, with the status
         // a shell gives a process killed by SIGPIPE, as netperf 2.7 is.
-        Err(e) if e.is::<run::StdoutClosed>() => ExitCode::from(141),
+        Err(e) if e.is::<output::StdoutClosed>() => ExitCode::from(141),
         // netperf 2.7's two lines on stdout and its status, then ours.
         Err(e) if e.is::<control::Unreachable>() => {
             if let Some(u) = e.downcast_ref::<control::Unreachable>() {

@@ -4,6 +4,7 @@
 use std::{
     fs::File,
     io::{self, IsTerminal, Read, Write},
+    sync::Arc,
 };
 
 use anyhow::{Context as _, Result, anyhow};
@@ -12,15 +13,13 @@ use crate::{
     cli::{Plan, SelectorStyle, TestName},
     confidence::{self, Sample, Verdict},
     control, debug,
-    family::{self, Context, Measurement},
-    output::{Endpoints, Figures, asked::Asked, classic, json, selectors, units},
-    plot,
+    events::Events,
+    family::{self, Context},
+    interim,
+    output::{Endpoints, StdoutClosed, asked::Asked, classic, json, selectors, units},
+    plot, progress,
+    report::{Figures, Measurement, Observer},
 };
-
-/// stdout was closed under us (`netperf | head`).
-#[derive(Debug, thiserror::Error)]
-#[error("standard output was closed")]
-pub struct StdoutClosed;
 
 /// Write to stdout; a closed stdout is [`StdoutClosed`], not an I/O error
 /// of the test.
@@ -69,7 +68,23 @@ pub fn run(plan: &Plan) -> Result<Outcome> {
     for w in &plan.warnings {
         eprintln!("netperf: {w}");
     }
-    let mut ctx = Context::new(plan, read_fill(plan)?);
+    let stream = plan.json_stream.then(|| {
+        Arc::new(Events::new(
+            crate::output::Out::stdout(),
+            format!("{}/s", plan.units().label()),
+        ))
+    });
+    let mut observers: Vec<Arc<dyn Observer>> = Vec::new();
+    if let Some(e) = &stream {
+        observers.push(e.clone());
+    }
+    if let Some(l) = interim::Lines::of(plan, &crate::output::Out::stdout()) {
+        observers.push(Arc::new(l));
+    }
+    if let Some(p) = progress::Spec::of(plan) {
+        observers.push(Arc::new(progress::Progress::new(p)));
+    }
+    let mut ctx = Context::new(plan, read_fill(plan)?, observers);
     let mut conn = control::connect(plan)?;
     let embedded = conn.embedded.is_some();
     let d = &mut conn.control;
@@ -121,7 +136,7 @@ pub fn run(plan: &Plan) -> Result<Outcome> {
         }
     }
     debug::data_endpoints(plan, &d.peer(), plan.test.protocol());
-    if let Some(events) = &ctx.events {
+    if let Some(events) = &stream {
         events.start(
             plan.name.name(),
             &plan.command_line,
@@ -155,18 +170,13 @@ pub fn run(plan: &Plan) -> Result<Outcome> {
                 runs: &runs,
                 figures: &figures,
                 verdict: verdict.as_ref(),
-                interim: ctx
-                    .interim
-                    .as_ref()
-                    .map(|s| s.sink.kept())
-                    .unwrap_or_default(),
             })
         })
         .transpose()?;
     if let (Some(path), Some(doc)) = (&plan.plot, &document) {
         plot::draw_document(doc, path)?;
     }
-    if let (Some(events), Some(doc)) = (&ctx.events, &document) {
+    if let (Some(events), Some(doc)) = (&stream, &document) {
         events.end(serde_json::from_str(doc)?);
     } else if let (true, Some(doc)) = (plan.json, &document) {
         emit(&mut out, doc.as_bytes())?;
@@ -311,7 +321,7 @@ fn iterations(
     let Some(c) = confidence else {
         begin_iteration(ctx, 1);
         let m = measure(plan, d, ctx)?;
-        let f = Figures::of(asked, &m);
+        let f = Figures::of(asked.units(), asked.test, &m);
         trace_iteration(1, &f);
         end_iteration(ctx, asked, 1, &f);
         return Ok((vec![(m, f)], None));
@@ -321,7 +331,7 @@ fn iterations(
         |i| {
             begin_iteration(ctx, i);
             let m = measure(plan, d, ctx)?;
-            let f = Figures::of(asked, &m);
+            let f = Figures::of(asked.units(), asked.test, &m);
             trace_iteration(i as usize, &f);
             end_iteration(ctx, asked, i, &f);
             let sample = Sample {
@@ -360,20 +370,17 @@ fn measure(plan: &Plan, d: &mut control::Control, ctx: &Context) -> Result<Measu
     }
 }
 
-/// Iteration `i` (from 1) begins: the stream and the progress line say so.
+/// Iteration `i` (from 1) begins: the observers are told.
 fn begin_iteration(ctx: &Context, i: u32) {
-    if let Some(e) = &ctx.events {
-        e.begin_iteration(i);
-    }
-    if let Some(p) = &ctx.progress {
-        p.iteration.store(i, std::sync::atomic::Ordering::Relaxed);
+    for o in &ctx.observers {
+        o.iteration_begins(i);
     }
 }
 
-/// Iteration `i` is over: its figures on the stream.
-fn end_iteration(ctx: &Context, asked: &Asked, i: u32, f: &Figures) {
-    if let Some(e) = &ctx.events {
-        e.iteration(i, f, &format!("{}/s", asked.units().label()));
+/// Iteration `i` is over: its figures to the observers.
+fn end_iteration(ctx: &Context, _asked: &Asked, i: u32, f: &Figures) {
+    for o in &ctx.observers {
+        o.iteration_ends(i, f);
     }
 }
 

@@ -10,31 +10,16 @@
 use std::{thread, time::Duration};
 
 use anyhow::{Context as _, Result, anyhow};
-use engine::latency::LatencySummary;
 
 use crate::{
     cli::{self, Invocation, Length, Plan, UnderLoad},
     control::{self, Control},
-    family::{self, Context, Measurement},
-    output::{Figures, asked::Asked},
+    family::{self, Context},
+    report::{Figures, LoadFigures, Measurement, Scenario},
 };
 
 /// How long the load runs before the loaded phase, and after it.
 const RAMP: Duration = Duration::from_secs(2);
-
-/// What the idle phase and the load measured, beside the loaded phase's
-/// own figures.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct LoadFigures {
-    /// The idle phase: its latency and transactions a second.
-    pub idle: Option<LatencySummary>,
-    pub idle_rate: f64,
-    /// Load flows a direction.
-    pub flows: u32,
-    /// The load's goodput, 10^6 bits a second, each way it ran.
-    pub up_mbps: Option<f64>,
-    pub down_mbps: Option<f64>,
-}
 
 /// The idle phase's length: a fifth of the test, 1 to 5 s.
 fn idle_secs(plan: &Plan) -> u64 {
@@ -132,18 +117,14 @@ pub(crate) struct Load {
 
 /// Run the load of one plan on a control connection of its own.
 pub(crate) fn run_load(lp: &Plan) -> Result<Load> {
-    run_load_in(lp, Context::new(lp, Vec::new()))
+    run_load_in(lp, Context::new(lp, Vec::new(), Vec::new()))
 }
 
 /// [`run_load`] in a context made for it (one its runner stops, or whose
 /// counters it reads as it runs).
-pub(crate) fn run_load_in(lp: &Plan, mut ctx: Context) -> Result<Load> {
+pub(crate) fn run_load_in(lp: &Plan, ctx: Context) -> Result<Load> {
     let began = unix_now();
     let mut conn = control::connect(lp).context("the load's control connection")?;
-    if let Some(i) = &mut ctx.interim {
-        // kept for its TCP_INFO, never printed
-        i.sink.print = false;
-    }
     let m = family::run_once(lp, &mut conn.control, &ctx).context("the load")?;
     conn.control.bye();
     // the sending end's view: ours up, the netserver's down (its clock
@@ -157,16 +138,13 @@ pub(crate) fn run_load_in(lp: &Plan, mut ctx: Context) -> Result<Load> {
             })
             .collect()
     } else {
-        ctx.interim
-            .as_ref()
-            .map(|i| i.sink.kept())
-            .unwrap_or_default()
+        m.interim
             .iter()
             .flat_map(|s| s.tcp.iter().map(|t| (s.ending, t.rtt_us)))
             .collect()
     };
     Ok(Load {
-        mbps: Figures::of(&Asked::of(lp), &m).result,
+        mbps: Figures::of(lp.units(), lp.test, &m).result,
         rtt_at,
     })
 }
@@ -190,13 +168,15 @@ pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Resu
     let (m, loads) = beside(&plans, RAMP, || family::run_once(plan, d, ctx));
     let mut m = m?;
     let done = gather(loads).map_err(|e| anyhow!("--under-load: {e:#}"))?;
-    m.under_load = Some(LoadFigures {
+    // the idle phase's interim samples first, as they were taken
+    m.interim.splice(0..0, idle.interim);
+    m.scenario = Some(Scenario::UnderLoad(LoadFigures {
         idle: idle.latency,
         idle_rate: idle.local.transactions as f64 / idle.elapsed.max(1e-9),
         flows: load.flows,
         up_mbps: done.up_mbps,
         down_mbps: done.down_mbps,
-    });
+    }));
     Ok(m)
 }
 

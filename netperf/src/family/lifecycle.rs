@@ -18,14 +18,12 @@ use proto::{
 };
 use socket2::{SockRef, Socket};
 
-use super::{
-    context::{self, Context},
-    measure::{FlowEnd, Measurement, Side},
-};
+use super::context::{self, Context};
 use crate::{
     cli::{Length, Plan},
     control::Control,
     debug, interrupt,
+    report::{FlowEnd, Measurement, Side},
 };
 
 /// What our side of a test is, resolved before the netserver is asked.
@@ -183,12 +181,11 @@ fn run_test(
     }
     let _timer = fam.timer(plan, &stop)?;
     let _int = interrupt::stop_on_interrupt(&stop);
-    let kept = ctx.kept();
     let phase = ctx.begin(plan)?;
     let mut local = fam.run(&r, &ours)?;
-    local.counts.cpu = phase.end();
+    let interim;
+    (local.counts.cpu, interim) = phase.end();
     ctx.unwatch();
-    let local_rtts = ctx.rtts_since(kept);
     trace.ended(plan, protocol);
     let remote = d.finish(fam.done(&local), results_wait(plan))?;
     let remote_interim = d.take_interims();
@@ -220,7 +217,7 @@ fn run_test(
             recv_width: ours.sizes.recv_width,
             addr: local.addr,
             tos,
-            rtt_over_time: local_rtts,
+            rtt_over_time: rtts(interim.iter().map(|s| &s.tcp)),
         },
         remote: Side {
             counts: remote,
@@ -233,10 +230,7 @@ fn run_test(
             recv_width: rs.recv_width,
             addr: Some(to),
             tos: None,
-            rtt_over_time: remote_interim
-                .iter()
-                .flat_map(|r| r.tcp.iter().map(|t| t.rtt_us))
-                .collect(),
+            rtt_over_time: rtts(remote_interim.iter().map(|r| &r.tcp)),
         },
         mss: local.mss,
         send_errors: local.send_errors,
@@ -244,9 +238,14 @@ fn run_test(
         lost: local.lost,
         flows: local.flows,
         remote_interim,
-        under_load: None,
-        rpm: None,
+        interim,
+        scenario: None,
     })
+}
+
+/// The round-trip times of TCP_INFO samples, in time order.
+fn rtts<'a>(samples: impl Iterator<Item = &'a Vec<proto::TcpSample>>) -> Vec<u32> {
+    samples.flatten().map(|t| t.rtt_us).collect()
 }
 
 /// What we made of a test, for the netserver's `--record`.

@@ -8,10 +8,8 @@ use super::json_types::{Side, SideOptions};
 use crate::{
     cli::Length,
     confidence::Verdict,
-    family::Measurement,
-    interim,
     output::asked::Asked,
-    output::{Figures, sd_per_transaction},
+    report::{Figures, Measurement, Sample, figures::sd_per_transaction, scenario::category},
 };
 
 /// The schema's name and version.
@@ -37,7 +35,7 @@ struct Document<'a> {
     lost_transactions: Option<u64>,
     iterations: Vec<Iteration>,
     confidence: Option<Confidence>,
-    interim: Vec<interim::Sample>,
+    interim: Vec<Sample>,
     /// The netserver's figures every interval of the last iteration.
     remote_interim: Vec<RemoteInterim>,
     /// `--under-load`: the idle phase and the load (the loaded phase is
@@ -251,7 +249,6 @@ pub struct Report<'a> {
     pub runs: &'a [(Measurement, Figures)],
     pub figures: &'a Figures,
     pub verdict: Option<&'a Verdict>,
-    pub interim: Vec<interim::Sample>,
 }
 
 fn latency(m: &Measurement) -> Option<Latency> {
@@ -366,7 +363,7 @@ pub fn render(r: &Report) -> Result<String, serde_json::Error> {
         result: Result_ {
             elapsed_seconds: f.elapsed,
             value: f.result,
-            units: if m.rpm.is_some() {
+            units: if m.rpm().is_some() {
                 "RPM".to_string()
             } else {
                 format!("{}/s", p.units().label())
@@ -384,7 +381,7 @@ pub fn render(r: &Report) -> Result<String, serde_json::Error> {
             remote_cpu_util: f.remote_cpu,
             local_service_demand: f.local_sd,
             remote_service_demand: f.remote_sd,
-            service_demand_units: if sd_per_transaction(p) {
+            service_demand_units: if sd_per_transaction(p.test, p.units()) {
                 "usec/Tran"
             } else {
                 "usec/KB"
@@ -434,17 +431,17 @@ pub fn render(r: &Report) -> Result<String, serde_json::Error> {
             }),
             _ => None,
         },
-        interim: r.interim.clone(),
-        under_load: m.under_load.as_ref().map(|u| UnderLoadJson {
+        interim: r.runs.iter().flat_map(|(m, _)| m.interim.clone()).collect(),
+        under_load: m.load().map(|u| UnderLoadJson {
             idle_transaction_rate: u.idle_rate,
             idle_latency_usec: u.idle.as_ref().map(latency_of),
             load_flows: u.flows,
             load_up_mbps: u.up_mbps,
             load_down_mbps: u.down_mbps,
         }),
-        rpm: m.rpm.as_ref().map(|r| RpmJson {
+        rpm: m.rpm().map(|r| RpmJson {
             rpm: r.rpm,
-            category: crate::rpm::category(r.rpm),
+            category: category(r.rpm),
             confidence: r.confidence.name(),
             idle_rpm: r.idle_rpm,
             foreign_rpm: r.foreign_rpm,

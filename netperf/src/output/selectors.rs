@@ -18,9 +18,8 @@ use optparse::value::AddrFamily;
 use crate::{
     cli::{SelectorStyle, Units},
     confidence::Verdict,
-    family::Measurement,
     output::asked::Asked,
-    output::{Figures, sd_per_transaction},
+    report::{Figures, LoadFigures, Measurement, RpmFigures, Side, figures::sd_per_transaction},
 };
 
 /// How a value is printed (netperf's printf formats).
@@ -95,7 +94,7 @@ impl Sel {
 /// One side of the run, as a selector of [`SIDED`] sees it.
 struct SideView<'a> {
     /// What it measured and the sizes it ran with.
-    m: &'a crate::family::Side,
+    m: &'a Side,
     /// What the command line asked of it.
     asked: &'a proto::SideSpec,
     /// Its CPU utilisation and service demand, as printed.
@@ -182,16 +181,16 @@ fn lat_us(c: &Ctx, g: fn(&engine::latency::LatencySummary) -> u64) -> Value {
 }
 
 /// A figure of an `--under-load` run; -1 otherwise.
-fn under_load(c: &Ctx, g: impl Fn(&crate::under_load::LoadFigures) -> Option<i64>) -> Value {
-    match c.m.under_load.as_ref().and_then(g) {
+fn under_load(c: &Ctx, g: impl Fn(&LoadFigures) -> Option<i64>) -> Value {
+    match c.m.load().and_then(g) {
         Some(v) => int(v),
         None => Value::Int(-1),
     }
 }
 
 /// A figure of a `-t RPM` run, rounded; -1 otherwise.
-fn rpm(c: &Ctx, g: fn(&crate::rpm::RpmFigures) -> Option<f64>) -> Value {
-    match c.m.rpm.as_ref().and_then(g) {
+fn rpm(c: &Ctx, g: fn(&RpmFigures) -> Option<f64>) -> Value {
+    match c.m.rpm().and_then(g) {
         Some(v) => int(v.round() as i64),
         None => Value::Int(-1),
     }
@@ -495,7 +494,7 @@ static SELECTORS: &[Sel] = &[
         ["Service", "Demand", "Units", ""],
         Fmt::Str,
         |c| Value::Str(
-            if sd_per_transaction(c.asked) {
+            if sd_per_transaction(c.asked.test, c.asked.units()) {
                 "usec/Tran"
             } else {
                 "usec/KB"
@@ -589,7 +588,7 @@ static SELECTORS: &[Sel] = &[
         "LOAD_THROUGHPUT",
         ["Load", "Throughput", "10^6bits/s", ""],
         Fmt::F(2),
-        |c| match &c.m.under_load {
+        |c| match c.m.load() {
             Some(u) => Value::F(u.up_mbps.unwrap_or(0.0) + u.down_mbps.unwrap_or(0.0)),
             None => Value::F(-1.0),
         }
@@ -622,7 +621,7 @@ static SELECTORS: &[Sel] = &[
         "RPM_CONFIDENCE",
         ["Responsiveness", "Confidence", "", ""],
         Fmt::Str,
-        |c| c.m.rpm.as_ref().map_or(Value::Str(String::new()), |r| {
+        |c| c.m.rpm().map_or(Value::Str(String::new()), |r| {
             Value::Str(r.confidence.name().into())
         })
     ),
@@ -1686,7 +1685,7 @@ mod tests {
     fn ctx_out(p: &Words, style: SelectorStyle, spec: &str) -> String {
         let mut m = Measurement {
             elapsed: 1.0,
-            local: crate::family::Side {
+            local: Side {
                 send_buf: 16384,
                 send_size: 16384,
                 counts: proto::SideResults {
@@ -1699,7 +1698,7 @@ mod tests {
                 },
                 ..Default::default()
             },
-            remote: crate::family::Side {
+            remote: Side {
                 recv_buf: 131072,
                 ..Default::default()
             },

@@ -10,9 +10,12 @@ use std::fmt::Write as _;
 
 use proto::{Direction, TestKind};
 
-use super::{Endpoints, Figures};
+use super::Endpoints;
 use crate::cli::{TestName, Units};
-use crate::{family::Measurement, output::asked::Asked};
+use crate::{
+    output::asked::Asked,
+    report::{Figures, Measurement},
+};
 
 pub mod flows;
 mod rpm;
@@ -238,7 +241,7 @@ fn terse_sd(asked: &Asked, f: &Figures) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::family::Side;
+    use crate::report::Side;
 
     use crate::output::testing::asked;
 

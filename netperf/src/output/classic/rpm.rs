@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::*;
-use crate::rpm::category;
+use crate::report::scenario::category;
 
 /// The median of microsecond values.
 fn median_us(v: &[u32]) -> Option<f64> {
@@ -19,9 +19,10 @@ fn median_us(v: &[u32]) -> Option<f64> {
 /// The table, and the line that says the result.
 pub fn rpm(asked: &Asked, m: &Measurement, f: &Figures) -> String {
     let mut s = String::new();
-    let (Some(r), Some(u)) = (&m.rpm, &m.under_load) else {
+    let Some(r) = m.rpm() else {
         return s;
     };
+    let u = &r.load;
     if asked.verbosity == 0 {
         let _ = writeln!(s, "{:.0}", f.result);
         return s;

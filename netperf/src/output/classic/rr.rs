@@ -169,7 +169,7 @@ fn rr_plain(asked: &Asked, m: &Measurement, f: &Figures, brand: &str, s: &mut St
 /// `--under-load`: the idle phase beside the loaded one, and the load.
 pub fn under_load_lines(m: &Measurement, f: &Figures) -> String {
     // (the responsiveness test's table shows its load)
-    let (Some(u), None) = (&m.under_load, &m.rpm) else {
+    let Some(crate::report::Scenario::UnderLoad(u)) = &m.scenario else {
         return String::new();
     };
     let lat = |l: Option<&engine::latency::LatencySummary>| match l {
