@@ -11,9 +11,31 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use serde_json::{Value, json};
 
 use crate::{
-    output::Out,
+    output::{Out, Reporter, Results, Server, Test, json},
     report::{Figures, Observer, Sample},
 };
+
+/// `--json-stream`'s reporter: the start line, and the end's document.
+#[derive(Debug)]
+pub struct Stream(pub std::sync::Arc<Events>);
+
+impl Reporter for Stream {
+    fn begin(&mut self, t: &Test, server: &Server) -> anyhow::Result<()> {
+        self.0.start(
+            t.name.name(),
+            &t.command_line,
+            &t.host_name,
+            &server.software,
+        );
+        Ok(())
+    }
+
+    fn finish(&mut self, r: &Results<'_>) -> anyhow::Result<()> {
+        // (as printed, then read: the numbers are the document's own)
+        self.0.end(serde_json::from_str(&json::render(r)?)?);
+        Ok(())
+    }
+}
 
 /// The stream's writer, shared by the run and the interim sampler.
 #[derive(Debug)]
@@ -46,7 +68,7 @@ impl Events {
     pub fn start(&self, test: &str, command_line: &str, host: &str, server: &str) {
         self.line(&json!({
             "event": "start",
-            "schema": crate::output::json::SCHEMA,
+            "schema": json::SCHEMA,
             "test": test,
             "command_line": command_line,
             "host": host,

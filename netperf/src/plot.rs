@@ -434,6 +434,19 @@ fn draw_latency(area: &Area<'_>, lat: &Series) -> Drawn {
     Ok(())
 }
 
+/// `--plot FILE.svg`: the run's picture, drawn before anything is printed.
+#[derive(Debug)]
+pub struct Plot {
+    pub path: std::path::PathBuf,
+}
+
+impl crate::output::Reporter for Plot {
+    fn finish(&mut self, r: &crate::output::Results<'_>) -> Result<()> {
+        // (as printed, then read: a saved document draws the same picture)
+        draw_document(&crate::output::json::render(r)?, &self.path)
+    }
+}
+
 /// Draw a run's `--json` document (as printed) into `path`.
 pub fn draw_document(doc: &str, path: &Path) -> Result<()> {
     let v: Value = serde_json::from_str(doc).context("the run's JSON document")?;

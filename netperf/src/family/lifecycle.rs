@@ -442,10 +442,11 @@ fn request_of(plan: &Plan, p: &Prepared, ours: &Ours, caps: &Capabilities) -> Re
 }
 
 /// Check what can be checked once the control connection is up, before
-/// anything is printed or asked of the netserver.
-pub fn preflight(plan: &Plan, d: &Control) -> Result<()> {
+/// anything is printed or asked of the netserver; the request each
+/// iteration sends, as far as it is known before our data socket exists.
+pub fn preflight(plan: &Plan, d: &Control) -> Result<TestSpec> {
     let family = sockopt::family_of(&d.peer());
-    spec_for(plan, family)?;
+    let spec = spec_for(plan, family)?;
     if plan.test == TestKind::UdpStream
         && let Some(size) = plan.local.send_size
     {
@@ -475,7 +476,7 @@ pub fn preflight(plan: &Plan, d: &Control) -> Result<()> {
             _ => bail!("{both}: a TCP connection cannot have the same address at both ends; {two}"),
         }
     }
-    Ok(())
+    Ok(spec)
 }
 
 /// The one port both ends' data sockets would have: `-- -P N` (or

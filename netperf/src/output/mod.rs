@@ -1,11 +1,21 @@
 //! Everything the client prints. Figures are computed once, in
-//! [`crate::report::Figures`], from both sides' counters; each format only
-//! lays them out.
+//! [`crate::report::Figures`], from both sides' counters; each output
+//! only lays them out, and each implements [`Reporter`].
+//!
+//! # Layout
+//! - [`run_info`]: what the outputs know of a run ([`Test`]: what only the
+//!   command line knows, and the request).
+//! - [`classic`]: netperf 2.7's tables; [`selectors`]: `-o`, `-O`, `-k`;
+//!   [`json`]: `--json` (its types in [`json_types`]); [`units`]: C's `%g`.
+//! - this file: the [`Reporter`] trait, the [`Results`] every output
+//!   reads, where output goes ([`Out`]), and the banner's addresses.
+//!
+//! The JSON stream and the picture are reporters too (`events`, `plot`).
 
-pub mod asked;
 pub mod classic;
 pub mod json;
 pub mod json_types;
+pub mod run_info;
 pub mod selectors;
 pub mod units;
 
@@ -15,7 +25,49 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use crate::output::asked::Asked;
+use crate::{
+    confidence::Verdict,
+    report::{Figures, Measurement},
+};
+pub use run_info::{RunInfo, Test};
+
+/// One output of a run (netperf's classic tables, its selectors, the JSON
+/// document, the JSON stream, the picture); `run` picks them once.
+pub trait Reporter {
+    /// Before the first iteration (the banner, the stream's start).
+    fn begin(&mut self, _t: &Test, _server: &Server) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// Iteration `i` of a confidence run is over.
+    fn iteration(&mut self, _t: &Test, _i: u32, _f: &Figures) {}
+    /// The run is over: its results.
+    fn finish(&mut self, r: &Results<'_>) -> anyhow::Result<()>;
+}
+
+/// The netserver a run talked to, as the outputs name it.
+#[derive(Clone, Debug)]
+pub struct Server {
+    /// Our end and its end of the control connection.
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    pub software: String,
+    /// It was started in this process, as none answered.
+    pub embedded: bool,
+}
+
+/// A run's results, as every output reads them.
+#[derive(Debug)]
+pub struct Results<'a> {
+    pub test: &'a Test,
+    pub server: &'a Server,
+    /// Each iteration's measurement and figures, and the last's.
+    pub runs: &'a [(Measurement, Figures)],
+    pub last: &'a Measurement,
+    /// The figures printed: the iterations' means.
+    pub figures: &'a Figures,
+    /// With `-I`/`-i`: whether the result is confident.
+    pub verdict: Option<&'a Verdict>,
+}
 
 /// The addresses the banner names.
 #[derive(Clone, Debug)]
@@ -29,9 +81,9 @@ pub struct Endpoints {
 }
 
 impl Endpoints {
-    pub fn new(asked: &Asked, peer: SocketAddr) -> Endpoints {
+    pub fn new(t: &Test, peer: SocketAddr) -> Endpoints {
         let ipv6 = peer.is_ipv6();
-        let (local_name, local_addr) = match (&asked.local_host, ipv6) {
+        let (local_name, local_addr) = match (&t.ours.local_host, ipv6) {
             (Some(h), _) => (h.clone(), h.clone()),
             (None, false) => ("0.0.0.0".into(), "0.0.0.0".into()),
             (None, true) => ("::0".into(), "::".into()),
@@ -39,7 +91,7 @@ impl Endpoints {
         Endpoints {
             local_name,
             local_addr,
-            remote_name: asked.host_name().to_string(),
+            remote_name: t.host_name.to_string(),
             remote_addr: peer.ip().to_string(),
             ipv6,
         }
@@ -110,28 +162,29 @@ pub struct StdoutClosed;
 
 /// Test helpers shared by the formats' tests.
 #[cfg(test)]
-pub(crate) mod testing {
-    use super::asked::Asked;
+pub mod testing {
+    use super::Test;
 
     /// What the output would be told for these words of a command line,
     /// and what each side asked (which a run's measurement carries).
     pub(crate) struct Words {
-        pub asked: Asked,
+        pub test: Test,
         pub local: proto::SideSpec,
         pub remote: proto::SideSpec,
     }
 
     impl std::ops::Deref for Words {
-        type Target = Asked;
-        fn deref(&self) -> &Asked {
-            &self.asked
+        type Target = Test;
+        fn deref(&self) -> &Test {
+            &self.test
         }
     }
 
     pub(crate) fn asked(words: &[&str]) -> Words {
         let plan = crate::cli::test_plan(words);
+        let spec = crate::family::spec_for(&plan, proto::Family::V4).unwrap();
         Words {
-            asked: Asked::of(&plan),
+            test: crate::run::test_of(&plan, spec, &super::Out::to(std::io::sink())),
             local: plan.local.clone(),
             remote: plan.remote.clone(),
         }

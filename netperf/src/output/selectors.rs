@@ -18,7 +18,7 @@ use optparse::value::AddrFamily;
 use crate::{
     cli::{SelectorStyle, Units},
     confidence::Verdict,
-    output::asked::Asked,
+    output::{Out, Reporter, Results, Server, Test, classic},
     report::{Figures, LoadFigures, Measurement, RpmFigures, Side, figures::sd_per_transaction},
 };
 
@@ -52,10 +52,42 @@ enum Value {
     F(f64),
 }
 
+/// `-o`, `-O`, `-k` (and OMNI's default): the selection in its style.
+#[derive(Debug)]
+pub struct Selected {
+    pub out: Out,
+    pub style: SelectorStyle,
+    pub selection: Selection,
+    pub uuid: String,
+}
+
+impl Reporter for Selected {
+    fn begin(&mut self, t: &Test, server: &Server) -> anyhow::Result<()> {
+        classic::print_banner(&self.out, t, server)
+    }
+
+    fn iteration(&mut self, t: &Test, i: u32, f: &Figures) {
+        classic::print_iteration(&self.out, t, i, f);
+    }
+
+    fn finish(&mut self, r: &Results<'_>) -> anyhow::Result<()> {
+        let c = Ctx {
+            test: r.test,
+            m: r.last,
+            f: r.figures,
+            confidence: r.verdict.map(|v| (v, r.runs.len())),
+            uuid: &self.uuid,
+        };
+        self.out
+            .emit(print(self.style, &self.selection, &c).as_bytes())?;
+        classic::print_confidence(&self.out, r)
+    }
+}
+
 /// Everything a selector may draw on.
 #[derive(Debug)]
 pub struct Ctx<'a> {
-    pub asked: &'a Asked,
+    pub test: &'a Test,
     /// The last iteration's measurement (counts, sizes).
     pub m: &'a Measurement,
     /// The figures printed (the means of the iterations).
@@ -197,7 +229,7 @@ fn rpm(c: &Ctx, g: fn(&RpmFigures) -> Option<f64>) -> Value {
 }
 
 fn rate_of(c: &Ctx, bytes: u64) -> Value {
-    let u = match c.asked.units() {
+    let u = match c.test.units {
         Units::Transactions => Units::Bits('m'),
         u => u,
     };
@@ -243,7 +275,7 @@ static SELECTORS: &[Sel] = &[
         "COMMAND_LINE",
         ["Command", "Line", "", ""],
         Fmt::Quoted,
-        |c| Value::Str(c.asked.command_line.clone())
+        |c| Value::Str(c.test.command_line.clone())
     ),
     sel!("UUID", ["Test", "UUID", "", ""], Fmt::Str, |c| Value::Str(
         c.uuid.to_string()
@@ -252,15 +284,15 @@ static SELECTORS: &[Sel] = &[
         "RESULT_BRAND",
         ["Result", "Tag", "", ""],
         Fmt::Quoted,
-        |c| c.asked.brand.clone().map_or(Value::None, Value::Str)
+        |c| c.test.brand.clone().map_or(Value::None, Value::Str)
     ),
     // netperf 2.7 names the socket type before -T changes the protocol.
     sel!("SOCKET_TYPE", ["Socket", "Type", "", ""], Fmt::Str, |c| {
-        Value::Str(c.asked.socket_type_label.into())
+        Value::Str(c.test.socket_type().into())
     }),
     sel!("DIRECTION", ["Direction", "", "", ""], Fmt::Str, |c| {
         Value::Str(
-            match c.asked.test {
+            match c.test.kind() {
                 TestKind::TcpCc => "Connection",
                 TestKind::TcpCrr => "Connect|Send|Recv",
                 k => match k.direction() {
@@ -273,7 +305,7 @@ static SELECTORS: &[Sel] = &[
         )
     }),
     sel!("PROTOCOL", ["Protocol", "", "", ""], Fmt::Str, |c| {
-        Value::Str(c.asked.protocol_label.into())
+        Value::Str(c.test.protocol_label.into())
     }),
     sel!(
         "ELAPSED_TIME",
@@ -282,15 +314,15 @@ static SELECTORS: &[Sel] = &[
         |c| f(c.f.elapsed)
     ),
     sel!("SOURCE_PORT", ["Source", "Port", "", ""], Fmt::Str, |c| {
-        Value::Str(c.asked.local_data_port.unwrap_or(0).to_string())
+        Value::Str(c.test.ours.data_port.unwrap_or(0).to_string())
     }),
     sel!(
         "SOURCE_ADDR",
         ["Source", "Address", "", ""],
         Fmt::Str,
-        |c| Value::Str(match (&c.asked.data_local, &c.asked.local_host) {
+        |c| Value::Str(match (&c.test.ours.data_local, &c.test.ours.local_host) {
             (Some(a), _) | (None, Some(a)) => a.clone(),
-            (None, None) if c.asked.family == AddrFamily::V6 => "::0".into(),
+            (None, None) if c.test.ours.family == AddrFamily::V6 => "::0".into(),
             (None, None) => "0.0.0.0".into(),
         })
     ),
@@ -298,7 +330,7 @@ static SELECTORS: &[Sel] = &[
         "SOURCE_FAMILY",
         ["Source", "Family", "", ""],
         Fmt::Int,
-        |c| int(match c.asked.data_family {
+        |c| int(match c.test.ours.data_family {
             AddrFamily::Unspec => 0,
             AddrFamily::V4 => i64::from(libc_af::INET),
             AddrFamily::V6 => i64::from(libc_af::INET6),
@@ -308,17 +340,18 @@ static SELECTORS: &[Sel] = &[
         "DEST_PORT",
         ["Destination", "Port", "", ""],
         Fmt::Str,
-        |c| Value::Str(c.asked.remote_data_port.unwrap_or(0).to_string())
+        |c| Value::Str(c.test.spec.data_port.unwrap_or(0).to_string())
     ),
     sel!(
         "DEST_ADDR",
         ["Destination", "Address", "", ""],
         Fmt::Str,
         |c| Value::Str(
-            c.asked
+            c.test
+                .ours
                 .data_host
                 .clone()
-                .unwrap_or_else(|| c.asked.host_name().to_string())
+                .unwrap_or_else(|| c.test.host_name.to_string())
         )
     ),
     sel!(
@@ -334,19 +367,19 @@ static SELECTORS: &[Sel] = &[
         "THROUGHPUT_UNITS",
         ["Throughput", "Units", "", ""],
         Fmt::PerSec,
-        |c| Value::Str(c.asked.units().label().into())
+        |c| Value::Str(c.test.units.label().into())
     ),
     sel!(
         "CONFIDENCE_LEVEL",
         ["Confidence", "Level", "Percent", ""],
         Fmt::Int,
-        |c| int(c.asked.confidence.map_or(0, |k| k.level as i64))
+        |c| int(c.test.confidence.map_or(0, |k| k.level as i64))
     ),
     sel!(
         "CONFIDENCE_INTERVAL",
         ["Confidence", "Width", "Target", ""],
         Fmt::F6,
-        |c| f(c.asked.confidence.map_or(-1.0, |k| k.width * 100.0))
+        |c| f(c.test.confidence.map_or(-1.0, |k| k.width * 100.0))
     ),
     sel!(
         "CONFIDENCE_ITERATION",
@@ -377,15 +410,15 @@ static SELECTORS: &[Sel] = &[
         ["Round", "Trip", "Latency", "usec/tran"],
         Fmt::F(3),
         |c| {
-            if !c.asked.test.is_rr() || c.m.local.transactions == 0 {
+            if !c.test.kind().is_rr() || c.m.local.transactions == 0 {
                 return f(-1.0);
             }
             let rate = c.m.local.transactions as f64 / c.m.elapsed;
             // a connection test's transactions are one at a time
-            let burst = if c.asked.test.is_connection_test() {
+            let burst = if c.test.kind().is_connection_test() {
                 0
             } else {
-                c.asked.effective_burst()
+                c.test.spec.burst
             };
             f(1e6 / rate * f64::from(1 + burst))
         }
@@ -396,7 +429,7 @@ static SELECTORS: &[Sel] = &[
         Fmt::F(3),
         |c| {
             // netperf 2.7 leaves its initial 1.0 on a stream test
-            if !c.asked.test.is_rr() {
+            if !c.test.kind().is_rr() {
                 f(1.0)
             } else if c.m.elapsed > 0.0 {
                 f(c.m.local.transactions as f64 / c.m.elapsed)
@@ -415,8 +448,8 @@ static SELECTORS: &[Sel] = &[
         "REQUEST_SIZE",
         ["Request", "Size", "Bytes", ""],
         Fmt::Int,
-        |c| if c.asked.test.is_rr() && c.asked.test != TestKind::TcpCc {
-            int(c.asked.request_size)
+        |c| if c.test.kind().is_rr() && c.test.kind() != TestKind::TcpCc {
+            int(c.test.spec.request_size)
         } else {
             int(-1)
         }
@@ -425,8 +458,8 @@ static SELECTORS: &[Sel] = &[
         "RESPONSE_SIZE",
         ["Response", "Size", "Bytes", ""],
         Fmt::Int,
-        |c| if c.asked.test.is_rr() && c.asked.test != TestKind::TcpCc {
-            int(c.asked.response_size)
+        |c| if c.test.kind().is_rr() && c.test.kind() != TestKind::TcpCc {
+            int(c.test.spec.response_size)
         } else {
             int(-1)
         }
@@ -435,7 +468,7 @@ static SELECTORS: &[Sel] = &[
         "BURST_SIZE",
         ["Initial", "Burst", "Requests", ""],
         Fmt::Int,
-        |c| int(c.asked.burst)
+        |c| int(c.test.ours.burst)
     ),
     sel!(
         "LSS_SIZE_END",
@@ -461,7 +494,7 @@ static SELECTORS: &[Sel] = &[
         "LOCAL_SEND_SIZE",
         ["Local", "Send", "Size", ""],
         Fmt::Int,
-        |c| match c.asked.test.direction() {
+        |c| match c.test.kind().direction() {
             // netperf 2.7's send size of an _RR test stays 0 (requests
             // have their own)
             Direction::Send => int(c.m.local.send_size),
@@ -472,7 +505,7 @@ static SELECTORS: &[Sel] = &[
         "LOCAL_RECV_SIZE",
         ["Local", "Recv", "Size", ""],
         Fmt::Int,
-        |c| match c.asked.test.direction() {
+        |c| match c.test.kind().direction() {
             Direction::Receive => int(c.m.local.recv_size),
             _ => int(0),
         }
@@ -494,7 +527,7 @@ static SELECTORS: &[Sel] = &[
         ["Service", "Demand", "Units", ""],
         Fmt::Str,
         |c| Value::Str(
-            if sd_per_transaction(c.asked.test, c.asked.units()) {
+            if sd_per_transaction(c.test.kind(), c.test.units) {
                 "usec/Tran"
             } else {
                 "usec/KB"
@@ -518,11 +551,11 @@ static SELECTORS: &[Sel] = &[
         "REMOTE_SEND_SIZE",
         ["Remote", "Send", "Size", ""],
         Fmt::Int,
-        |c| match c.asked.test.direction() {
+        |c| match c.test.kind().direction() {
             // netperf 2.7: the netserver echoes -1 for a direction it does
             // not use
             Direction::Send => int(-1),
-            _ if c.asked.test == TestKind::TcpCc => int(-1),
+            _ if c.test.kind() == TestKind::TcpCc => int(-1),
             _ => int(c.m.remote.send_size),
         }
     ),
@@ -530,9 +563,9 @@ static SELECTORS: &[Sel] = &[
         "REMOTE_RECV_SIZE",
         ["Remote", "Recv", "Size", ""],
         Fmt::Int,
-        |c| match c.asked.test.direction() {
+        |c| match c.test.kind().direction() {
             Direction::Receive => int(-1),
-            _ if c.asked.test == TestKind::TcpCc => int(-1),
+            _ if c.test.kind() == TestKind::TcpCc => int(-1),
             _ => int(c.m.remote.recv_size),
         }
     ),
@@ -678,7 +711,7 @@ static SELECTORS: &[Sel] = &[
         "REMOTE_CONG_CONTROL",
         ["Remote", "Congestion", "Control", "Algorithm"],
         Fmt::Str,
-        |c| Value::Str(if c.asked.test.is_connection_test() {
+        |c| Value::Str(if c.test.kind().is_connection_test() {
             String::new()
         } else {
             c.m.remote
@@ -692,7 +725,8 @@ static SELECTORS: &[Sel] = &[
         ["Local", "Fill", "File", ""],
         Fmt::Str,
         |c| Value::Str(
-            c.asked
+            c.test
+                .ours
                 .fill_file
                 .as_ref()
                 .map_or_else(String::new, |p| p.display().to_string())
@@ -781,7 +815,7 @@ static SELECTORS: &[Sel] = &[
         "RR_LOST_TRANSACTIONS",
         ["Lost", "Transactions", "", ""],
         Fmt::Int,
-        |c| if c.asked.test == TestKind::UdpRr {
+        |c| if c.test.kind() == TestKind::UdpRr {
             int(c.m.lost)
         } else {
             int(-1)
@@ -833,7 +867,7 @@ static SIDED: &[SideSel] = &[
         ["LOCAL_TRANSPORT_RETRANS", "REMOTE_TRANSPORT_RETRANS"],
         ["Transport", "Retransmissions", ""],
         Fmt::Int,
-        |c, s| if c.asked.test.is_connection_test() {
+        |c, s| if c.test.kind().is_connection_test() {
             // netperf 2.7 reads it on a socket already closed
             int(-1)
         } else {
@@ -1012,7 +1046,7 @@ static SIDED: &[SideSel] = &[
         ["LOCAL_CORK", "REMOTE_CORK"],
         ["Cork", "", ""],
         Fmt::Int,
-        |c, _| int(i64::from(c.asked.local_only.cork))
+        |c, _| int(i64::from(c.test.ours.cork))
     ),
     side!(
         ["LOCAL_SOCKET_PRIO", "REMOTE_SOCKET_PRIO"],
@@ -1423,7 +1457,7 @@ fn flow_spread(c: &Ctx) -> (f64, f64, f64, f64) {
     if c.m.local.flows.len() < 2 {
         return (c.f.result, c.f.result, c.f.result, 1.0);
     }
-    let x = flows::per_flow(c.asked, c.m);
+    let x = flows::per_flow(c.test, c.m);
     let (lo, med, hi) = flows::spread(&x);
     (lo, med, hi, flows::jain(&x))
 }
@@ -1506,10 +1540,10 @@ fn parse_list(list: &str) -> Selection {
 }
 
 /// netperf's default selection for a test (and with `-c`/`-C`).
-pub fn default_for(asked: &Asked) -> Selection {
+pub fn default_for(t: &Test) -> Selection {
     let tput = "ELAPSED_TIME,THROUGHPUT,THROUGHPUT_UNITS";
     let cpu = "LOCAL_CPU_UTIL,LOCAL_CPU_PERCENT_USER,LOCAL_CPU_PERCENT_SYSTEM,LOCAL_CPU_PERCENT_IOWAIT,LOCAL_CPU_PERCENT_IRQ,LOCAL_CPU_PERCENT_SWINTR,LOCAL_CPU_METHOD,REMOTE_CPU_UTIL,REMOTE_CPU_PERCENT_USER,REMOTE_CPU_PERCENT_SYSTEM,REMOTE_CPU_PERCENT_IOWAIT,REMOTE_CPU_PERCENT_IRQ,REMOTE_CPU_PERCENT_SWINTR,REMOTE_CPU_METHOD,LOCAL_SD,REMOTE_SD,SD_UNITS";
-    let head = match asked.test.direction() {
+    let head = match t.kind().direction() {
         Direction::Send => "LSS_SIZE_END,RSR_SIZE_END,LOCAL_SEND_SIZE",
         Direction::Receive => "RSS_SIZE_END,LSR_SIZE_END,REMOTE_SEND_SIZE",
         Direction::RequestResponse => {
@@ -1517,7 +1551,7 @@ pub fn default_for(asked: &Asked) -> Selection {
         }
     };
     let mut list = format!("{head},{tput}");
-    if asked.local_cpu || asked.remote_cpu {
+    if t.local_cpu || t.spec.measure_cpu {
         list = format!("{list},{cpu}");
     }
     parse_list(&list)
@@ -1525,9 +1559,9 @@ pub fn default_for(asked: &Asked) -> Selection {
 
 /// Resolve what `-o`/`-O`/`-k` named: nothing (the default list), "all",
 /// a list of names, or a file of them.
-pub fn resolve(asked: &Asked, spec: Option<&str>) -> Result<Selection, String> {
+pub fn resolve(t: &Test, spec: Option<&str>) -> Result<Selection, String> {
     let Some(spec) = spec else {
-        return Ok(default_for(asked));
+        return Ok(default_for(t));
     };
     if spec.eq_ignore_ascii_case("all") {
         // netperf 2.7's, in its order and its four blocks; ours are named
@@ -1631,7 +1665,7 @@ fn csv(sel: &Selection, c: &Ctx) -> String {
     if sel.blocks.iter().all(Vec::is_empty) {
         return out;
     }
-    if c.asked.headers {
+    if c.test.headers {
         out.push_str(&header);
         out.push('\n');
     }
@@ -1664,7 +1698,7 @@ fn columns(sel: &Selection, c: &Ctx) -> String {
         if i > 0 {
             out.push('\n');
         }
-        if c.asked.headers {
+        if c.test.headers {
             for l in &lines {
                 out.push_str(l);
                 out.push('\n');
@@ -1711,7 +1745,7 @@ mod tests {
             ..Figures::default()
         };
         let c = Ctx {
-            asked: &p.asked,
+            test: &p.test,
             m: &m,
             f: &f,
             confidence: None,
@@ -1840,11 +1874,11 @@ mod tests {
         }
         for words in lines {
             let p = asked(&words);
-            let kind = p.test;
+            let kind = p.kind();
             let m = Measurement::default();
             let fig = Figures::default();
             let c = Ctx {
-                asked: &p,
+                test: &p,
                 m: &m,
                 f: &fig,
                 confidence: None,
