@@ -222,7 +222,7 @@ fn fixed(
         during: secs,
         after: 1,
     };
-    let plans = under_load::load_plans(plan, d, load, span, Some(SELF_EVERY))?;
+    let plans = under_load::load_plans(plan, d, load, span, Some(SELF_EVERY));
     let (probed, loads) = under_load::beside(&plans, WARMUP, || {
         let from = unix_now();
         probe_phase(plan, secs, d, ctx).map(|m| (m, from, unix_now()))
@@ -270,7 +270,14 @@ fn ramped(
                     during: left,
                     after: 0,
                 };
-                let lp = under_load::load_plan(plan, d, test, 1, span, Some(SELF_EVERY))?;
+                let lp = under_load::load_plan(
+                    plan,
+                    under_load::at(d),
+                    *test,
+                    1,
+                    span,
+                    Some(SELF_EVERY),
+                );
                 let c = Context::new(&lp, Vec::new(), Vec::new());
                 let live = c.live.clone();
                 flows.push((*up, live, sc.spawn(move || under_load::run_load_in(&lp, c))));
