@@ -21,7 +21,7 @@ use socket2::{SockRef, Socket};
 use super::context::{self, Context};
 use crate::{
     cli::{Length, Plan},
-    control::Control,
+    control::{Control, ServerError},
     debug, interrupt,
     report::{FlowEnd, Measurement, Side},
 };
@@ -117,11 +117,11 @@ pub(crate) fn run_once(
     ctx.unbegun();
     run_test(plan, d, ctx, fam).map_err(|e| {
         // (an error that is already the netserver's word needs no wait)
-        let e = if e.to_string().starts_with("netserver") {
+        let e = if e.is::<ServerError>() {
             e
         } else {
             match d.server_said(Duration::from_millis(500)) {
-                Some(why) => anyhow::anyhow!("netserver: {why} (here: {e:#})"),
+                Some(why) => ServerError::Said(format!("{why} (here: {e:#})")).into(),
                 None => e,
             }
         };
