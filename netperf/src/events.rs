@@ -4,7 +4,7 @@
 //! rate), `iteration` (each run's figures), and `end`, whose `document` is
 //! the `--json` document of the run. doc/json.md has the fields. The
 //! interim and iteration lines are an [`Observer`]'s; the start and the end
-//! are its reporter's (`output::stream`).
+//! are its reporter's ([`Stream`]).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
