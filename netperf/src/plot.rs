@@ -562,3 +562,20 @@ pub fn main(args: &[String]) -> Result<()> {
     eprintln!("netperf: drew {}", output.display());
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::scaled;
+
+    #[test]
+    fn units_are_scaled_to_the_figures() {
+        let (k, unit) = scaled("10^6bits/s", 70_000.0);
+        assert_eq!((70_000.0 * k, unit.as_str()), (70.0, "Gbit/s"));
+        assert_eq!(scaled("10^6bits/s", 500.0).1, "Mbit/s");
+        assert_eq!(scaled("KBytes/s", 4096.0).1, "MiB/s");
+        let (k, unit) = scaled("Trans/s", 45_000.0);
+        assert_eq!((45_000.0 * k, unit.as_str()), (45.0, "k Trans/s"));
+        assert_eq!(scaled("Trans/s", 900.0).1, "Trans/s");
+        assert_eq!(scaled("RPM", 900.0), (1.0, "RPM".to_string()));
+    }
+}
