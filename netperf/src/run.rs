@@ -182,13 +182,14 @@ pub fn drive(plan: &Plan, source: &mut dyn Source, fill: Vec<u8>, out: &Out) -> 
     })
 }
 
-/// The outputs the plan asks for, chosen once: the picture (drawn before
-/// anything is printed), then the stream, the document, the selectors or
-/// the classic tables; the observers that show the run as it goes; and
-/// whether a latency selector is asked for. A selection that cannot be
-/// read fails here, before the test.
+/// A run's reporters, its observers, and whether a latency selector is
+/// asked for.
 type Outputs = (Vec<Box<dyn Reporter>>, Vec<Arc<dyn Observer>>, bool);
 
+/// The outputs the plan asks for, chosen once: the picture (drawn before
+/// anything is printed), then the stream, the document, the selectors or
+/// the classic tables; and the observers that show the run as it goes. A
+/// selection that cannot be read fails here, before the test.
 fn outputs(plan: &Plan, t: &Test, out: &Out) -> Result<Outputs> {
     // OMNI without -o/-O/-k prints its default selection in columns.
     let selection = match (&plan.selection, plan.selector_output()) {
