@@ -46,22 +46,40 @@ pub struct Control {
     local: SocketAddr,
 }
 
-fn describe(e: ControlError, peer: SocketAddr) -> anyhow::Error {
+/// The netserver's own word on why a conversation ended, or that it
+/// closed without one: an error that needs no other beside it.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// It turns us away for now.
+    #[error("netserver: {0}")]
+    Busy(String),
+    /// It refused or failed what was asked, and said why.
+    #[error("netserver: {0}")]
+    Said(String),
+    /// netperf 2.7's netserver said why with an errno ("remote error N").
+    #[error("netserver at {0}: {1}")]
+    Errno(SocketAddr, String),
+    #[error("netserver at {0} closed the control connection without saying why")]
+    Closed(SocketAddr),
+}
+
+/// A control connection's failure, worded for the user; what the
+/// netserver said is a [`ServerError`]. `netperf2`: the peer speaks
+/// netperf 2.7's protocol.
+fn describe(e: ControlError, peer: SocketAddr, netperf2: bool) -> anyhow::Error {
     match e {
         ControlError::Timeout(what, d) => {
             anyhow!("no {what} from {peer} within {} s", d.as_secs_f64().round())
         }
-        ControlError::Closed => {
-            anyhow!("netserver at {peer} closed the control connection without saying why")
-        }
+        ControlError::Closed => ServerError::Closed(peer).into(),
         ControlError::Io(e) => anyhow!("control connection to {peer}: {e}"),
         ControlError::Proto(e) => anyhow!("control connection to {peer}: {e}"),
-        ControlError::Session(ClientError::Server(m)) if m.code == proto::ErrorCode::Busy => {
-            anyhow::Error::new(Busy(m.message))
+        ControlError::Session(ClientError::Server(m)) => match (m.code, netperf2) {
+            (proto::ErrorCode::Busy, _) => ServerError::Busy(m.message),
+            (_, true) => ServerError::Errno(peer, m.message),
+            (_, false) => ServerError::Said(m.message),
         }
-        ControlError::Session(ClientError::Server(m)) if m.message.starts_with("remote error") => {
-            anyhow!("netserver at {peer}: {}", m.message)
-        }
+        .into(),
         ControlError::Session(e) => anyhow!("{e}"),
         ControlError::Netperf2 => anyhow!(
             "--dialect native: the netserver at {peer} is netperf 2.7's (it answered in its own protocol)"
@@ -89,7 +107,7 @@ impl Control {
             session = session.auth_optional();
         }
         let core = ClientConn::new(session, &software(), Instant::now(), HELLO_TIMEOUT, speak)
-            .map_err(|e| describe(e.into(), peer))?;
+            .map_err(|e| describe(e.into(), peer, false))?;
         let c = Control::over(stream, core)?;
         c.established(key)
     }
@@ -122,7 +140,7 @@ impl Control {
                     "{peer} does not answer in this suite's control protocol (is it netperf 2.7's netserver, or another service?)"
                 )
             }
-            Err(e) => return Err(describe(e, peer)),
+            Err(e) => return Err(self.describe(e)),
             Ok(other) => bail!("unexpected {other:?} from {peer} during hello"),
         }
         crate::debug::line(1, || {
@@ -138,6 +156,14 @@ impl Control {
             );
         }
         Ok(Hello::Up(Box::new(self)))
+    }
+
+    fn describe(&self, e: ControlError) -> anyhow::Error {
+        describe(
+            e,
+            self.peer,
+            self.caps().dialect == proto::dialect::Dialect::Netperf2,
+        )
     }
 
     /// What the netserver can do and tells.
@@ -176,8 +202,8 @@ impl Control {
         self.ctl
             .core()
             .setup(spec.clone(), Instant::now(), SETUP_TIMEOUT)
-            .map_err(|e| describe(e.into(), self.peer))?;
-        match self.ctl.next_event().map_err(|e| describe(e, self.peer))? {
+            .map_err(|e| self.describe(e.into()))?;
+        match self.ctl.next_event().map_err(|e| self.describe(e))? {
             ClientEvent::Granted(g) => Ok(g),
             other => bail!("unexpected {other:?} in answer to a test request"),
         }
@@ -189,8 +215,8 @@ impl Control {
         self.ctl
             .core()
             .done(done, Instant::now(), wait)
-            .map_err(|e| describe(e.into(), self.peer))?;
-        match self.ctl.next_event().map_err(|e| describe(e, self.peer))? {
+            .map_err(|e| self.describe(e.into()))?;
+        match self.ctl.next_event().map_err(|e| self.describe(e))? {
             ClientEvent::Results(r) => {
                 crate::debug::got_results(&r);
                 Ok(*r)
@@ -211,7 +237,7 @@ impl Control {
         if !self.ctl.core().calibrate(Instant::now(), CALIBRATE_WAIT) {
             return Ok(());
         }
-        match self.ctl.next_event().map_err(|e| describe(e, self.peer))? {
+        match self.ctl.next_event().map_err(|e| self.describe(e))? {
             ClientEvent::Calibrated => Ok(()),
             other => bail!("unexpected {other:?} instead of the CPU calibration"),
         }
@@ -230,11 +256,6 @@ impl Control {
         self.ctl.close();
     }
 }
-
-/// The netserver turned us away for now.
-#[derive(Debug, thiserror::Error)]
-#[error("netserver: {0}")]
-pub struct Busy(String);
 
 pub fn software() -> String {
     format!("rsnetperf netperf {}", env!("CARGO_PKG_VERSION"))
@@ -429,7 +450,10 @@ fn open(stream: TcpStream, addr: SocketAddr, plan: &Plan, key: Option<&Key>) -> 
                     "netserver at {addr} closed the control connection at our hello without a word: ours always says why, but netperf 2.7's netserver closes so when it was started with -Z (give netperf -Z with its passphrase)"
                 );
             }
-            Err(e) if e.is::<Busy>() && std::time::Instant::now() < give_up => {
+            Err(e)
+                if matches!(e.downcast_ref(), Some(ServerError::Busy(_)))
+                    && std::time::Instant::now() < give_up =>
+            {
                 std::thread::sleep(Duration::from_millis(100));
                 stream = reconnect()?;
             }

@@ -6,14 +6,26 @@
 //!   options after `--`), producing one validated [`cli::Plan`].
 //! - [`control`]: the control connection ([`control::Control`], whichever
 //!   protocol the netserver speaks), and the embedded netserver fallback.
+//! - [`report`]: what a run measured ([`report::Measurement`], its
+//!   figures) and what it tells as it goes ([`report::Observer`]).
 //! - [`family`]: the one test lifecycle (`family::lifecycle`: prepare,
 //!   request, connect the flows, timer, data phase, finish, check,
 //!   measurement) and each family's part of it (stream, rr, crr, udp).
+//! - [`under_load`], [`rpm`]: tests made of several of the family's runs
+//!   (`--under-load`, `-t RPM`).
 //! - [`run`]: one invocation from connection to output, iterations and
-//!   confidence included.
-//! - [`output`]: figures and formats (the classic tables, selectors, JSON).
-//! - [`debug`]: `-d`: netperf 2.7's debug lines, and ours.
-//! - [`interrupt`]: Ctrl-C ends a test early with its results.
+//!   confidence included, from a [`run::Source`] of measurements.
+//! - [`output`]: the outputs, one [`output::Reporter`] each (the classic
+//!   tables, selectors, JSON); [`events`] (`--json-stream`) and [`plot`]
+//!   (`--plot`) are reporters too; [`events`], [`interim`] (`-D`'s lines)
+//!   and [`progress`] observe the run as it goes.
+//! - [`confidence`]: `-I`/`-i`; [`debug`]: `-d`: netperf 2.7's debug
+//!   lines, and ours; [`interrupt`]: Ctrl-C ends a test early with its
+//!   results.
+//!
+//! Dependencies go one way, with no circle between modules: `report`
+//! knows none of its readers; `family` writes reports and knows no
+//! output; `run` and the outputs read them.
 
 #![forbid(unsafe_code)]
 
@@ -28,6 +40,7 @@ pub mod interrupt;
 pub mod output;
 pub mod plot;
 pub mod progress;
+pub mod report;
 pub mod rpm;
 pub mod run;
 pub mod under_load;
@@ -95,7 +108,7 @@ pub fn main_with(args: &[String]) -> ExitCode {
         Ok(run::Outcome::ForeignTraffic) => ExitCode::from(3),
         // stdout was closed (netperf | head): end quietly, with the status
         // a shell gives a process killed by SIGPIPE, as netperf 2.7 is.
-        Err(e) if e.is::<run::StdoutClosed>() => ExitCode::from(141),
+        Err(e) if e.is::<output::StdoutClosed>() => ExitCode::from(141),
         // netperf 2.7's two lines on stdout and its status, then ours.
         Err(e) if e.is::<control::Unreachable>() => {
             if let Some(u) = e.downcast_ref::<control::Unreachable>() {

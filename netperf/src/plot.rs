@@ -1,20 +1,27 @@
 //! `--plot FILE.svg` and `netperf plot RUN.json [FILE.svg]`: a run drawn
-//! from its `--json` document, so that a saved run draws as a live one
-//! does. Panels, each where the run has its figures: throughput over time
-//! (the `-D` interims: their sum and each flow), every iteration's result
-//! with the confidence interval, and the latency percentiles of a
-//! request/response test. Drawn with plotters' SVG backend: text is SVG
-//! text, no font files are read.
+//! from its `--json` document (the typed [`Document`]), so that a saved run
+//! draws as a live one does. Panels, each where the run has its figures:
+//! throughput over time (the interims: their sum and each flow), each
+//! iteration's result with the confidence interval (when there are
+//! several), the latency percentiles of a request/response test, UDP's
+//! datagrams each way, and TCP's round-trip time at each end. Axes are in
+//! a unit scaled to the figures (70 Gbit/s, not 70000 10^6bits/s),
+//! legends stand beside the data, not on it. Drawn with plotters' SVG
+//! backend: text is SVG text, no font files are read.
 
 use std::path::Path;
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use plotters::prelude::*;
-use serde_json::Value;
 
-/// Width of the picture, and the height of each panel, in pixels.
+use crate::output::json_types::{Document, RemoteInterim};
+use crate::report::Sample;
+
+/// Width of the picture, the height of each panel, and the room right of
+/// each panel's data for its legend, in pixels.
 const WIDTH: u32 = 960;
 const PANEL: u32 = 320;
+const LEGEND: u32 = 200;
 
 /// A line of points, in the panel's units.
 pub type Series = Vec<(f64, f64)>;
@@ -41,92 +48,75 @@ pub struct Panels {
     pub rtt: Option<(Vec<Series>, Vec<Series>)>,
 }
 
-fn num(v: &Value) -> Option<f64> {
-    v.as_f64()
-}
-
 impl Panels {
     /// The panels of a `--json` document (schema rsnetperf-result/1).
-    pub fn of(doc: &Value) -> Result<Panels> {
-        if doc.get("schema").and_then(Value::as_str) != Some(crate::output::json::SCHEMA) {
+    pub fn of(doc: &Document) -> Result<Panels> {
+        if doc.schema != crate::output::json::SCHEMA {
             bail!(
                 "not a netperf --json document (its schema is not {})",
                 crate::output::json::SCHEMA
             );
         }
-        let units = doc["result"]["units"].as_str().unwrap_or("").to_string();
-        let mut title = format!(
-            "{} to {}",
-            doc["test"].as_str().unwrap_or("?"),
-            doc["options"]["host"].as_str().unwrap_or("?")
-        );
-        if let Some(u) = doc.get("udp").filter(|u| !u.is_null()) {
+        let mut title = format!("{} to {}", doc.test, doc.options.host);
+        if let Some(u) = &doc.udp {
             title.push_str(&format!(
                 ", {} datagrams lost of {} ({:.2}%)",
-                u["lost"].as_u64().unwrap_or(0),
-                u["sent"].as_u64().unwrap_or(0),
-                u["lost_percent"].as_f64().unwrap_or(0.0)
+                u.lost, u.sent, u.lost_percent
             ));
         }
-        let interim = doc["interim"].as_array().cloned().unwrap_or_default();
-        let over_time = over_time(&interim);
-        let iterations = doc["iterations"]
-            .as_array()
-            .map(|its| {
-                its.iter()
-                    .filter_map(|i| Some((num(&i["iteration"])?, num(&i["value"])?)))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let interval = doc
-            .get("confidence")
-            .filter(|c| !c.is_null())
-            .and_then(|c| {
-                let (mean, half) = (num(&c["mean"])?, num(&c["half_width"])?);
-                Some((mean - half, mean + half))
-            });
-        let latency = doc.get("latency_usec").filter(|l| !l.is_null()).map(|l| {
-            [
-                (50.0, "p50"),
-                (90.0, "p90"),
-                (99.0, "p99"),
-                (99.9, "p999"),
-                (100.0, "max"),
-            ]
-            .iter()
-            .filter_map(|&(p, k)| Some((p, num(&l[k])?)))
-            .collect()
-        });
-        let remote = doc["remote_interim"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        let datagrams = (doc["test"] == "UDP_STREAM")
-            .then(|| datagrams(&interim, &remote))
-            .flatten();
+        let start = doc.interim.first().map(|s| s.ending - s.interval);
         Ok(Panels {
             title,
-            units,
-            over_time,
-            iterations,
-            interval,
-            latency,
-            datagrams,
-            rtt: rtt(&interim, &remote),
+            units: doc.result.units.clone(),
+            over_time: start.map(|t0| over_time(&doc.interim, t0)),
+            iterations: doc
+                .iterations
+                .iter()
+                .map(|i| (i.iteration as f64, i.value))
+                .collect(),
+            interval: doc
+                .confidence
+                .as_ref()
+                .map(|c| (c.mean - c.half_width, c.mean + c.half_width)),
+            latency: doc.latency_usec.as_ref().map(|l| {
+                vec![
+                    (50.0, l.p50),
+                    (90.0, l.p90),
+                    (99.0, l.p99),
+                    (99.9, l.p999),
+                    (100.0, l.max),
+                ]
+            }),
+            datagrams: start
+                .filter(|_| doc.test == "UDP_STREAM")
+                .and_then(|t0| datagrams(&doc.interim, &doc.remote_interim, t0)),
+            rtt: rtt(&doc.interim, &doc.remote_interim, start.unwrap_or(0.0)),
         })
+    }
+
+    /// Whether each iteration's result is drawn: when there are several.
+    fn several(&self) -> bool {
+        self.iterations.len() > 1
     }
 
     /// Draw the panels as one SVG picture.
     pub fn svg(&self) -> Result<String> {
         let mut buf = String::new();
-        let n = 1
-            + u32::from(self.over_time.is_some())
-            + u32::from(self.latency.is_some())
-            + u32::from(self.datagrams.is_some())
-            + u32::from(self.rtt.is_some());
+        let n = [
+            self.over_time.is_some(),
+            self.several(),
+            self.latency.is_some(),
+            self.datagrams.is_some(),
+            self.rtt.is_some(),
+        ]
+        .into_iter()
+        .filter(|&b| b)
+        .count()
+        .max(1);
         {
-            let root = SVGBackend::with_string(&mut buf, (WIDTH, PANEL * n)).into_drawing_area();
-            draw(self, &root, n as usize).map_err(|e| anyhow!("drawing the plot: {e}"))?;
+            let root =
+                SVGBackend::with_string(&mut buf, (WIDTH, PANEL * n as u32)).into_drawing_area();
+            draw(self, &root, n).map_err(|e| anyhow!("drawing the plot: {e}"))?;
             root.present()
                 .map_err(|e| anyhow!("drawing the plot: {e}"))?;
         }
@@ -134,49 +124,35 @@ impl Panels {
     }
 }
 
-/// The interims as seconds since the start and rates: their sum and each
+/// The interims as seconds since `start` and rates: their sum and each
 /// flow's.
-fn over_time(interim: &[Value]) -> Option<(Series, Vec<Series>)> {
-    let first = interim.first()?;
-    let start = num(&first["ending"])? - num(&first["interval"])?;
-    let mut sum = Vec::new();
+fn over_time(interim: &[Sample], start: f64) -> (Series, Vec<Series>) {
     let mut flows: Vec<Series> = Vec::new();
     for s in interim {
-        let (Some(end), Some(rate)) = (num(&s["ending"]), num(&s["rate"])) else {
-            continue;
-        };
-        let t = end - start;
-        sum.push((t, rate));
-        for (i, f) in s["flows"].as_array().into_iter().flatten().enumerate() {
+        for (i, r) in s.flows.iter().enumerate() {
             if flows.len() <= i {
                 flows.resize(i + 1, Vec::new());
             }
-            if let (Some(series), Some(r)) = (flows.get_mut(i), num(f)) {
-                series.push((t, r));
+            if let Some(series) = flows.get_mut(i) {
+                series.push((s.ending - start, *r));
             }
         }
     }
-    Some((sum, flows))
+    let sum = interim.iter().map(|s| (s.ending - start, s.rate)).collect();
+    (sum, flows)
 }
 
 /// Datagrams a second: ours sent in each interim interval, and the
 /// netserver's received between its reports.
-fn datagrams(interim: &[Value], remote: &[Value]) -> Option<(Series, Series)> {
-    let first = interim.first()?;
-    let start = num(&first["ending"])? - num(&first["interval"])?;
+fn datagrams(interim: &[Sample], remote: &[RemoteInterim], start: f64) -> Option<(Series, Series)> {
     let sent: Series = interim
         .iter()
-        .filter_map(|s| {
-            let t = num(&s["ending"])? - start;
-            Some((t, num(&s["calls"])? / num(&s["interval"])?.max(1e-9)))
-        })
+        .map(|s| (s.ending - start, s.calls as f64 / s.interval.max(1e-9)))
         .collect();
     let mut received = Vec::new();
     let mut last = (0.0, 0.0);
     for r in remote {
-        let (Some(t), Some(n)) = (num(&r["elapsed_seconds"]), num(&r["calls"])) else {
-            continue;
-        };
+        let (t, n) = (r.elapsed_seconds, r.calls as f64);
         if t > last.0 {
             received.push((t, (n - last.1).max(0.0) / (t - last.0)));
         }
@@ -187,33 +163,69 @@ fn datagrams(interim: &[Value], remote: &[Value]) -> Option<(Series, Series)> {
 
 /// The round-trip time (ms) of each data connection over time: ours, and
 /// the netserver's.
-fn rtt(interim: &[Value], remote: &[Value]) -> Option<(Vec<Series>, Vec<Series>)> {
-    let start = interim
-        .first()
-        .and_then(|s| Some(num(&s["ending"])? - num(&s["interval"])?))
-        .unwrap_or(0.0);
-    let ours = rtt_of(interim, |s| Some(num(&s["ending"])? - start));
-    let theirs = rtt_of(remote, |r| num(&r["elapsed_seconds"]));
+fn rtt(
+    interim: &[Sample],
+    remote: &[RemoteInterim],
+    start: f64,
+) -> Option<(Vec<Series>, Vec<Series>)> {
+    let ours = rtt_of(interim.iter().map(|s| (s.ending - start, &s.tcp)));
+    let theirs = rtt_of(remote.iter().map(|r| (r.elapsed_seconds, &r.tcp)));
     (!ours.is_empty() || !theirs.is_empty()).then_some((ours, theirs))
 }
 
-/// Each connection's rtt in samples that carry `tcp`, at `time_of`.
-fn rtt_of(samples: &[Value], time_of: impl Fn(&Value) -> Option<f64>) -> Vec<Series> {
+/// Each connection's rtt in samples (time, TCP_INFO of each connection).
+fn rtt_of<'a>(samples: impl Iterator<Item = (f64, &'a Vec<proto::TcpSample>)>) -> Vec<Series> {
     let mut flows: Vec<Series> = Vec::new();
-    for r in samples {
-        let Some(t) = time_of(r) else {
-            continue;
-        };
-        for (i, s) in r["tcp"].as_array().into_iter().flatten().enumerate() {
+    for (t, tcp) in samples {
+        for (i, s) in tcp.iter().enumerate() {
             if flows.len() <= i {
                 flows.resize(i + 1, Vec::new());
             }
-            if let (Some(f), Some(us)) = (flows.get_mut(i), num(&s["rtt_us"])) {
-                f.push((t, us / 1000.0));
+            if let Some(f) = flows.get_mut(i) {
+                f.push((t, f64::from(s.rtt_us) / 1000.0));
             }
         }
     }
     flows
+}
+
+/// A unit scaled to the figures: the factor the document's values are
+/// multiplied by, and the unit's name (`10^6bits/s` at 70000 is 70
+/// Gbit/s; `Trans/s` at 45000 is 45 kTrans/s).
+pub fn scaled(units: &str, top: f64) -> (f64, String) {
+    // the unit as a multiple of a base unit, the steps of its prefixes,
+    // and whether it is a word (k Trans/s)
+    let (base, name, step, word) = match units {
+        "10^0bits/s" => (1.0, "bit/s", 1000.0, false),
+        "10^3bits/s" => (1e3, "bit/s", 1000.0, false),
+        "10^6bits/s" => (1e6, "bit/s", 1000.0, false),
+        "10^9bits/s" => (1e9, "bit/s", 1000.0, false),
+        "Bytes/s" => (1.0, "B/s", 1024.0, false),
+        "KBytes/s" => (1024.0, "B/s", 1024.0, false),
+        "MBytes/s" => (1024.0 * 1024.0, "B/s", 1024.0, false),
+        "GBytes/s" => (1024.0 * 1024.0 * 1024.0, "B/s", 1024.0, false),
+        "Trans/s" | "datagrams/s" => (1.0, units, 1000.0, true),
+        _ => return (1.0, units.to_string()),
+    };
+    let prefixes = if step == 1024.0 {
+        ["", "Ki", "Mi", "Gi", "Ti"]
+    } else {
+        ["", "k", "M", "G", "T"]
+    };
+    let mut i = 0;
+    let mut per = 1.0;
+    while top * base / (per * step) >= 1.0 && i + 1 < prefixes.len() {
+        per *= step;
+        i += 1;
+    }
+    let gap = if word && i > 0 { " " } else { "" };
+    (base / per, format!("{}{gap}{name}", prefixes[i]))
+}
+
+/// A tick's number: no more digits than it needs.
+fn tick(v: &f64) -> String {
+    let s = format!("{v:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// Room above the largest value, so that no line runs along the frame.
@@ -222,208 +234,271 @@ fn top(values: impl Iterator<Item = f64>) -> f64 {
     if m > 0.0 { m * 1.1 } else { 1.0 }
 }
 
-type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+/// A series scaled by `k`.
+fn times(s: &Series, k: f64) -> impl Iterator<Item = (f64, f64)> + '_ {
+    s.iter().map(move |&(x, y)| (x, y * k))
+}
 
-/// A panel's frame: its caption, and room for the axes' labels.
-fn panel<'a, 'b>(area: &'a Area<'b>, caption: &str) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
-    let mut b = ChartBuilder::on(area);
-    b.caption(caption, ("sans-serif", 18))
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+type Chart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+type Drawn = std::result::Result<(), Box<dyn std::error::Error + 'static>>;
+/// Ticks on the x axis: how many, and their labels.
+type Ticks<'f> = (usize, &'f dyn Fn(&f64) -> String);
+
+/// A panel's chart: its caption, its axes (ranges, descriptions, tick
+/// labels as short as they can be).
+fn panel<'a, 'b>(
+    area: &'a Area<'b>,
+    caption: &str,
+    (x, y): (std::ops::Range<f64>, std::ops::Range<f64>),
+    (x_desc, y_desc): (&str, &str),
+    (x_labels, x_format): Ticks<'_>,
+) -> std::result::Result<Chart<'a, 'b>, Box<dyn std::error::Error + 'static>> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(40)
-        .y_label_area_size(80);
-    b
+        .y_label_area_size(60)
+        .build_cartesian_2d(x, y)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .x_labels(x_labels)
+        .x_label_formatter(x_format)
+        .y_label_formatter(&tick)
+        .draw()?;
+    Ok(chart)
 }
-type Drawn = std::result::Result<(), Box<dyn std::error::Error + 'static>>;
+
+/// How a legend's entry shows its series.
+#[derive(Clone, Copy)]
+enum Mark {
+    Line(ShapeStyle),
+    Dot(ShapeStyle),
+    Band(ShapeStyle),
+}
+
+/// The series' names beside the data (never on it): one a row, each after
+/// its mark.
+fn key(area: &Area<'_>, entries: &[(String, Mark)]) -> Drawn {
+    for (row, (label, mark)) in entries.iter().enumerate() {
+        let y = 56 + 18 * row as i32;
+        match *mark {
+            Mark::Line(s) => area.draw(&PathElement::new(vec![(4, y), (28, y)], s))?,
+            Mark::Dot(s) => area.draw(&Circle::new((16, y), 5, s))?,
+            Mark::Band(s) => area.draw(&Rectangle::new([(4, y - 5), (28, y + 5)], s))?,
+        }
+        area.draw(&Text::new(label.as_str(), (36, y - 7), ("sans-serif", 13)))?;
+    }
+    Ok(())
+}
+
+/// Ticks on a time axis.
+const SECONDS: Ticks<'static> = (10, &tick);
 
 fn draw(p: &Panels, root: &Area<'_>, n: usize) -> Drawn {
     root.fill(&WHITE)?;
     let root = root.titled(&p.title, ("sans-serif", 22))?;
-    let areas = root.split_evenly((n, 1));
+    let areas: Vec<(Area<'_>, Area<'_>)> = root
+        .split_evenly((n, 1))
+        .into_iter()
+        .map(|a| a.split_horizontally(WIDTH - LEGEND))
+        .collect();
     let mut areas = areas.iter();
     if let Some((sum, flows)) = &p.over_time
-        && let Some(area) = areas.next()
+        && let Some((area, side)) = areas.next()
     {
-        draw_over_time(area, &p.units, sum, flows)?;
+        draw_over_time(area, side, &p.units, sum, flows)?;
     }
-    if let Some(area) = areas.next() {
-        draw_iterations(area, &p.units, &p.iterations, p.interval)?;
+    if p.several()
+        && let Some((area, side)) = areas.next()
+    {
+        draw_iterations(area, side, &p.units, &p.iterations, p.interval)?;
     }
     if let Some(lat) = &p.latency
-        && let Some(area) = areas.next()
+        && let Some((area, _)) = areas.next()
     {
         draw_latency(area, lat)?;
     }
     if let Some((sent, received)) = &p.datagrams
-        && let Some(area) = areas.next()
+        && let Some((area, side)) = areas.next()
     {
-        draw_datagrams(area, sent, received)?;
+        draw_datagrams(area, side, sent, received)?;
     }
     if let Some(rtt) = &p.rtt
-        && let Some(area) = areas.next()
+        && let Some((area, side)) = areas.next()
     {
-        draw_rtt(area, rtt)?;
+        draw_rtt(area, side, rtt)?;
     }
     Ok(())
 }
 
-fn draw_datagrams(area: &Area<'_>, sent: &Series, received: &Series) -> Drawn {
-    let x_end = sent
-        .iter()
-        .chain(received)
-        .map(|p| p.0)
-        .fold(1e-3, f64::max);
-    let y_top = top(sent.iter().chain(received).map(|p| p.1));
-    let mut chart = panel(area, "UDP datagrams over time: the gap is the loss")
-        .build_cartesian_2d(0.0..x_end, 0.0..y_top)?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds since the start")
-        .y_desc("datagrams/s")
-        .draw()?;
-    chart
-        .draw_series(LineSeries::new(sent.iter().copied(), BLUE.stroke_width(2)))?
-        .label("sent")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE.stroke_width(2)));
-    chart
-        .draw_series(LineSeries::new(
-            received.iter().copied(),
-            GREEN.stroke_width(2),
-        ))?
-        .label("received by the netserver")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], GREEN.stroke_width(2)));
-    legend(&mut chart)?;
-    Ok(())
+fn draw_datagrams(area: &Area<'_>, side: &Area<'_>, sent: &Series, received: &Series) -> Drawn {
+    let all = || sent.iter().chain(received);
+    let x_end = all().map(|p| p.0).fold(1e-3, f64::max);
+    let (k, unit) = scaled("datagrams/s", all().map(|p| p.1).fold(0.0, f64::max));
+    let y_top = top(all().map(|p| p.1 * k));
+    let mut chart = panel(
+        area,
+        "UDP datagrams over time: the gap is the loss",
+        (0.0..x_end, 0.0..y_top),
+        ("seconds since the start", &unit),
+        SECONDS,
+    )?;
+    let (blue, green) = (BLUE.stroke_width(2), GREEN.stroke_width(2));
+    chart.draw_series(LineSeries::new(times(sent, k), blue))?;
+    chart.draw_series(LineSeries::new(times(received, k), green))?;
+    key(
+        side,
+        &[
+            ("sent".into(), Mark::Line(blue)),
+            ("received by the netserver".into(), Mark::Line(green)),
+        ],
+    )
 }
 
-fn draw_rtt(area: &Area<'_>, (ours, theirs): &(Vec<Series>, Vec<Series>)) -> Drawn {
+fn draw_rtt(
+    area: &Area<'_>,
+    side: &Area<'_>,
+    (ours, theirs): &(Vec<Series>, Vec<Series>),
+) -> Drawn {
     let all = || ours.iter().chain(theirs).flatten();
     let x_end = all().map(|p| p.0).fold(1e-3, f64::max);
     let y_top = top(all().map(|p| p.1));
-    let mut chart = panel(area, "TCP round-trip time (TCP_INFO), each end")
-        .build_cartesian_2d(0.0..x_end, 0.0..y_top)?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds since each end's side began")
-        .y_desc("milliseconds")
-        .draw()?;
+    let mut chart = panel(
+        area,
+        "TCP round-trip time (TCP_INFO), each end",
+        (0.0..x_end, 0.0..y_top),
+        ("seconds since each end's side began", "milliseconds"),
+        SECONDS,
+    )?;
+    let mut entries = Vec::new();
     for (who, flows, width) in [("netperf", ours, 2), ("netserver", theirs, 1)] {
         for (i, f) in flows.iter().enumerate() {
             let style = flow_colour(i).stroke_width(width);
-            chart
-                .draw_series(LineSeries::new(f.iter().copied(), style))?
-                .label(format!("flow {i}, {who}"))
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+            chart.draw_series(LineSeries::new(f.iter().copied(), style))?;
+            if i < 6 {
+                entries.push((format!("flow {i}, {who}"), Mark::Line(style)));
+            }
         }
     }
-    legend(&mut chart)?;
-    Ok(())
+    key(side, &entries)
 }
 
-/// The series' names, in a box.
-fn legend<'a, CT: plotters::coord::CoordTranslate>(
-    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
-) -> Drawn {
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
-    Ok(())
-}
-
-/// The colour of the `i`th flow's line (the sum is black).
+/// The colour of the `i`th flow's line (the sum is black): dark and
+/// saturated enough to read on white, and told apart from their
+/// neighbours.
 pub fn flow_colour(i: usize) -> RGBColor {
-    let c = Palette99::pick(i + 1).to_rgba();
-    RGBColor(c.0, c.1, c.2)
+    const COLOURS: [RGBColor; 8] = [
+        RGBColor(0x1b, 0x5e, 0xab), // blue
+        RGBColor(0xd9, 0x5f, 0x02), // orange
+        RGBColor(0x1b, 0x9e, 0x4a), // green
+        RGBColor(0xb2, 0x18, 0x2b), // red
+        RGBColor(0x6a, 0x3d, 0x9a), // purple
+        RGBColor(0x8c, 0x51, 0x0a), // brown
+        RGBColor(0xc5, 0x1b, 0x7d), // magenta
+        RGBColor(0x01, 0x66, 0x5e), // teal
+    ];
+    COLOURS[i % COLOURS.len()]
 }
 
-fn draw_over_time(area: &Area<'_>, units: &str, sum: &Series, flows: &[Series]) -> Drawn {
+fn draw_over_time(
+    area: &Area<'_>,
+    side: &Area<'_>,
+    units: &str,
+    sum: &Series,
+    flows: &[Series],
+) -> Drawn {
     let x_end = sum.last().map_or(1.0, |p| p.0).max(1e-3);
-    let y_top = top(sum.iter().map(|p| p.1));
-    let mut chart =
-        panel(area, "Throughput over time").build_cartesian_2d(0.0..x_end, 0.0..y_top)?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds since the start")
-        .y_desc(units)
-        .draw()?;
-    for (i, f) in flows.iter().enumerate() {
-        let colour = flow_colour(i);
-        let s = chart.draw_series(LineSeries::new(f.iter().copied(), colour))?;
-        // a legend for the first few flows; the others' lines speak alone
-        if i < 8 {
-            s.label(format!("flow {i}"))
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
-        }
-    }
-    chart
-        .draw_series(LineSeries::new(sum.iter().copied(), BLACK.stroke_width(2)))?
-        .label(if flows.is_empty() {
+    let (k, unit) = scaled(units, sum.iter().map(|p| p.1).fold(0.0, f64::max));
+    let y_top = top(sum.iter().map(|p| p.1 * k));
+    let mut chart = panel(
+        area,
+        "Throughput over time",
+        (0.0..x_end, 0.0..y_top),
+        ("seconds since the start", &unit),
+        SECONDS,
+    )?;
+    let black = BLACK.stroke_width(2);
+    let mut entries = vec![(
+        if flows.is_empty() {
             "throughput"
         } else {
             "sum of the flows"
-        })
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(2)));
-    legend(&mut chart)?;
-    Ok(())
+        }
+        .to_string(),
+        Mark::Line(black),
+    )];
+    for (i, f) in flows.iter().enumerate() {
+        let colour = flow_colour(i).stroke_width(1);
+        chart.draw_series(LineSeries::new(times(f, k), colour))?;
+        // a legend for the first few flows; the others' lines speak alone
+        if i < 12 {
+            entries.push((format!("flow {i}"), Mark::Line(colour)));
+        }
+    }
+    chart.draw_series(LineSeries::new(times(sum, k), black))?;
+    key(side, &entries)
 }
 
 fn draw_iterations(
     area: &Area<'_>,
+    side: &Area<'_>,
     units: &str,
     its: &Series,
     interval: Option<(f64, f64)>,
 ) -> Drawn {
     let n = its.len().max(1) as f64;
-    let y_top = top(its.iter().map(|p| p.1).chain(interval.map(|i| i.1)));
-    let mut chart =
-        panel(area, "Result of each iteration").build_cartesian_2d(0.5..n + 0.5, 0.0..y_top)?;
-    chart
-        .configure_mesh()
-        .x_desc("iteration")
-        .y_desc(units)
-        .x_labels(its.len().clamp(1, 30))
-        .draw()?;
+    let largest = its.iter().map(|p| p.1).chain(interval.map(|i| i.1));
+    let (k, unit) = scaled(units, largest.clone().fold(0.0, f64::max));
+    let y_top = top(largest.map(|v| v * k));
+    let mut chart = panel(
+        area,
+        "Result of each iteration",
+        (0.5..n + 0.5, 0.0..y_top),
+        ("iteration", &unit),
+        (its.len().clamp(1, 30), &tick),
+    )?;
+    let mut entries = Vec::new();
     if let Some((lo, hi)) = interval {
-        chart
-            .draw_series(std::iter::once(Rectangle::new(
-                [(0.5, lo), (n + 0.5, hi)],
-                BLUE.mix(0.15).filled(),
-            )))?
-            .label("confidence interval")
-            .legend(|(x, y)| {
-                Rectangle::new([(x, y - 5), (x + 20, y + 5)], BLUE.mix(0.15).filled())
-            });
+        let band = BLUE.mix(0.15).filled();
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(0.5, lo * k), (n + 0.5, hi * k)],
+            band,
+        )))?;
+        entries.push(("confidence interval".to_string(), Mark::Band(band)));
     }
-    chart
-        .draw_series(its.iter().map(|&p| Circle::new(p, 5, BLUE.filled())))?
-        .label("result")
-        .legend(|(x, y)| Circle::new((x + 10, y), 5, BLUE.filled()));
-    legend(&mut chart)?;
-    Ok(())
+    chart.draw_series(
+        its.iter()
+            .map(|&(i, v)| Circle::new((i, v * k), 5, BLUE.filled())),
+    )?;
+    entries.push(("result".to_string(), Mark::Dot(BLUE.filled())));
+    key(side, &entries)
 }
 
 fn draw_latency(area: &Area<'_>, lat: &Series) -> Drawn {
     // the percentiles evenly spaced, as the nines are: 50, 90, 99, 99.9, max
     const NAMES: [&str; 5] = ["50", "90", "99", "99.9", "max"];
+    let name = |x: &f64| {
+        let i = x.round();
+        match NAMES.get(i as usize) {
+            Some(n) if (x - i).abs() < 1e-6 && i >= 0.0 => (*n).to_string(),
+            _ => String::new(),
+        }
+    };
     let y_top = top(lat.iter().map(|p| p.1));
-    let mut chart = panel(area, "Round-trip latency").build_cartesian_2d(-0.5..4.5, 0.0..y_top)?;
-    chart
-        .configure_mesh()
-        .x_desc("percentile")
-        .y_desc("microseconds")
-        .x_labels(11)
-        .x_label_formatter(&|x: &f64| {
-            let i = x.round();
-            if (x - i).abs() < 1e-6 && (0.0..=4.0).contains(&i) {
-                NAMES
-                    .get(i as usize)
-                    .map_or(String::new(), |n| (*n).to_string())
-            } else {
-                String::new()
-            }
-        })
-        .draw()?;
+    let mut chart = panel(
+        area,
+        "Round-trip latency",
+        (-0.5..4.5, 0.0..y_top),
+        ("percentile", "microseconds"),
+        (11, &name),
+    )?;
     let points: Vec<(f64, f64)> = lat
         .iter()
         .enumerate()
@@ -436,9 +511,28 @@ fn draw_latency(area: &Area<'_>, lat: &Series) -> Drawn {
 
 /// Draw a run's `--json` document (as printed) into `path`.
 pub fn draw_document(doc: &str, path: &Path) -> Result<()> {
-    let v: Value = serde_json::from_str(doc).context("the run's JSON document")?;
-    let svg = Panels::of(&v)?.svg()?;
+    let doc: Document = serde_json::from_str(doc).context("the run's JSON document")?;
+    let svg = Panels::of(&doc)?.svg()?;
     std::fs::write(path, svg).with_context(|| format!("--plot {}", path.display()))
+}
+
+/// `--plot FILE.svg`: the run's picture, drawn before anything is printed.
+#[derive(Debug)]
+pub struct Plot {
+    pub path: std::path::PathBuf,
+}
+
+impl crate::output::Reporter for Plot {
+    fn finish(&mut self, r: &crate::output::Results<'_>) -> Result<()> {
+        // (as printed, then read: a saved document draws the same picture)
+        draw_document(&crate::output::json::render(r)?, &self.path)
+    }
+}
+
+/// A `--json-stream` capture's last line.
+#[derive(serde::Deserialize)]
+struct End {
+    document: Document,
 }
 
 /// `netperf plot RUN.json [FILE.svg]`: draw a saved `--json` document (the
@@ -452,13 +546,13 @@ pub fn main(args: &[String]) -> Result<()> {
     let text =
         std::fs::read_to_string(input).with_context(|| format!("plot: {}", input.display()))?;
     // a --json-stream capture: its last line's document
-    let doc = match serde_json::from_str::<Value>(&text) {
-        Ok(v) => v,
+    let doc = match serde_json::from_str::<Document>(&text) {
+        Ok(d) => d,
         Err(_) => text
             .lines()
             .rev()
-            .find_map(|l| serde_json::from_str::<Value>(l).ok())
-            .map(|v| v["document"].clone())
+            .find_map(|l| serde_json::from_str::<End>(l).ok())
+            .map(|e| e.document)
             .ok_or_else(|| anyhow!("plot: {} holds no netperf --json document", input.display()))?,
     };
     let svg = Panels::of(&doc)
@@ -467,4 +561,21 @@ pub fn main(args: &[String]) -> Result<()> {
     std::fs::write(&output, svg).with_context(|| format!("plot: {}", output.display()))?;
     eprintln!("netperf: drew {}", output.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scaled;
+
+    #[test]
+    fn units_are_scaled_to_the_figures() {
+        let (k, unit) = scaled("10^6bits/s", 70_000.0);
+        assert_eq!((70_000.0 * k, unit.as_str()), (70.0, "Gbit/s"));
+        assert_eq!(scaled("10^6bits/s", 500.0).1, "Mbit/s");
+        assert_eq!(scaled("KBytes/s", 4096.0).1, "MiB/s");
+        let (k, unit) = scaled("Trans/s", 45_000.0);
+        assert_eq!((45_000.0 * k, unit.as_str()), (45.0, "k Trans/s"));
+        assert_eq!(scaled("Trans/s", 900.0).1, "Trans/s");
+        assert_eq!(scaled("RPM", 900.0), (1.0, "RPM".to_string()));
+    }
 }

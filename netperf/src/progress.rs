@@ -7,7 +7,7 @@
 use std::{
     io::{IsTerminal, Write},
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicBool, AtomicU32, Ordering},
     },
     thread,
@@ -18,7 +18,7 @@ use engine::live::Live;
 
 use crate::{
     cli::{Length, Plan},
-    interim,
+    report::{Observer, Rate},
 };
 
 /// A run is this long before its progress shows.
@@ -34,10 +34,10 @@ pub struct Spec {
     seconds: Option<f64>,
     /// `-i max,min`: the most iterations.
     max_iterations: Option<u32>,
-    /// The iteration running now (from 1), set by the run.
+    /// The iteration running now (from 1).
     pub iteration: Arc<AtomicU32>,
     /// How the rate is counted and shown, as the interim results do.
-    rate: interim::Spec,
+    rate: Rate,
 }
 
 impl Spec {
@@ -64,7 +64,7 @@ impl Spec {
             seconds,
             max_iterations,
             iteration: Arc::new(AtomicU32::new(1)),
-            rate: interim::Spec::plain(plan),
+            rate: crate::family::context::rate(plan),
         })
     }
 
@@ -86,28 +86,55 @@ impl Spec {
     }
 }
 
-/// The line being drawn during one data phase; dropping it clears it.
+/// The progress line of a run: drawn during each data phase.
 #[derive(Debug)]
 pub struct Progress {
-    stop: Arc<AtomicBool>,
-    thread: Option<thread::JoinHandle<()>>,
+    spec: Spec,
+    drawing: Mutex<Option<Drawing>>,
 }
 
 impl Progress {
-    pub fn start(spec: Spec, live: Arc<Live>) -> std::io::Result<Progress> {
+    pub fn new(spec: Spec) -> Progress {
+        Progress {
+            spec,
+            drawing: Mutex::new(None),
+        }
+    }
+}
+
+impl Observer for Progress {
+    fn iteration_begins(&self, i: u32) {
+        self.spec.iteration.store(i, Ordering::Relaxed);
+    }
+
+    fn phase_begins(&self, live: &Arc<Live>) {
+        let (spec, live) = (self.spec.clone(), live.clone());
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let thread = thread::Builder::new()
             .name("progress".into())
-            .spawn(move || draw(&spec, &live, &s))?;
-        Ok(Progress {
-            stop,
-            thread: Some(thread),
-        })
+            .spawn(move || draw(&spec, &live, &s))
+            .ok();
+        if let Ok(mut d) = self.drawing.lock() {
+            *d = Some(Drawing { stop, thread });
+        }
+    }
+
+    fn phase_ends(&self) {
+        if let Ok(mut d) = self.drawing.lock() {
+            d.take();
+        }
     }
 }
 
-impl Drop for Progress {
+/// The line being drawn during one data phase; dropping it clears it.
+#[derive(Debug)]
+struct Drawing {
+    stop: Arc<AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Drop for Drawing {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(t) = self.thread.take() {

@@ -35,8 +35,12 @@ use engine::{crr::Probe, live::Live};
 use crate::{
     cli::{Length, Plan, UnderLoad},
     control::Control,
-    family::{self, Context, Measurement, crr::Probes},
-    under_load::{self, LoadFigures, unix_now},
+    family::{self, Context, crr::Probes},
+    report::{
+        LoadFigures, Measurement, RpmFigures, Scenario,
+        scenario::{Confidence, SelfSample},
+    },
+    under_load::{self, unix_now},
 };
 
 /// The idle phase.
@@ -52,60 +56,6 @@ const SELF_EVERY: f64 = 0.1;
 const MAD: usize = 4;
 const INTERVAL_NS: u64 = 1_000_000_000;
 const SDT: f64 = 0.05;
-
-/// What a responsiveness test measured.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct RpmFigures {
-    /// Every probe, idle and loaded.
-    pub idle: Vec<Probe>,
-    pub loaded: Vec<Probe>,
-    /// The load connections' round-trip times read while the probes ran
-    /// (self probes).
-    pub self_samples: Vec<SelfSample>,
-    pub idle_rpm: f64,
-    pub foreign_rpm: f64,
-    pub self_rpm: Option<f64>,
-    /// The result: foreign and self RPM's mean (foreign alone without
-    /// self probes), over the last [`MAD`] intervals.
-    pub rpm: f64,
-    /// Where those intervals begin, since the loaded probes began.
-    pub final_from_ns: u64,
-    /// Each second's moving-window RPM of the loaded phase.
-    pub intervals: Vec<f64>,
-    pub confidence: Confidence,
-}
-
-/// The draft's confidence in a result.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Confidence {
-    /// Fewer intervals than the moving window holds.
-    #[default]
-    Low,
-    /// Enough intervals, not stable.
-    Medium,
-    /// Stable.
-    High,
-}
-
-impl Confidence {
-    pub fn name(self) -> &'static str {
-        match self {
-            Confidence::Low => "Low",
-            Confidence::Medium => "Medium",
-            Confidence::High => "High",
-        }
-    }
-}
-
-/// The draft's words for an RPM.
-pub fn category(rpm: f64) -> &'static str {
-    match rpm {
-        r if r < 300.0 => "Poor",
-        r if r < 1000.0 => "Fair",
-        r if r < 6000.0 => "Good",
-        _ => "Excellent",
-    }
-}
 
 /// The 95% single-sided trimmed mean: the mean of all but the largest 5%.
 pub fn trimmed_mean(values: &[f64]) -> Option<f64> {
@@ -149,14 +99,6 @@ fn combined(foreign: f64, own: Option<f64>) -> f64 {
         Some(s) => (foreign + s) / 2.0,
         None => foreign,
     }
-}
-
-/// A self probe: a load connection's TCP_INFO round trip, and when it was
-/// read, since the loaded probes began.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SelfSample {
-    pub at_ns: u64,
-    pub rtt_us: u32,
 }
 
 /// The RPM of the probes and self samples in `[lo, hi)` (ns since the
@@ -280,7 +222,7 @@ fn fixed(
         during: secs,
         after: 1,
     };
-    let plans = under_load::load_plans(plan, d, load, span, Some(SELF_EVERY))?;
+    let plans = under_load::load_plans(plan, d, load, span, Some(SELF_EVERY));
     let (probed, loads) = under_load::beside(&plans, WARMUP, || {
         let from = unix_now();
         probe_phase(plan, secs, d, ctx).map(|m| (m, from, unix_now()))
@@ -328,8 +270,15 @@ fn ramped(
                     during: left,
                     after: 0,
                 };
-                let lp = under_load::load_plan(plan, d, test, 1, span, Some(SELF_EVERY))?;
-                let c = Context::new(&lp, Vec::new());
+                let lp = under_load::load_plan(
+                    plan,
+                    under_load::at(d),
+                    *test,
+                    1,
+                    span,
+                    Some(SELF_EVERY),
+                );
+                let c = Context::new(&lp, Vec::new(), Vec::new());
                 let live = c.live.clone();
                 flows.push((*up, live, sc.spawn(move || under_load::run_load_in(&lp, c))));
             }
@@ -458,7 +407,9 @@ pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Resu
         final_rpm(&probes, &own_samples).ok_or_else(|| anyhow!("-t RPM: no loaded probe ended"))?;
     let (intervals, confidence) = stability(&probes, &own_samples);
     let final_from_ns = intervals_of(&probes).saturating_sub(MAD as u64) * INTERVAL_NS;
-    m.rpm = Some(RpmFigures {
+    m.interim.splice(0..0, idle_m.interim);
+    m.scenario = Some(Scenario::Rpm(RpmFigures {
+        load: figures,
         idle,
         loaded: probes,
         self_samples: own_samples,
@@ -469,14 +420,14 @@ pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Resu
         final_from_ns,
         intervals,
         confidence,
-    });
-    m.under_load = Some(figures);
+    }));
     Ok(m)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::scenario::category;
 
     fn probe(at_s: f64, tcp_ms: f64, req_ms: f64) -> Probe {
         Probe {

@@ -1,45 +1,32 @@
-//! One netperf invocation: connect, run the test (once, or until confident),
-//! print it as asked (classic tables, selectors, or JSON).
+//! One netperf invocation: connect, run the test (once, or until
+//! confident), and report it through the outputs asked for (classic
+//! tables, selectors, JSON, the JSON stream, the picture). The
+//! measurements come from a [`Source`]: the netserver over the control
+//! connection, or a test's fake.
 
-use std::{
-    fs::File,
-    io::{self, IsTerminal, Read, Write},
-};
+use std::{fs::File, io::Read, sync::Arc};
 
 use anyhow::{Context as _, Result, anyhow};
+use proto::TestSpec;
 
 use crate::{
     cli::{Plan, SelectorStyle, TestName},
     confidence::{self, Sample, Verdict},
     control, debug,
-    family::{self, Context, Measurement},
-    output::{Endpoints, Figures, asked::Asked, classic, json, selectors, units},
-    plot,
+    events::{self, Events},
+    family::{self, Context},
+    interim,
+    output::{
+        Out, Reporter, Results, Server, Test, classic, json,
+        run_info::{Ours, RunInfo},
+        selectors, units,
+    },
+    plot, progress,
+    report::{Figures, Measurement, Observer},
 };
-
-/// stdout was closed under us (`netperf | head`).
-#[derive(Debug, thiserror::Error)]
-#[error("standard output was closed")]
-pub struct StdoutClosed;
-
-/// Write to stdout; a closed stdout is [`StdoutClosed`], not an I/O error
-/// of the test.
-fn emit(out: &mut impl Write, bytes: &[u8]) -> Result<()> {
-    out.write_all(bytes).map_err(|e| match e.kind() {
-        io::ErrorKind::BrokenPipe => anyhow::Error::new(StdoutClosed),
-        _ => anyhow::Error::new(e),
-    })
-}
 
 /// Most bytes read from a `-F` fill file.
 const MAX_FILL: u64 = 16 * 1024 * 1024;
-
-/// Whether our own lines (UDP loss, latency percentiles, the confidence
-/// summary, each iteration) are printed: on a terminal, or at `-v 3` and
-/// above. Piped output at `-v 0/1/2` has netperf 2.7's lines exactly.
-pub fn extras(plan: &Plan) -> bool {
-    plan.verbosity >= 3 || io::stdout().is_terminal()
-}
 
 /// Whether each transaction of a request/response test is timed: when an
 /// output shows its latency (`stats`: `-j` or a latency selector; JSON;
@@ -60,81 +47,108 @@ pub enum Outcome {
     ForeignTraffic,
 }
 
+/// Where a run's measurements come from: a netserver over the control
+/// connection, or (in tests) a fake.
+pub trait Source {
+    /// The netserver, as the outputs name it.
+    fn server(&self) -> Server;
+    /// Check what can be checked before anything is printed or asked;
+    /// the request each iteration sends.
+    fn preflight(&mut self, plan: &Plan) -> Result<TestSpec>;
+    /// Whether it reports more than counters (netperf 2.7's does not).
+    fn details(&self) -> bool {
+        true
+    }
+    /// One iteration's measurement.
+    fn measure(&mut self, plan: &Plan, ctx: &Context) -> Result<Measurement>;
+    /// The run is over.
+    fn bye(&mut self) {}
+}
+
+/// The netserver at the other end of the control connection.
+#[derive(Debug)]
+struct Netserver(control::Connection);
+
+impl Source for Netserver {
+    fn server(&self) -> Server {
+        let d = &self.0.control;
+        Server {
+            local: d.local(),
+            remote: d.peer(),
+            software: d.caps().software.clone(),
+            embedded: self.0.embedded.is_some(),
+        }
+    }
+
+    fn preflight(&mut self, plan: &Plan) -> Result<TestSpec> {
+        family::preflight(plan, &self.0.control)
+    }
+
+    fn details(&self) -> bool {
+        self.0.control.caps().details
+    }
+
+    /// The plan's test, alone, under load, or as the responsiveness test's
+    /// phases.
+    fn measure(&mut self, plan: &Plan, ctx: &Context) -> Result<Measurement> {
+        let d = &mut self.0.control;
+        match (plan.under_load, plan.rpm) {
+            (Some(load), _) => crate::under_load::run(plan, load, d, ctx),
+            (None, Some(load)) => crate::rpm::run(plan, load, d, ctx),
+            (None, None) => family::run_once(plan, d, ctx),
+        }
+    }
+
+    fn bye(&mut self) {
+        debug::hp(|| "shutdown_control: shutdown of control connection requested.".into());
+        self.0.control.bye();
+    }
+}
+
 pub fn run(plan: &Plan) -> Result<Outcome> {
     // netperf 2.7 prints these as it reads its options.
-    let mut out = io::stdout();
+    let out = Out::stdout();
     for n in &plan.notices {
-        emit(&mut out, format!("{n}\n").as_bytes())?;
+        out.emit(format!("{n}\n").as_bytes())?;
     }
     for w in &plan.warnings {
         eprintln!("netperf: {w}");
     }
-    let mut ctx = Context::new(plan, read_fill(plan)?);
+    let fill = read_fill(plan)?;
     let mut conn = control::connect(plan)?;
-    let embedded = conn.embedded.is_some();
-    let d = &mut conn.control;
-    debug::control(plan, &d.peer());
+    debug::control(plan, &conn.control.peer());
     if plan.name.is_info() {
-        let text = info(plan, d)?;
-        emit(&mut out, text.as_bytes())?;
-        out.flush().map_err(|_| StdoutClosed)?;
-        d.bye();
+        let text = info(plan, &mut conn.control)?;
+        out.emit(text.as_bytes())?;
+        conn.control.bye();
         return Ok(Outcome::Clean);
     }
-    // What the output is told of the request, taken once.
-    let asked = Asked::of(plan);
-    let endpoints = Endpoints::new(&asked, d.peer());
-    family::preflight(plan, d)?;
-    // A selection file that cannot be read fails before the test, not after.
-    // OMNI without -o/-O/-k prints its default selection in columns.
-    let selection = match (&plan.selection, plan.selector_output()) {
-        (Some(s), _) => Some((
-            s.style,
-            selectors::resolve(&asked, s.spec.as_deref())
-                .map_err(|e| anyhow!("-- -o/-O/-k: {e}"))?,
-        )),
-        (None, true) => Some((SelectorStyle::Columns, selectors::default_for(&asked))),
-        (None, false) => None,
-    };
+    drive(plan, &mut Netserver(conn), fill, &out)
+}
+
+/// One run from a source of measurements: preflight, choose the outputs,
+/// iterate, finish.
+pub fn drive(plan: &Plan, source: &mut dyn Source, fill: Vec<u8>, out: &Out) -> Result<Outcome> {
+    let t = test_of(plan, source.preflight(plan)?, out);
+    let server = source.server();
+    let (mut reporters, observers, latency_shown) = outputs(plan, &t, out)?;
+    let mut ctx = Context::new(plan, fill, observers);
     // netperf 2.7 times each call of a stream test when a latency selector
-    // is asked for.
-    if let Some((_, sel)) = &selection {
-        ctx.stats |= sel.wants_latency();
-    }
-    // netperf 2.7 times each transaction only when its statistics are
+    // is asked for, and each transaction only when its statistics are
     // wanted (`-j`, a latency selector); so do we: for those, JSON, and
     // our latency lines (`-v 3`, a terminal).
-    ctx.timing = times_transactions(plan, ctx.stats, extras(plan));
-    if plan.verbosity > 1
-        && let Some((_, sel)) = &selection
-    {
-        for name in sel.unknown() {
-            eprintln!("netperf: warning: unknown output selector '{name}' ignored");
-        }
-    }
-    // stdout is not held locked: interim results print from their own
-    // thread while the test runs.
-    let extras = extras(plan);
-    if !d.caps().details {
-        for note in reports_less(plan, extras) {
+    ctx.stats |= latency_shown;
+    ctx.timing = times_transactions(plan, ctx.stats, t.extras);
+    if !source.details() {
+        for note in reports_less(plan, t.extras) {
             eprintln!("netperf: {note}");
         }
     }
-    debug::data_endpoints(plan, &d.peer(), plan.test.protocol());
-    if let Some(events) = &ctx.events {
-        events.start(
-            plan.name.name(),
-            &plan.command_line,
-            plan.host_name(),
-            &d.caps().software,
-        );
+    debug::data_endpoints(plan, &server.remote, plan.test.protocol());
+    for r in &mut reporters {
+        r.begin(&t, &server)?;
     }
-    if plan.headers && !plan.json {
-        emit(&mut out, classic::banner(&asked, &endpoints).as_bytes())?;
-        out.flush().map_err(|_| StdoutClosed)?;
-    }
-
-    let (runs, verdict) = iterations(plan, &asked, d, &ctx, &mut out, extras)?;
+    let (runs, verdict) = iterations(plan, &t, source, &ctx, &mut reporters)?;
     let figures = match runs.as_slice() {
         [(_, f)] => f.clone(),
         _ => Figures::mean(&runs.iter().map(|(_, f)| f.clone()).collect::<Vec<_>>()),
@@ -142,80 +156,23 @@ pub fn run(plan: &Plan) -> Result<Outcome> {
     let Some((last, _)) = runs.last() else {
         anyhow::bail!("no iteration ran");
     };
-
-    // the --json document: printed, streamed, or drawn
-    let document = (plan.json || plan.plot.is_some())
-        .then(|| {
-            json::render(&json::Report {
-                asked: &asked,
-                control_local: d.local(),
-                control_remote: d.peer(),
-                server_software: &d.caps().software,
-                embedded,
-                runs: &runs,
-                figures: &figures,
-                verdict: verdict.as_ref(),
-                interim: ctx
-                    .interim
-                    .as_ref()
-                    .map(|s| s.sink.kept())
-                    .unwrap_or_default(),
-            })
-        })
-        .transpose()?;
-    if let (Some(path), Some(doc)) = (&plan.plot, &document) {
-        plot::draw_document(doc, path)?;
+    let results = Results {
+        test: &t,
+        server: &server,
+        runs: &runs,
+        last,
+        figures: &figures,
+        verdict: verdict.as_ref(),
+    };
+    for r in &mut reporters {
+        r.finish(&results)?;
     }
-    if let (Some(events), Some(doc)) = (&ctx.events, &document) {
-        events.end(serde_json::from_str(doc)?);
-    } else if let (true, Some(doc)) = (plan.json, &document) {
-        emit(&mut out, doc.as_bytes())?;
-    } else if let Some((style, sel)) = &selection {
-        let uuid = plan.uuid.clone().unwrap_or_else(new_uuid);
-        let c = selectors::Ctx {
-            asked: &asked,
-            m: last,
-            f: &figures,
-            confidence: verdict.as_ref().map(|v| (v, runs.len())),
-            uuid: &uuid,
-        };
-        emit(&mut out, selectors::print(*style, sel, &c).as_bytes())?;
-        if let (Some(v), true) = (&verdict, extras) {
-            emit(
-                &mut out,
-                classic::confidence_line(&asked, runs.len(), v).as_bytes(),
-            )?;
-        }
-    } else {
-        if let Some(v) = &verdict
-            && !v.confident
-        {
-            emit(&mut out, classic::confidence_warning(v).as_bytes())?;
-        }
-        emit(
-            &mut out,
-            classic::table(&asked, last, &figures, extras).as_bytes(),
-        )?;
-        // ours, asked for by an option of ours
-        emit(
-            &mut out,
-            classic::under_load_lines(last, &figures).as_bytes(),
-        )?;
-        if let (Some(v), true) = (&verdict, extras) {
-            emit(
-                &mut out,
-                classic::confidence_line(&asked, runs.len(), v).as_bytes(),
-            )?;
-        }
-    }
-    out.flush().map_err(|_| StdoutClosed)?;
-    debug::hp(|| "shutdown_control: shutdown of control connection requested.".into());
-    d.bye();
+    source.bye();
     let (lines, affected) = foreign_traffic(&runs);
     for l in lines {
         eprintln!("netperf: warning: {l}");
     }
-    for l in path_notes(&asked, &runs) {
+    for l in path_notes(&t, &runs) {
         eprintln!("netperf: {l}");
     }
     Ok(if affected {
@@ -225,19 +182,115 @@ pub fn run(plan: &Plan) -> Result<Outcome> {
     })
 }
 
+/// A run's reporters, its observers, and whether a latency selector is
+/// asked for.
+type Outputs = (Vec<Box<dyn Reporter>>, Vec<Arc<dyn Observer>>, bool);
+
+/// The outputs the plan asks for, chosen once: the picture (drawn before
+/// anything is printed), then the stream, the document, the selectors or
+/// the classic tables; and the observers that show the run as it goes. A
+/// selection that cannot be read fails here, before the test.
+fn outputs(plan: &Plan, t: &Test, out: &Out) -> Result<Outputs> {
+    // OMNI without -o/-O/-k prints its default selection in columns.
+    let selection = match (&plan.selection, plan.selector_output()) {
+        (Some(s), _) => Some((
+            s.style,
+            selectors::resolve(t, s.spec.as_deref()).map_err(|e| anyhow!("-- -o/-O/-k: {e}"))?,
+        )),
+        (None, true) => Some((SelectorStyle::Columns, selectors::default_for(t))),
+        (None, false) => None,
+    };
+    if let (true, Some((_, sel))) = (plan.verbosity > 1, &selection) {
+        for name in sel.unknown() {
+            eprintln!("netperf: warning: unknown output selector '{name}' ignored");
+        }
+    }
+    let latency_shown = selection.as_ref().is_some_and(|(_, s)| s.wants_latency());
+    let mut reporters: Vec<Box<dyn Reporter>> = Vec::new();
+    let mut observers: Vec<Arc<dyn Observer>> = Vec::new();
+    if let Some(path) = &plan.plot {
+        reporters.push(Box::new(plot::Plot { path: path.clone() }));
+    }
+    reporters.push(match (plan.json_stream, plan.json, selection) {
+        (true, ..) => {
+            let e = Arc::new(Events::new(out.clone(), format!("{}/s", t.units.label())));
+            observers.push(e.clone());
+            Box::new(events::Stream(e))
+        }
+        (false, true, _) => Box::new(json::Json { out: out.clone() }),
+        (false, false, Some((style, selection))) => Box::new(selectors::Selected {
+            out: out.clone(),
+            style,
+            selection,
+            uuid: plan.uuid.clone().unwrap_or_else(new_uuid),
+        }),
+        (false, false, None) => Box::new(classic::Classic { out: out.clone() }),
+    });
+    if let Some(l) = interim::Lines::of(plan, out) {
+        observers.push(Arc::new(l));
+    }
+    if let Some(p) = progress::Spec::of(plan) {
+        observers.push(Arc::new(progress::Progress::new(p)));
+    }
+    Ok((reporters, observers, latency_shown))
+}
+
+/// What the outputs know of a run: what only the command line knows, and
+/// the request each iteration sends.
+pub fn test_of(plan: &Plan, spec: TestSpec, out: &Out) -> Test {
+    let info = RunInfo {
+        command_line: plan.command_line.clone(),
+        name: plan.name,
+        protocol_label: plan.protocol_label,
+        host_name: plan.host_name().to_string(),
+        port: plan.port,
+        units: plan.units(),
+        verbosity: plan.verbosity,
+        headers: plan.headers,
+        brand: plan.brand.clone(),
+        local_cpu: plan.local_cpu,
+        confidence: plan.confidence,
+        interim: plan.interim,
+        // Piped output at `-v 0/1/2` has netperf 2.7's lines exactly.
+        extras: plan.verbosity >= 3 || out.is_terminal(),
+        ours: Ours {
+            family: plan.family,
+            local_host: plan.local_host.clone(),
+            data_local: plan.data_local.clone(),
+            data_family: plan.data_family,
+            data_host: plan.data_host.clone(),
+            data_port: plan.local_data_port,
+            fill_file: plan.fill_file.clone(),
+            cork: plan.local_only.cork,
+            copy_avoidance: plan.copy_avoidance,
+            burst: plan.burst,
+            recv_timeout: plan.recv_timeout,
+            latency: plan.latency,
+            rx: plan.rx,
+            zerocopy: plan.zerocopy,
+            port_range: plan.port_range,
+        },
+    };
+    Test {
+        info,
+        spec,
+        local: plan.local.clone(),
+    }
+}
+
 /// What the receive path did that a reader of the figures must know, on
 /// stderr whatever the output (scripts read stdout): a discarding receiver
 /// delivered nothing; a mapping receiver that could map little copied,
 /// and why.
-fn path_notes(asked: &Asked, runs: &Runs) -> Vec<String> {
+fn path_notes(t: &Test, runs: &Runs) -> Vec<String> {
     let (mut who, mut mapped, mut received) = ("", 0u64, 0u64);
     for (m, _) in runs {
         let side;
-        (who, side) = classic::receiver(asked, m);
+        (who, side) = classic::receiver(t, m);
         mapped += side.rx.mapped_bytes;
         received += side.bytes_received;
     }
-    match asked.rx {
+    match t.ours.rx {
         proto::RxPath::Discard => vec![format!(
             "--rx-discard: {who}'s kernel dropped the data uncopied (MSG_TRUNC); nothing reached user space: the figure is the stack's ceiling, not a delivery rate"
         )],
@@ -298,32 +351,34 @@ type Runs = Vec<(Measurement, Figures)>;
 /// TCP_CC shows `-I` in its banner but always runs once.
 fn iterations(
     plan: &Plan,
-    asked: &Asked,
-    d: &mut control::Control,
+    t: &Test,
+    source: &mut dyn Source,
     ctx: &Context,
-    out: &mut impl Write,
-    extras: bool,
+    reporters: &mut [Box<dyn Reporter>],
 ) -> Result<(Runs, Option<Verdict>)> {
+    let mut one = |i: u32| -> Result<(Measurement, Figures)> {
+        for o in &ctx.observers {
+            o.iteration_begins(i);
+        }
+        let m = source.measure(plan, ctx)?;
+        let f = Figures::of(t.units, t.kind(), &m);
+        trace_iteration(i as usize, &f);
+        for o in &ctx.observers {
+            o.iteration_ends(i, &f);
+        }
+        Ok((m, f))
+    };
     let confidence = plan
         .confidence
         .as_ref()
         .filter(|_| plan.name != TestName::TcpCc);
     let Some(c) = confidence else {
-        begin_iteration(ctx, 1);
-        let m = measure(plan, d, ctx)?;
-        let f = Figures::of(asked, &m);
-        trace_iteration(1, &f);
-        end_iteration(ctx, asked, 1, &f);
-        return Ok((vec![(m, f)], None));
+        return Ok((vec![one(1)?], None));
     };
     let (runs, verdict) = confidence::iterate(
         c,
         |i| {
-            begin_iteration(ctx, i);
-            let m = measure(plan, d, ctx)?;
-            let f = Figures::of(asked, &m);
-            trace_iteration(i as usize, &f);
-            end_iteration(ctx, asked, i, &f);
+            let (m, f) = one(i)?;
             let sample = Sample {
                 result: f.result,
                 local_cpu: f.local_cpu,
@@ -332,49 +387,12 @@ fn iterations(
             Ok((sample, (m, f)))
         },
         |i, _, (_, f)| {
-            // netperf 2.7 prints nothing per iteration: ours go to stdout
-            // with our other lines (a terminal, -v 3), else to stderr when
-            // that is a terminal; --json keeps them.
-            if plan.json {
-                return;
-            }
-            let line = classic::iteration_line(asked, i, f);
-            if extras {
-                let _ = emit(out, line.as_bytes());
-                let _ = out.flush();
-            } else if io::stderr().is_terminal() {
-                eprint!("{line}");
+            for r in reporters.iter_mut() {
+                r.iteration(t, i, f);
             }
         },
     )?;
     Ok((runs.into_iter().map(|(_, r)| r).collect(), Some(verdict)))
-}
-
-/// One iteration: the plan's test, alone, under load, or as the
-/// responsiveness test's phases.
-fn measure(plan: &Plan, d: &mut control::Control, ctx: &Context) -> Result<Measurement> {
-    match (plan.under_load, plan.rpm) {
-        (Some(load), _) => crate::under_load::run(plan, load, d, ctx),
-        (None, Some(load)) => crate::rpm::run(plan, load, d, ctx),
-        (None, None) => family::run_once(plan, d, ctx),
-    }
-}
-
-/// Iteration `i` (from 1) begins: the stream and the progress line say so.
-fn begin_iteration(ctx: &Context, i: u32) {
-    if let Some(e) = &ctx.events {
-        e.begin_iteration(i);
-    }
-    if let Some(p) = &ctx.progress {
-        p.iteration.store(i, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-/// Iteration `i` is over: its figures on the stream.
-fn end_iteration(ctx: &Context, asked: &Asked, i: u32, f: &Figures) {
-    if let Some(e) = &ctx.events {
-        e.iteration(i, f, &format!("{}/s", asked.units().label()));
-    }
 }
 
 /// netperf 2.7's `-d` line of an iteration's figures.

@@ -10,31 +10,18 @@
 use std::{thread, time::Duration};
 
 use anyhow::{Context as _, Result, anyhow};
-use engine::latency::LatencySummary;
+
+use proto::TestKind;
 
 use crate::{
-    cli::{self, Invocation, Length, Plan, UnderLoad},
+    cli::{Length, Plan, TestName, UnderLoad},
     control::{self, Control},
-    family::{self, Context, Measurement},
-    output::{Figures, asked::Asked},
+    family::{self, Context},
+    report::{Figures, LoadFigures, Measurement, Scenario},
 };
 
 /// How long the load runs before the loaded phase, and after it.
 const RAMP: Duration = Duration::from_secs(2);
-
-/// What the idle phase and the load measured, beside the loaded phase's
-/// own figures.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct LoadFigures {
-    /// The idle phase: its latency and transactions a second.
-    pub idle: Option<LatencySummary>,
-    pub idle_rate: f64,
-    /// Load flows a direction.
-    pub flows: u32,
-    /// The load's goodput, 10^6 bits a second, each way it ran.
-    pub up_mbps: Option<f64>,
-    pub down_mbps: Option<f64>,
-}
 
 /// The idle phase's length: a fifth of the test, 1 to 5 s.
 fn idle_secs(plan: &Plan) -> u64 {
@@ -54,69 +41,45 @@ pub(crate) struct Span {
 }
 
 /// One direction's load: TCP_STREAM or TCP_MAERTS flows against the
-/// netserver at `d`'s peer, as its own netperf would run them, for `span`:
+/// netserver at `peer`, as its own netperf would run them, for `span`:
 /// measured over its middle (`--warmup`, `--cooldown`) by a netserver that
-/// can, else over all of it. With `interim` (seconds), TCP_INFO of its
-/// sending end is kept that often (unprinted).
+/// can (`window`), else over all of it. With `interim` (seconds), TCP_INFO of its
+/// sending end is kept that often (unprinted). The test's congestion
+/// control (`-K`), key and dialect are its load's too.
 pub(crate) fn load_plan(
     plan: &Plan,
-    d: &Control,
-    test: &str,
+    (peer, window): (std::net::SocketAddr, bool),
+    test: TestName,
     flows: u32,
     span: Span,
     interim: Option<f64>,
-) -> Result<Plan> {
-    let windowed = d.caps().window && (span.before > 0 || span.after > 0);
-    let secs = if windowed {
+) -> Plan {
+    let windowed = window && (span.before > 0 || span.after > 0);
+    let ms = |s: u64| u32::try_from(s * 1000).unwrap_or(u32::MAX);
+    let mut p = Plan::new(format!("netperf -t {} (a load)", test.name()));
+    (p.name, p.test) = match test {
+        TestName::TcpMaerts => (test, TestKind::TcpMaerts),
+        _ => (TestName::TcpStream, TestKind::TcpStream),
+    };
+    p.host = Some(peer.ip().to_string());
+    p.port = peer.port();
+    p.length = Length::Seconds(if windowed {
         span.during
     } else {
         span.before + span.during + span.after
-    };
-    let peer = d.peer();
-    let mut words: Vec<String> = [
-        "-H",
-        &peer.ip().to_string(),
-        "-p",
-        &peer.port().to_string(),
-        "-t",
-        test,
-        "-l",
-        &secs.to_string(),
-        "-P",
-        "0",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    if let Some(every) = interim {
-        words.push("-D".into());
-        words.push(format!("{every}"));
-    }
-    words.extend(["--".to_string(), "--flows".into(), flows.to_string()]);
-    if windowed {
-        words.extend([
-            "--warmup".to_string(),
-            span.before.to_string(),
-            "--cooldown".into(),
-            span.after.to_string(),
-        ]);
-    }
-    // the test's congestion control (-K) is its load's too
-    if plan.local.cong_control.is_some() || plan.remote.cong_control.is_some() {
-        words.push("-K".into());
-        words.push(format!(
-            "{},{}",
-            plan.local.cong_control.as_deref().unwrap_or(""),
-            plan.remote.cong_control.as_deref().unwrap_or("")
-        ));
-    }
-    let Invocation::Run(mut p) = cli::parse(&words).map_err(|e| anyhow!("--under-load: {e}"))?
-    else {
-        return Err(anyhow!("--under-load: the load's plan did not parse"));
-    };
-    p.auth = plan.auth.clone();
+    });
+    p.headers = false;
+    p.interim = interim.map(|every| (every, false));
+    p.flows = flows;
+    p.window = windowed.then(|| proto::Window {
+        warmup_ms: ms(span.before),
+        cooldown_ms: ms(span.after),
+    });
+    p.local.cong_control.clone_from(&plan.local.cong_control);
+    p.remote.cong_control.clone_from(&plan.remote.cong_control);
+    p.auth.clone_from(&plan.auth);
     p.dialect = plan.dialect;
-    Ok(*p)
+    p
 }
 
 /// What one direction's load did.
@@ -132,18 +95,14 @@ pub(crate) struct Load {
 
 /// Run the load of one plan on a control connection of its own.
 pub(crate) fn run_load(lp: &Plan) -> Result<Load> {
-    run_load_in(lp, Context::new(lp, Vec::new()))
+    run_load_in(lp, Context::new(lp, Vec::new(), Vec::new()))
 }
 
 /// [`run_load`] in a context made for it (one its runner stops, or whose
 /// counters it reads as it runs).
-pub(crate) fn run_load_in(lp: &Plan, mut ctx: Context) -> Result<Load> {
+pub(crate) fn run_load_in(lp: &Plan, ctx: Context) -> Result<Load> {
     let began = unix_now();
     let mut conn = control::connect(lp).context("the load's control connection")?;
-    if let Some(i) = &mut ctx.interim {
-        // kept for its TCP_INFO, never printed
-        i.sink.print = false;
-    }
     let m = family::run_once(lp, &mut conn.control, &ctx).context("the load")?;
     conn.control.bye();
     // the sending end's view: ours up, the netserver's down (its clock
@@ -157,16 +116,13 @@ pub(crate) fn run_load_in(lp: &Plan, mut ctx: Context) -> Result<Load> {
             })
             .collect()
     } else {
-        ctx.interim
-            .as_ref()
-            .map(|i| i.sink.kept())
-            .unwrap_or_default()
+        m.interim
             .iter()
             .flat_map(|s| s.tcp.iter().map(|t| (s.ending, t.rtt_us)))
             .collect()
     };
     Ok(Load {
-        mbps: Figures::of(&Asked::of(lp), &m).result,
+        mbps: Figures::of(lp.units(), lp.test, &m).result,
         rtt_at,
     })
 }
@@ -186,23 +142,25 @@ pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Resu
         during: secs,
         after: RAMP.as_secs(),
     };
-    let plans = load_plans(plan, d, load, span, None)?;
+    let plans = load_plans(plan, d, load, span, None);
     let (m, loads) = beside(&plans, RAMP, || family::run_once(plan, d, ctx));
     let mut m = m?;
     let done = gather(loads).map_err(|e| anyhow!("--under-load: {e:#}"))?;
-    m.under_load = Some(LoadFigures {
+    // the idle phase's interim samples first, as they were taken
+    m.interim.splice(0..0, idle.interim);
+    m.scenario = Some(Scenario::UnderLoad(LoadFigures {
         idle: idle.latency,
         idle_rate: idle.local.transactions as f64 / idle.elapsed.max(1e-9),
         flows: load.flows,
         up_mbps: done.up_mbps,
         down_mbps: done.down_mbps,
-    });
+    }));
     Ok(m)
 }
 
 /// The directions a load runs: (up, the test that loads it).
-pub(crate) fn directions(load: UnderLoad) -> Vec<(bool, &'static str)> {
-    [(true, "TCP_STREAM"), (false, "TCP_MAERTS")]
+pub(crate) fn directions(load: UnderLoad) -> Vec<(bool, TestName)> {
+    [(true, TestName::TcpStream), (false, TestName::TcpMaerts)]
         .into_iter()
         .filter(|(up, _)| if *up { load.up } else { load.down })
         .collect()
@@ -215,10 +173,10 @@ pub(crate) fn load_plans(
     load: UnderLoad,
     span: Span,
     interim: Option<f64>,
-) -> Result<Vec<(bool, Plan)>> {
+) -> Vec<(bool, Plan)> {
     directions(load)
         .into_iter()
-        .map(|(up, test)| Ok((up, load_plan(plan, d, test, load.flows, span, interim)?)))
+        .map(|(up, test)| (up, load_plan(plan, at(d), test, load.flows, span, interim)))
         .collect()
 }
 
@@ -275,9 +233,49 @@ pub(crate) fn gather(loads: Vec<(bool, Result<Load>)>) -> Result<Gathered> {
     Ok(g)
 }
 
+/// Where a load goes, and whether its netserver keeps a window.
+pub(crate) fn at(d: &Control) -> (std::net::SocketAddr, bool) {
+    (d.peer(), d.caps().window)
+}
+
 /// Now, in seconds since the Unix epoch (when samples were read).
 pub(crate) fn unix_now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The load's plan is what its own command line would parse to.
+    #[test]
+    fn a_load_is_the_plan_of_its_command_line() {
+        let plan = crate::cli::test_plan(&["-t", "TCP_RR", "--", "-K", "bbr,cubic"]);
+        let span = Span {
+            before: 2,
+            during: 5,
+            after: 1,
+        };
+        let peer = "[::1]:12865".parse().unwrap();
+        for (window, test, words) in [
+            (
+                true,
+                TestName::TcpStream,
+                "-t TCP_STREAM -l 5 -D 0.1 -- --flows 3 --warmup 2 --cooldown 1",
+            ),
+            (
+                false,
+                TestName::TcpMaerts,
+                "-t TCP_MAERTS -l 8 -D 0.1 -- --flows 3",
+            ),
+        ] {
+            let lp = load_plan(&plan, (peer, window), test, 3, span, Some(0.1));
+            let line = format!("-H ::1 -p 12865 -P 0 {words} -K bbr,cubic");
+            let mut parsed = crate::cli::test_plan(&line.split(' ').collect::<Vec<_>>());
+            parsed.command_line.clone_from(&lp.command_line);
+            assert_eq!(format!("{lp:?}"), format!("{parsed:?}"));
+        }
+    }
 }

@@ -85,6 +85,56 @@ impl Units {
     }
 }
 
+impl Units {
+    /// The label in table titles (netperf's `format_units()`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Units::Bytes('B') => "Bytes",
+            Units::Bytes('K') => "KBytes",
+            Units::Bytes('M') => "MBytes",
+            Units::Bytes('G') => "GBytes",
+            Units::Bits('b') => "10^0bits",
+            Units::Bits('k') => "10^3bits",
+            Units::Bits('m') => "10^6bits",
+            Units::Bits('g') => "10^9bits",
+            Units::Transactions => "Trans",
+            Units::Usec => "Usec",
+            _ => "KBytes",
+        }
+    }
+
+    /// `amount` (bytes, or transactions for [`Units::Transactions`]) over
+    /// `secs`, in these units per second. Bits are bits: netperf 2.7's `-f b`
+    /// prints bytes under a bits label; we do not.
+    pub fn rate(self, amount: f64, secs: f64) -> f64 {
+        if secs <= 0.0 {
+            return 0.0;
+        }
+        // netperf 2.7's `-f u`: microseconds an amount (a transaction, or
+        // for a stream test a byte), the inverse of the rate
+        if self == Units::Usec {
+            return if amount > 0.0 {
+                secs * 1e6 / amount
+            } else {
+                0.0
+            };
+        }
+        let per = match self {
+            Units::Bytes('B') => 1.0,
+            Units::Bytes('K') => 1024.0,
+            Units::Bytes('M') => 1024.0 * 1024.0,
+            Units::Bytes('G') => 1024.0 * 1024.0 * 1024.0,
+            Units::Bits('b') => 1.0 / 8.0,
+            Units::Bits('k') => 1000.0 / 8.0,
+            Units::Bits('m') => 1e6 / 8.0,
+            Units::Bits('g') => 1e9 / 8.0,
+            Units::Transactions => 1.0,
+            _ => 1024.0,
+        };
+        amount / per / secs
+    }
+}
+
 /// What `-o`, `-O` or `-k` asked for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Selection {

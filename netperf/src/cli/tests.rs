@@ -371,3 +371,21 @@ fn every_option_in_the_tables_has_a_handler() {
         }
     }
 }
+
+#[test]
+fn rates() {
+    assert_eq!(Units::Bits('m').rate(125_000_000.0, 1.0), 1000.0);
+    assert_eq!(Units::Bits('g').rate(125_000_000.0, 1.0), 1.0);
+    assert_eq!(Units::Bits('b').rate(1.0, 1.0), 8.0);
+    assert_eq!(Units::Bytes('K').rate(2048.0, 2.0), 1.0);
+    assert_eq!(Units::Bytes('M').rate(1048576.0, 1.0), 1.0);
+    assert_eq!(Units::Transactions.rate(500.0, 0.5), 1000.0);
+    assert_eq!(Units::Bits('m').rate(1.0, 0.0), 0.0);
+}
+
+#[test]
+fn labels() {
+    assert_eq!(Units::Bits('m').label(), "10^6bits");
+    assert_eq!(Units::Bytes('G').label(), "GBytes");
+    assert_eq!(Units::Transactions.label(), "Trans");
+}

@@ -2,7 +2,7 @@
 //! progress ([`Phase`]), and the small rules every family shares.
 
 use std::{
-    sync::{Arc, atomic::AtomicU32},
+    sync::{Arc, Mutex, atomic::AtomicU32},
     time::Duration,
 };
 
@@ -15,11 +15,10 @@ use engine::{
 };
 use proto::CpuStats;
 
+use super::sampler::{Audience, Sampler, Sampling};
 use crate::{
     cli::{Length, Plan},
-    events::Events,
-    interim,
-    progress::{self, Progress},
+    report::{Observer, Rate, Sample},
 };
 
 /// What a test run needs besides the plan.
@@ -27,16 +26,17 @@ use crate::{
 pub struct Context {
     /// Contents of the `-F` fill file, or empty for netperf's pattern.
     pub fill: Vec<u8>,
-    /// Counters the data loop publishes, for interim reports.
+    /// Counters the data loop publishes, for interim samples.
     pub live: Arc<Live>,
-    /// `-D`: what to report during the test.
-    pub interim: Option<interim::Spec>,
-    /// Numbers interim key=value blocks across iterations.
+    /// What is sampled during the test (`-D`, `--json-stream`, `--plot`).
+    pub sampling: Option<Sampling>,
+    /// Numbers interim samples across iterations.
     pub interim_counter: Arc<AtomicU32>,
-    /// `--json-stream`'s writer.
-    pub events: Option<Arc<Events>>,
-    /// The progress line on a terminal's stderr.
-    pub progress: Option<progress::Spec>,
+    /// Who is told of the run as it goes.
+    pub observers: Vec<Arc<dyn Observer>>,
+    /// Our TCP data connections of this iteration, whose TCP_INFO the
+    /// kept samples carry.
+    watch: Arc<Mutex<Vec<socket2::Socket>>>,
     /// Time each call of a stream test (netperf 2.7 does when a latency
     /// selector is asked for, or with `-j`).
     pub stats: bool,
@@ -48,9 +48,20 @@ pub struct Context {
     began: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
+/// How a plan's rate is counted (interim samples, the progress line).
+pub fn rate(plan: &Plan) -> Rate {
+    Rate {
+        units: plan.units(),
+        transactions: plan.test.is_rr(),
+        bytes_per_transaction: f64::from(plan.request_size) + f64::from(plan.response_size),
+    }
+}
+
 impl Context {
-    pub fn new(plan: &Plan, fill: Vec<u8>) -> Context {
-        let events = plan.json_stream.then(Arc::default);
+    /// A run's context, telling `observers`. Interim samples are taken
+    /// with `-D`, and every second (unprinted) for `--json-stream` and
+    /// `--plot` without it.
+    pub fn new(plan: &Plan, fill: Vec<u8>, observers: Vec<Arc<dyn Observer>>) -> Context {
         Context {
             fill,
             live: Arc::new(if plan.flows > 1 {
@@ -58,13 +69,15 @@ impl Context {
             } else {
                 Live::new()
             }),
-            interim: interim::Spec::of(plan, events.as_ref()),
-            interim_counter: Arc::new(AtomicU32::new(0)),
-            events,
-            progress: progress::Spec::of(plan),
+            sampling: plan.interim_interval().map(|secs| Sampling {
+                interval: Duration::from_secs_f64(secs.max(0.001)),
+                rate: rate(plan),
+                keep: plan.json || plan.plot.is_some() || plan.interim.is_some(),
+            }),
+            observers,
             stats: plan.histogram,
             timing: plan.latency,
-            began: std::sync::Mutex::new(None),
+            ..Context::default()
         }
     }
 
@@ -93,39 +106,12 @@ impl Context {
         ))
     }
 
-    /// How many interim samples are kept so far.
-    pub(crate) fn kept(&self) -> usize {
-        self.interim
-            .as_ref()
-            .and_then(|s| s.sink.keep.as_ref())
-            .and_then(|v| v.lock().ok().map(|v| v.len()))
-            .unwrap_or(0)
-    }
-
-    /// The round-trip times of our connections in the samples kept since
-    /// the `since`th.
-    pub(crate) fn rtts_since(&self, since: usize) -> Vec<u32> {
-        self.interim
-            .as_ref()
-            .and_then(|s| s.sink.keep.as_ref())
-            .and_then(|v| {
-                v.lock().ok().map(|v| {
-                    v.iter()
-                        .skip(since)
-                        .flat_map(|s| s.tcp.iter().map(|t| t.rtt_us))
-                        .collect()
-                })
-            })
-            .unwrap_or_default()
-    }
-
-    /// A TCP data connection of this iteration, whose TCP_INFO the interim
-    /// samples carry.
+    /// A TCP data connection of this iteration, whose TCP_INFO the kept
+    /// interim samples carry.
     pub(crate) fn watch_tcp(&self, sock: &impl engine::sys::Sock) {
-        if let Some(spec) = &self.interim
-            && (spec.sink.keep.is_some() || spec.sink.stream.is_some())
+        if self.sampling.as_ref().is_some_and(|s| s.keep)
             && let Ok(owned) = socket2::SockRef::from(sock).try_clone()
-            && let Ok(mut w) = spec.sink.watch.lock()
+            && let Ok(mut w) = self.watch.lock()
             && w.len() < proto::test::MAX_TCP_PER_REPORT
         {
             w.push(owned);
@@ -135,9 +121,7 @@ impl Context {
     /// The iteration's connections are no longer watched (their last
     /// sample is taken).
     pub(crate) fn unwatch(&self) {
-        if let Some(spec) = &self.interim
-            && let Ok(mut w) = spec.sink.watch.lock()
-        {
+        if let Ok(mut w) = self.watch.lock() {
             w.clear();
         }
     }
@@ -149,25 +133,28 @@ impl Context {
         }
     }
 
-    /// The data phase starts: reset the live counters, start the interim
-    /// reporter, take the first CPU snapshot (`-c`).
+    /// The data phase starts: reset the live counters, start sampling,
+    /// tell the observers, take the first CPU snapshot (`-c`).
     pub fn begin(&self, plan: &Plan) -> Result<Phase> {
         self.live.reset();
         if let Ok(mut b) = self.began.lock() {
             *b = Some(std::time::Instant::now());
         }
-        let reporter = match &self.interim {
-            Some(spec) => Some(interim::Reporter::start(
+        let sampler = match &self.sampling {
+            Some(spec) => Some(Sampler::start(
                 spec.clone(),
                 self.live.clone(),
                 self.interim_counter.clone(),
+                Audience {
+                    observers: self.observers.clone(),
+                    watch: self.watch.clone(),
+                },
             )?),
             None => None,
         };
-        let progress = match &self.progress {
-            Some(spec) => Some(Progress::start(spec.clone(), self.live.clone())?),
-            None => None,
-        };
+        for o in &self.observers {
+            o.phase_begins(&self.live);
+        }
         Ok(Phase {
             cpu: if plan.local_cpu {
                 cpu::snapshot()
@@ -175,8 +162,8 @@ impl Context {
                 None
             },
             num_cpus: plan.num_cpus,
-            reporter,
-            progress,
+            sampler,
+            observers: self.observers.clone(),
         })
     }
 }
@@ -186,19 +173,23 @@ impl Context {
 pub struct Phase {
     cpu: Option<cpu::Snapshot>,
     num_cpus: u32,
-    reporter: Option<interim::Reporter>,
-    progress: Option<Progress>,
+    sampler: Option<Sampler>,
+    observers: Vec<Arc<dyn Observer>>,
 }
 
 impl Phase {
-    /// The data phase is over: the last interim line, and our CPU
-    /// utilisation over the phase if it was measured.
-    pub fn end(mut self) -> Option<CpuStats> {
-        drop(self.reporter.take());
-        drop(self.progress.take());
-        let start = self.cpu.take()?;
-        let end = cpu::snapshot()?;
-        Some(cpu::utilisation(&start, &end, self.num_cpus))
+    /// The data phase is over: the last interim sample, and our CPU
+    /// utilisation over the phase if it was measured; the samples kept.
+    pub fn end(mut self) -> (Option<CpuStats>, Vec<Sample>) {
+        let kept = self.sampler.take().map(Sampler::stop).unwrap_or_default();
+        for o in &self.observers {
+            o.phase_ends();
+        }
+        let cpu = self.cpu.take().and_then(|start| {
+            let end = cpu::snapshot()?;
+            Some(cpu::utilisation(&start, &end, self.num_cpus))
+        });
+        (cpu, kept)
     }
 }
 

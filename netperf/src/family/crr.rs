@@ -18,11 +18,11 @@ use engine::{
 };
 use proto::{Capabilities, Grant, SideResults, TestKind, test::Resolved};
 
-use super::{
-    lifecycle::{Family, Local, Ours, Prepared, Run},
-    measure::FlowEnd,
+use super::lifecycle::{Family, Local, Ours, Prepared, Run};
+use crate::{
+    cli::{Length, Plan},
+    report::FlowEnd,
 };
-use crate::cli::{Length, Plan};
 
 /// TCP_CRR's local port range when `-p` is not given: from netperf's 5000
 /// up to just below the kernel's ephemeral range. netperf's own default

@@ -18,14 +18,12 @@ use proto::{
 };
 use socket2::{SockRef, Socket};
 
-use super::{
-    context::{self, Context},
-    measure::{FlowEnd, Measurement, Side},
-};
+use super::context::{self, Context};
 use crate::{
     cli::{Length, Plan},
-    control::Control,
+    control::{Control, ServerError},
     debug, interrupt,
+    report::{FlowEnd, Measurement, Side},
 };
 
 /// What our side of a test is, resolved before the netserver is asked.
@@ -119,11 +117,11 @@ pub(crate) fn run_once(
     ctx.unbegun();
     run_test(plan, d, ctx, fam).map_err(|e| {
         // (an error that is already the netserver's word needs no wait)
-        let e = if e.to_string().starts_with("netserver") {
+        let e = if e.is::<ServerError>() {
             e
         } else {
             match d.server_said(Duration::from_millis(500)) {
-                Some(why) => anyhow::anyhow!("netserver: {why} (here: {e:#})"),
+                Some(why) => ServerError::Said(format!("{why} (here: {e:#})")).into(),
                 None => e,
             }
         };
@@ -183,12 +181,11 @@ fn run_test(
     }
     let _timer = fam.timer(plan, &stop)?;
     let _int = interrupt::stop_on_interrupt(&stop);
-    let kept = ctx.kept();
     let phase = ctx.begin(plan)?;
     let mut local = fam.run(&r, &ours)?;
-    local.counts.cpu = phase.end();
+    let interim;
+    (local.counts.cpu, interim) = phase.end();
     ctx.unwatch();
-    let local_rtts = ctx.rtts_since(kept);
     trace.ended(plan, protocol);
     let remote = d.finish(fam.done(&local), results_wait(plan))?;
     let remote_interim = d.take_interims();
@@ -220,7 +217,7 @@ fn run_test(
             recv_width: ours.sizes.recv_width,
             addr: local.addr,
             tos,
-            rtt_over_time: local_rtts,
+            rtt_over_time: rtts(interim.iter().map(|s| &s.tcp)),
         },
         remote: Side {
             counts: remote,
@@ -233,10 +230,7 @@ fn run_test(
             recv_width: rs.recv_width,
             addr: Some(to),
             tos: None,
-            rtt_over_time: remote_interim
-                .iter()
-                .flat_map(|r| r.tcp.iter().map(|t| t.rtt_us))
-                .collect(),
+            rtt_over_time: rtts(remote_interim.iter().map(|r| &r.tcp)),
         },
         mss: local.mss,
         send_errors: local.send_errors,
@@ -244,9 +238,14 @@ fn run_test(
         lost: local.lost,
         flows: local.flows,
         remote_interim,
-        under_load: None,
-        rpm: None,
+        interim,
+        scenario: None,
     })
+}
+
+/// The round-trip times of TCP_INFO samples, in time order.
+fn rtts<'a>(samples: impl Iterator<Item = &'a Vec<proto::TcpSample>>) -> Vec<u32> {
+    samples.flatten().map(|t| t.rtt_us).collect()
 }
 
 /// What we made of a test, for the netserver's `--record`.
@@ -443,10 +442,11 @@ fn request_of(plan: &Plan, p: &Prepared, ours: &Ours, caps: &Capabilities) -> Re
 }
 
 /// Check what can be checked once the control connection is up, before
-/// anything is printed or asked of the netserver.
-pub fn preflight(plan: &Plan, d: &Control) -> Result<()> {
+/// anything is printed or asked of the netserver; the request each
+/// iteration sends, as far as it is known before our data socket exists.
+pub fn preflight(plan: &Plan, d: &Control) -> Result<TestSpec> {
     let family = sockopt::family_of(&d.peer());
-    spec_for(plan, family)?;
+    let spec = spec_for(plan, family)?;
     if plan.test == TestKind::UdpStream
         && let Some(size) = plan.local.send_size
     {
@@ -476,7 +476,7 @@ pub fn preflight(plan: &Plan, d: &Control) -> Result<()> {
             _ => bail!("{both}: a TCP connection cannot have the same address at both ends; {two}"),
         }
     }
-    Ok(())
+    Ok(spec)
 }
 
 /// The one port both ends' data sockets would have: `-- -P N` (or

@@ -11,20 +11,21 @@
 //! - [`rr`]: TCP_RR (and what request/response families share).
 //! - [`crr`]: TCP_CRR, TCP_CC.
 //! - [`udp`]: UDP_STREAM (we send), netperf 2.7's UDP receive test, UDP_RR.
-//! - [`measure`]: what a test measured ([`Measurement`], a [`Side`] each
-//!   way).
-//! - [`context`]: what a run carries ([`Context`]), and the rules the
-//!   families share (counts shared out, threads, the timer).
+//! - [`context`]: what a run carries ([`Context`]: the observers it
+//!   tells, as trait objects), and the rules the families share (counts
+//!   shared out, threads, the timer).
+//! - [`sampler`]: interim samples during a data phase.
 //! - this file: which family a plan's test is.
 //!
 //! Dependencies go one way: this file uses the families, the families use
-//! [`lifecycle`], and it uses [`context`] and [`measure`].
+//! [`lifecycle`], and it uses [`context`]; what they measure is
+//! [`crate::report`]'s, below them all.
 
 pub mod context;
 pub mod crr;
 pub mod lifecycle;
-pub mod measure;
 pub mod rr;
+pub mod sampler;
 pub mod stream;
 pub mod udp;
 
@@ -34,11 +35,11 @@ use proto::TestKind;
 pub use context::{Context, Phase, open_files_limit, raise_open_files, threads};
 pub(crate) use lifecycle::Family;
 pub use lifecycle::{preflight, spec_for};
-pub use measure::{FlowEnd, Measurement, Side};
 
 use crate::{
     cli::{Plan, TestName},
     control::Control,
+    report::Measurement,
 };
 
 /// Run one iteration of the plan's test: its family, driven by the one

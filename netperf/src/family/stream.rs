@@ -18,11 +18,11 @@ use engine::{
 use proto::{Capabilities, SideResults, TestKind};
 use socket2::SockRef;
 
-use super::{
-    lifecycle::{self, Family, Local, Ours, Prepared, Run, connect_flows},
-    measure::FlowEnd,
+use super::lifecycle::{self, Family, Local, Ours, Prepared, Run, connect_flows};
+use crate::{
+    cli::{Length, Plan, TestName},
+    report::FlowEnd,
 };
-use crate::cli::{Length, Plan, TestName};
 
 /// How long a sender waits for the receiver to close after the last byte.
 const LINGER: Duration = Duration::from_secs(60);

@@ -130,10 +130,10 @@ fn with_counts(
 }
 
 /// Our side's results of many flows, flow by flow.
-fn flow_ends(socks: &[UdpSocket]) -> Vec<super::measure::FlowEnd> {
+fn flow_ends(socks: &[UdpSocket]) -> Vec<crate::report::FlowEnd> {
     socks
         .iter()
-        .map(|s| super::measure::FlowEnd::at(s.local_addr().ok()))
+        .map(|s| crate::report::FlowEnd::at(s.local_addr().ok()))
         .collect()
 }
 

@@ -1,12 +1,228 @@
-//! The JSON document's own types for what the protocol carries: each side's
-//! options and counters. They are filled from the wire types here, and only
-//! here, so that the control protocol can change without changing the
-//! schema of doc/json.md (`rsnetperf-result/1`), and the other way round.
+//! The `--json` document's own types (doc/json.md, `rsnetperf-result/1`):
+//! written by [`super::json`], read back by the plot. What the protocol
+//! carries (each side's options and counters) is filled from the wire
+//! types here, and only here, so that the control protocol can change
+//! without changing the schema, and the other way round.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+/// The whole document.
+#[derive(Serialize, Deserialize, Debug, Default)]
+#[serde(default)]
+pub struct Document {
+    pub schema: String,
+    pub version: String,
+    pub protocol_version: u32,
+    pub command_line: String,
+    pub test: String,
+    pub options: Options,
+    pub control: ControlJson,
+    /// The result as printed: the mean over iterations with -I/-i.
+    pub result: ResultJson,
+    /// The last iteration's counters, both sides.
+    pub local: Side,
+    pub remote: Side,
+    pub sizes: Sizes,
+    pub latency_usec: Option<Latency>,
+    pub udp: Option<Udp>,
+    pub lost_transactions: Option<u64>,
+    pub iterations: Vec<Iteration>,
+    pub confidence: Option<ConfidenceJson>,
+    pub interim: Vec<crate::report::Sample>,
+    /// The netserver's figures every interval of the last iteration.
+    pub remote_interim: Vec<RemoteInterim>,
+    /// `--under-load`: the idle phase and the load (the loaded phase is
+    /// `result`, `latency_usec`).
+    pub under_load: Option<UnderLoadJson>,
+    /// `-t RPM`: the responsiveness figures and every probe (`result` is
+    /// the RPM).
+    pub rpm: Option<RpmJson>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Default)]
+pub struct RpmJson {
+    pub rpm: f64,
+    pub category: String,
+    pub confidence: String,
+    pub idle_rpm: f64,
+    pub foreign_rpm: f64,
+    pub self_rpm: Option<f64>,
+    /// Each second's moving-window RPM of the loaded phase.
+    pub intervals: Vec<f64>,
+    pub idle_probes: Vec<ProbeJson>,
+    pub loaded_probes: Vec<ProbeJson>,
+    /// The load connections' TCP_INFO round-trip times read while the
+    /// probes ran (self probes).
+    pub self_samples: Vec<SelfJson>,
+    /// The result is of the probes and samples from here on (the last 4
+    /// seconds), since the loaded probes began.
+    pub final_from_seconds: f64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Default)]
+pub struct SelfJson {
+    pub at_seconds: f64,
+    pub rtt_usec: u32,
+}
+
+/// One probe: when it began (since its phase began), its connection's
+/// handshake and its request's response.
+#[derive(Serialize, Deserialize, Debug, Default)]
+pub struct ProbeJson {
+    pub at_seconds: f64,
+    pub connect_usec: f64,
+    pub response_usec: f64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Default)]
+pub struct UnderLoadJson {
+    pub idle_transaction_rate: f64,
+    pub idle_latency_usec: Option<Latency>,
+    pub load_flows: u32,
+    pub load_up_mbps: Option<f64>,
+    pub load_down_mbps: Option<f64>,
+}
+
+/// One of the netserver's interim reports.
+#[derive(Serialize, Deserialize, Debug, Default)]
+pub struct RemoteInterim {
+    /// Since the netserver's side of the test began.
+    pub elapsed_seconds: f64,
+    /// What its side had moved (both ways), in calls, and transactions.
+    pub bytes: u64,
+    pub calls: u64,
+    pub transactions: u64,
+    /// TCP_INFO of its first data connections, in flow order.
+    pub tcp: Vec<proto::TcpSample>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Default)]
+pub struct Options {
+    pub host: String,
+    pub port: u16,
+    pub length_seconds: Option<u64>,
+    pub length_count: Option<u64>,
+    pub flows: u32,
+    pub warmup_seconds: Option<f64>,
+    pub cooldown_seconds: Option<f64>,
+    pub units: String,
+    pub headers: bool,
+    pub verbosity: u8,
+    pub local: SideOptions,
+    pub remote: SideOptions,
+    pub request_size: u32,
+    pub response_size: u32,
+    pub burst: u32,
+    pub recv_timeout_seconds: Option<f64>,
+    pub rate_bps: Option<u64>,
+    pub spin: bool,
+    pub latency: bool,
+    pub rx_path: String,
+    pub zerocopy: bool,
+    pub io_uring: bool,
+    pub local_cpu: bool,
+    pub remote_cpu: bool,
+    pub num_cpus: u32,
+    pub interim_seconds: Option<f64>,
+    pub confidence_level: Option<f64>,
+    pub confidence_width_percent: Option<f64>,
+    pub max_iterations: Option<u32>,
+    pub min_iterations: Option<u32>,
+    pub port_range: Option<(u16, u16)>,
+    pub brand: Option<String>,
+    pub fill_file: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Default)]
+pub struct ControlJson {
+    pub local: String,
+    pub remote: String,
+    pub server_software: String,
+    pub embedded_server: bool,
+}
+
+#[derive(Serialize, Deserialize, Debug, Default)]
+pub struct ResultJson {
+    pub elapsed_seconds: f64,
+    /// Throughput, or transactions per second, in `units`.
+    pub value: f64,
+    pub units: String,
+    pub transaction_rate: Option<f64>,
+    pub send_rate: f64,
+    pub recv_rate: f64,
+    pub local_cpu_util: Option<f64>,
+    pub remote_cpu_util: Option<f64>,
+    pub local_service_demand: Option<f64>,
+    pub remote_service_demand: Option<f64>,
+    pub service_demand_units: String,
+}
+
+#[derive(Serialize, Deserialize, Debug, Default)]
+pub struct Sizes {
+    pub local_send_buf: u32,
+    pub local_recv_buf: u32,
+    pub remote_send_buf: u32,
+    pub remote_recv_buf: u32,
+    pub local_send_size: u32,
+    pub local_recv_size: u32,
+    pub remote_send_size: u32,
+    pub remote_recv_size: u32,
+    pub mss: Option<u32>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Default)]
+pub struct Latency {
+    pub count: u64,
+    pub min: f64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+    pub stddev: f64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Default)]
+pub struct Udp {
+    pub sent: u64,
+    pub send_errors: u64,
+    pub received: u64,
+    pub lost: u64,
+    pub lost_percent: f64,
+    pub rcvbuf_drops: u64,
+    pub drops_source: String,
+    pub out_of_order: u64,
+    pub duplicates: u64,
+    pub jitter_usec: f64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Default)]
+pub struct Iteration {
+    pub iteration: usize,
+    pub elapsed_seconds: f64,
+    pub value: f64,
+    pub local_cpu_util: Option<f64>,
+    pub remote_cpu_util: Option<f64>,
+    pub local: Side,
+    pub remote: Side,
+}
+
+#[derive(Serialize, Deserialize, Debug, Default)]
+pub struct ConfidenceJson {
+    pub level: f64,
+    pub width_target_percent: f64,
+    pub iterations: usize,
+    pub confident: bool,
+    pub mean: f64,
+    pub half_width: f64,
+    pub width_percent: f64,
+    pub local_cpu_width_percent: Option<f64>,
+    pub remote_cpu_width_percent: Option<f64>,
+}
 
 /// One side's socket options, as asked.
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug, Default)]
 pub struct SideOptions {
     pub send_buf: Option<u32>,
     pub recv_buf: Option<u32>,
@@ -50,7 +266,7 @@ impl From<&proto::SideSpec> for SideOptions {
 }
 
 /// CPU utilisation of one side.
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug, Default)]
 pub struct Cpu {
     pub util: f64,
     pub user: f64,
@@ -65,7 +281,7 @@ pub struct Cpu {
 }
 
 /// TCP_INFO at the end of the test.
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug, Default)]
 pub struct Tcp {
     pub retransmits: u64,
     pub mss: u32,
@@ -76,7 +292,7 @@ pub struct Tcp {
 }
 
 /// What a UDP receiver counted.
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug, Default)]
 pub struct UdpReceived {
     pub received: u64,
     pub out_of_order: u64,
@@ -84,12 +300,12 @@ pub struct UdpReceived {
     pub foreign: u64,
     pub rcvbuf_drops: u64,
     /// "Socket", "Host" or "Unavailable".
-    pub drops_source: &'static str,
+    pub drops_source: String,
     pub jitter_ns: u64,
 }
 
 /// One flow's counters.
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug, Default)]
 pub struct Flow {
     pub bytes_sent: u64,
     pub bytes_received: u64,
@@ -99,7 +315,7 @@ pub struct Flow {
 }
 
 /// What one side measured.
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug, Default)]
 pub struct Side {
     pub elapsed_ns: u64,
     pub bytes_sent: u64,
@@ -125,14 +341,14 @@ pub struct Side {
 }
 
 /// Data connections turned away from a test's data port.
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug, Default)]
 pub struct ForeignConnections {
     pub closed: u64,
     pub during_measurement: u64,
 }
 
 /// The least and the most one flow moved.
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug, Default)]
 pub struct Spread {
     pub min_bytes: u64,
     pub max_bytes: u64,
@@ -183,7 +399,8 @@ impl From<&proto::SideResults> for Side {
                     proto::DropSource::SocketCoalesced => "SocketCoalesced",
                     proto::DropSource::Host => "Host",
                     proto::DropSource::Unavailable => "Unavailable",
-                },
+                }
+                .into(),
                 jitter_ns: u.jitter_ns,
             }),
             flow_count: r.flow_count,

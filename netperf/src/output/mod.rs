@@ -1,18 +1,73 @@
 //! Everything the client prints. Figures are computed once, in
-//! [`Figures`], from both sides' counters; each format only lays them out.
+//! [`crate::report::Figures`], from both sides' counters; each output
+//! only lays them out, and each implements [`Reporter`].
+//!
+//! # Layout
+//! - [`run_info`]: what the outputs know of a run ([`Test`]: what only the
+//!   command line knows, and the request).
+//! - [`classic`]: netperf 2.7's tables; [`selectors`]: `-o`, `-O`, `-k`;
+//!   [`json`]: `--json` (its types in [`json_types`]); [`units`]: C's `%g`.
+//! - this file: the [`Reporter`] trait, the [`Results`] every output
+//!   reads, where output goes ([`Out`]), and the banner's addresses.
+//!
+//! The JSON stream and the picture are reporters too (`events`, `plot`).
 
-pub mod asked;
 pub mod classic;
 pub mod json;
 pub mod json_types;
+pub mod run_info;
 pub mod selectors;
 pub mod units;
 
-use std::net::SocketAddr;
+use std::{
+    io::{self, IsTerminal, Write},
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+};
 
-use proto::TestKind;
+use crate::{
+    confidence::Verdict,
+    report::{Figures, Measurement},
+};
+pub use run_info::{RunInfo, Test};
 
-use crate::{cli::Units, family::Measurement, output::asked::Asked};
+/// One output of a run (netperf's classic tables, its selectors, the JSON
+/// document, the JSON stream, the picture); `run` picks them once.
+pub trait Reporter {
+    /// Before the first iteration (the banner, the stream's start).
+    fn begin(&mut self, _t: &Test, _server: &Server) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// Iteration `i` of a confidence run is over.
+    fn iteration(&mut self, _t: &Test, _i: u32, _f: &Figures) {}
+    /// The run is over: its results.
+    fn finish(&mut self, r: &Results<'_>) -> anyhow::Result<()>;
+}
+
+/// The netserver a run talked to, as the outputs name it.
+#[derive(Clone, Debug)]
+pub struct Server {
+    /// Our end and its end of the control connection.
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    pub software: String,
+    /// It was started in this process, as none answered.
+    pub embedded: bool,
+}
+
+/// A run's results, as every output reads them.
+#[derive(Debug)]
+pub struct Results<'a> {
+    pub test: &'a Test,
+    pub server: &'a Server,
+    /// Each iteration's measurement and figures, and the last's.
+    pub runs: &'a [(Measurement, Figures)],
+    pub last: &'a Measurement,
+    /// The figures printed: the iterations' means.
+    pub figures: &'a Figures,
+    /// With `-I`/`-i`: whether the result is confident.
+    pub verdict: Option<&'a Verdict>,
+}
 
 /// The addresses the banner names.
 #[derive(Clone, Debug)]
@@ -26,9 +81,9 @@ pub struct Endpoints {
 }
 
 impl Endpoints {
-    pub fn new(asked: &Asked, peer: SocketAddr) -> Endpoints {
+    pub fn new(t: &Test, peer: SocketAddr) -> Endpoints {
         let ipv6 = peer.is_ipv6();
-        let (local_name, local_addr) = match (&asked.local_host, ipv6) {
+        let (local_name, local_addr) = match (&t.ours.local_host, ipv6) {
             (Some(h), _) => (h.clone(), h.clone()),
             (None, false) => ("0.0.0.0".into(), "0.0.0.0".into()),
             (None, true) => ("::0".into(), "::".into()),
@@ -36,7 +91,7 @@ impl Endpoints {
         Endpoints {
             local_name,
             local_addr,
-            remote_name: asked.host_name().to_string(),
+            remote_name: t.host_name.to_string(),
             remote_addr: peer.ip().to_string(),
             ipv6,
         }
@@ -47,119 +102,89 @@ impl Endpoints {
     }
 }
 
-/// The figures of one test result, in the units asked.
-#[derive(Clone, Debug, Default)]
-pub struct Figures {
-    pub elapsed: f64,
-    /// Throughput or transaction rate, in the units asked per second.
-    pub result: f64,
-    /// What we sent, per second (UDP_STREAM's first row).
-    pub send_rate: f64,
-    /// What the netserver received, per second (UDP_STREAM's second row).
-    pub recv_rate: f64,
-    /// CPU utilisation, percent, when measured (`-c`, `-C`).
-    pub local_cpu: Option<f64>,
-    pub remote_cpu: Option<f64>,
-    /// Service demand: microseconds of CPU per KB (or per transaction).
-    pub local_sd: Option<f64>,
-    pub remote_sd: Option<f64>,
+/// Where a run's output goes: stdout, or a buffer (a test's); shared by
+/// the run and the threads that print as it goes (interim lines, the JSON
+/// stream), one piece at a time.
+#[derive(Clone)]
+pub struct Out {
+    w: Arc<Mutex<dyn Write + Send>>,
+    terminal: bool,
 }
 
-impl Figures {
-    pub fn of(asked: &Asked, m: &Measurement) -> Figures {
-        let u = asked.units();
-        Figures {
-            elapsed: m.elapsed,
-            // the responsiveness test's result is its RPM
-            result: m
-                .rpm
-                .as_ref()
-                .map_or_else(|| rate(u, asked.test, m), |r| r.rpm),
-            send_rate: u.rate(m.local.bytes_sent as f64, m.elapsed),
-            recv_rate: u.rate(m.remote.bytes_received as f64, m.elapsed),
-            local_cpu: m.local.cpu.as_ref().map(|c| c.util),
-            remote_cpu: m.remote.cpu.as_ref().map(|c| c.util),
-            local_sd: service_demand(asked, m, m.local.cpu.as_ref()),
-            remote_sd: service_demand(asked, m, m.remote.cpu.as_ref()),
+impl std::fmt::Debug for Out {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Out {{ terminal: {} }}", self.terminal)
+    }
+}
+
+impl Out {
+    pub fn stdout() -> Out {
+        Out {
+            w: Arc::new(Mutex::new(io::stdout())),
+            terminal: io::stdout().is_terminal(),
         }
     }
 
-    /// The mean of several iterations' figures (netperf prints the means).
-    pub fn mean(all: &[Figures]) -> Figures {
-        let n = all.len().max(1) as f64;
-        let avg = |f: fn(&Figures) -> f64| all.iter().map(f).sum::<f64>() / n;
-        let avg_opt = |f: fn(&Figures) -> Option<f64>| -> Option<f64> {
-            let v: Vec<f64> = all.iter().filter_map(f).collect();
-            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-        };
-        Figures {
-            elapsed: avg(|f| f.elapsed),
-            result: avg(|f| f.result),
-            send_rate: avg(|f| f.send_rate),
-            recv_rate: avg(|f| f.recv_rate),
-            local_cpu: avg_opt(|f| f.local_cpu),
-            remote_cpu: avg_opt(|f| f.remote_cpu),
-            local_sd: avg_opt(|f| f.local_sd),
-            remote_sd: avg_opt(|f| f.remote_sd),
+    /// Output into `w`, which is no terminal.
+    pub fn to(w: impl Write + Send + 'static) -> Out {
+        Out {
+            w: Arc::new(Mutex::new(w)),
+            terminal: false,
         }
     }
-}
 
-/// Whether service demand is per transaction (an _RR test in transaction
-/// units) rather than per KB.
-pub fn sd_per_transaction(asked: &Asked) -> bool {
-    asked.test.is_rr() && asked.units() == Units::Transactions
-}
-
-/// netperf's service demand of one side: its CPU time per KB moved by us
-/// (both ways), or per transaction. netperf charges both sides against our
-/// byte count, and so do we.
-fn service_demand(asked: &Asked, m: &Measurement, cpu: Option<&proto::CpuStats>) -> Option<f64> {
-    let c = cpu?;
-    let (units, divisor) = if sd_per_transaction(asked) {
-        (m.local.transactions as f64, 1.0)
-    } else {
-        ((m.local.bytes_sent + m.local.bytes_received) as f64, 1024.0)
-    };
-    Some(engine::cpu::service_demand(
-        c.util, c.num_cpus, units, divisor, m.elapsed,
-    ))
-}
-
-/// The test's result in `units` per second. An _RR test in byte or bit
-/// units reports the bytes the netserver moved both ways, as netperf does.
-pub fn rate(units: Units, kind: TestKind, m: &Measurement) -> f64 {
-    if kind.is_rr() && !matches!(units, Units::Transactions | Units::Usec) {
-        let bytes = m.remote.bytes_sent + m.remote.bytes_received;
-        return units.rate(bytes as f64, m.elapsed);
+    pub fn is_terminal(&self) -> bool {
+        self.terminal
     }
-    units.rate(m.result_units(kind), m.elapsed)
+
+    /// Write and flush; a closed stdout is [`StdoutClosed`], not an I/O
+    /// error of the test.
+    pub fn emit(&self, bytes: &[u8]) -> anyhow::Result<()> {
+        let mut w = self.w.lock().map_err(|_| StdoutClosed)?;
+        w.write_all(bytes).map_err(|e| match e.kind() {
+            io::ErrorKind::BrokenPipe => anyhow::Error::new(StdoutClosed),
+            _ => anyhow::Error::new(e),
+        })?;
+        w.flush().map_err(|_| StdoutClosed.into())
+    }
+
+    /// Write what is printed as the run goes; a failure is left to the
+    /// run's own output to report.
+    pub fn quietly(&self, bytes: &[u8]) {
+        let _ = self.emit(bytes);
+    }
 }
+
+/// stdout was closed under us (`netperf | head`).
+#[derive(Debug, thiserror::Error)]
+#[error("standard output was closed")]
+pub struct StdoutClosed;
 
 /// Test helpers shared by the formats' tests.
 #[cfg(test)]
-pub(crate) mod testing {
-    use super::asked::Asked;
+pub mod testing {
+    use super::Test;
 
     /// What the output would be told for these words of a command line,
     /// and what each side asked (which a run's measurement carries).
     pub(crate) struct Words {
-        pub asked: Asked,
+        pub test: Test,
         pub local: proto::SideSpec,
         pub remote: proto::SideSpec,
     }
 
     impl std::ops::Deref for Words {
-        type Target = Asked;
-        fn deref(&self) -> &Asked {
-            &self.asked
+        type Target = Test;
+        fn deref(&self) -> &Test {
+            &self.test
         }
     }
 
     pub(crate) fn asked(words: &[&str]) -> Words {
         let plan = crate::cli::test_plan(words);
+        let spec = crate::family::spec_for(&plan, proto::Family::V4).unwrap();
         Words {
-            asked: Asked::of(&plan),
+            test: crate::run::test_of(&plan, spec, &super::Out::to(std::io::sink())),
             local: plan.local.clone(),
             remote: plan.remote.clone(),
         }

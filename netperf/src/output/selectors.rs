@@ -18,9 +18,8 @@ use optparse::value::AddrFamily;
 use crate::{
     cli::{SelectorStyle, Units},
     confidence::Verdict,
-    family::Measurement,
-    output::asked::Asked,
-    output::{Figures, sd_per_transaction},
+    output::{Out, Reporter, Results, Server, Test, classic},
+    report::{Figures, LoadFigures, Measurement, RpmFigures, Side, figures::sd_per_transaction},
 };
 
 /// How a value is printed (netperf's printf formats).
@@ -53,10 +52,42 @@ enum Value {
     F(f64),
 }
 
+/// `-o`, `-O`, `-k` (and OMNI's default): the selection in its style.
+#[derive(Debug)]
+pub struct Selected {
+    pub out: Out,
+    pub style: SelectorStyle,
+    pub selection: Selection,
+    pub uuid: String,
+}
+
+impl Reporter for Selected {
+    fn begin(&mut self, t: &Test, server: &Server) -> anyhow::Result<()> {
+        classic::print_banner(&self.out, t, server)
+    }
+
+    fn iteration(&mut self, t: &Test, i: u32, f: &Figures) {
+        classic::print_iteration(&self.out, t, i, f);
+    }
+
+    fn finish(&mut self, r: &Results<'_>) -> anyhow::Result<()> {
+        let c = Ctx {
+            test: r.test,
+            m: r.last,
+            f: r.figures,
+            confidence: r.verdict.map(|v| (v, r.runs.len())),
+            uuid: &self.uuid,
+        };
+        self.out
+            .emit(print(self.style, &self.selection, &c).as_bytes())?;
+        classic::print_confidence(&self.out, r)
+    }
+}
+
 /// Everything a selector may draw on.
 #[derive(Debug)]
 pub struct Ctx<'a> {
-    pub asked: &'a Asked,
+    pub test: &'a Test,
     /// The last iteration's measurement (counts, sizes).
     pub m: &'a Measurement,
     /// The figures printed (the means of the iterations).
@@ -95,7 +126,7 @@ impl Sel {
 /// One side of the run, as a selector of [`SIDED`] sees it.
 struct SideView<'a> {
     /// What it measured and the sizes it ran with.
-    m: &'a crate::family::Side,
+    m: &'a Side,
     /// What the command line asked of it.
     asked: &'a proto::SideSpec,
     /// Its CPU utilisation and service demand, as printed.
@@ -182,23 +213,23 @@ fn lat_us(c: &Ctx, g: fn(&engine::latency::LatencySummary) -> u64) -> Value {
 }
 
 /// A figure of an `--under-load` run; -1 otherwise.
-fn under_load(c: &Ctx, g: impl Fn(&crate::under_load::LoadFigures) -> Option<i64>) -> Value {
-    match c.m.under_load.as_ref().and_then(g) {
+fn under_load(c: &Ctx, g: impl Fn(&LoadFigures) -> Option<i64>) -> Value {
+    match c.m.load().and_then(g) {
         Some(v) => int(v),
         None => Value::Int(-1),
     }
 }
 
 /// A figure of a `-t RPM` run, rounded; -1 otherwise.
-fn rpm(c: &Ctx, g: fn(&crate::rpm::RpmFigures) -> Option<f64>) -> Value {
-    match c.m.rpm.as_ref().and_then(g) {
+fn rpm(c: &Ctx, g: fn(&RpmFigures) -> Option<f64>) -> Value {
+    match c.m.rpm().and_then(g) {
         Some(v) => int(v.round() as i64),
         None => Value::Int(-1),
     }
 }
 
 fn rate_of(c: &Ctx, bytes: u64) -> Value {
-    let u = match c.asked.units() {
+    let u = match c.test.units {
         Units::Transactions => Units::Bits('m'),
         u => u,
     };
@@ -216,992 +247,394 @@ fn udp<T>(c: &Ctx, g: fn(&proto::UdpRecvStats, u64) -> T) -> Option<T> {
     c.m.remote.udp.as_ref().map(|u| g(u, c.m.local.send_calls))
 }
 
+/// A selector: its name, its four header words, its format (a [`Fmt`]),
+/// and its value.
 macro_rules! sel {
-    ($name:literal, [$a:literal, $b:literal, $c:literal, $d:literal], $fmt:expr, $v:expr) => {
+    ($name:literal, [$a:literal, $b:literal, $c:literal, $d:literal],
+     $fmt:ident $(($p:literal))? => $v:expr) => {
         Sel {
             name: $name,
             header: [$a, $b, $c, $d],
-            fmt: $fmt,
+            fmt: Fmt::$fmt $(($p))?,
             value: Get::Any($v),
         }
     };
 }
 
+/// A selector of each side (see [`SIDED`]): its name after `LOCAL_` and
+/// `REMOTE_`, or both names; the three header words after "Local" or
+/// "Remote", its format, and its value of a side.
 macro_rules! side {
-    ([$l:literal, $r:literal], [$b:literal, $c:literal, $d:literal], $fmt:expr, $v:expr) => {
+    ($name:literal, $h:tt, $fmt:ident $(($p:literal))? => $v:expr) => {
+        side!([concat!("LOCAL_", $name), concat!("REMOTE_", $name)], $h, $fmt $(($p))? => $v)
+    };
+    ([$l:expr, $r:expr], [$b:literal, $c:literal, $d:literal],
+     $fmt:ident $(($p:literal))? => $v:expr) => {
         SideSel {
             names: [$l, $r],
             header: [$b, $c, $d],
-            fmt: $fmt,
+            fmt: Fmt::$fmt $(($p))?,
             value: $v,
         }
     };
 }
 
+/// A selector of each side that netperf 2.7 answers with a fixed value:
+/// "Deprecated", or a number in a format.
+macro_rules! fixed {
+    ($name:literal, $h:tt => $v:literal) => {
+        side!($name, $h, Str => |_, _| Value::Str($v.into()))
+    };
+    ($name:literal, $h:tt => $fmt:ident $v:literal) => {
+        side!($name, $h, $fmt => |_, _| int($v))
+    };
+}
+
 /// Every selector, in netperf's order, then ours.
 static SELECTORS: &[Sel] = &[
-    sel!(
-        "COMMAND_LINE",
-        ["Command", "Line", "", ""],
-        Fmt::Quoted,
-        |c| Value::Str(c.asked.command_line.clone())
-    ),
-    sel!("UUID", ["Test", "UUID", "", ""], Fmt::Str, |c| Value::Str(
-        c.uuid.to_string()
-    )),
-    sel!(
-        "RESULT_BRAND",
-        ["Result", "Tag", "", ""],
-        Fmt::Quoted,
-        |c| c.asked.brand.clone().map_or(Value::None, Value::Str)
-    ),
+    sel!("COMMAND_LINE", ["Command", "Line", "", ""], Quoted =>
+        |c| Value::Str(c.test.command_line.clone())),
+    sel!("UUID", ["Test", "UUID", "", ""], Str => |c| Value::Str(c.uuid.to_string())),
+    sel!("RESULT_BRAND", ["Result", "Tag", "", ""], Quoted =>
+        |c| c.test.brand.clone().map_or(Value::None, Value::Str)),
     // netperf 2.7 names the socket type before -T changes the protocol.
-    sel!("SOCKET_TYPE", ["Socket", "Type", "", ""], Fmt::Str, |c| {
-        Value::Str(c.asked.socket_type_label.into())
+    sel!("SOCKET_TYPE", ["Socket", "Type", "", ""], Str =>
+        |c| Value::Str(c.test.socket_type().into())),
+    sel!("DIRECTION", ["Direction", "", "", ""], Str =>
+        |c| Value::Str(direction(c.test.kind()).into())),
+    sel!("PROTOCOL", ["Protocol", "", "", ""], Str => |c| Value::Str(c.test.protocol_label.into())),
+    sel!("ELAPSED_TIME", ["Elapsed", "Time", "(sec)", ""], F(2) => |c| f(c.f.elapsed)),
+    sel!("SOURCE_PORT", ["Source", "Port", "", ""], Str =>
+        |c| Value::Str(c.test.ours.data_port.unwrap_or(0).to_string())),
+    sel!("SOURCE_ADDR", ["Source", "Address", "", ""], Str =>
+    |c| Value::Str(match (&c.test.ours.data_local, &c.test.ours.local_host) {
+        (Some(a), _) | (None, Some(a)) => a.clone(),
+        (None, None) if c.test.ours.family == AddrFamily::V6 => "::0".into(),
+        (None, None) => "0.0.0.0".into(),
+    })),
+    sel!("SOURCE_FAMILY", ["Source", "Family", "", ""], Int =>
+    |c| int(match c.test.ours.data_family {
+        AddrFamily::Unspec => 0,
+        AddrFamily::V4 => i64::from(libc_af::INET),
+        AddrFamily::V6 => i64::from(libc_af::INET6),
+    })),
+    sel!("DEST_PORT", ["Destination", "Port", "", ""], Str =>
+        |c| Value::Str(c.test.spec.data_port.unwrap_or(0).to_string())),
+    sel!("DEST_ADDR", ["Destination", "Address", "", ""], Str =>
+        |c| Value::Str(c.test.ours.data_host.clone().unwrap_or_else(|| c.test.host_name.clone()))),
+    sel!("DEST_FAMILY", ["Destination", "Family", "", ""], Int =>
+        |c| int(family_number(c.m.remote.addr))),
+    sel!("THROUGHPUT", ["Throughput", "", "", ""], F(2) => |c| f(c.f.result)),
+    sel!("THROUGHPUT_UNITS", ["Throughput", "Units", "", ""], PerSec =>
+        |c| Value::Str(c.test.units.label().into())),
+    sel!("CONFIDENCE_LEVEL", ["Confidence", "Level", "Percent", ""], Int =>
+        |c| int(c.test.confidence.map_or(0, |k| k.level as i64))),
+    sel!("CONFIDENCE_INTERVAL", ["Confidence", "Width", "Target", ""], F6 =>
+        |c| f(c.test.confidence.map_or(-1.0, |k| k.width * 100.0))),
+    sel!("CONFIDENCE_ITERATION", ["Confidence", "Iterations", "Run", ""], Int =>
+        |c| int(c.confidence.map_or(1, |(_, n)| n))),
+    sel!("THROUGHPUT_CONFID", ["Throughput", "Confidence", "Width (%)", ""], F(3) =>
+        |c| conf_pct(c, |v| Some(100.0 * v.result.relative_width()))),
+    sel!("LOCAL_CPU_CONFID", ["Local", "CPU", "Confidence", "Width (%)"], F(3) =>
+        |c| conf_pct(c, |v| v.local_cpu.map(|i| 100.0 * i.relative_width()))),
+    sel!("REMOTE_CPU_CONFID", ["Remote", "CPU", "Confidence", "Width (%)"], F(3) =>
+        |c| conf_pct(c, |v| v.remote_cpu.map(|i| 100.0 * i.relative_width()))),
+    sel!("RT_LATENCY", ["Round", "Trip", "Latency", "usec/tran"], F(3) => |c| {
+        if !c.test.kind().is_rr() || c.m.local.transactions == 0 {
+            return f(-1.0);
+        }
+        let rate = c.m.local.transactions as f64 / c.m.elapsed;
+        // a connection test's transactions are one at a time
+        let burst = if c.test.kind().is_connection_test() {
+            0
+        } else {
+            c.test.spec.burst
+        };
+        f(1e6 / rate * f64::from(1 + burst))
     }),
-    sel!("DIRECTION", ["Direction", "", "", ""], Fmt::Str, |c| {
-        Value::Str(
-            match c.asked.test {
-                TestKind::TcpCc => "Connection",
-                TestKind::TcpCrr => "Connect|Send|Recv",
-                k => match k.direction() {
-                    Direction::Send => "Send",
-                    Direction::Receive => "Receive",
-                    Direction::RequestResponse => "Send|Recv",
-                },
-            }
-            .into(),
-        )
+    sel!("TRANSACTION_RATE", ["Transaction", "Rate", "Tran/s", ""], F(3) => |c| {
+        // netperf 2.7 leaves its initial 1.0 on a stream test
+        if !c.test.kind().is_rr() {
+            f(1.0)
+        } else if c.m.elapsed > 0.0 {
+            f(c.m.local.transactions as f64 / c.m.elapsed)
+        } else {
+            f(0.0)
+        }
     }),
-    sel!("PROTOCOL", ["Protocol", "", "", ""], Fmt::Str, |c| {
-        Value::Str(c.asked.protocol_label.into())
+    sel!("TRANSPORT_MSS", ["Transport", "MSS", "bytes", ""], Int => |c| opt_int(c.m.mss)),
+    sel!("REQUEST_SIZE", ["Request", "Size", "Bytes", ""], Int =>
+    |c| if c.test.kind().is_rr() && c.test.kind() != TestKind::TcpCc {
+        int(c.test.spec.request_size)
+    } else {
+        int(-1)
     }),
-    sel!(
-        "ELAPSED_TIME",
-        ["Elapsed", "Time", "(sec)", ""],
-        Fmt::F(2),
-        |c| f(c.f.elapsed)
-    ),
-    sel!("SOURCE_PORT", ["Source", "Port", "", ""], Fmt::Str, |c| {
-        Value::Str(c.asked.local_data_port.unwrap_or(0).to_string())
+    sel!("RESPONSE_SIZE", ["Response", "Size", "Bytes", ""], Int =>
+    |c| if c.test.kind().is_rr() && c.test.kind() != TestKind::TcpCc {
+        int(c.test.spec.response_size)
+    } else {
+        int(-1)
     }),
-    sel!(
-        "SOURCE_ADDR",
-        ["Source", "Address", "", ""],
-        Fmt::Str,
-        |c| Value::Str(match (&c.asked.data_local, &c.asked.local_host) {
-            (Some(a), _) | (None, Some(a)) => a.clone(),
-            (None, None) if c.asked.family == AddrFamily::V6 => "::0".into(),
-            (None, None) => "0.0.0.0".into(),
-        })
-    ),
-    sel!(
-        "SOURCE_FAMILY",
-        ["Source", "Family", "", ""],
-        Fmt::Int,
-        |c| int(match c.asked.data_family {
-            AddrFamily::Unspec => 0,
-            AddrFamily::V4 => i64::from(libc_af::INET),
-            AddrFamily::V6 => i64::from(libc_af::INET6),
-        })
-    ),
-    sel!(
-        "DEST_PORT",
-        ["Destination", "Port", "", ""],
-        Fmt::Str,
-        |c| Value::Str(c.asked.remote_data_port.unwrap_or(0).to_string())
-    ),
-    sel!(
-        "DEST_ADDR",
-        ["Destination", "Address", "", ""],
-        Fmt::Str,
-        |c| Value::Str(
-            c.asked
-                .data_host
-                .clone()
-                .unwrap_or_else(|| c.asked.host_name().to_string())
-        )
-    ),
-    sel!(
-        "DEST_FAMILY",
-        ["Destination", "Family", "", ""],
-        Fmt::Int,
-        |c| int(family_number(c.m.remote.addr))
-    ),
-    sel!("THROUGHPUT", ["Throughput", "", "", ""], Fmt::F(2), |c| f(
-        c.f.result
+    sel!("BURST_SIZE", ["Initial", "Burst", "Requests", ""], Int => |c| int(c.test.ours.burst)),
+    sel!("LSS_SIZE_END", ["Local", "Send Socket", "Size", "Final"], Int =>
+    |c| int(if c.m.local.asked.send_buf.is_some() {
+        c.m.local.send_buf
+    } else {
+        end_or(c.m.local.send_buf_end, c.m.local.send_buf)
+    })),
+    sel!("LSR_SIZE_END", ["Local", "Recv Socket", "Size", "Final"], Int =>
+    |c| int(if c.m.local.asked.recv_buf.is_some() {
+        c.m.local.recv_buf
+    } else {
+        end_or(c.m.local.recv_buf_end, c.m.local.recv_buf)
+    })),
+    sel!("LOCAL_SEND_SIZE", ["Local", "Send", "Size", ""], Int =>
+    |c| match c.test.kind().direction() {
+        // netperf 2.7's send size of an _RR test stays 0 (requests
+        // have their own)
+        Direction::Send => int(c.m.local.send_size),
+        _ => int(0),
+    }),
+    sel!("LOCAL_RECV_SIZE", ["Local", "Recv", "Size", ""], Int =>
+    |c| match c.test.kind().direction() {
+        Direction::Receive => int(c.m.local.recv_size),
+        _ => int(0),
+    }),
+    sel!("LOCAL_CPU_PEAK_UTIL", ["Local", "Peak", "Per CPU", "Util %"], F(2) =>
+        |c| opt_f(c.m.local.cpu.as_ref().map(|u| u.peak_util))),
+    sel!("LOCAL_CPU_PEAK_ID", ["Local", "Peak", "Per CPU", "ID"], Int =>
+        |c| opt_int(c.m.local.cpu.as_ref().map(|u| u.peak_cpu))),
+    sel!("SD_UNITS", ["Service", "Demand", "Units", ""], Str => |c| Value::Str(
+        if sd_per_transaction(c.test.kind(), c.test.units) {
+            "usec/Tran"
+        } else {
+            "usec/KB"
+        }
+        .into()
     )),
-    sel!(
-        "THROUGHPUT_UNITS",
-        ["Throughput", "Units", "", ""],
-        Fmt::PerSec,
-        |c| Value::Str(c.asked.units().label().into())
-    ),
-    sel!(
-        "CONFIDENCE_LEVEL",
-        ["Confidence", "Level", "Percent", ""],
-        Fmt::Int,
-        |c| int(c.asked.confidence.map_or(0, |k| k.level as i64))
-    ),
-    sel!(
-        "CONFIDENCE_INTERVAL",
-        ["Confidence", "Width", "Target", ""],
-        Fmt::F6,
-        |c| f(c.asked.confidence.map_or(-1.0, |k| k.width * 100.0))
-    ),
-    sel!(
-        "CONFIDENCE_ITERATION",
-        ["Confidence", "Iterations", "Run", ""],
-        Fmt::Int,
-        |c| int(c.confidence.map_or(1, |(_, n)| n))
-    ),
-    sel!(
-        "THROUGHPUT_CONFID",
-        ["Throughput", "Confidence", "Width (%)", ""],
-        Fmt::F(3),
-        |c| conf_pct(c, |v| Some(100.0 * v.result.relative_width()))
-    ),
-    sel!(
-        "LOCAL_CPU_CONFID",
-        ["Local", "CPU", "Confidence", "Width (%)"],
-        Fmt::F(3),
-        |c| conf_pct(c, |v| v.local_cpu.map(|i| 100.0 * i.relative_width()))
-    ),
-    sel!(
-        "REMOTE_CPU_CONFID",
-        ["Remote", "CPU", "Confidence", "Width (%)"],
-        Fmt::F(3),
-        |c| conf_pct(c, |v| v.remote_cpu.map(|i| 100.0 * i.relative_width()))
-    ),
-    sel!(
-        "RT_LATENCY",
-        ["Round", "Trip", "Latency", "usec/tran"],
-        Fmt::F(3),
-        |c| {
-            if !c.asked.test.is_rr() || c.m.local.transactions == 0 {
-                return f(-1.0);
-            }
-            let rate = c.m.local.transactions as f64 / c.m.elapsed;
-            // a connection test's transactions are one at a time
-            let burst = if c.asked.test.is_connection_test() {
-                0
-            } else {
-                c.asked.effective_burst()
-            };
-            f(1e6 / rate * f64::from(1 + burst))
-        }
-    ),
-    sel!(
-        "TRANSACTION_RATE",
-        ["Transaction", "Rate", "Tran/s", ""],
-        Fmt::F(3),
-        |c| {
-            // netperf 2.7 leaves its initial 1.0 on a stream test
-            if !c.asked.test.is_rr() {
-                f(1.0)
-            } else if c.m.elapsed > 0.0 {
-                f(c.m.local.transactions as f64 / c.m.elapsed)
-            } else {
-                f(0.0)
-            }
-        }
-    ),
-    sel!(
-        "TRANSPORT_MSS",
-        ["Transport", "MSS", "bytes", ""],
-        Fmt::Int,
-        |c| opt_int(c.m.mss)
-    ),
-    sel!(
-        "REQUEST_SIZE",
-        ["Request", "Size", "Bytes", ""],
-        Fmt::Int,
-        |c| if c.asked.test.is_rr() && c.asked.test != TestKind::TcpCc {
-            int(c.asked.request_size)
-        } else {
-            int(-1)
-        }
-    ),
-    sel!(
-        "RESPONSE_SIZE",
-        ["Response", "Size", "Bytes", ""],
-        Fmt::Int,
-        |c| if c.asked.test.is_rr() && c.asked.test != TestKind::TcpCc {
-            int(c.asked.response_size)
-        } else {
-            int(-1)
-        }
-    ),
-    sel!(
-        "BURST_SIZE",
-        ["Initial", "Burst", "Requests", ""],
-        Fmt::Int,
-        |c| int(c.asked.burst)
-    ),
-    sel!(
-        "LSS_SIZE_END",
-        ["Local", "Send Socket", "Size", "Final"],
-        Fmt::Int,
-        |c| int(if c.m.local.asked.send_buf.is_some() {
-            c.m.local.send_buf
-        } else {
-            end_or(c.m.local.send_buf_end, c.m.local.send_buf)
-        })
-    ),
-    sel!(
-        "LSR_SIZE_END",
-        ["Local", "Recv Socket", "Size", "Final"],
-        Fmt::Int,
-        |c| int(if c.m.local.asked.recv_buf.is_some() {
-            c.m.local.recv_buf
-        } else {
-            end_or(c.m.local.recv_buf_end, c.m.local.recv_buf)
-        })
-    ),
-    sel!(
-        "LOCAL_SEND_SIZE",
-        ["Local", "Send", "Size", ""],
-        Fmt::Int,
-        |c| match c.asked.test.direction() {
-            // netperf 2.7's send size of an _RR test stays 0 (requests
-            // have their own)
-            Direction::Send => int(c.m.local.send_size),
-            _ => int(0),
-        }
-    ),
-    sel!(
-        "LOCAL_RECV_SIZE",
-        ["Local", "Recv", "Size", ""],
-        Fmt::Int,
-        |c| match c.asked.test.direction() {
-            Direction::Receive => int(c.m.local.recv_size),
-            _ => int(0),
-        }
-    ),
-    sel!(
-        "LOCAL_CPU_PEAK_UTIL",
-        ["Local", "Peak", "Per CPU", "Util %"],
-        Fmt::F(2),
-        |c| opt_f(c.m.local.cpu.as_ref().map(|u| u.peak_util))
-    ),
-    sel!(
-        "LOCAL_CPU_PEAK_ID",
-        ["Local", "Peak", "Per CPU", "ID"],
-        Fmt::Int,
-        |c| opt_int(c.m.local.cpu.as_ref().map(|u| u.peak_cpu))
-    ),
-    sel!(
-        "SD_UNITS",
-        ["Service", "Demand", "Units", ""],
-        Fmt::Str,
-        |c| Value::Str(
-            if sd_per_transaction(c.asked) {
-                "usec/Tran"
-            } else {
-                "usec/KB"
-            }
-            .into()
-        )
-    ),
-    sel!(
-        "RSS_SIZE_END",
-        ["Remote", "Send Socket", "Size", "Final"],
-        Fmt::Int,
-        |c| int(end_or(c.m.remote.send_buf_end, c.m.remote.send_buf))
-    ),
-    sel!(
-        "RSR_SIZE_END",
-        ["Remote", "Recv Socket", "Size", "Final"],
-        Fmt::Int,
-        |c| int(end_or(c.m.remote.recv_buf_end, c.m.remote.recv_buf))
-    ),
-    sel!(
-        "REMOTE_SEND_SIZE",
-        ["Remote", "Send", "Size", ""],
-        Fmt::Int,
-        |c| match c.asked.test.direction() {
-            // netperf 2.7: the netserver echoes -1 for a direction it does
-            // not use
-            Direction::Send => int(-1),
-            _ if c.asked.test == TestKind::TcpCc => int(-1),
-            _ => int(c.m.remote.send_size),
-        }
-    ),
-    sel!(
-        "REMOTE_RECV_SIZE",
-        ["Remote", "Recv", "Size", ""],
-        Fmt::Int,
-        |c| match c.asked.test.direction() {
-            Direction::Receive => int(-1),
-            _ if c.asked.test == TestKind::TcpCc => int(-1),
-            _ => int(c.m.remote.recv_size),
-        }
-    ),
-    sel!(
-        "REMOTE_CPU_PEAK_UTIL",
-        ["Remote", "Peak", "Per CPU", "Util %"],
-        Fmt::F(2),
-        |c| f(c.m.remote.cpu.as_ref().map_or(0.0, |u| u.peak_util))
-    ),
-    sel!(
-        "REMOTE_CPU_PEAK_ID",
-        ["Remote", "Peak", "Per CPU", "ID"],
-        Fmt::Int,
-        |c| int(c.m.remote.cpu.as_ref().map_or(0, |u| u.peak_cpu))
-    ),
-    sel!(
-        "MIN_LATENCY",
-        ["Minimum", "Latency", "Microseconds", ""],
-        Fmt::Int,
-        |c| lat_us(c, |l| l.min)
-    ),
-    sel!(
-        "MAX_LATENCY",
-        ["Maximum", "Latency", "Microseconds", ""],
-        Fmt::Int,
-        |c| lat_us(c, |l| l.max)
-    ),
-    sel!(
-        "P50_LATENCY",
-        ["50th", "Percentile", "Latency", "Microseconds"],
-        Fmt::Int,
-        |c| lat_us(c, |l| l.p50)
-    ),
-    sel!(
-        "IDLE_P50_LATENCY",
-        ["Idle", "50th Percentile", "Latency", "Microseconds"],
-        Fmt::Int,
-        |c| under_load(c, |u| u.idle.as_ref().map(|l| (l.p50 / 1000) as i64))
-    ),
-    sel!(
-        "LOADED_P50_LATENCY",
-        ["Loaded", "50th Percentile", "Latency", "Microseconds"],
-        Fmt::Int,
-        |c| under_load(c, |_| c.m.latency.as_ref().map(|l| (l.p50 / 1000) as i64))
-    ),
-    sel!(
-        "LOADED_P99_LATENCY",
-        ["Loaded", "99th Percentile", "Latency", "Microseconds"],
-        Fmt::Int,
-        |c| under_load(c, |_| c.m.latency.as_ref().map(|l| (l.p99 / 1000) as i64))
-    ),
-    sel!(
-        "LOAD_THROUGHPUT",
-        ["Load", "Throughput", "10^6bits/s", ""],
-        Fmt::F(2),
-        |c| match &c.m.under_load {
-            Some(u) => Value::F(u.up_mbps.unwrap_or(0.0) + u.down_mbps.unwrap_or(0.0)),
-            None => Value::F(-1.0),
-        }
-    ),
-    sel!(
-        "RPM",
-        ["Responsiveness", "Round Trips", "a Minute", ""],
-        Fmt::Int,
-        |c| rpm(c, |r| Some(r.rpm))
-    ),
-    sel!(
-        "IDLE_RPM",
-        ["Idle", "Round Trips", "a Minute", ""],
-        Fmt::Int,
-        |c| rpm(c, |r| Some(r.idle_rpm))
-    ),
-    sel!(
-        "FOREIGN_RPM",
-        ["Loaded", "Foreign", "Round Trips", "a Minute"],
-        Fmt::Int,
-        |c| rpm(c, |r| Some(r.foreign_rpm))
-    ),
-    sel!(
-        "SELF_RPM",
-        ["Loaded", "Self", "Round Trips", "a Minute"],
-        Fmt::Int,
-        |c| rpm(c, |r| r.self_rpm)
-    ),
-    sel!(
-        "RPM_CONFIDENCE",
-        ["Responsiveness", "Confidence", "", ""],
-        Fmt::Str,
-        |c| c.m.rpm.as_ref().map_or(Value::Str(String::new()), |r| {
-            Value::Str(r.confidence.name().into())
-        })
-    ),
-    sel!(
-        "P90_LATENCY",
-        ["90th", "Percentile", "Latency", "Microseconds"],
-        Fmt::Int,
-        |c| lat_us(c, |l| l.p90)
-    ),
-    sel!(
-        "P99_LATENCY",
-        ["99th", "Percentile", "Latency", "Microseconds"],
-        Fmt::Int,
-        |c| lat_us(c, |l| l.p99)
-    ),
-    sel!(
-        "MEAN_LATENCY",
-        ["Mean", "Latency", "Microseconds", ""],
-        Fmt::F(2),
-        |c| lat(c, |l| l.mean / 1000.0)
-    ),
-    sel!(
-        "STDDEV_LATENCY",
-        ["Stddev", "Latency", "Microseconds", ""],
-        Fmt::F(2),
-        |c| lat(c, |l| l.stddev / 1000.0)
-    ),
-    sel!(
-        "LOCAL_SOCKET_TOS",
-        ["Local", "Socket", "TOS", ""],
-        Fmt::Hex2,
-        // what the kernel kept (Linux drops ECN bits on TCP), as netperf 2.7
-        |c| opt_int(c.m.local.tos.or(c.m.local.asked.tos.map(u32::from)))
-    ),
-    sel!(
-        "REMOTE_SOCKET_TOS",
-        ["Remote", "Socket", "TOS", ""],
-        Fmt::Hex2,
-        // the netserver marks its sends with the DSCP alone
-        |c| opt_int(c.m.remote.asked.tos.map(|t| t & !0x03))
-    ),
-    sel!(
-        "LOCAL_CONG_CONTROL",
-        ["Local", "Congestion", "Control", "Algorithm"],
-        Fmt::Str,
-        |c| Value::Str(
-            c.m.local
-                .tcp
-                .as_ref()
-                .map_or_else(String::new, |t| t.cong_control.clone())
-        )
-    ),
-    sel!(
-        "REMOTE_CONG_CONTROL",
-        ["Remote", "Congestion", "Control", "Algorithm"],
-        Fmt::Str,
-        |c| Value::Str(if c.asked.test.is_connection_test() {
-            String::new()
-        } else {
-            c.m.remote
-                .tcp
-                .as_ref()
-                .map_or_else(String::new, |t| t.cong_control.clone())
-        })
-    ),
-    sel!(
-        "LOCAL_FILL_FILE",
-        ["Local", "Fill", "File", ""],
-        Fmt::Str,
-        |c| Value::Str(
-            c.asked
-                .fill_file
-                .as_ref()
-                .map_or_else(String::new, |p| p.display().to_string())
-        )
-    ),
-    sel!(
-        "REMOTE_FILL_FILE",
-        ["Remote", "Fill", "File", ""],
-        Fmt::Str,
-        |_| Value::Str(String::new())
-    ),
+    sel!("RSS_SIZE_END", ["Remote", "Send Socket", "Size", "Final"], Int =>
+        |c| int(end_or(c.m.remote.send_buf_end, c.m.remote.send_buf))),
+    sel!("RSR_SIZE_END", ["Remote", "Recv Socket", "Size", "Final"], Int =>
+        |c| int(end_or(c.m.remote.recv_buf_end, c.m.remote.recv_buf))),
+    sel!("REMOTE_SEND_SIZE", ["Remote", "Send", "Size", ""], Int =>
+    |c| match c.test.kind().direction() {
+        // netperf 2.7: the netserver echoes -1 for a direction it does
+        // not use
+        Direction::Send => int(-1),
+        _ if c.test.kind() == TestKind::TcpCc => int(-1),
+        _ => int(c.m.remote.send_size),
+    }),
+    sel!("REMOTE_RECV_SIZE", ["Remote", "Recv", "Size", ""], Int =>
+    |c| match c.test.kind().direction() {
+        Direction::Receive => int(-1),
+        _ if c.test.kind() == TestKind::TcpCc => int(-1),
+        _ => int(c.m.remote.recv_size),
+    }),
+    sel!("REMOTE_CPU_PEAK_UTIL", ["Remote", "Peak", "Per CPU", "Util %"], F(2) =>
+        |c| f(c.m.remote.cpu.as_ref().map_or(0.0, |u| u.peak_util))),
+    sel!("REMOTE_CPU_PEAK_ID", ["Remote", "Peak", "Per CPU", "ID"], Int =>
+        |c| int(c.m.remote.cpu.as_ref().map_or(0, |u| u.peak_cpu))),
+    sel!("MIN_LATENCY", ["Minimum", "Latency", "Microseconds", ""], Int =>
+        |c| lat_us(c, |l| l.min)),
+    sel!("MAX_LATENCY", ["Maximum", "Latency", "Microseconds", ""], Int =>
+        |c| lat_us(c, |l| l.max)),
+    sel!("P50_LATENCY", ["50th", "Percentile", "Latency", "Microseconds"], Int =>
+        |c| lat_us(c, |l| l.p50)),
+    sel!("IDLE_P50_LATENCY", ["Idle", "50th Percentile", "Latency", "Microseconds"], Int =>
+        |c| under_load(c, |u| u.idle.as_ref().map(|l| (l.p50 / 1000) as i64))),
+    sel!("LOADED_P50_LATENCY", ["Loaded", "50th Percentile", "Latency", "Microseconds"], Int =>
+        |c| under_load(c, |_| c.m.latency.as_ref().map(|l| (l.p50 / 1000) as i64))),
+    sel!("LOADED_P99_LATENCY", ["Loaded", "99th Percentile", "Latency", "Microseconds"], Int =>
+        |c| under_load(c, |_| c.m.latency.as_ref().map(|l| (l.p99 / 1000) as i64))),
+    sel!("LOAD_THROUGHPUT", ["Load", "Throughput", "10^6bits/s", ""], F(2) => |c| match c.m.load() {
+        Some(u) => Value::F(u.up_mbps.unwrap_or(0.0) + u.down_mbps.unwrap_or(0.0)),
+        None => Value::F(-1.0),
+    }),
+    sel!("RPM", ["Responsiveness", "Round Trips", "a Minute", ""], Int =>
+        |c| rpm(c, |r| Some(r.rpm))),
+    sel!("IDLE_RPM", ["Idle", "Round Trips", "a Minute", ""], Int =>
+        |c| rpm(c, |r| Some(r.idle_rpm))),
+    sel!("FOREIGN_RPM", ["Loaded", "Foreign", "Round Trips", "a Minute"], Int =>
+        |c| rpm(c, |r| Some(r.foreign_rpm))),
+    sel!("SELF_RPM", ["Loaded", "Self", "Round Trips", "a Minute"], Int =>
+        |c| rpm(c, |r| r.self_rpm)),
+    sel!("RPM_CONFIDENCE", ["Responsiveness", "Confidence", "", ""], Str =>
+    |c| c.m.rpm().map_or(Value::Str(String::new()), |r| {
+        Value::Str(r.confidence.name().into())
+    })),
+    sel!("P90_LATENCY", ["90th", "Percentile", "Latency", "Microseconds"], Int =>
+        |c| lat_us(c, |l| l.p90)),
+    sel!("P99_LATENCY", ["99th", "Percentile", "Latency", "Microseconds"], Int =>
+        |c| lat_us(c, |l| l.p99)),
+    sel!("MEAN_LATENCY", ["Mean", "Latency", "Microseconds", ""], F(2) =>
+        |c| lat(c, |l| l.mean / 1000.0)),
+    sel!("STDDEV_LATENCY", ["Stddev", "Latency", "Microseconds", ""], F(2) =>
+        |c| lat(c, |l| l.stddev / 1000.0)),
+    // what the kernel kept (Linux drops ECN bits on TCP), as netperf 2.7
+    sel!("LOCAL_SOCKET_TOS", ["Local", "Socket", "TOS", ""], Hex2 =>
+        |c| opt_int(c.m.local.tos.or(c.m.local.asked.tos.map(u32::from)))),
+    // the netserver marks its sends with the DSCP alone
+    sel!("REMOTE_SOCKET_TOS", ["Remote", "Socket", "TOS", ""], Hex2 =>
+        |c| opt_int(c.m.remote.asked.tos.map(|t| t & !0x03))),
+    sel!("LOCAL_CONG_CONTROL", ["Local", "Congestion", "Control", "Algorithm"], Str =>
+    |c| Value::Str(
+        c.m.local
+            .tcp
+            .as_ref()
+            .map_or_else(String::new, |t| t.cong_control.clone())
+    )),
+    sel!("REMOTE_CONG_CONTROL", ["Remote", "Congestion", "Control", "Algorithm"], Str =>
+    |c| Value::Str(if c.test.kind().is_connection_test() {
+        String::new()
+    } else {
+        c.m.remote
+            .tcp
+            .as_ref()
+            .map_or_else(String::new, |t| t.cong_control.clone())
+    })),
+    sel!("LOCAL_FILL_FILE", ["Local", "Fill", "File", ""], Str => |c| Value::Str(
+        c.test
+            .ours
+            .fill_file
+            .as_ref()
+            .map_or_else(String::new, |p| p.display().to_string())
+    )),
+    sel!("REMOTE_FILL_FILE", ["Remote", "Fill", "File", ""], Str => |_| Value::Str(String::new())),
     // ours
-    sel!(
-        "P999_LATENCY",
-        ["99.9th", "Percentile", "Latency", "Microseconds"],
-        Fmt::Int,
-        |c| lat_us(c, |l| l.p999)
-    ),
-    sel!("UDP_LOST", ["Datagrams", "Lost", "", ""], Fmt::Int, |c| {
-        opt_int(udp(c, |u, sent| sent.saturating_sub(u.received)))
-    }),
-    sel!(
-        "UDP_LOST_PERCENT",
-        ["Datagrams", "Lost", "%", ""],
-        Fmt::F(3),
-        |c| opt_f(udp(c, |u, sent| {
-            if sent == 0 {
-                0.0
-            } else {
-                100.0 * sent.saturating_sub(u.received) as f64 / sent as f64
-            }
-        }))
-    ),
-    sel!(
-        "UDP_RCVBUF_DROPS",
-        ["Receive", "Buffer", "Drops", ""],
-        Fmt::Int,
-        |c| opt_int(udp(c, |u, _| u.rcvbuf_drops))
-    ),
-    sel!(
-        "UDP_OUT_OF_ORDER",
-        ["Datagrams", "Out of", "Order", ""],
-        Fmt::Int,
-        |c| opt_int(udp(c, |u, _| u.out_of_order))
-    ),
-    sel!(
-        "UDP_DUPLICATES",
-        ["Datagrams", "Duplicated", "", ""],
-        Fmt::Int,
-        |c| opt_int(udp(c, |u, _| u.duplicates))
-    ),
-    sel!(
-        "UDP_JITTER",
-        ["Jitter", "Microseconds", "", ""],
-        Fmt::F(3),
-        |c| opt_f(udp(c, |u, _| u.jitter_ns as f64 / 1000.0))
-    ),
-    sel!("FLOWS", ["Flows", "", "", ""], Fmt::Int, |c| int(
-        c.m.local.flows.len().max(1) as i64
-    )),
-    sel!(
-        "FLOW_MIN_THROUGHPUT",
-        ["Per Flow", "Minimum", "Throughput", ""],
-        Fmt::F(2),
-        |c| f(flow_spread(c).0)
-    ),
-    sel!(
-        "FLOW_MEDIAN_THROUGHPUT",
-        ["Per Flow", "Median", "Throughput", ""],
-        Fmt::F(2),
-        |c| f(flow_spread(c).1)
-    ),
-    sel!(
-        "FLOW_MAX_THROUGHPUT",
-        ["Per Flow", "Maximum", "Throughput", ""],
-        Fmt::F(2),
-        |c| f(flow_spread(c).2)
-    ),
-    sel!(
-        "FLOW_FAIRNESS",
-        ["Jain's", "Fairness", "Index", ""],
-        Fmt::F(4),
-        |c| f(flow_spread(c).3)
-    ),
-    sel!(
-        "RR_LOST_TRANSACTIONS",
-        ["Lost", "Transactions", "", ""],
-        Fmt::Int,
-        |c| if c.asked.test == TestKind::UdpRr {
-            int(c.m.lost)
+    sel!("P999_LATENCY", ["99.9th", "Percentile", "Latency", "Microseconds"], Int =>
+        |c| lat_us(c, |l| l.p999)),
+    sel!("UDP_LOST", ["Datagrams", "Lost", "", ""], Int =>
+        |c| opt_int(udp(c, |u, sent| sent.saturating_sub(u.received)))),
+    sel!("UDP_LOST_PERCENT", ["Datagrams", "Lost", "%", ""], F(3) => |c| opt_f(udp(c, |u, sent| {
+        if sent == 0 {
+            0.0
         } else {
-            int(-1)
+            100.0 * sent.saturating_sub(u.received) as f64 / sent as f64
         }
-    ),
-    sel!(
-        "LOCAL_SECURITY_TYPE_ID",
-        ["Local", "OS", "Security", "Type ID"],
-        Fmt::Int,
-        |_| int(0)
-    ),
-    sel!(
-        "REMOTE_SECURITY_TYPE_ID",
-        ["Remote", "OS", "Security", "Type"],
-        Fmt::Int,
-        |_| int(0)
-    ),
-    sel!(
-        "LOCAL_SECURITY_ENABLED_NUM",
-        ["Local", "OS", "Security", "Enabled Num"],
-        Fmt::Int,
-        |_| int(0)
-    ),
-    sel!(
-        "REMOTE_SECURITY_ENABLED_NUM",
-        ["Remote", "OS", "Security", "Enabled"],
-        Fmt::Int,
-        |_| int(0)
-    ),
+    }))),
+    sel!("UDP_RCVBUF_DROPS", ["Receive", "Buffer", "Drops", ""], Int =>
+        |c| opt_int(udp(c, |u, _| u.rcvbuf_drops))),
+    sel!("UDP_OUT_OF_ORDER", ["Datagrams", "Out of", "Order", ""], Int =>
+        |c| opt_int(udp(c, |u, _| u.out_of_order))),
+    sel!("UDP_DUPLICATES", ["Datagrams", "Duplicated", "", ""], Int =>
+        |c| opt_int(udp(c, |u, _| u.duplicates))),
+    sel!("UDP_JITTER", ["Jitter", "Microseconds", "", ""], F(3) =>
+        |c| opt_f(udp(c, |u, _| u.jitter_ns as f64 / 1000.0))),
+    sel!("FLOWS", ["Flows", "", "", ""], Int => |c| int(c.m.local.flows.len().max(1) as i64)),
+    sel!("FLOW_MIN_THROUGHPUT", ["Per Flow", "Minimum", "Throughput", ""], F(2) =>
+        |c| f(flow_spread(c).0)),
+    sel!("FLOW_MEDIAN_THROUGHPUT", ["Per Flow", "Median", "Throughput", ""], F(2) =>
+        |c| f(flow_spread(c).1)),
+    sel!("FLOW_MAX_THROUGHPUT", ["Per Flow", "Maximum", "Throughput", ""], F(2) =>
+        |c| f(flow_spread(c).2)),
+    sel!("FLOW_FAIRNESS", ["Jain's", "Fairness", "Index", ""], F(4) => |c| f(flow_spread(c).3)),
+    sel!("RR_LOST_TRANSACTIONS", ["Lost", "Transactions", "", ""], Int =>
+    |c| if c.test.kind() == TestKind::UdpRr {
+        int(c.m.lost)
+    } else {
+        int(-1)
+    }),
+    sel!("LOCAL_SECURITY_TYPE_ID", ["Local", "OS", "Security", "Type ID"], Int => |_| int(0)),
+    sel!("REMOTE_SECURITY_TYPE_ID", ["Remote", "OS", "Security", "Type"], Int => |_| int(0)),
+    sel!("LOCAL_SECURITY_ENABLED_NUM", ["Local", "OS", "Security", "Enabled Num"], Int =>
+        |_| int(0)),
+    sel!("REMOTE_SECURITY_ENABLED_NUM", ["Remote", "OS", "Security", "Enabled"], Int => |_| int(0)),
 ];
 
 /// The selectors that name one side, each for both: `LOCAL_X` and
 /// `REMOTE_X` (or `LSS_`/`RSS_`, `LSR_`/`RSR_`), the same header after
 /// "Local" or "Remote", the same value of that side.
 static SIDED: &[SideSel] = &[
-    side!(
-        ["LOCAL_SEND_THROUGHPUT", "REMOTE_SEND_THROUGHPUT"],
-        ["Send", "Throughput", ""],
-        Fmt::F(2),
-        |c, s| rate_of(c, s.m.bytes_sent)
-    ),
-    side!(
-        ["LOCAL_RECV_THROUGHPUT", "REMOTE_RECV_THROUGHPUT"],
-        ["Recv", "Throughput", ""],
-        Fmt::F(2),
-        |c, s| rate_of(c, s.m.bytes_received)
-    ),
-    side!(
-        ["LOCAL_TRANSPORT_RETRANS", "REMOTE_TRANSPORT_RETRANS"],
-        ["Transport", "Retransmissions", ""],
-        Fmt::Int,
-        |c, s| if c.asked.test.is_connection_test() {
-            // netperf 2.7 reads it on a socket already closed
-            int(-1)
-        } else {
-            opt_int(s.m.tcp.as_ref().map(|t| t.retransmits))
-        }
-    ),
-    side!(
-        ["LSS_SIZE_REQ", "RSS_SIZE_REQ"],
-        ["Send Socket", "Size", "Requested"],
-        Fmt::Int,
-        |_, s| opt_int(s.asked.send_buf)
-    ),
-    side!(
-        ["LSS_SIZE", "RSS_SIZE"],
-        ["Send Socket", "Size", "Initial"],
-        Fmt::Int,
-        |_, s| int(s.m.send_buf)
-    ),
-    side!(
-        ["LSR_SIZE_REQ", "RSR_SIZE_REQ"],
-        ["Recv Socket", "Size", "Requested"],
-        Fmt::Int,
-        |_, s| opt_int(s.asked.recv_buf)
-    ),
-    side!(
-        ["LSR_SIZE", "RSR_SIZE"],
-        ["Recv Socket", "Size", "Initial"],
-        Fmt::Int,
-        |_, s| int(s.m.recv_buf)
-    ),
-    side!(
-        ["LOCAL_SEND_CALLS", "REMOTE_SEND_CALLS"],
-        ["Send", "Calls", ""],
-        Fmt::Int,
-        |_, s| int(s.m.send_calls)
-    ),
-    side!(
-        ["LOCAL_RECV_CALLS", "REMOTE_RECV_CALLS"],
-        ["Recv", "Calls", ""],
-        Fmt::Int,
-        |_, s| int(s.m.recv_calls)
-    ),
-    side!(
-        ["LOCAL_BYTES_PER_RECV", "REMOTE_BYTES_PER_RECV"],
-        ["Bytes", "Per", "Recv"],
-        Fmt::F(2),
-        |_, s| per(s.m.bytes_received, s.m.recv_calls)
-    ),
-    side!(
-        ["LOCAL_BYTES_PER_SEND", "REMOTE_BYTES_PER_SEND"],
-        ["Bytes", "Per", "Send"],
-        Fmt::F(2),
-        |_, s| per(s.m.bytes_sent, s.m.send_calls)
-    ),
-    side!(
-        ["LOCAL_BYTES_RECVD", "REMOTE_BYTES_RECVD"],
-        ["Bytes", "Received", ""],
-        Fmt::Int,
-        |_, s| int(s.m.bytes_received)
-    ),
-    side!(
-        ["LOCAL_BYTES_SENT", "REMOTE_BYTES_SENT"],
-        ["Bytes", "Sent", ""],
-        Fmt::Int,
-        |_, s| int(s.m.bytes_sent)
-    ),
-    side!(
-        ["LOCAL_BYTES_XFERD", "REMOTE_BYTES_XFERD"],
-        ["Bytes", "Xferred", ""],
-        Fmt::F(0),
-        |_, s| f((s.m.bytes_sent + s.m.bytes_received) as f64)
-    ),
-    side!(
-        ["LOCAL_SEND_WIDTH", "REMOTE_SEND_WIDTH"],
-        ["Send", "Width", ""],
-        Fmt::Int,
-        |_, s| int(s.m.send_width)
-    ),
-    side!(
-        ["LOCAL_RECV_WIDTH", "REMOTE_RECV_WIDTH"],
-        ["Recv", "Width", ""],
-        Fmt::Int,
-        |_, s| int(s.m.recv_width)
-    ),
-    side!(
-        ["LOCAL_SEND_OFFSET", "REMOTE_SEND_OFFSET"],
-        ["Send", "Offset", ""],
-        Fmt::Int,
-        |_, s| int(s.asked.send_offset)
-    ),
-    side!(
-        ["LOCAL_RECV_OFFSET", "REMOTE_RECV_OFFSET"],
-        ["Recv", "Offset", ""],
-        Fmt::Int,
-        |_, s| int(s.asked.recv_offset)
-    ),
-    side!(
-        ["LOCAL_RECV_ALIGN", "REMOTE_RECV_ALIGN"],
-        ["Recv", "Alignment", ""],
-        Fmt::Int,
-        |_, s| int(s.asked.recv_align)
-    ),
-    side!(
-        ["LOCAL_SEND_ALIGN", "REMOTE_SEND_ALIGN"],
-        ["Send", "Alignment", ""],
-        Fmt::Int,
-        |_, s| int(s.asked.send_align)
-    ),
-    side!(
-        ["LOCAL_CPU_UTIL", "REMOTE_CPU_UTIL"],
-        ["CPU", "Util", "%"],
-        Fmt::F(2),
-        |_, s| opt_f(s.cpu)
-    ),
-    side!(
-        ["LOCAL_CPU_PERCENT_USER", "REMOTE_CPU_PERCENT_USER"],
-        ["CPU", "User", "%"],
-        Fmt::F(2),
-        |_, s| f(s.m.cpu.as_ref().map_or(0.0, |u| u.user))
-    ),
-    side!(
-        ["LOCAL_CPU_PERCENT_SYSTEM", "REMOTE_CPU_PERCENT_SYSTEM"],
-        ["CPU", "System", "%"],
-        Fmt::F(2),
-        |_, s| f(s.m.cpu.as_ref().map_or(0.0, |u| u.system))
-    ),
-    side!(
-        ["LOCAL_CPU_PERCENT_IOWAIT", "REMOTE_CPU_PERCENT_IOWAIT"],
-        ["CPU", "I/O", "%"],
-        Fmt::F(2),
-        |_, s| f(s.m.cpu.as_ref().map_or(0.0, |u| u.iowait))
-    ),
-    side!(
-        ["LOCAL_CPU_PERCENT_IRQ", "REMOTE_CPU_PERCENT_IRQ"],
-        ["CPU", "IRQ", "%"],
-        Fmt::F(2),
-        |_, s| f(s.m.cpu.as_ref().map_or(0.0, |u| u.irq))
-    ),
-    side!(
-        ["LOCAL_CPU_PERCENT_SWINTR", "REMOTE_CPU_PERCENT_SWINTR"],
-        ["CPU", "swintr", "%"],
-        Fmt::F(2),
-        |_, s| f(s.m.cpu.as_ref().map_or(0.0, |u| u.softirq))
-    ),
-    side!(
-        ["LOCAL_CPU_BIND", "REMOTE_CPU_BIND"],
-        ["CPU", "Bind", ""],
-        Fmt::Int,
-        |_, s| opt_int(s.asked.cpu_bind)
-    ),
-    side!(
-        ["LOCAL_SD", "REMOTE_SD"],
-        ["Service", "Demand", ""],
-        Fmt::F(3),
-        |_, s| opt_f(s.sd)
-    ),
-    side!(
-        ["LOCAL_CPU_METHOD", "REMOTE_CPU_METHOD"],
-        ["CPU", "Util", "Method"],
-        Fmt::Str,
-        |_, s| Value::Str(if s.m.cpu.is_some() { "S" } else { "U" }.into())
-    ),
-    side!(
-        ["LOCAL_CPU_COUNT", "REMOTE_CPU_COUNT"],
-        ["CPU", "Count", ""],
-        Fmt::Int,
-        |_, s| int(s.m.cpu.as_ref().map_or(0, |u| u.num_cpus))
-    ),
-    side!(
-        ["LOCAL_NODELAY", "REMOTE_NODELAY"],
-        ["NODELAY", "", ""],
-        Fmt::Int,
-        |_, s| int(i64::from(s.asked.nodelay))
-    ),
-    side!(
-        ["LOCAL_CORK", "REMOTE_CORK"],
-        ["Cork", "", ""],
-        Fmt::Int,
-        |c, _| int(i64::from(c.asked.local_only.cork))
-    ),
-    side!(
-        ["LOCAL_SOCKET_PRIO", "REMOTE_SOCKET_PRIO"],
-        ["Socket", "Priority", ""],
-        Fmt::Int,
-        |_, s| opt_int(s.asked.priority)
-    ),
+    side!("SEND_THROUGHPUT", ["Send", "Throughput", ""], F(2) => |c, s| rate_of(c, s.m.bytes_sent)),
+    side!("RECV_THROUGHPUT", ["Recv", "Throughput", ""], F(2) =>
+        |c, s| rate_of(c, s.m.bytes_received)),
+    side!("TRANSPORT_RETRANS", ["Transport", "Retransmissions", ""], Int =>
+    |c, s| if c.test.kind().is_connection_test() {
+        // netperf 2.7 reads it on a socket already closed
+        int(-1)
+    } else {
+        opt_int(s.m.tcp.as_ref().map(|t| t.retransmits))
+    }),
+    side!(["LSS_SIZE_REQ", "RSS_SIZE_REQ"], ["Send Socket", "Size", "Requested"], Int =>
+        |_, s| opt_int(s.asked.send_buf)),
+    side!(["LSS_SIZE", "RSS_SIZE"], ["Send Socket", "Size", "Initial"], Int =>
+        |_, s| int(s.m.send_buf)),
+    side!(["LSR_SIZE_REQ", "RSR_SIZE_REQ"], ["Recv Socket", "Size", "Requested"], Int =>
+        |_, s| opt_int(s.asked.recv_buf)),
+    side!(["LSR_SIZE", "RSR_SIZE"], ["Recv Socket", "Size", "Initial"], Int =>
+        |_, s| int(s.m.recv_buf)),
+    side!("SEND_CALLS", ["Send", "Calls", ""], Int => |_, s| int(s.m.send_calls)),
+    side!("RECV_CALLS", ["Recv", "Calls", ""], Int => |_, s| int(s.m.recv_calls)),
+    side!("BYTES_PER_RECV", ["Bytes", "Per", "Recv"], F(2) =>
+        |_, s| per(s.m.bytes_received, s.m.recv_calls)),
+    side!("BYTES_PER_SEND", ["Bytes", "Per", "Send"], F(2) =>
+        |_, s| per(s.m.bytes_sent, s.m.send_calls)),
+    side!("BYTES_RECVD", ["Bytes", "Received", ""], Int => |_, s| int(s.m.bytes_received)),
+    side!("BYTES_SENT", ["Bytes", "Sent", ""], Int => |_, s| int(s.m.bytes_sent)),
+    side!("BYTES_XFERD", ["Bytes", "Xferred", ""], F(0) =>
+        |_, s| f((s.m.bytes_sent + s.m.bytes_received) as f64)),
+    side!("SEND_WIDTH", ["Send", "Width", ""], Int => |_, s| int(s.m.send_width)),
+    side!("RECV_WIDTH", ["Recv", "Width", ""], Int => |_, s| int(s.m.recv_width)),
+    side!("SEND_OFFSET", ["Send", "Offset", ""], Int => |_, s| int(s.asked.send_offset)),
+    side!("RECV_OFFSET", ["Recv", "Offset", ""], Int => |_, s| int(s.asked.recv_offset)),
+    side!("RECV_ALIGN", ["Recv", "Alignment", ""], Int => |_, s| int(s.asked.recv_align)),
+    side!("SEND_ALIGN", ["Send", "Alignment", ""], Int => |_, s| int(s.asked.send_align)),
+    side!("CPU_UTIL", ["CPU", "Util", "%"], F(2) => |_, s| opt_f(s.cpu)),
+    side!("CPU_PERCENT_USER", ["CPU", "User", "%"], F(2) =>
+        |_, s| f(s.m.cpu.as_ref().map_or(0.0, |u| u.user))),
+    side!("CPU_PERCENT_SYSTEM", ["CPU", "System", "%"], F(2) =>
+        |_, s| f(s.m.cpu.as_ref().map_or(0.0, |u| u.system))),
+    side!("CPU_PERCENT_IOWAIT", ["CPU", "I/O", "%"], F(2) =>
+        |_, s| f(s.m.cpu.as_ref().map_or(0.0, |u| u.iowait))),
+    side!("CPU_PERCENT_IRQ", ["CPU", "IRQ", "%"], F(2) =>
+        |_, s| f(s.m.cpu.as_ref().map_or(0.0, |u| u.irq))),
+    side!("CPU_PERCENT_SWINTR", ["CPU", "swintr", "%"], F(2) =>
+        |_, s| f(s.m.cpu.as_ref().map_or(0.0, |u| u.softirq))),
+    side!("CPU_BIND", ["CPU", "Bind", ""], Int => |_, s| opt_int(s.asked.cpu_bind)),
+    side!("SD", ["Service", "Demand", ""], F(3) => |_, s| opt_f(s.sd)),
+    side!("CPU_METHOD", ["CPU", "Util", "Method"], Str =>
+        |_, s| Value::Str(if s.m.cpu.is_some() { "S" } else { "U" }.into())),
+    side!("CPU_COUNT", ["CPU", "Count", ""], Int =>
+        |_, s| int(s.m.cpu.as_ref().map_or(0, |u| u.num_cpus))),
+    side!("NODELAY", ["NODELAY", "", ""], Int => |_, s| int(i64::from(s.asked.nodelay))),
+    side!("CORK", ["Cork", "", ""], Int => |c, _| int(i64::from(c.test.ours.cork))),
+    side!("SOCKET_PRIO", ["Socket", "Priority", ""], Int => |_, s| opt_int(s.asked.priority)),
     // netperf 2.7 answers these with "Deprecated" or a fixed value; so do we.
-    side!(
-        ["LOCAL_DRIVER_NAME", "REMOTE_DRIVER_NAME"],
-        ["Driver", "Name", ""],
-        Fmt::Str,
-        |_, _| Value::Str("Deprecated".into())
-    ),
-    side!(
-        ["LOCAL_DRIVER_VERSION", "REMOTE_DRIVER_VERSION"],
-        ["Driver", "Version", ""],
-        Fmt::Str,
-        |_, _| Value::Str("Deprecated".into())
-    ),
-    side!(
-        ["LOCAL_DRIVER_FIRMWARE", "REMOTE_DRIVER_FIRMWARE"],
-        ["Driver", "Firmware", ""],
-        Fmt::Str,
-        |_, _| Value::Str("Deprecated".into())
-    ),
-    side!(
-        ["LOCAL_DRIVER_BUS", "REMOTE_DRIVER_BUS"],
-        ["Driver", "Bus", ""],
-        Fmt::Str,
-        |_, _| Value::Str("Deprecated".into())
-    ),
-    side!(
-        ["LOCAL_INTERFACE_NAME", "REMOTE_INTERFACE_NAME"],
-        ["Interface", "Name", ""],
-        Fmt::Str,
-        |_, _| Value::Str("Deprecated".into())
-    ),
-    side!(
-        ["LOCAL_INTERFACE_SLOT", "REMOTE_INTERFACE_SLOT"],
-        ["Interface", "Slot", ""],
-        Fmt::Str,
-        |_, _| Value::Str("Deprecated".into())
-    ),
-    side!(
-        ["LOCAL_MACHINE", "REMOTE_MACHINE"],
-        ["Machine", "", ""],
-        Fmt::Str,
-        |_, _| Value::Str("Deprecated".into())
-    ),
-    side!(
-        ["LOCAL_VERSION", "REMOTE_VERSION"],
-        ["Version", "", ""],
-        Fmt::Str,
-        |_, _| Value::Str("Deprecated".into())
-    ),
-    side!(
-        ["LOCAL_RELEASE", "REMOTE_RELEASE"],
-        ["Release", "", ""],
-        Fmt::Str,
-        |_, _| Value::Str("Deprecated".into())
-    ),
-    side!(
-        ["LOCAL_SYSNAME", "REMOTE_SYSNAME"],
-        ["Sysname", "", ""],
-        Fmt::Str,
-        |_, _| Value::Str("Deprecated".into())
-    ),
-    side!(
-        ["LOCAL_SECURITY_ENABLED", "REMOTE_SECURITY_ENABLED"],
-        ["OS", "Security", "Enabled"],
-        Fmt::Str,
-        |_, _| Value::Str("Deprecated".into())
-    ),
-    side!(
-        ["LOCAL_SECURITY_TYPE", "REMOTE_SECURITY_TYPE"],
-        ["OS", "Security", "Type"],
-        Fmt::Str,
-        |_, _| Value::Str("Deprecated".into())
-    ),
-    side!(
-        ["LOCAL_SECURITY_SPECIFIC", "REMOTE_SECURITY_SPECIFIC"],
-        ["OS", "Security", "Specific"],
-        Fmt::Str,
-        |_, _| Value::Str("Deprecated".into())
-    ),
-    side!(
-        ["LOCAL_SYSTEM_MODEL", "REMOTE_SYSTEM_MODEL"],
-        ["System", "Model", ""],
-        Fmt::Str,
-        |_, _| Value::Str("Deprecated".into())
-    ),
-    side!(
-        ["LOCAL_CPU_MODEL", "REMOTE_CPU_MODEL"],
-        ["CPU", "Model", ""],
-        Fmt::Str,
-        |_, _| Value::Str("Deprecated".into())
-    ),
-    side!(
-        ["LOCAL_SEND_DIRTY_COUNT", "REMOTE_SEND_DIRTY_COUNT"],
-        ["Send", "Dirty", "Count"],
-        Fmt::Int,
-        |_, _| int(-1)
-    ),
-    side!(
-        ["LOCAL_RECV_DIRTY_COUNT", "REMOTE_RECV_DIRTY_COUNT"],
-        ["Recv", "Dirty", "Count"],
-        Fmt::Int,
-        |_, _| int(-1)
-    ),
-    side!(
-        ["LOCAL_RECV_CLEAN_COUNT", "REMOTE_RECV_CLEAN_COUNT"],
-        ["Recv", "Clean", "Count"],
-        Fmt::Int,
-        |_, _| int(-1)
-    ),
-    side!(
-        ["LOCAL_INTERFACE_SUBDEVICE", "REMOTE_INTERFACE_SUBDEVICE"],
-        ["Interface", "Subdevice", ""],
-        Fmt::Hex4,
-        |_, _| int(-2)
-    ),
-    side!(
-        ["LOCAL_INTERFACE_DEVICE", "REMOTE_INTERFACE_DEVICE"],
-        ["Interface", "Device", ""],
-        Fmt::Hex4,
-        |_, _| int(-2)
-    ),
-    side!(
-        ["LOCAL_INTERFACE_SUBVENDOR", "REMOTE_INTERFACE_SUBVENDOR"],
-        ["Interface", "Subvendor", ""],
-        Fmt::Hex4,
-        |_, _| int(-2)
-    ),
-    side!(
-        ["LOCAL_INTERFACE_VENDOR", "REMOTE_INTERFACE_VENDOR"],
-        ["Interface", "Vendor", ""],
-        Fmt::Hex4,
-        |_, _| int(-2)
-    ),
-    side!(
-        ["LOCAL_INTERVAL_USECS", "REMOTE_INTERVAL_USECS"],
-        ["Interval", "Usecs", ""],
-        Fmt::Int,
-        |_, _| int(0)
-    ),
-    side!(
-        ["LOCAL_INTERVAL_BURST", "REMOTE_INTERVAL_BURST"],
-        ["Interval", "Burst", ""],
-        Fmt::Int,
-        |_, _| int(0)
-    ),
-    side!(
-        ["LOCAL_CPU_FREQUENCY", "REMOTE_CPU_FREQUENCY"],
-        ["CPU", "Frequency", "MHz"],
-        Fmt::Int,
-        |_, _| int(0)
-    ),
-    side!(
-        ["LOCAL_TRANSPORT_RTT", "REMOTE_TRANSPORT_RTT"],
-        ["Transport", "RTT", "Microseconds"],
-        Fmt::Int,
-        |_, s| opt_int(s.m.tcp.as_ref().map(|t| t.rtt_us))
-    ),
-    side!(
-        ["LOCAL_TRANSPORT_CWND", "REMOTE_TRANSPORT_CWND"],
-        ["Transport", "Cwnd", "Segments"],
-        Fmt::Int,
-        |_, s| opt_int(s.m.tcp.as_ref().map(|t| t.cwnd))
-    ),
-    side!(
-        ["LOCAL_TRANSPORT_RTT_MIN", "REMOTE_TRANSPORT_RTT_MIN"],
-        ["Transport", "RTT Min", "Microseconds"],
-        Fmt::Int,
-        |_, s| opt_int(rank(&s.m.rtt_over_time, 0.0))
-    ),
-    side!(
-        ["LOCAL_TRANSPORT_RTT_MEDIAN", "REMOTE_TRANSPORT_RTT_MEDIAN"],
-        ["Transport", "RTT Median", "Microseconds"],
-        Fmt::Int,
-        |_, s| opt_int(rank(&s.m.rtt_over_time, 0.5))
-    ),
-    side!(
-        ["LOCAL_TRANSPORT_RTT_MAX", "REMOTE_TRANSPORT_RTT_MAX"],
-        ["Transport", "RTT Max", "Microseconds"],
-        Fmt::Int,
-        |_, s| opt_int(rank(&s.m.rtt_over_time, 1.0))
-    ),
+    fixed!("DRIVER_NAME", ["Driver", "Name", ""] => "Deprecated"),
+    fixed!("DRIVER_VERSION", ["Driver", "Version", ""] => "Deprecated"),
+    fixed!("DRIVER_FIRMWARE", ["Driver", "Firmware", ""] => "Deprecated"),
+    fixed!("DRIVER_BUS", ["Driver", "Bus", ""] => "Deprecated"),
+    fixed!("INTERFACE_NAME", ["Interface", "Name", ""] => "Deprecated"),
+    fixed!("INTERFACE_SLOT", ["Interface", "Slot", ""] => "Deprecated"),
+    fixed!("MACHINE", ["Machine", "", ""] => "Deprecated"),
+    fixed!("VERSION", ["Version", "", ""] => "Deprecated"),
+    fixed!("RELEASE", ["Release", "", ""] => "Deprecated"),
+    fixed!("SYSNAME", ["Sysname", "", ""] => "Deprecated"),
+    fixed!("SECURITY_ENABLED", ["OS", "Security", "Enabled"] => "Deprecated"),
+    fixed!("SECURITY_TYPE", ["OS", "Security", "Type"] => "Deprecated"),
+    fixed!("SECURITY_SPECIFIC", ["OS", "Security", "Specific"] => "Deprecated"),
+    fixed!("SYSTEM_MODEL", ["System", "Model", ""] => "Deprecated"),
+    fixed!("CPU_MODEL", ["CPU", "Model", ""] => "Deprecated"),
+    fixed!("SEND_DIRTY_COUNT", ["Send", "Dirty", "Count"] => Int -1),
+    fixed!("RECV_DIRTY_COUNT", ["Recv", "Dirty", "Count"] => Int -1),
+    fixed!("RECV_CLEAN_COUNT", ["Recv", "Clean", "Count"] => Int -1),
+    fixed!("INTERFACE_SUBDEVICE", ["Interface", "Subdevice", ""] => Hex4 -2),
+    fixed!("INTERFACE_DEVICE", ["Interface", "Device", ""] => Hex4 -2),
+    fixed!("INTERFACE_SUBVENDOR", ["Interface", "Subvendor", ""] => Hex4 -2),
+    fixed!("INTERFACE_VENDOR", ["Interface", "Vendor", ""] => Hex4 -2),
+    fixed!("INTERVAL_USECS", ["Interval", "Usecs", ""] => Int 0),
+    fixed!("INTERVAL_BURST", ["Interval", "Burst", ""] => Int 0),
+    fixed!("CPU_FREQUENCY", ["CPU", "Frequency", "MHz"] => Int 0),
+    side!("TRANSPORT_RTT", ["Transport", "RTT", "Microseconds"], Int =>
+        |_, s| opt_int(s.m.tcp.as_ref().map(|t| t.rtt_us))),
+    side!("TRANSPORT_CWND", ["Transport", "Cwnd", "Segments"], Int =>
+        |_, s| opt_int(s.m.tcp.as_ref().map(|t| t.cwnd))),
+    side!("TRANSPORT_RTT_MIN", ["Transport", "RTT Min", "Microseconds"], Int =>
+        |_, s| opt_int(rank(&s.m.rtt_over_time, 0.0))),
+    side!("TRANSPORT_RTT_MEDIAN", ["Transport", "RTT Median", "Microseconds"], Int =>
+        |_, s| opt_int(rank(&s.m.rtt_over_time, 0.5))),
+    side!("TRANSPORT_RTT_MAX", ["Transport", "RTT Max", "Microseconds"], Int =>
+        |_, s| opt_int(rank(&s.m.rtt_over_time, 1.0))),
 ];
 
 /// The value at fraction `q` of the way through `v` sorted (nearest rank;
@@ -1211,6 +644,19 @@ fn rank(v: &[u32], q: f64) -> Option<u32> {
     v.sort_unstable();
     let i = ((v.len() as f64 - 1.0) * q).round() as usize;
     v.get(i).copied()
+}
+
+/// netperf 2.7's DIRECTION of a test.
+fn direction(kind: TestKind) -> &'static str {
+    match kind {
+        TestKind::TcpCc => "Connection",
+        TestKind::TcpCrr => "Connect|Send|Recv",
+        k => match k.direction() {
+            Direction::Send => "Send",
+            Direction::Receive => "Receive",
+            Direction::RequestResponse => "Send|Recv",
+        },
+    }
 }
 
 /// The socket buffer size at the end, if the side reported it.
@@ -1236,182 +682,50 @@ mod libc_af {
 /// netperf 2.7's selectors in its own order: what `all` prints, and where
 /// `-o ?` lists them. `all` prints them in four blocks, starting at these
 /// names.
-const NETPERF_ORDER: [&str; 173] = [
-    "SOCKET_TYPE",
-    "PROTOCOL",
-    "DIRECTION",
-    "ELAPSED_TIME",
-    "THROUGHPUT",
-    "THROUGHPUT_UNITS",
-    "LSS_SIZE_REQ",
-    "LSS_SIZE",
-    "LSS_SIZE_END",
-    "LSR_SIZE_REQ",
-    "LSR_SIZE",
-    "LSR_SIZE_END",
-    "RSS_SIZE_REQ",
-    "RSS_SIZE",
-    "RSS_SIZE_END",
-    "RSR_SIZE_REQ",
-    "RSR_SIZE",
-    "RSR_SIZE_END",
-    "LOCAL_SEND_SIZE",
-    "LOCAL_RECV_SIZE",
-    "REMOTE_SEND_SIZE",
-    "REMOTE_RECV_SIZE",
-    "REQUEST_SIZE",
-    "RESPONSE_SIZE",
-    "LOCAL_CPU_UTIL",
-    "LOCAL_CPU_PERCENT_USER",
-    "LOCAL_CPU_PERCENT_SYSTEM",
-    "LOCAL_CPU_PERCENT_IOWAIT",
-    "LOCAL_CPU_PERCENT_IRQ",
-    "LOCAL_CPU_PERCENT_SWINTR",
-    "LOCAL_CPU_METHOD",
-    "LOCAL_SD",
-    "REMOTE_CPU_UTIL",
-    "REMOTE_CPU_PERCENT_USER",
-    "REMOTE_CPU_PERCENT_SYSTEM",
-    "REMOTE_CPU_PERCENT_IOWAIT",
-    "REMOTE_CPU_PERCENT_IRQ",
-    "REMOTE_CPU_PERCENT_SWINTR",
-    "REMOTE_CPU_METHOD",
-    "REMOTE_SD",
-    "SD_UNITS",
-    "CONFIDENCE_LEVEL",
-    "CONFIDENCE_INTERVAL",
-    "CONFIDENCE_ITERATION",
-    "THROUGHPUT_CONFID",
-    "LOCAL_CPU_CONFID",
-    "REMOTE_CPU_CONFID",
-    "TRANSACTION_RATE",
-    "RT_LATENCY",
-    "BURST_SIZE",
-    "LOCAL_TRANSPORT_RETRANS",
-    "REMOTE_TRANSPORT_RETRANS",
-    "TRANSPORT_MSS",
-    "LOCAL_SEND_THROUGHPUT",
-    "LOCAL_RECV_THROUGHPUT",
-    "REMOTE_SEND_THROUGHPUT",
-    "REMOTE_RECV_THROUGHPUT",
-    "LOCAL_CPU_BIND",
-    "LOCAL_CPU_COUNT",
-    "LOCAL_CPU_PEAK_UTIL",
-    "LOCAL_CPU_PEAK_ID",
-    "LOCAL_CPU_MODEL",
-    "LOCAL_CPU_FREQUENCY",
-    "REMOTE_CPU_BIND",
-    "REMOTE_CPU_COUNT",
-    "REMOTE_CPU_PEAK_UTIL",
-    "REMOTE_CPU_PEAK_ID",
-    "REMOTE_CPU_MODEL",
-    "REMOTE_CPU_FREQUENCY",
-    "SOURCE_PORT",
-    "SOURCE_ADDR",
-    "SOURCE_FAMILY",
-    "DEST_PORT",
-    "DEST_ADDR",
-    "DEST_FAMILY",
-    "LOCAL_SEND_CALLS",
-    "LOCAL_RECV_CALLS",
-    "LOCAL_BYTES_PER_RECV",
-    "LOCAL_BYTES_PER_SEND",
-    "LOCAL_BYTES_SENT",
-    "LOCAL_BYTES_RECVD",
-    "LOCAL_BYTES_XFERD",
-    "LOCAL_SEND_OFFSET",
-    "LOCAL_RECV_OFFSET",
-    "LOCAL_SEND_ALIGN",
-    "LOCAL_RECV_ALIGN",
-    "LOCAL_SEND_WIDTH",
-    "LOCAL_RECV_WIDTH",
-    "LOCAL_SEND_DIRTY_COUNT",
-    "LOCAL_RECV_DIRTY_COUNT",
-    "LOCAL_RECV_CLEAN_COUNT",
-    "LOCAL_NODELAY",
-    "LOCAL_CORK",
-    "REMOTE_SEND_CALLS",
-    "REMOTE_RECV_CALLS",
-    "REMOTE_BYTES_PER_RECV",
-    "REMOTE_BYTES_PER_SEND",
-    "REMOTE_BYTES_SENT",
-    "REMOTE_BYTES_RECVD",
-    "REMOTE_BYTES_XFERD",
-    "REMOTE_SEND_OFFSET",
-    "REMOTE_RECV_OFFSET",
-    "REMOTE_SEND_ALIGN",
-    "REMOTE_RECV_ALIGN",
-    "REMOTE_SEND_WIDTH",
-    "REMOTE_RECV_WIDTH",
-    "REMOTE_SEND_DIRTY_COUNT",
-    "REMOTE_RECV_DIRTY_COUNT",
-    "REMOTE_RECV_CLEAN_COUNT",
-    "REMOTE_NODELAY",
-    "REMOTE_CORK",
-    "LOCAL_SYSNAME",
-    "LOCAL_SYSTEM_MODEL",
-    "LOCAL_RELEASE",
-    "LOCAL_VERSION",
-    "LOCAL_MACHINE",
-    "REMOTE_SYSNAME",
-    "REMOTE_SYSTEM_MODEL",
-    "REMOTE_RELEASE",
-    "REMOTE_VERSION",
-    "REMOTE_MACHINE",
-    "LOCAL_INTERFACE_NAME",
-    "LOCAL_INTERFACE_VENDOR",
-    "LOCAL_INTERFACE_DEVICE",
-    "LOCAL_INTERFACE_SUBVENDOR",
-    "LOCAL_INTERFACE_SUBDEVICE",
-    "LOCAL_DRIVER_NAME",
-    "LOCAL_DRIVER_VERSION",
-    "LOCAL_DRIVER_FIRMWARE",
-    "LOCAL_DRIVER_BUS",
-    "LOCAL_INTERFACE_SLOT",
-    "REMOTE_INTERFACE_NAME",
-    "REMOTE_INTERFACE_VENDOR",
-    "REMOTE_INTERFACE_DEVICE",
-    "REMOTE_INTERFACE_SUBVENDOR",
-    "REMOTE_INTERFACE_SUBDEVICE",
-    "REMOTE_DRIVER_NAME",
-    "REMOTE_DRIVER_VERSION",
-    "REMOTE_DRIVER_FIRMWARE",
-    "REMOTE_DRIVER_BUS",
-    "REMOTE_INTERFACE_SLOT",
-    "LOCAL_INTERVAL_USECS",
-    "LOCAL_INTERVAL_BURST",
-    "REMOTE_INTERVAL_USECS",
-    "REMOTE_INTERVAL_BURST",
-    "LOCAL_SECURITY_TYPE_ID",
-    "LOCAL_SECURITY_TYPE",
-    "LOCAL_SECURITY_ENABLED_NUM",
-    "LOCAL_SECURITY_ENABLED",
-    "LOCAL_SECURITY_SPECIFIC",
-    "REMOTE_SECURITY_TYPE_ID",
-    "REMOTE_SECURITY_TYPE",
-    "REMOTE_SECURITY_ENABLED_NUM",
-    "REMOTE_SECURITY_ENABLED",
-    "REMOTE_SECURITY_SPECIFIC",
-    "RESULT_BRAND",
-    "UUID",
-    "MIN_LATENCY",
-    "MAX_LATENCY",
-    "P50_LATENCY",
-    "P90_LATENCY",
-    "P99_LATENCY",
-    "MEAN_LATENCY",
-    "STDDEV_LATENCY",
-    "LOCAL_SOCKET_PRIO",
-    "REMOTE_SOCKET_PRIO",
-    "LOCAL_SOCKET_TOS",
-    "REMOTE_SOCKET_TOS",
-    "LOCAL_CONG_CONTROL",
-    "REMOTE_CONG_CONTROL",
-    "LOCAL_FILL_FILE",
-    "REMOTE_FILL_FILE",
-    "COMMAND_LINE",
-];
+const NETPERF_ORDER: &str = "\
+    SOCKET_TYPE PROTOCOL DIRECTION ELAPSED_TIME THROUGHPUT THROUGHPUT_UNITS LSS_SIZE_REQ \
+    LSS_SIZE LSS_SIZE_END LSR_SIZE_REQ LSR_SIZE LSR_SIZE_END RSS_SIZE_REQ RSS_SIZE \
+    RSS_SIZE_END RSR_SIZE_REQ RSR_SIZE RSR_SIZE_END LOCAL_SEND_SIZE LOCAL_RECV_SIZE \
+    REMOTE_SEND_SIZE REMOTE_RECV_SIZE REQUEST_SIZE RESPONSE_SIZE LOCAL_CPU_UTIL \
+    LOCAL_CPU_PERCENT_USER LOCAL_CPU_PERCENT_SYSTEM LOCAL_CPU_PERCENT_IOWAIT \
+    LOCAL_CPU_PERCENT_IRQ LOCAL_CPU_PERCENT_SWINTR LOCAL_CPU_METHOD LOCAL_SD REMOTE_CPU_UTIL \
+    REMOTE_CPU_PERCENT_USER REMOTE_CPU_PERCENT_SYSTEM REMOTE_CPU_PERCENT_IOWAIT \
+    REMOTE_CPU_PERCENT_IRQ REMOTE_CPU_PERCENT_SWINTR REMOTE_CPU_METHOD REMOTE_SD SD_UNITS \
+    CONFIDENCE_LEVEL CONFIDENCE_INTERVAL CONFIDENCE_ITERATION THROUGHPUT_CONFID \
+    LOCAL_CPU_CONFID REMOTE_CPU_CONFID TRANSACTION_RATE RT_LATENCY BURST_SIZE \
+    LOCAL_TRANSPORT_RETRANS REMOTE_TRANSPORT_RETRANS TRANSPORT_MSS LOCAL_SEND_THROUGHPUT \
+    LOCAL_RECV_THROUGHPUT REMOTE_SEND_THROUGHPUT REMOTE_RECV_THROUGHPUT LOCAL_CPU_BIND \
+    LOCAL_CPU_COUNT LOCAL_CPU_PEAK_UTIL LOCAL_CPU_PEAK_ID LOCAL_CPU_MODEL LOCAL_CPU_FREQUENCY \
+    REMOTE_CPU_BIND REMOTE_CPU_COUNT REMOTE_CPU_PEAK_UTIL REMOTE_CPU_PEAK_ID REMOTE_CPU_MODEL \
+    REMOTE_CPU_FREQUENCY SOURCE_PORT SOURCE_ADDR SOURCE_FAMILY DEST_PORT DEST_ADDR DEST_FAMILY \
+    LOCAL_SEND_CALLS LOCAL_RECV_CALLS LOCAL_BYTES_PER_RECV LOCAL_BYTES_PER_SEND \
+    LOCAL_BYTES_SENT LOCAL_BYTES_RECVD LOCAL_BYTES_XFERD LOCAL_SEND_OFFSET LOCAL_RECV_OFFSET \
+    LOCAL_SEND_ALIGN LOCAL_RECV_ALIGN LOCAL_SEND_WIDTH LOCAL_RECV_WIDTH LOCAL_SEND_DIRTY_COUNT \
+    LOCAL_RECV_DIRTY_COUNT LOCAL_RECV_CLEAN_COUNT LOCAL_NODELAY LOCAL_CORK REMOTE_SEND_CALLS \
+    REMOTE_RECV_CALLS REMOTE_BYTES_PER_RECV REMOTE_BYTES_PER_SEND REMOTE_BYTES_SENT \
+    REMOTE_BYTES_RECVD REMOTE_BYTES_XFERD REMOTE_SEND_OFFSET REMOTE_RECV_OFFSET \
+    REMOTE_SEND_ALIGN REMOTE_RECV_ALIGN REMOTE_SEND_WIDTH REMOTE_RECV_WIDTH \
+    REMOTE_SEND_DIRTY_COUNT REMOTE_RECV_DIRTY_COUNT REMOTE_RECV_CLEAN_COUNT REMOTE_NODELAY \
+    REMOTE_CORK LOCAL_SYSNAME LOCAL_SYSTEM_MODEL LOCAL_RELEASE LOCAL_VERSION LOCAL_MACHINE \
+    REMOTE_SYSNAME REMOTE_SYSTEM_MODEL REMOTE_RELEASE REMOTE_VERSION REMOTE_MACHINE \
+    LOCAL_INTERFACE_NAME LOCAL_INTERFACE_VENDOR LOCAL_INTERFACE_DEVICE \
+    LOCAL_INTERFACE_SUBVENDOR LOCAL_INTERFACE_SUBDEVICE LOCAL_DRIVER_NAME LOCAL_DRIVER_VERSION \
+    LOCAL_DRIVER_FIRMWARE LOCAL_DRIVER_BUS LOCAL_INTERFACE_SLOT REMOTE_INTERFACE_NAME \
+    REMOTE_INTERFACE_VENDOR REMOTE_INTERFACE_DEVICE REMOTE_INTERFACE_SUBVENDOR \
+    REMOTE_INTERFACE_SUBDEVICE REMOTE_DRIVER_NAME REMOTE_DRIVER_VERSION REMOTE_DRIVER_FIRMWARE \
+    REMOTE_DRIVER_BUS REMOTE_INTERFACE_SLOT LOCAL_INTERVAL_USECS LOCAL_INTERVAL_BURST \
+    REMOTE_INTERVAL_USECS REMOTE_INTERVAL_BURST LOCAL_SECURITY_TYPE_ID LOCAL_SECURITY_TYPE \
+    LOCAL_SECURITY_ENABLED_NUM LOCAL_SECURITY_ENABLED LOCAL_SECURITY_SPECIFIC \
+    REMOTE_SECURITY_TYPE_ID REMOTE_SECURITY_TYPE REMOTE_SECURITY_ENABLED_NUM \
+    REMOTE_SECURITY_ENABLED REMOTE_SECURITY_SPECIFIC RESULT_BRAND UUID MIN_LATENCY MAX_LATENCY \
+    P50_LATENCY P90_LATENCY P99_LATENCY MEAN_LATENCY STDDEV_LATENCY LOCAL_SOCKET_PRIO \
+    REMOTE_SOCKET_PRIO LOCAL_SOCKET_TOS REMOTE_SOCKET_TOS LOCAL_CONG_CONTROL \
+    REMOTE_CONG_CONTROL LOCAL_FILL_FILE REMOTE_FILL_FILE COMMAND_LINE";
 const ALL_BLOCK_STARTS: [&str; 3] = ["LOCAL_CPU_UTIL", "LOCAL_SEND_THROUGHPUT", "LOCAL_SYSNAME"];
+
+fn netperf_order() -> std::str::SplitWhitespace<'static> {
+    NETPERF_ORDER.split_whitespace()
+}
 
 fn find(name: &str) -> Option<&'static Sel> {
     ALL.iter().find(|s| s.name.eq_ignore_ascii_case(name))
@@ -1424,17 +738,17 @@ fn flow_spread(c: &Ctx) -> (f64, f64, f64, f64) {
     if c.m.local.flows.len() < 2 {
         return (c.f.result, c.f.result, c.f.result, 1.0);
     }
-    let x = flows::per_flow(c.asked, c.m);
+    let x = flows::per_flow(c.test, c.m);
     let (lo, med, hi) = flows::spread(&x);
     (lo, med, hi, flows::jain(&x))
 }
 
 /// Every selector name: netperf 2.7's in its order, then ours.
 pub fn names() -> impl Iterator<Item = &'static str> {
-    NETPERF_ORDER.into_iter().chain(
+    netperf_order().chain(
         ALL.iter()
             .map(|s| s.name)
-            .filter(|n| !NETPERF_ORDER.contains(n)),
+            .filter(|n| !netperf_order().any(|o| o == *n)),
     )
 }
 
@@ -1447,7 +761,7 @@ pub fn listing(one_line: bool, ours: bool) -> String {
         .chain(names().take(if ours {
             usize::MAX
         } else {
-            NETPERF_ORDER.len()
+            netperf_order().count()
         }))
         .chain(std::iter::once("OUTPUT_END"))
         .collect();
@@ -1507,10 +821,10 @@ fn parse_list(list: &str) -> Selection {
 }
 
 /// netperf's default selection for a test (and with `-c`/`-C`).
-pub fn default_for(asked: &Asked) -> Selection {
+pub fn default_for(t: &Test) -> Selection {
     let tput = "ELAPSED_TIME,THROUGHPUT,THROUGHPUT_UNITS";
     let cpu = "LOCAL_CPU_UTIL,LOCAL_CPU_PERCENT_USER,LOCAL_CPU_PERCENT_SYSTEM,LOCAL_CPU_PERCENT_IOWAIT,LOCAL_CPU_PERCENT_IRQ,LOCAL_CPU_PERCENT_SWINTR,LOCAL_CPU_METHOD,REMOTE_CPU_UTIL,REMOTE_CPU_PERCENT_USER,REMOTE_CPU_PERCENT_SYSTEM,REMOTE_CPU_PERCENT_IOWAIT,REMOTE_CPU_PERCENT_IRQ,REMOTE_CPU_PERCENT_SWINTR,REMOTE_CPU_METHOD,LOCAL_SD,REMOTE_SD,SD_UNITS";
-    let head = match asked.test.direction() {
+    let head = match t.kind().direction() {
         Direction::Send => "LSS_SIZE_END,RSR_SIZE_END,LOCAL_SEND_SIZE",
         Direction::Receive => "RSS_SIZE_END,LSR_SIZE_END,REMOTE_SEND_SIZE",
         Direction::RequestResponse => {
@@ -1518,7 +832,7 @@ pub fn default_for(asked: &Asked) -> Selection {
         }
     };
     let mut list = format!("{head},{tput}");
-    if asked.local_cpu || asked.remote_cpu {
+    if t.local_cpu || t.spec.measure_cpu {
         list = format!("{list},{cpu}");
     }
     parse_list(&list)
@@ -1526,15 +840,15 @@ pub fn default_for(asked: &Asked) -> Selection {
 
 /// Resolve what `-o`/`-O`/`-k` named: nothing (the default list), "all",
 /// a list of names, or a file of them.
-pub fn resolve(asked: &Asked, spec: Option<&str>) -> Result<Selection, String> {
+pub fn resolve(t: &Test, spec: Option<&str>) -> Result<Selection, String> {
     let Some(spec) = spec else {
-        return Ok(default_for(asked));
+        return Ok(default_for(t));
     };
     if spec.eq_ignore_ascii_case("all") {
         // netperf 2.7's, in its order and its four blocks; ours are named
         // one by one.
         let mut blocks: Vec<Vec<Entry>> = vec![Vec::new()];
-        for n in NETPERF_ORDER {
+        for n in netperf_order() {
             if ALL_BLOCK_STARTS.contains(&n) {
                 blocks.push(Vec::new());
             }
@@ -1632,7 +946,7 @@ fn csv(sel: &Selection, c: &Ctx) -> String {
     if sel.blocks.iter().all(Vec::is_empty) {
         return out;
     }
-    if c.asked.headers {
+    if c.test.headers {
         out.push_str(&header);
         out.push('\n');
     }
@@ -1665,7 +979,7 @@ fn columns(sel: &Selection, c: &Ctx) -> String {
         if i > 0 {
             out.push('\n');
         }
-        if c.asked.headers {
+        if c.test.headers {
             for l in &lines {
                 out.push_str(l);
                 out.push('\n');
@@ -1686,7 +1000,7 @@ mod tests {
     fn ctx_out(p: &Words, style: SelectorStyle, spec: &str) -> String {
         let mut m = Measurement {
             elapsed: 1.0,
-            local: crate::family::Side {
+            local: Side {
                 send_buf: 16384,
                 send_size: 16384,
                 counts: proto::SideResults {
@@ -1699,7 +1013,7 @@ mod tests {
                 },
                 ..Default::default()
             },
-            remote: crate::family::Side {
+            remote: Side {
                 recv_buf: 131072,
                 ..Default::default()
             },
@@ -1712,7 +1026,7 @@ mod tests {
             ..Figures::default()
         };
         let c = Ctx {
-            asked: &p.asked,
+            test: &p.test,
             m: &m,
             f: &f,
             confidence: None,
@@ -1841,11 +1155,11 @@ mod tests {
         }
         for words in lines {
             let p = asked(&words);
-            let kind = p.test;
+            let kind = p.kind();
             let m = Measurement::default();
             let fig = Figures::default();
             let c = Ctx {
-                asked: &p,
+                test: &p,
                 m: &m,
                 f: &fig,
                 confidence: None,

@@ -11,11 +11,11 @@ use super::*;
 
 /// Each flow's share of the result, in the result's units, over the common
 /// interval (the aggregate is their sum).
-pub fn per_flow(asked: &Asked, m: &Measurement) -> Vec<f64> {
-    let u = asked.units();
+pub fn per_flow(t: &Test, m: &Measurement) -> Vec<f64> {
+    let u = t.units;
     let amount = |i: usize| -> f64 {
         let (l, r) = (m.local.flows.get(i), m.remote.flows.get(i));
-        match asked.test {
+        match t.kind() {
             TestKind::TcpStream => r.map_or(0, |f| f.bytes_received) as f64,
             TestKind::TcpMaerts => l.map_or(0, |f| f.bytes_received) as f64,
             _ if u == Units::Transactions => l.map_or(0, |f| f.transactions) as f64,
@@ -55,31 +55,31 @@ pub fn spread(x: &[f64]) -> (f64, f64, f64) {
     (v[0], median, v[n - 1])
 }
 
-fn unit_label(asked: &Asked) -> String {
-    match asked.units() {
+fn unit_label(t: &Test) -> String {
+    match t.units {
         Units::Transactions => "Trans/s".into(),
         u => format!("{}/s", u.label()),
     }
 }
 
 /// The lines after the aggregate row.
-pub fn block(asked: &Asked, m: &Measurement) -> String {
+pub fn block(t: &Test, m: &Measurement) -> String {
     let n = m.local.flows.len();
-    if n < 2 || (!asked.headers && asked.verbosity < 2) {
+    if n < 2 || (!t.headers && t.verbosity < 2) {
         return String::new();
     }
-    let x = per_flow(asked, m);
+    let x = per_flow(t, m);
     let (lo, med, hi) = spread(&x);
     let mut s = String::new();
     let _ = writeln!(
         s,
         "\n{n} flows: per flow min {lo:.2}, median {med:.2}, max {hi:.2} {}; Jain's fairness index {:.4}",
-        unit_label(asked),
+        unit_label(t),
         jain(&x)
     );
-    if asked.verbosity >= 2 {
-        let rr = asked.test.is_rr();
-        let udp = asked.test == TestKind::UdpStream;
+    if t.verbosity >= 2 {
+        let rr = t.kind().is_rr();
+        let udp = t.kind() == TestKind::UdpStream;
         let _ = writeln!(
             s,
             "\nFlow   Local  Remote {:>14} {:>14}  {}",
@@ -90,14 +90,14 @@ pub fn block(asked: &Asked, m: &Measurement) -> String {
             } else {
                 "Bytes"
             },
-            unit_label(asked),
+            unit_label(t),
             if udp { "Lost" } else { "Retrans" }
         );
         let remote_port = m.remote.addr.map_or(0, |a| a.port());
         for (i, v) in x.iter().enumerate() {
             let f = m.local.flows.get(i).copied().unwrap_or_default();
             let r = m.remote.flows.get(i).copied().unwrap_or_default();
-            let count = match asked.test {
+            let count = match t.kind() {
                 TestKind::TcpStream => r.bytes_received,
                 TestKind::TcpMaerts => f.bytes_received,
                 // what arrived of what the flow sent

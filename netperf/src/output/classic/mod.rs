@@ -10,9 +10,12 @@ use std::fmt::Write as _;
 
 use proto::{Direction, TestKind};
 
-use super::{Endpoints, Figures};
+use super::{Endpoints, Out, Reporter, Results, Server};
 use crate::cli::{TestName, Units};
-use crate::{family::Measurement, output::asked::Asked};
+use crate::{
+    output::run_info::Test,
+    report::{Figures, Measurement},
+};
 
 pub mod flows;
 mod rpm;
@@ -29,8 +32,8 @@ pub use udp::{udp_loss_line, udp_stream};
 /// The test's title as netperf 2.7 names it: by the name `-t` gave (so
 /// `-t TCP_STREAM -- -T udp` is still a "TCP STREAM" test), and OMNI's by
 /// its direction.
-pub fn title(asked: &Asked) -> &'static str {
-    match asked.name {
+pub fn title(t: &Test) -> &'static str {
+    match t.name {
         TestName::TcpStream => "MIGRATED TCP STREAM TEST",
         TestName::TcpMaerts => "MIGRATED TCP MAERTS TEST",
         TestName::UdpStream => "MIGRATED UDP STREAM TEST",
@@ -40,7 +43,7 @@ pub fn title(asked: &Asked) -> &'static str {
         TestName::TcpSendfile => "TCP SENDFILE TEST",
         TestName::TcpCc => "TCP Connect/Close TEST",
         TestName::TcpMss => "TCP MSS TEST",
-        TestName::Omni => match asked.test {
+        TestName::Omni => match t.kind() {
             TestKind::TcpCc => "OMNI Connection TEST",
             TestKind::TcpCrr => "OMNI Connect|Send|Recv TEST",
             k => match k.direction() {
@@ -54,21 +57,82 @@ pub fn title(asked: &Asked) -> &'static str {
     }
 }
 
+/// netperf 2.7's tables, and our lines after them (on a terminal, `-v 3`).
+#[derive(Debug)]
+pub struct Classic {
+    pub out: Out,
+}
+
+impl Reporter for Classic {
+    fn begin(&mut self, t: &Test, server: &Server) -> anyhow::Result<()> {
+        print_banner(&self.out, t, server)
+    }
+
+    fn iteration(&mut self, t: &Test, i: u32, f: &Figures) {
+        print_iteration(&self.out, t, i, f);
+    }
+
+    fn finish(&mut self, r: &Results<'_>) -> anyhow::Result<()> {
+        let (t, last) = (r.test, r.last);
+        if let Some(v) = r.verdict
+            && !v.confident
+        {
+            self.out.emit(confidence_warning(v).as_bytes())?;
+        }
+        self.out
+            .emit(table(t, last, r.figures, t.extras).as_bytes())?;
+        // ours, asked for by an option of ours
+        self.out
+            .emit(under_load_lines(last, r.figures).as_bytes())?;
+        print_confidence(&self.out, r)
+    }
+}
+
+/// The banner, when headers are on (netperf's classic and selector
+/// outputs).
+pub fn print_banner(out: &Out, t: &Test, server: &Server) -> anyhow::Result<()> {
+    if t.headers {
+        out.emit(banner(t, &Endpoints::new(t, server.remote)).as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Each iteration of a confidence run (ours; netperf 2.7 prints nothing):
+/// on stdout with our other lines (a terminal, -v 3), else on stderr when
+/// that is a terminal.
+pub fn print_iteration(out: &Out, t: &Test, i: u32, f: &Figures) {
+    use std::io::IsTerminal as _;
+    let line = iteration_line(t, i, f);
+    if t.extras {
+        out.quietly(line.as_bytes());
+    } else if std::io::stderr().is_terminal() {
+        eprint!("{line}");
+    }
+}
+
+/// Our confidence line after the figures (on a terminal, `-v 3`).
+pub fn print_confidence(out: &Out, r: &Results<'_>) -> anyhow::Result<()> {
+    match r.verdict {
+        Some(v) if r.test.extras => out.emit(confidence_line(r.test, r.runs.len(), v).as_bytes()),
+        _ => Ok(()),
+    }
+}
+
 /// The first line, printed before the test runs.
-pub fn banner(asked: &Asked, ep: &Endpoints) -> String {
+pub fn banner(t: &Test, ep: &Endpoints) -> String {
     let mut s = format!(
         "{} from {} ({}) port {} {} to {} ({}) port {} {}",
-        title(asked),
+        title(t),
         ep.local_name,
         ep.local_addr,
-        asked.local_data_port.unwrap_or(0),
+        t.ours.data_port.unwrap_or(0),
         ep.family(),
         ep.remote_name,
         ep.remote_addr,
-        asked.remote_data_port.unwrap_or(0),
+        t.spec.data_port.unwrap_or(0),
         ep.family()
     );
-    if let Some(c) = &asked.confidence {
+    if let Some(c) = &t.confidence {
         let _ = write!(
             s,
             " : +/-{:.3}% @ {:2}% conf. {}",
@@ -77,17 +141,17 @@ pub fn banner(asked: &Asked, ep: &Endpoints) -> String {
             if c.result_only { " on result only" } else { "" }
         );
     }
-    if asked.nodelay {
+    if t.nodelay() {
         s.push_str(" : nodelay");
     }
-    if asked.copy_avoidance {
+    if t.ours.copy_avoidance {
         s.push_str(" : copy avoidance");
     }
     s.push_str(" : demo");
-    if matches!(asked.name, TestName::TcpRr | TestName::UdpRr) {
-        let _ = write!(s, " : first burst {}", asked.burst);
+    if matches!(t.name, TestName::TcpRr | TestName::UdpRr) {
+        let _ = write!(s, " : first burst {}", t.ours.burst);
     }
-    if asked.cpu_bind {
+    if t.cpu_bind() {
         s.push_str(" : cpu bind");
     }
     s.push('\n');
@@ -95,11 +159,11 @@ pub fn banner(asked: &Asked, ep: &Endpoints) -> String {
 }
 
 /// One iteration of a confidence run, as it finishes (ours).
-pub fn iteration_line(asked: &Asked, i: u32, f: &Figures) -> String {
+pub fn iteration_line(t: &Test, i: u32, f: &Figures) -> String {
     let mut s = format!(
         "Iteration {i}: {:.2} {}/sec, elapsed {:.2} s",
         f.result,
-        asked.units().label(),
+        t.units.label(),
         f.elapsed
     );
     if let Some(c) = f.local_cpu {
@@ -132,15 +196,15 @@ pub fn confidence_warning(v: &crate::confidence::Verdict) -> String {
 
 /// Our line after the table: iterations, mean, half-width in units and in
 /// percent of the mean, and the level.
-pub fn confidence_line(asked: &Asked, n: usize, v: &crate::confidence::Verdict) -> String {
-    let Some(c) = &asked.confidence else {
+pub fn confidence_line(t: &Test, n: usize, v: &crate::confidence::Verdict) -> String {
+    let Some(c) = &t.confidence else {
         return String::new();
     };
     let i = &v.result;
     format!(
         "Confidence: {n} iterations, mean {:.2} {}/sec +/- {:.2} (+/-{:.3}%) at {}% confidence{}\n",
         i.mean,
-        asked.units().label(),
+        t.units.label(),
         i.half_width,
         50.0 * i.relative_width(),
         level_text(c.level),
@@ -162,8 +226,8 @@ pub fn level_text(level: f64) -> String {
 }
 
 /// What follows the row when headers are off: the `-B` brand.
-fn brand(asked: &Asked) -> &str {
-    match (&asked.brand, asked.headers) {
+fn brand(t: &Test) -> &str {
+    match (&t.brand, t.headers) {
         (Some(b), false) => b,
         _ => "",
     }
@@ -171,46 +235,46 @@ fn brand(asked: &Asked) -> &str {
 
 /// The result table of a test with a classic table. `extras`: our lines
 /// that netperf 2.7 does not print (on a terminal, or at `-v 3`).
-pub fn table(asked: &Asked, m: &Measurement, f: &Figures, extras: bool) -> String {
-    match asked.name {
+pub fn table(t: &Test, m: &Measurement, f: &Figures, extras: bool) -> String {
+    match t.name {
         TestName::TcpStream | TestName::TcpMaerts | TestName::TcpSendfile => {
-            stream(asked, m, f) + &flows::block(asked, m) + &our_path(asked, m, extras)
+            stream(t, m, f) + &flows::block(t, m) + &our_path(t, m, extras)
         }
         TestName::UdpStream => {
-            udp_stream(asked, m, f, extras) + &flows::block(asked, m) + &our_path(asked, m, extras)
+            udp_stream(t, m, f, extras) + &flows::block(t, m) + &our_path(t, m, extras)
         }
         TestName::TcpRr | TestName::UdpRr | TestName::TcpCrr | TestName::TcpCc => {
-            rr(asked, m, f, extras) + &flows::block(asked, m)
+            rr(t, m, f, extras) + &flows::block(t, m)
         }
-        TestName::TcpMss => mss(asked, m),
-        TestName::Rpm => rpm(asked, m, f),
+        TestName::TcpMss => mss(t, m),
+        TestName::Rpm => rpm(t, m, f),
         TestName::Omni | TestName::LocCpu | TestName::RemCpu | TestName::Uuid => String::new(),
     }
 }
 
 /// How the data moved, where our options chose it: on a terminal or at
 /// `-v 3` only.
-fn our_path(asked: &Asked, m: &Measurement, extras: bool) -> String {
+fn our_path(t: &Test, m: &Measurement, extras: bool) -> String {
     if extras {
-        path_lines(asked, m)
+        path_lines(t, m)
     } else {
         String::new()
     }
 }
 
 /// TCP_MSS: the data connection's maximum segment size.
-pub fn mss(asked: &Asked, m: &Measurement) -> String {
+pub fn mss(t: &Test, m: &Measurement) -> String {
     let mut s = String::new();
-    if asked.verbosity > 0 && asked.headers {
+    if t.verbosity > 0 && t.headers {
         s.push_str("Maximum\nSegment\nSize (bytes)\n\n");
     }
-    let _ = writeln!(s, "{} {}", m.mss.map_or(-1, i64::from), brand(asked));
+    let _ = writeln!(s, "{} {}", m.mss.map_or(-1, i64::from), brand(t));
     s
 }
 
 /// Whether CPU columns are shown (`-c` or `-C`).
-fn with_cpu(asked: &Asked) -> bool {
-    asked.local_cpu || asked.remote_cpu
+fn with_cpu(t: &Test) -> bool {
+    t.local_cpu || t.spec.measure_cpu
 }
 
 /// The CPU-method letter netperf prints after `%`: `S` for the /proc/stat
@@ -226,19 +290,15 @@ fn or_minus_one(v: Option<f64>) -> f64 {
 
 /// `-v 0` with CPU: the service demand alone (ours if measured, else the
 /// netserver's), with the method letter.
-fn terse_sd(asked: &Asked, f: &Figures) -> String {
-    let sd = if asked.local_cpu {
-        f.local_sd
-    } else {
-        f.remote_sd
-    };
-    format!("{:6.3} S {}\n", or_minus_one(sd), brand(asked))
+fn terse_sd(t: &Test, f: &Figures) -> String {
+    let sd = if t.local_cpu { f.local_sd } else { f.remote_sd };
+    format!("{:6.3} S {}\n", or_minus_one(sd), brand(t))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::family::Side;
+    use crate::report::Side;
 
     use crate::output::testing::asked;
 

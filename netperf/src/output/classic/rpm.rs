@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::*;
-use crate::rpm::category;
+use crate::report::scenario::category;
 
 /// The median of microsecond values.
 fn median_us(v: &[u32]) -> Option<f64> {
@@ -17,16 +17,17 @@ fn median_us(v: &[u32]) -> Option<f64> {
 }
 
 /// The table, and the line that says the result.
-pub fn rpm(asked: &Asked, m: &Measurement, f: &Figures) -> String {
+pub fn rpm(t: &Test, m: &Measurement, f: &Figures) -> String {
     let mut s = String::new();
-    let (Some(r), Some(u)) = (&m.rpm, &m.under_load) else {
+    let Some(r) = m.rpm() else {
         return s;
     };
-    if asked.verbosity == 0 {
+    let u = &r.load;
+    if t.verbosity == 0 {
         let _ = writeln!(s, "{:.0}", f.result);
         return s;
     }
-    if asked.headers {
+    if t.headers {
         s.push_str("Idle     Loaded   Loaded   Self     Load       Load       Probes   RPM\n");
         s.push_str("RTT p50  RTT p50  RTT p99  RTT p50  Up         Down       Loaded\n");
         s.push_str("usec     usec     usec     usec     10^6bits/s 10^6bits/s\n\n");

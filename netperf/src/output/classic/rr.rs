@@ -7,23 +7,19 @@ use proto::TestKind;
 use super::*;
 
 /// TCP_CRR and TCP_CC print the same table.
-fn is_crr(asked: &Asked) -> bool {
-    matches!(asked.name, TestName::TcpCrr | TestName::TcpCc)
+fn is_crr(t: &Test) -> bool {
+    matches!(t.name, TestName::TcpCrr | TestName::TcpCc)
 }
 
 /// TCP_RR, UDP_RR, TCP_CRR and TCP_CC.
-pub fn rr(asked: &Asked, m: &Measurement, f: &Figures, extras: bool) -> String {
+pub fn rr(t: &Test, m: &Measurement, f: &Figures, extras: bool) -> String {
     let mut s = String::new();
     // TCP_CRR's and TCP_CC's rows carry no brand in netperf.
-    let crr = is_crr(asked);
-    let brand = if crr { "" } else { brand(asked) };
-    if asked.verbosity == 0 {
-        if with_cpu(asked) {
-            let sd = or_minus_one(if asked.local_cpu {
-                f.local_sd
-            } else {
-                f.remote_sd
-            });
+    let crr = is_crr(t);
+    let brand = if crr { "" } else { brand(t) };
+    if t.verbosity == 0 {
+        if with_cpu(t) {
+            let sd = or_minus_one(if t.local_cpu { f.local_sd } else { f.remote_sd });
             if crr {
                 let _ = writeln!(s, "{sd:6.3}");
             } else {
@@ -36,21 +32,21 @@ pub fn rr(asked: &Asked, m: &Measurement, f: &Figures, extras: bool) -> String {
         }
         return s;
     }
-    if with_cpu(asked) {
-        rr_cpu(asked, m, f, brand, &mut s);
+    if with_cpu(t) {
+        rr_cpu(t, m, f, brand, &mut s);
     } else {
-        rr_plain(asked, m, f, brand, &mut s);
+        rr_plain(t, m, f, brand, &mut s);
     }
-    if asked.verbosity > 1 {
-        match asked.name {
-            TestName::TcpRr => s.push_str(&rr_detail(asked, m)),
+    if t.verbosity > 1 {
+        match t.name {
+            TestName::TcpRr => s.push_str(&rr_detail(t, m)),
             TestName::TcpCrr | TestName::TcpCc => s.push_str(&crr_detail(m)),
             _ => {}
         }
     }
     if extras {
-        if asked.test == TestKind::UdpRr {
-            s.push_str(&udp_rr_loss_line(asked, m));
+        if t.kind() == TestKind::UdpRr {
+            s.push_str(&udp_rr_loss_line(t, m));
         }
         s.push_str(&latency_lines(m));
     }
@@ -72,10 +68,10 @@ fn crr_detail(m: &Measurement) -> String {
 }
 
 /// The RR table with CPU columns.
-fn rr_cpu(asked: &Asked, m: &Measurement, f: &Figures, brand: &str, s: &mut String) {
-    let crr = is_crr(asked);
-    if asked.headers {
-        let units = asked.units();
+fn rr_cpu(t: &Test, m: &Measurement, f: &Figures, brand: &str, s: &mut String) {
+    let crr = is_crr(t);
+    if t.headers {
+        let units = t.units;
         let per_tr = units == Units::Transactions || crr;
         let _ = write!(
             s,
@@ -92,18 +88,18 @@ fn rr_cpu(asked: &Asked, m: &Measurement, f: &Figures, brand: &str, s: &mut Stri
             if crr {
                 "%  ".to_string()
             } else {
-                format!("% {}", method(asked.local_cpu))
+                format!("% {}", method(t.local_cpu))
             },
             if crr {
                 "%  ".to_string()
             } else {
-                format!("% {}", method(asked.remote_cpu))
+                format!("% {}", method(t.spec.measure_cpu))
             },
             if per_tr { "us/Tr" } else { "us/KB" },
             if per_tr { "us/Tr" } else { "us/KB" },
         );
     }
-    let gap = if asked.name == TestName::TcpRr {
+    let gap = if t.name == TestName::TcpRr {
         "  "
     } else {
         "   "
@@ -113,8 +109,8 @@ fn rr_cpu(asked: &Asked, m: &Measurement, f: &Figures, brand: &str, s: &mut Stri
         "{:<6} {:<6} {:<6}  {:<6} {:<6.2}  {:<6.2}{gap}{:<6.2} {:<6.2} {:<6.3}  {:<6.3}",
         m.local.send_buf,
         m.local.recv_buf,
-        asked.request_size,
-        asked.response_size,
+        t.sizes(m).0,
+        t.sizes(m).1,
         f.elapsed,
         f.result,
         or_minus_one(f.local_cpu),
@@ -131,10 +127,10 @@ fn rr_cpu(asked: &Asked, m: &Measurement, f: &Figures, brand: &str, s: &mut Stri
 }
 
 /// The RR table without CPU columns.
-fn rr_plain(asked: &Asked, m: &Measurement, f: &Figures, brand: &str, s: &mut String) {
-    let units = asked.units();
-    if asked.headers {
-        if units == Units::Transactions || is_crr(asked) {
+fn rr_plain(t: &Test, m: &Measurement, f: &Figures, brand: &str, s: &mut String) {
+    let units = t.units;
+    if t.headers {
+        if units == Units::Transactions || is_crr(t) {
             s.push_str(
                 "Local /Remote\n\
                  Socket Size   Request  Resp.   Elapsed  Trans.\n\
@@ -157,8 +153,8 @@ fn rr_plain(asked: &Asked, m: &Measurement, f: &Figures, brand: &str, s: &mut St
         "{:<6} {:<6} {:<6}   {:<6}  {:<6.2}   {:7.2}   {}",
         m.local.send_buf,
         m.local.recv_buf,
-        asked.request_size,
-        asked.response_size,
+        t.sizes(m).0,
+        t.sizes(m).1,
         f.elapsed,
         f.result,
         brand
@@ -169,7 +165,7 @@ fn rr_plain(asked: &Asked, m: &Measurement, f: &Figures, brand: &str, s: &mut St
 /// `--under-load`: the idle phase beside the loaded one, and the load.
 pub fn under_load_lines(m: &Measurement, f: &Figures) -> String {
     // (the responsiveness test's table shows its load)
-    let (Some(u), None) = (&m.under_load, &m.rpm) else {
+    let Some(crate::report::Scenario::UnderLoad(u)) = &m.scenario else {
         return String::new();
     };
     let lat = |l: Option<&engine::latency::LatencySummary>| match l {
@@ -203,7 +199,7 @@ pub fn under_load_lines(m: &Measurement, f: &Figures) -> String {
 }
 
 /// UDP_RR: transactions that got no response in time.
-pub fn udp_rr_loss_line(asked: &Asked, m: &Measurement) -> String {
+pub fn udp_rr_loss_line(t: &Test, m: &Measurement) -> String {
     let done = m.local.transactions;
     let tried = done + m.lost;
     let pct = if tried == 0 {
@@ -211,7 +207,8 @@ pub fn udp_rr_loss_line(asked: &Asked, m: &Measurement) -> String {
     } else {
         m.lost as f64 * 100.0 / tried as f64
     };
-    let timeout = asked
+    let timeout = t
+        .ours
         .recv_timeout
         .unwrap_or(crate::family::udp::DEFAULT_UDP_TIMEOUT)
         .as_secs_f64();
@@ -245,19 +242,19 @@ fn latency_lines(m: &Measurement) -> String {
 }
 
 /// TCP_RR's `-v 2` block: the round trip and the throughput both ways.
-fn rr_detail(asked: &Asked, m: &Measurement) -> String {
+fn rr_detail(t: &Test, m: &Measurement) -> String {
     let mut s = String::new();
     let rate = if m.elapsed > 0.0 {
         m.local.transactions as f64 / m.elapsed
     } else {
         0.0
     };
-    let units = match asked.units() {
+    let units = match t.units {
         Units::Transactions => Units::Bits('m'),
         u => u,
     };
     let rtt = if rate > 0.0 {
-        1e6 / rate * f64::from(1 + asked.effective_burst())
+        1e6 / rate * f64::from(1 + t.spec.burst)
     } else {
         0.0
     };
@@ -274,8 +271,8 @@ fn rr_detail(asked: &Asked, m: &Measurement) -> String {
         m.remote.asked.recv_offset,
         rtt,
         rate,
-        units.rate(rate * f64::from(asked.request_size), 1.0),
-        units.rate(rate * f64::from(asked.response_size), 1.0)
+        units.rate(rate * f64::from(t.sizes(m).0), 1.0),
+        units.rate(rate * f64::from(t.sizes(m).1), 1.0)
     );
     s
 }

@@ -5,29 +5,29 @@ use std::fmt::Write as _;
 use super::*;
 
 /// TCP_STREAM and TCP_MAERTS.
-pub fn stream(asked: &Asked, m: &Measurement, f: &Figures) -> String {
+pub fn stream(t: &Test, m: &Measurement, f: &Figures) -> String {
     let mut s = String::new();
-    if asked.verbosity == 0 {
-        if with_cpu(asked) {
-            return terse_sd(asked, f);
+    if t.verbosity == 0 {
+        if with_cpu(t) {
+            return terse_sd(t, f);
         }
-        let _ = writeln!(s, "{:7.2} {}", f.result, brand(asked));
+        let _ = writeln!(s, "{:7.2} {}", f.result, brand(t));
         return s;
     }
-    if with_cpu(asked) {
-        return stream_cpu(asked, m, f);
+    if with_cpu(t) {
+        return stream_cpu(t, m, f);
     }
-    if asked.headers {
+    if t.headers {
         let _ = write!(
             s,
             "Recv   Send    Send                          \n\
              Socket Socket  Message  Elapsed              \n\
              Size   Size    Size     Time     Throughput  \n\
              bytes  bytes   bytes    secs.    {}/sec  \n\n",
-            asked.units().label()
+            t.units.label()
         );
     }
-    let (recv_buf, send_buf, msg) = match asked.name {
+    let (recv_buf, send_buf, msg) = match t.name {
         TestName::TcpMaerts => (m.local.recv_buf, m.remote.send_buf, m.remote.send_size),
         _ => (m.remote.recv_buf, m.local.send_buf, m.local.send_size),
     };
@@ -39,19 +39,19 @@ pub fn stream(asked: &Asked, m: &Measurement, f: &Figures) -> String {
         msg,
         f.elapsed,
         f.result,
-        brand(asked)
+        brand(t)
     );
-    if asked.verbosity > 1 {
-        s.push_str(&stream_detail(asked, m));
+    if t.verbosity > 1 {
+        s.push_str(&stream_detail(t, m));
     }
     s
 }
 
 /// TCP_STREAM and TCP_MAERTS with CPU columns.
-fn stream_cpu(asked: &Asked, m: &Measurement, f: &Figures) -> String {
+fn stream_cpu(t: &Test, m: &Measurement, f: &Figures) -> String {
     let mut s = String::new();
-    let maerts = asked.name == TestName::TcpMaerts;
-    if asked.headers {
+    let maerts = t.name == TestName::TcpMaerts;
+    if t.headers {
         let _ = write!(
             s,
             "Recv   Send    Send                          Utilization       Service Demand\n\
@@ -63,9 +63,9 @@ fn stream_cpu(asked: &Asked, m: &Measurement, f: &Figures) -> String {
             } else {
                 "Send     Recv     Send    Recv"
             },
-            asked.units().label(),
-            method(asked.local_cpu),
-            method(asked.remote_cpu)
+            t.units.label(),
+            method(t.local_cpu),
+            method(t.spec.measure_cpu)
         );
     }
     let (recv_buf, send_buf, msg) = if maerts {
@@ -85,10 +85,10 @@ fn stream_cpu(asked: &Asked, m: &Measurement, f: &Figures) -> String {
         or_minus_one(f.remote_cpu),
         or_minus_one(f.local_sd),
         or_minus_one(f.remote_sd),
-        brand(asked)
+        brand(t)
     );
-    if asked.verbosity > 1 {
-        s.push_str(&stream_detail(asked, m));
+    if t.verbosity > 1 {
+        s.push_str(&stream_detail(t, m));
     }
     s
 }
@@ -102,8 +102,8 @@ fn per(bytes: u64, calls: u64) -> f64 {
 }
 
 /// `-v 2`: where the buffers sat, bytes per call on each side, and the MSS.
-fn stream_detail(asked: &Asked, m: &Measurement) -> String {
-    let maerts = asked.name == TestName::TcpMaerts;
+fn stream_detail(t: &Test, m: &Measurement) -> String {
+    let maerts = t.name == TestName::TcpMaerts;
     // (our direction, theirs), and what each side moved in how many calls.
     let ((mine, theirs), local, remote) = if maerts {
         (
@@ -134,7 +134,7 @@ fn stream_detail(asked: &Asked, m: &Measurement) -> String {
         )
     };
     // TCP_SENDFILE prints the bytes moved as C's %6.4g.
-    let xfered = if asked.sendfile() {
+    let xfered = if t.is_sendfile() {
         crate::output::units::c_g(local.0 as f64, 6, 4)
     } else {
         format!("{:6}", local.0)
@@ -167,10 +167,10 @@ fn stream_detail(asked: &Asked, m: &Measurement) -> String {
 /// Our line on how the data moved, where an option of ours chose it
 /// (`--rx-zerocopy`, `--rx-discard`, `--zerocopy`, `--io-uring`): empty
 /// otherwise. Not netperf 2.7's: only on a terminal or at `-v 3`.
-pub fn path_lines(asked: &Asked, m: &Measurement) -> String {
+pub fn path_lines(t: &Test, m: &Measurement) -> String {
     let mut s = String::new();
-    let (who, side) = receiver(asked, m);
-    match asked.rx {
+    let (who, side) = receiver(t, m);
+    match t.ours.rx {
         proto::RxPath::ZeroCopy => {
             let _ = writeln!(
                 s,
@@ -188,10 +188,10 @@ pub fn path_lines(asked: &Asked, m: &Measurement) -> String {
         }
         proto::RxPath::Copy => {}
     }
-    if asked.zerocopy {
+    if t.ours.zerocopy {
         let _ = writeln!(s, "Send path: netperf sent with MSG_ZEROCOPY (--zerocopy)");
     }
-    if asked.uring {
+    if t.spec.paths.uring {
         let _ = writeln!(
             s,
             "Data path: both ends moved the data through io_uring (--io-uring)"
@@ -210,8 +210,8 @@ pub fn share(part: u64, whole: u64) -> f64 {
 }
 
 /// The end that received the stream, as the lines name it, and its counts.
-pub fn receiver<'m>(asked: &Asked, m: &'m Measurement) -> (&'static str, &'m proto::SideResults) {
-    match asked.test {
+pub fn receiver<'m>(t: &Test, m: &'m Measurement) -> (&'static str, &'m proto::SideResults) {
+    match t.kind() {
         TestKind::TcpMaerts => ("netperf", &m.local.counts),
         _ => ("the netserver", &m.remote.counts),
     }

@@ -6,33 +6,29 @@ use super::*;
 
 /// UDP_STREAM: netperf's two rows (what we sent, what arrived), then, with
 /// `extras`, our line on the loss and where it happened.
-pub fn udp_stream(asked: &Asked, m: &Measurement, f: &Figures, extras: bool) -> String {
+pub fn udp_stream(t: &Test, m: &Measurement, f: &Figures, extras: bool) -> String {
     let mut s = String::new();
-    if asked.verbosity == 0 {
-        if with_cpu(asked) {
-            let sd = if asked.local_cpu {
-                f.local_sd
-            } else {
-                f.remote_sd
-            };
+    if t.verbosity == 0 {
+        if with_cpu(t) {
+            let sd = if t.local_cpu { f.local_sd } else { f.remote_sd };
             // netperf prints the local side's method letter here even when
             // the figure is the remote side's: `U` with -C alone.
-            let _ = writeln!(s, "{:6.2} {}", or_minus_one(sd), method(asked.local_cpu));
+            let _ = writeln!(s, "{:6.2} {}", or_minus_one(sd), method(t.local_cpu));
         } else {
             let _ = writeln!(s, "{:7.2}", f.send_rate);
         }
         return s;
     }
-    if with_cpu(asked) {
-        if asked.headers {
+    if with_cpu(t) {
+        if t.headers {
             let _ = write!(
                 s,
                 "Socket  Message  Elapsed      Messages                   CPU      Service\n\
                  Size    Size     Time         Okay Errors   Throughput   Util     Demand\n\
                  bytes   bytes    secs            #      #   {}/sec % {}{}     us/KB\n\n",
-                asked.units().label(),
-                method(asked.local_cpu),
-                method(asked.remote_cpu)
+                t.units.label(),
+                method(t.local_cpu),
+                method(t.spec.measure_cpu)
             );
         }
         let _ = write!(
@@ -55,12 +51,12 @@ pub fn udp_stream(asked: &Asked, m: &Measurement, f: &Figures, extras: bool) -> 
             or_minus_one(f.remote_sd)
         );
     } else {
-        udp_stream_plain(asked, m, f, &mut s);
+        udp_stream_plain(t, m, f, &mut s);
     }
     if extras {
         s.push_str(&udp_loss_line(m));
-        if let Some(bps) = asked.rate_bps {
-            let u = asked.units();
+        if let Some(bps) = t.spec.rate_bps {
+            let u = t.units;
             let _ = writeln!(
                 s,
                 "Paced at {:.2} {}/sec requested; sent at {:.2} {}/sec",
@@ -75,14 +71,14 @@ pub fn udp_stream(asked: &Asked, m: &Measurement, f: &Figures, extras: bool) -> 
 }
 
 /// UDP_STREAM's two rows without CPU columns.
-fn udp_stream_plain(asked: &Asked, m: &Measurement, f: &Figures, s: &mut String) {
-    if asked.headers {
+fn udp_stream_plain(t: &Test, m: &Measurement, f: &Figures, s: &mut String) {
+    if t.headers {
         let _ = write!(
             s,
             "Socket  Message  Elapsed      Messages                \n\
              Size    Size     Time         Okay Errors   Throughput\n\
              bytes   bytes    secs            #      #   {}/sec\n\n",
-            asked.units().label()
+            t.units.label()
         );
     }
     let _ = write!(

@@ -1,10 +1,27 @@
-//! What one iteration of a test measured: a [`Side`] each way, the same
-//! type for both, so that every `LOCAL_*`/`REMOTE_*` comes from one
-//! accessor.
+//! What a run measured, and what it tells as it goes. Results flow one
+//! way: `family` produces them, `run` gathers them, the outputs read them;
+//! nothing here knows who reads.
+//!
+//! # Layout
+//! - this file: what one iteration measured ([`Measurement`]: a [`Side`]
+//!   each way, the same type for both, so that every `LOCAL_*`/`REMOTE_*`
+//!   comes from one accessor; [`FlowEnd`]; the [`Scenario`] it ran in).
+//! - [`figures`]: a run's [`Figures`], computed once from a measurement.
+//! - [`scenario`]: `--under-load`'s and `-t RPM`'s own figures.
+//! - [`observe`]: live events ([`Observer`]: interim [`Sample`]s,
+//!   iterations, data phases) and how a rate is counted ([`Rate`]).
+
+pub mod figures;
+pub mod observe;
+pub mod scenario;
 
 use std::net::SocketAddr;
 
 use proto::{SideResults, SideSpec, TestKind};
+
+pub use figures::Figures;
+pub use observe::{Observer, Rate, Sample};
+pub use scenario::{LoadFigures, RpmFigures, Scenario};
 
 /// One side of a test as it ran: its counters, and how its data sockets
 /// were set up (what was asked of them, what they got).
@@ -67,13 +84,31 @@ pub struct Measurement {
     /// The netserver's figures every interval (`-D`, `--json-stream`,
     /// `--plot`), where it reports them.
     pub remote_interim: Vec<proto::InterimReport>,
-    /// `--under-load`: the idle phase's and the load's figures.
-    pub under_load: Option<crate::under_load::LoadFigures>,
-    /// `-t RPM`: every probe and the responsiveness figures.
-    pub rpm: Option<crate::rpm::RpmFigures>,
+    /// Our interim samples (`-D`, `--json`, `--plot`), when they are kept.
+    pub interim: Vec<Sample>,
+    /// `--under-load` or `-t RPM`: what the test ran beside and around
+    /// the phase measured here.
+    pub scenario: Option<Scenario>,
 }
 
 impl Measurement {
+    /// The load's figures (`--under-load`, and `-t RPM`'s load).
+    pub fn load(&self) -> Option<&LoadFigures> {
+        match &self.scenario {
+            Some(Scenario::UnderLoad(l)) => Some(l),
+            Some(Scenario::Rpm(r)) => Some(&r.load),
+            None => None,
+        }
+    }
+
+    /// `-t RPM`'s figures.
+    pub fn rpm(&self) -> Option<&RpmFigures> {
+        match &self.scenario {
+            Some(Scenario::Rpm(r)) => Some(r),
+            _ => None,
+        }
+    }
+
     /// The quantity the test's result is a rate of: bytes that arrived, or
     /// transactions.
     pub fn result_units(&self, kind: TestKind) -> f64 {
