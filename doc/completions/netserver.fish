@@ -10,6 +10,8 @@ complete -c netserver -l max-test-length -d 'Longest test a client may run (defa
 complete -c netserver -l max-flows -d 'Most flows (data connections) in one test (default 16384)' -r
 complete -c netserver -l max-test-fds -d 'Most file descriptors one test may hold (default a quarter of what the open-files limit leaves for tests; an address\'s tests together twice that)' -r
 complete -c netserver -l max-tests-per-client -d 'Most tests one client address may run at once (default 64)' -r
+complete -c netserver -l schedule -d 'shared (default): tests run at once; exclusive: one data test at a time, the others waiting their turn in order (every dialect: ours, netperf 2.7\'s, iperf3\'s)' -r
+complete -c netserver -l max-wait -d 'With --schedule exclusive, the longest a test waits its turn before it is refused (default 60)' -r
 complete -c netserver -l memory-cap -d 'Most buffer memory one session may use (default 64M)' -r
 complete -c netserver -l memory-budget -d 'Most buffer memory all running tests together may use (default a quarter of the host\'s memory, at most 64G)' -r
 complete -c netserver -l socket-budget -d 'Most kernel socket memory (send and receive queues) all running tests together may hold; a test a quarter (default half of net.ipv4.tcp_mem)' -r
@@ -17,6 +19,7 @@ complete -c netserver -l log-file -d 'Append log lines to this file (default: st
 complete -c netserver -l max-file-size -d 'Most bytes --log-file and --record each hold; further lines are dropped and counted until SIGHUP opens a new file (default 1G)' -r
 complete -c netserver -l log-format -d 'Log lines as text (default) or as one JSON object each' -r
 complete -c netserver -l record -d 'Append a JSON line to this file after each completed test, with both ends\' figures' -r
+complete -c netserver -l iperf3 -d 'Also serve iperf3 3.x clients on this port (iperf3\'s own is 5201), many at once; with no address, on -L\'s address or every address' -r
 complete -c netserver -l metrics -d 'Serve OpenMetrics text at http://addr:port/metrics (off by default; unauthenticated)' -r
 complete -c netserver -l handshake-timeout -d 'Hello and authentication must be done within this (default 10; first bytes within half of it)' -r
 complete -c netserver -l idle-timeout -d 'Longest silence of a control connection between tests (default 60)' -r

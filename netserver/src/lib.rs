@@ -106,7 +106,7 @@ pub struct Listeners {
 
 /// Serve every listener of `l` until `shutdown` is triggered.
 pub fn serve(l: Listeners, config: Config, shutdown: Shutdown) -> io::Result<()> {
-    use listener::Origin;
+    use session::Origin;
     let listeners: Vec<(TcpListener, Origin)> = l
         .control
         .into_iter()

@@ -26,7 +26,9 @@ use engine::sys::{SockKind, Watch};
 use mio::{Events, Interest, Poll, Token, Waker};
 use proto::{ErrorCode, ErrorMsg};
 
-use crate::{admission::Refusal, metrics::Refused, scrape, session, shared::Shared};
+use crate::{
+    admission::Refusal, metrics::Refused, scrape, session, session::Origin, shared::Shared,
+};
 
 const WAKE: Token = Token(usize::MAX);
 /// Tokens of waiting connections start here (listeners are below).
@@ -37,15 +39,6 @@ const BACKOFF: Duration = Duration::from_millis(100);
 const ACCEPT_BUDGET: usize = 256;
 /// How long the daemon stays idle before it gives memory back.
 const TRIM_AFTER: Duration = Duration::from_millis(200);
-
-/// Which dialect a listener's connections speak: ours and netperf 2.7's
-/// (told apart by their first bytes) on the control port, iperf3's on its
-/// own (`--iperf3`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Origin {
-    Control,
-    Iperf3,
-}
 
 /// Connections that have sent nothing yet, in arrival order.
 struct WaitingRoom {

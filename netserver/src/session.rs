@@ -30,6 +30,15 @@ use crate::{
     shared::Shared,
 };
 
+/// Which dialect a listener's connections speak: ours and netperf 2.7's
+/// (told apart by their first bytes) on the control port, iperf3's on its
+/// own (`--iperf3`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    Control,
+    Iperf3,
+}
+
 /// Once we decide to close, how long we try to deliver our last message.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// Bytes read from one control connection before the loop turns to others.
@@ -136,7 +145,7 @@ impl Sessions {
         stream: TcpStream,
         peer: SocketAddr,
         token: usize,
-        origin: crate::listener::Origin,
+        origin: Origin,
     ) {
         match Session::new(
             stream,
@@ -430,7 +439,7 @@ impl Session {
         shared: &Arc<Shared>,
         token: usize,
         finished: Arc<Finished>,
-        origin: crate::listener::Origin,
+        origin: Origin,
     ) -> io::Result<Session> {
         let local = stream.local_addr()?;
         let _ = stream.set_nodelay(true);
@@ -469,8 +478,8 @@ impl Session {
             },
         });
         let core = match origin {
-            crate::listener::Origin::Iperf3 => core.speaking(proto::dialect::Dialect::Iperf3),
-            crate::listener::Origin::Control => core,
+            Origin::Iperf3 => core.speaking(proto::dialect::Dialect::Iperf3),
+            Origin::Control => core,
         };
         Ok(Session {
             shared: shared.clone(),

@@ -138,6 +138,8 @@ impl Drop for Prometheus {
 }
 
 #[test]
+// one scenario read top to bottom: a real Prometheus scraping a run
+#[allow(clippy::too_many_lines)]
 fn prometheus_scrapes_counters_that_match_what_netperf_printed() {
     if !tool("prometheus") || !tool("promtool") {
         return;
