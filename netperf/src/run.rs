@@ -290,7 +290,18 @@ fn path_notes(t: &Test, runs: &Runs) -> Vec<String> {
         mapped += side.rx.mapped_bytes;
         received += side.bytes_received;
     }
-    match t.ours.rx {
+    let (sends, copied) = runs.iter().fold((0u64, 0u64), |(a, c), (m, _)| {
+        let tx = m.local.counts.tx;
+        (a + tx.zerocopy_sends, c + tx.copied_sends)
+    });
+    let mut notes = Vec::new();
+    if copied > 0 {
+        notes.push(format!(
+            "--zerocopy: {copied} of the {sends} sends ({:.1}%) were copied, not sent from pinned pages: the kernel charges pinned pages to the locked-memory limit (RLIMIT_MEMLOCK; raise `ulimit -l`, systemd's LimitMEMLOCK=, or the container's); the figure counts every byte sent either way",
+            classic::share(copied, sends)
+        ));
+    }
+    notes.extend(match t.ours.rx {
         proto::RxPath::Discard => vec![format!(
             "--rx-discard: {who}'s kernel dropped the data uncopied (MSG_TRUNC); nothing reached user space: the figure is the stack's ceiling, not a delivery rate"
         )],
@@ -301,7 +312,8 @@ fn path_notes(t: &Test, runs: &Runs) -> Vec<String> {
             engine::sys::page_size() + 12,
         )],
         _ => Vec::new(),
-    }
+    });
+    notes
 }
 
 /// What reached the test's data sockets without being the test's, over

@@ -1602,6 +1602,19 @@ pub struct SideResults {
     /// `paths` capability, never in this message.
     #[serde(skip)]
     pub rx: RxFigures,
+    /// What the send path did beyond copying (`--zerocopy`): our own end's,
+    /// never on the wire.
+    #[serde(skip)]
+    pub tx: TxFigures,
+}
+
+/// A sender's `--zerocopy` sends: how many were made, and of them how many
+/// the kernel could not pin pages for (the locked-memory limit), so were
+/// made with a copy instead. The bytes count either way.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxFigures {
+    pub zerocopy_sends: u64,
+    pub copied_sends: u64,
 }
 
 /// What a receiver's path did beyond copying (`--rx-zerocopy`): of the

@@ -12,7 +12,7 @@
 //! 64 KiB in many containers, for an unprivileged user): past it, a send
 //! fails with ENOBUFS with nothing in flight to wait for. That send is
 //! made with a copy instead, as the kernel's documentation advises, and
-//! counted ([`copied_sends`]): the figure stays the bytes that went, and
+//! counted ([`figures`]): the figure stays the bytes that went, and
 //! netperf says how many sends were copied.
 
 use std::{
@@ -33,16 +33,23 @@ pub struct ZcSender {
 /// Sends of this process that could not pin their pages and were copied.
 static COPIED: AtomicU64 = AtomicU64::new(0);
 
-/// How many `--zerocopy` sends of this process were made with a copy
-/// because the kernel would not pin their pages (the locked-memory limit).
-pub fn copied_sends() -> u64 {
-    COPIED.load(Ordering::Relaxed)
+/// This process's `--zerocopy` sends so far: all of them, and those made
+/// with a copy because the kernel would not pin their pages (the
+/// locked-memory limit). A test reads them before and after its data phase.
+pub fn figures() -> proto::TxFigures {
+    proto::TxFigures {
+        zerocopy_sends: SENDS.load(Ordering::Relaxed),
+        copied_sends: COPIED.load(Ordering::Relaxed),
+    }
 }
 
-/// How many `--zerocopy` sends of this process were made at all (copied
-/// or not), for the share that was copied.
-pub fn all_sends() -> u64 {
-    SENDS.load(Ordering::Relaxed)
+/// What was sent between two readings of [`figures`].
+pub fn since(before: proto::TxFigures) -> proto::TxFigures {
+    let now = figures();
+    proto::TxFigures {
+        zerocopy_sends: now.zerocopy_sends.saturating_sub(before.zerocopy_sends),
+        copied_sends: now.copied_sends.saturating_sub(before.copied_sends),
+    }
 }
 
 static SENDS: AtomicU64 = AtomicU64::new(0);

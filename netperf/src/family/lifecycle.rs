@@ -182,7 +182,11 @@ fn run_test(
     let _timer = fam.timer(plan, &stop)?;
     let _int = interrupt::stop_on_interrupt(&stop);
     let phase = ctx.begin(plan)?;
+    let zc = plan.zerocopy.then(engine::stream::zc::figures);
     let mut local = fam.run(&r, &ours)?;
+    if let Some(before) = zc {
+        local.counts.tx = engine::stream::zc::since(before);
+    }
     let interim;
     (local.counts.cpu, interim) = phase.end();
     ctx.unwatch();

@@ -338,6 +338,12 @@ pub struct Side {
     /// Of the bytes received, those that came as mapped pages
     /// (`--rx-zerocopy`; 0 on every other path).
     pub rx_mapped_bytes: u64,
+    /// `--zerocopy` sends (our end's; 0 on every other path), and of them
+    /// those made with a copy because the kernel would not pin their pages.
+    #[serde(default)]
+    pub zerocopy_sends: u64,
+    #[serde(default)]
+    pub zerocopy_copied_sends: u64,
 }
 
 /// Data connections turned away from a test's data port.
@@ -426,6 +432,8 @@ impl From<&proto::SideResults> for Side {
                 during_measurement: r.foreign_connections.measured,
             },
             rx_mapped_bytes: r.rx.mapped_bytes,
+            zerocopy_sends: r.tx.zerocopy_sends,
+            zerocopy_copied_sends: r.tx.copied_sends,
         }
     }
 }

@@ -189,7 +189,13 @@ pub fn path_lines(t: &Test, m: &Measurement) -> String {
         proto::RxPath::Copy => {}
     }
     if t.ours.zerocopy {
-        let _ = writeln!(s, "Send path: netperf sent with MSG_ZEROCOPY (--zerocopy)");
+        let tx = m.local.counts.tx;
+        let _ = writeln!(
+            s,
+            "Send path: netperf sent with MSG_ZEROCOPY (--zerocopy): {} sends, {:.1}% of them copied (the locked-memory limit)",
+            tx.zerocopy_sends,
+            share(tx.copied_sends, tx.zerocopy_sends)
+        );
     }
     if t.spec.paths.uring {
         let _ = writeln!(
