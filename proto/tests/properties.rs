@@ -179,6 +179,7 @@ fn results() -> impl Strategy<Value = SideResults> {
             totals: Vec::new(),
             foreign_connections: Default::default(),
             rx: Default::default(),
+            tx: Default::default(),
         })
 }
 
