@@ -1098,9 +1098,10 @@ pub struct SocketMemory {
 }
 
 /// How a test's data path runs ([`TestSpec::driver`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Driver {
     /// One flow on the test's own thread, in blocking calls.
+    #[default]
     Blocking,
     /// Every flow on event loops, `threads` of them (a flow a thread for
     /// TCP streams up to [`STREAM_THREADS`]).

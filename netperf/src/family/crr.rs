@@ -4,6 +4,7 @@
 //! each connection's preamble names its flow, so the netserver counts every
 //! flow's transactions.
 
+use engine::drive::Driver;
 use std::{
     net::SocketAddr,
     sync::{Arc, Mutex},
@@ -175,7 +176,7 @@ impl Family for Crr {
                 log.every,
                 &mut keep,
             )?)]
-        } else if n == 1 {
+        } else if r.driver == Driver::Blocking {
             vec![Ok(crr::requester(&flow(0), r.stop, &r.ctx.live)?)]
         } else {
             let plan = evloop::crr::CrrPlan {

@@ -4,6 +4,7 @@
 //! the family's data phase, finish, check both ends agree, and put the
 //! measurement together. A family implements [`Family`] for what differs.
 
+use engine::drive::Driver;
 use std::{
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
     time::Duration,
@@ -62,6 +63,8 @@ pub struct Run<'a> {
     pub to: SocketAddr,
     pub conv: Conventions,
     pub stop: &'a StopFlag,
+    /// The driver our flows run on ([`driver_for`]).
+    pub driver: Driver,
 }
 
 /// What differs between test families; [`run_once`] does the rest.
@@ -171,6 +174,7 @@ fn run_test(
         to,
         conv: p.conventions(d),
         stop: &stop,
+        driver: p.driver,
     };
     fam.connect(&r, p)?;
     if let Some(cpu) = plan.local.cpu_bind {
@@ -388,6 +392,19 @@ pub fn spec_for(plan: &Plan, family: AddrFam) -> Result<TestSpec> {
     Ok(spec)
 }
 
+/// The driver our flows run on: the request's choice, as the netserver
+/// makes it (proto's `TestSpec::driver`: io_uring when asked, event loops
+/// for many flows or a window, one flow's blocking calls otherwise), on
+/// our threads (`--threads`, or our default).
+pub(crate) fn driver_for(plan: &Plan, family: AddrFam) -> Result<Driver> {
+    let threads = u32::try_from(context::threads(plan)).unwrap_or(u32::MAX);
+    Ok(match spec_for(plan, family)?.driver(1) {
+        Driver::Blocking => Driver::Blocking,
+        Driver::Loops { .. } => Driver::Loops { threads },
+        Driver::Uring { .. } => Driver::Uring { threads },
+    })
+}
+
 /// The data path's calls the netserver is told: its receive path where it
 /// receives a TCP stream, io_uring at both ends.
 pub(crate) fn paths_of(plan: &Plan) -> Paths {
@@ -521,6 +538,8 @@ pub(crate) struct Prepared {
     pub udp_port: Option<u16>,
     /// Both ends' data sockets have this one port on this host.
     pub shared_port: Option<u16>,
+    /// The driver our flows run on ([`driver_for`]).
+    pub driver: Driver,
 }
 
 impl Prepared {
@@ -659,6 +678,7 @@ fn prepare(plan: &Plan, d: &Control, protocol: Protocol) -> Result<Prepared> {
         tos,
         udp_port: None,
         shared_port: shared_port(plan, data_ip),
+        driver: driver_for(plan, family)?,
     };
     if protocol == Protocol::Udp {
         // bound before the test is asked for, as netperf 2.7 does: as `-- -L`

@@ -2,6 +2,7 @@
 //! transactions on this thread, one send and one receive each; many flows
 //! (or a window) on event loops.
 
+use engine::drive::Driver;
 use std::net::TcpStream;
 
 use anyhow::{Result, bail};
@@ -20,6 +21,8 @@ use crate::cli::{Length, Plan};
 #[derive(Default)]
 pub(crate) struct TcpRr {
     conns: Vec<TcpStream>,
+    /// The driver the flows ran on.
+    driver: Driver,
 }
 
 /// A request/response test's sizes: requests out, responses in, a buffer
@@ -58,6 +61,7 @@ impl Family for TcpRr {
     }
 
     fn connect(&mut self, r: &Run<'_>, p: Prepared) -> Result<()> {
+        self.driver = r.driver;
         self.conns = connect_flows(r, p)?.0;
         Ok(())
     }
@@ -72,7 +76,7 @@ impl Family for TcpRr {
 
     fn run(&mut self, r: &Run<'_>, _ours: &Ours) -> Result<Local> {
         let plan = r.plan;
-        if plan.flows > 1 || plan.window.is_some() {
+        if r.driver != Driver::Blocking {
             return self.run_loops(r);
         }
         let conn = self
@@ -109,7 +113,7 @@ impl Family for TcpRr {
         remote: &SideResults,
         _caps: &Capabilities,
     ) -> Result<()> {
-        if plan.flows > 1 || plan.window.is_some() {
+        if self.driver != Driver::Blocking {
             return super::stream::check_flows(plan.test, &local.counts, remote);
         }
         // both ends count the same transactions over TCP

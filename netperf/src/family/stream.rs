@@ -4,6 +4,7 @@
 //! placement and its system calls; many flows (or a window) on event loops
 //! ([`engine::evloop`]), counted flow by flow.
 
+use engine::drive::Driver;
 use std::{fs::File, io::Write as _, net::TcpStream, time::Duration};
 
 use anyhow::{Context as _, Result, bail};
@@ -36,6 +37,8 @@ pub(crate) struct Streams {
     mss_at_connect: Option<u32>,
     /// The netserver's send size, as granted.
     their_send_size: u64,
+    /// The driver the flows ran on.
+    driver: Driver,
 }
 
 /// The measured interval inside the traffic, with a window: its bounds
@@ -62,12 +65,6 @@ pub(crate) fn window_timer(plan: &Plan, stop: &StopFlag) -> Result<Option<Timer>
     })
 }
 
-/// Whether the flows run on a driver of many flows: event loops (many,
-/// or a window) or io_uring (one flow too).
-fn on_loops(plan: &Plan) -> bool {
-    plan.flows > 1 || plan.window.is_some() || plan.uring
-}
-
 impl Family for Streams {
     fn resolve(&self, plan: &Plan, p: &Prepared) -> Result<Ours> {
         let mut sizes = plan
@@ -75,7 +72,7 @@ impl Family for Streams {
             .resolve(plan.test, p.family, (p.lss, p.lsr), u32::MAX);
         // the direction we do not use says 0, as netperf 2.7's; flows on
         // event loops have one buffer each way
-        match (plan.test, on_loops(plan)) {
+        match (plan.test, p.driver != Driver::Blocking) {
             (TestKind::TcpStream, false) => (sizes.recv_size, sizes.recv_width) = (0, 0),
             (_, false) => (sizes.send_size, sizes.send_width) = (0, 0),
             (_, true) => (sizes.send_width, sizes.recv_width) = (1, 1),
@@ -87,6 +84,7 @@ impl Family for Streams {
     }
 
     fn connect(&mut self, r: &Run<'_>, p: Prepared) -> Result<()> {
+        self.driver = r.driver;
         (self.conns, self.mss_at_connect) = connect_flows(r, p)?;
         self.their_send_size = u64::from(r.grant.send_size);
         Ok(())
@@ -101,7 +99,7 @@ impl Family for Streams {
     }
 
     fn run(&mut self, r: &Run<'_>, ours: &Ours) -> Result<Local> {
-        if on_loops(r.plan) {
+        if r.driver != Driver::Blocking {
             return self.run_loops(r, ours);
         }
         let plan = r.plan;
@@ -199,7 +197,7 @@ impl Family for Streams {
         remote: &SideResults,
         caps: &Capabilities,
     ) -> Result<()> {
-        if on_loops(plan) {
+        if self.driver != Driver::Blocking {
             return check_flows(plan.test, &local.counts, remote);
         }
         check_bytes(
@@ -291,12 +289,9 @@ pub(crate) fn run_on_loops(
         wait_eof: true,
     };
     let live = &r.ctx.live;
-    // the driver: io_uring where asked (TCP streams), else event loops
-    let drive = if plan.uring {
-        engine::uring::run
-    } else {
-        evloop::run
-    };
+    // the driver chosen for the test: io_uring where asked, else event loops
+    let drive =
+        |conns, p: &evloop::Plan, stop, live| engine::drive::flows(r.driver, conns, p, stop, live);
     if count.is_none_or(|c| c % u64::from(n) == 0) {
         return Ok(drive(conns, &evplan(role(0)), r.stop, live)?);
     }
