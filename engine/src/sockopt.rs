@@ -116,6 +116,16 @@ pub struct LocalOpts {
     pub fastopen: bool,
 }
 
+/// Pace a TCP sender at `bits_per_second` (SO_MAX_PACING_RATE: the
+/// kernel's pacing, fq's or TCP's own), as much as the option holds.
+pub fn pace(sock: &impl sys::Sock, bits_per_second: u64) -> Result<(), EngineError> {
+    let bytes = u32::try_from(bits_per_second / 8)
+        .unwrap_or(u32::MAX)
+        .max(1);
+    sys::opt::max_pacing_rate(sock, bytes)
+        .context(|| format!("setting SO_MAX_PACING_RATE to {bytes} bytes/s"))
+}
+
 /// Apply [`LocalOpts`] to a data socket before it connects.
 pub fn apply_local(
     sock: &Socket,

@@ -220,11 +220,19 @@ impl Params {
             .map(|t| t as u8)
             .filter(|t| *t > 0);
         spec.server.cong_control = self.congestion.clone().filter(|c| !c.is_empty());
-        // what the server sends is paced as the client asked (UDP's
-        // default 1 Mbit/s comes in the parameters)
-        let rate = whole(self.bandwidth, "-b", 1e15)?.filter(|b| *b > 0);
+        // what the server sends is paced as the client asked, each stream
+        // at -b (UDP's default 1 Mbit/s comes in the parameters) or at
+        // --fq-rate, the lower
+        let rate = [
+            whole(self.bandwidth, "-b", 1e15)?,
+            whole(self.fqrate, "--fq-rate", 1e15)?,
+        ]
+        .into_iter()
+        .flatten()
+        .filter(|b| *b > 0)
+        .min();
         if reverse || bidir {
-            spec.rate_bps = rate;
+            spec.rate_bps = rate.map(|r| r.saturating_mul(u64::from(parallel)));
             // a sending server stops at the client's count (`-n`, `-k`)
             let num = whole(self.num, "-n", 1e18)?.filter(|n| *n > 0);
             let blocks = whole(self.blockcount, "-k", 1e18)?.filter(|n| *n > 0);

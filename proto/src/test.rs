@@ -209,7 +209,10 @@ pub struct TestSpec {
     pub recv_timeout_ms: Option<u32>,
     /// Busy-poll non-blocking sockets instead of sleeping (`--spin`).
     pub spin: bool,
-    /// Pace the sender at this many bits per second (`--rate`).
+    /// Pace the sender at this many bits per second in all (`--rate`; an
+    /// iperf3 client's `-b` times its streams), shared by its flows
+    /// ([`TestSpec::flow_rate_bps`]): a UDP sender's own pacing, a TCP
+    /// sender's SO_MAX_PACING_RATE.
     pub rate_bps: Option<u64>,
     /// Measure CPU utilisation on the server (`-C`).
     pub measure_cpu: bool,
@@ -910,6 +913,12 @@ impl TestSpec {
         } else {
             Driver::Blocking
         }
+    }
+
+    /// Each flow's share of [`TestSpec::rate_bps`], bits per second.
+    pub fn flow_rate_bps(&self) -> Option<u64> {
+        self.rate_bps
+            .map(|r| (r / u64::from(self.flows.max(1))).max(1))
     }
 
     /// The threads the server's data path runs this test on: a flow a

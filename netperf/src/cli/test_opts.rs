@@ -229,7 +229,7 @@ pub const OPTIONS: &[OptDef] = &[
         "rate",
         Arity::Required,
         "RATE",
-        "Pace UDP_STREAM sends at RATE bits/s (k, m, g suffixes)",
+        "Pace the sender at RATE bits/s in all, shared by the flows (k, m, g suffixes): UDP by our own pacing, TCP by the kernel's (SO_MAX_PACING_RATE), the netserver's end when it sends",
     ),
     OptDef::long_only(
         "flows",

@@ -200,7 +200,14 @@ pub(crate) fn local_opts(plan: &Plan) -> sockopt::LocalOpts {
         cork: l.cork,
         mss: l.mss,
         so_debug: l.so_debug,
-        pacing: l.pacing,
+        // `--rate` on a TCP stream we send: each flow its share, paced by
+        // the kernel (a UDP sender paces itself); `-- -q` says it directly
+        pacing: l.pacing.or_else(|| {
+            let flows = u64::from(plan.flows.max(1));
+            plan.rate_bps
+                .filter(|_| plan.test == proto::TestKind::TcpStream)
+                .map(|r| (r / flows / 8).max(1))
+        }),
         mtu_discover: l.mtu_discover,
         fastopen: l.fastopen,
     }

@@ -105,6 +105,9 @@ pub(crate) fn prepare(
             (None, Some(h)) => h.take(&spec, flows, deadline, ctl)?,
             (None, None) => return Err(failed("netserver", "a test with no data connections")),
         };
+        if spec.kind == TestKind::TcpMaerts || spec.bidir {
+            pace(&spec, &conns, &log);
+        }
         run(&spec, conns, &rings, &conv, max_ms, ctl)
     });
     Ok(Prepared { grant, job, memory })
@@ -196,6 +199,28 @@ struct End {
     bufs: (u32, u32),
     /// Bytes its receive path took as mapped pages.
     mapped: u64,
+}
+
+/// A sending test asked for a rate (`--rate`, an iperf3 client's `-b` or
+/// `--fq-rate`): each flow paced by the kernel at its share
+/// (SO_MAX_PACING_RATE); where the kernel refuses, said in the log and the
+/// test goes on unpaced.
+fn pace(spec: &TestSpec, conns: &[TcpStream], log: &crate::log::Logger) {
+    let Some(bps) = spec.flow_rate_bps() else {
+        return;
+    };
+    for c in conns {
+        if let Err(e) = sockopt::pace(c, bps) {
+            log.warn_limited(
+                "sockopt",
+                &format!(
+                    "{}: the rate asked ({bps} bits/s a flow) is not applied: {e}",
+                    spec.kind
+                ),
+            );
+            return;
+        }
+    }
 }
 
 fn run(

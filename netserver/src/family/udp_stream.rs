@@ -251,7 +251,7 @@ fn prepare_sender(
             udp::test_id(&token),
             &conv,
             until,
-            spec.rate_bps,
+            spec.flow_rate_bps(),
             &ctl.stop,
             &ctl.live,
             None,
@@ -318,7 +318,7 @@ pub(crate) fn prepare_handed(
         };
         let send_role = engine::evloop::udp::UdpRole::Send {
             size: size as usize,
-            rate_bps: spec.rate_bps,
+            rate_bps: spec.flow_rate_bps(),
             id: udp::test_id(&token),
         };
         let recv_role = engine::evloop::udp::UdpRole::Recv;

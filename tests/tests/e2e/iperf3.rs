@@ -156,6 +156,29 @@ fn reverse_bidir_and_parallel_carry_the_servers_figures() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `-b` and `--fq-rate` on a test the netserver sends (`-R`): each stream
+/// paced at the rate asked, by the kernel (SO_MAX_PACING_RATE on the
+/// netserver's sockets), as `iperf3 -s` paces its own. An upper bound only:
+/// a paced sender cannot go faster, a busy host may make it slower.
+#[test]
+fn a_sending_netserver_keeps_to_the_rate_asked() {
+    if !have_iperf3() {
+        return;
+    }
+    let (_ns, port) = netserver(&[]);
+    for (args, asked) in [
+        (&["-t", "2", "-R", "-b", "100M", "-P", "2"][..], 200e6),
+        (&["-t", "2", "-R", "--fq-rate", "50M"][..], 50e6),
+    ] {
+        let v = client(port, args).unwrap();
+        let bps = v["end"]["sum_received"]["bits_per_second"]
+            .as_f64()
+            .unwrap_or(f64::NAN);
+        eprintln!("iperf3 {args:?}: {:.1} Mbit/s", bps / 1e6);
+        assert!(bps > 0.0 && bps < asked * 1.1, "{args:?}: {bps} bits/s");
+    }
+}
+
 /// UDP at a set rate between two namespaces, 1% of the datagrams dropped
 /// at the netserver's input: the loss iperf3 prints (the netserver's
 /// count, against what the client said it sent) equals what the kernel

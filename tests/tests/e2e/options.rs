@@ -944,3 +944,48 @@ fn zerocopy_sends_and_counts_every_byte() {
         assert!(out.stderr.contains(named), "{bad:?}: {out}");
     }
 }
+
+/// `--rate` on a TCP stream: the sending end's sockets paced by the kernel
+/// at each flow's share (SO_MAX_PACING_RATE, in bytes a second: 100 Mbit/s
+/// over two flows is 6,250,000 each), ours for TCP_STREAM and the
+/// netserver's for TCP_MAERTS; the figure stays under the rate asked.
+#[test]
+fn rate_paces_a_tcp_sender_at_either_end() {
+    if !have_strace() {
+        return;
+    }
+    let srv = traced_server("setsockopt", "", "tcp-rate");
+    let port = srv.port();
+    for test in ["TCP_STREAM", "TCP_MAERTS"] {
+        let args = [
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-t",
+            test,
+            "-l",
+            "2",
+            "-P",
+            "0",
+            "-v",
+            "0",
+            "--",
+            "--rate",
+            "100m",
+            "--flows",
+            "2",
+        ];
+        let (out, t) = traced_netperf(&args, "setsockopt", "");
+        let out = out.ok();
+        let mbps = num(out.stdout.trim());
+        eprintln!("{test} --rate 100m --flows 2: {mbps} 10^6 bits/s");
+        assert!(mbps > 0.0 && mbps < 110.0, "{test}: {out}");
+        let ours = calls(&t, "SO_MAX_PACING_RATE, [6250000]").len();
+        let theirs = calls(&srv.trace(), "SO_MAX_PACING_RATE, [6250000]").len();
+        match test {
+            "TCP_STREAM" => assert_eq!(ours, 2, "{t}"),
+            _ => assert!(theirs >= 2, "{}", srv.trace()),
+        }
+    }
+}
