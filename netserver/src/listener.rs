@@ -474,17 +474,24 @@ impl UdpStreams {
         };
         let mut buf = [0u8; 64];
         for _ in 0..256 {
-            let from = match sock.recv_from(&mut buf) {
-                Ok((_, from)) => from,
+            let (reply, from) = match sock.recv_from(&mut buf) {
+                Ok((n, from)) => (
+                    proto::iperf3::udp_connect_reply(buf.get(..n).unwrap_or_default()),
+                    from,
+                ),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(_) => continue,
+            };
+            // (a datagram that is no stream's connect message is not one)
+            let Some(reply) = reply else {
+                continue;
             };
             let Some(tx) = shared.handoff.udp_stream(from) else {
                 continue;
             };
             match sock
                 .local_addr()
-                .and_then(|local| stream_socket(local, from))
+                .and_then(|local| stream_socket(local, from, reply))
             {
                 Ok(s) => {
                     let _ = tx.try_send(s);
@@ -499,9 +506,12 @@ impl UdpStreams {
 }
 
 /// A UDP stream's own socket: on iperf3's port, connected to `from`,
-/// having answered its first datagram (iperf3's reply, in the byte order
-/// its clients on every common host write it: little-endian).
-fn stream_socket(local: SocketAddr, from: SocketAddr) -> io::Result<std::net::UdpSocket> {
+/// having answered its first datagram with `reply`.
+fn stream_socket(
+    local: SocketAddr,
+    from: SocketAddr,
+    reply: [u8; 4],
+) -> io::Result<std::net::UdpSocket> {
     let s = socket2::Socket::new(
         socket2::Domain::for_address(local),
         socket2::Type::DGRAM,
@@ -521,7 +531,7 @@ fn stream_socket(local: SocketAddr, from: SocketAddr) -> io::Result<std::net::Ud
     };
     s.connect(&to.into())?;
     let s: std::net::UdpSocket = s.into();
-    s.send(&proto::iperf3::UDP_CONNECT_REPLY.to_le_bytes())?;
+    s.send(&reply)?;
     Ok(s)
 }
 

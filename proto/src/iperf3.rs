@@ -64,6 +64,31 @@ pub mod errno {
 /// answer (iperf3's UDP_CONNECT_MSG and UDP_CONNECT_REPLY).
 pub const UDP_CONNECT_MSG: u32 = 0x3637_3839;
 pub const UDP_CONNECT_REPLY: u32 = 0x3938_3736;
+/// The same before iperf3 3.1.4 (and what later clients still accept).
+pub const LEGACY_UDP_CONNECT_MSG: u32 = 123_456_789;
+pub const LEGACY_UDP_CONNECT_REPLY: u32 = 987_654_321;
+
+/// The answer to a UDP stream's first datagram: iperf3's reply in the
+/// byte order the client wrote its message in (each client writes its
+/// host's), the legacy pair for a legacy message; `None` when the
+/// datagram is not a UDP stream's connect message.
+pub fn udp_connect_reply(hello: &[u8]) -> Option<[u8; 4]> {
+    let first: [u8; 4] = hello.get(..4)?.try_into().ok()?;
+    [
+        (UDP_CONNECT_MSG, UDP_CONNECT_REPLY),
+        (LEGACY_UDP_CONNECT_MSG, LEGACY_UDP_CONNECT_REPLY),
+    ]
+    .into_iter()
+    .find_map(|(msg, reply)| {
+        if first == msg.to_le_bytes() {
+            Some(reply.to_le_bytes())
+        } else if first == msg.to_be_bytes() {
+            Some(reply.to_be_bytes())
+        } else {
+            None
+        }
+    })
+}
 
 /// The most JSON a parameters or results message may hold (iperf3's own
 /// MAX_PARAMS_JSON_STRING, and its results' bound).
@@ -373,6 +398,21 @@ pub fn take_json(buf: &[u8], max: usize) -> Result<Option<(&[u8], usize)>, SpecE
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_udp_connect_is_answered_in_its_own_byte_order() {
+        // a little-endian client writes "9876", a big-endian one "6789"
+        assert_eq!(udp_connect_reply(b"9876"), Some(*b"6789"));
+        assert_eq!(udp_connect_reply(b"6789"), Some(*b"9876"));
+        assert_eq!(
+            udp_connect_reply(&LEGACY_UDP_CONNECT_MSG.to_le_bytes()),
+            Some(LEGACY_UDP_CONNECT_REPLY.to_le_bytes())
+        );
+        assert_eq!(udp_connect_reply(b"987"), None);
+        assert_eq!(udp_connect_reply(b"abcd"), None);
+        // a datagram of the test's (iperf3's header, a sequence number) is not one
+        assert_eq!(udp_connect_reply(&[0, 0, 0, 1, 0, 0, 0, 0]), None);
+    }
     use super::*;
 
     #[test]
