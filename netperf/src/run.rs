@@ -175,6 +175,9 @@ pub fn drive(plan: &Plan, source: &mut dyn Source, fill: Vec<u8>, out: &Out) -> 
     for l in path_notes(&t, &runs) {
         eprintln!("netperf: {l}");
     }
+    for l in refused_options(&t, &runs) {
+        eprintln!("netperf: warning: {l}");
+    }
     Ok(if affected {
         Outcome::ForeignTraffic
     } else {
@@ -314,6 +317,35 @@ fn path_notes(t: &Test, runs: &Runs) -> Vec<String> {
         _ => Vec::new(),
     });
     notes
+}
+
+/// Congestion controls asked for (`-K local,remote`) that an end's kernel
+/// did not run: what each end's socket held, read back (its TCP_INFO's
+/// algorithm), against what was asked; a line each, naming the end.
+fn refused_options(t: &Test, runs: &Runs) -> Vec<String> {
+    let Some((m, _)) = runs.last() else {
+        return Vec::new();
+    };
+    let ends = [
+        ("-K ", "our", &t.local.cong_control, &m.local.counts),
+        (
+            "-K ,",
+            "the netserver's",
+            &t.spec.server.cong_control,
+            &m.remote.counts,
+        ),
+    ];
+    ends.into_iter()
+        .filter_map(|(option, whose, asked, counts)| {
+            let asked = asked.as_ref()?;
+            let held = &counts.tcp.as_ref()?.cong_control;
+            (!held.is_empty() && held != asked).then(|| {
+                format!(
+                    "{option}{asked}: {whose} kernel refused it and ran {held} (the figures are {held}'s): an unprivileged process may only choose from net.ipv4.tcp_allowed_congestion_control, and the algorithm's module must be loaded"
+                )
+            })
+        })
+        .collect()
 }
 
 /// What reached the test's data sockets without being the test's, over

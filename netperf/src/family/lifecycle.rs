@@ -578,8 +578,21 @@ fn new_data_socket(plan: &Plan, family: AddrFam, protocol: Protocol) -> Result<S
     let sock = sockopt::new_socket(family, protocol)?;
     sockopt::apply_side(&sock, &plan.local, family, protocol, plan.keepalive)
         .context("local data socket")?;
-    sockopt::apply_local(&sock, &context::local_opts(plan), family, protocol)
-        .context("local data socket")?;
+    let local = context::local_opts(plan);
+    sockopt::apply_local(&sock, &local, family, protocol).context("local data socket")?;
+    // what our kernel did not take of what was asked, said once a run
+    // (the socket's own values are what the output reports)
+    static SAID: std::sync::Once = std::sync::Once::new();
+    let mut refused = sockopt::not_applied(&sock, &plan.local, Some(&local));
+    // (a congestion control refused is said after the test, both ends')
+    refused.retain(|w| !w.starts_with("-K"));
+    if !refused.is_empty() {
+        SAID.call_once(|| {
+            for w in refused {
+                eprintln!("netperf: warning: {w}");
+            }
+        });
+    }
     Ok(sock)
 }
 

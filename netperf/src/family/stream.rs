@@ -77,6 +77,20 @@ impl Family for Streams {
             (_, false) => (sizes.send_size, sizes.send_width) = (0, 0),
             (_, true) => (sizes.send_width, sizes.recv_width) = (1, 1),
         }
+        // io_uring: a ring as each of our threads will have it, set up
+        // now, so that what the kernel does not allow this process (the
+        // locked-memory limit, kernel.io_uring_disabled) refuses the test
+        // before it is asked for
+        if let Driver::Uring { threads } = p.driver {
+            let sending = plan.test == TestKind::TcpStream;
+            let size = if sending {
+                sizes.send_size
+            } else {
+                sizes.recv_size
+            };
+            let per_thread = plan.flows.max(1).div_ceil(threads.max(1)) as usize;
+            engine::uring::probe(per_thread, sending, size as usize)?;
+        }
         Ok(Ours {
             sizes,
             ..Ours::default()

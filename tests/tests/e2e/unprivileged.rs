@@ -86,17 +86,31 @@ fn zerocopy_under_a_small_locked_memory_limit_gives_the_right_figure() {
     });
 }
 
-/// Restores a sysctl's value when dropped.
+/// Restores a sysctl's value when dropped. Tests that set the same one
+/// (each in its own process under nextest) take turns on a lock file, so
+/// that one's restore never undoes another's setting while it runs, nor
+/// leaves the host changed.
 struct Sysctl {
     path: &'static str,
     was: String,
+    _turn: nix::fcntl::Flock<std::fs::File>,
 }
 
 impl Sysctl {
     fn set(path: &'static str, value: &str) -> Option<Sysctl> {
+        let lock = std::env::temp_dir().join(format!(
+            "rsnetperf-sysctl-{}.lock",
+            path.rsplit('/').next().unwrap_or("x")
+        ));
+        let file = std::fs::File::create(lock).ok()?;
+        let turn = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).ok()?;
         let was = std::fs::read_to_string(path).ok()?;
         std::fs::write(path, value).ok()?;
-        Some(Sysctl { path, was })
+        Some(Sysctl {
+            path,
+            was,
+            _turn: turn,
+        })
     }
 }
 
@@ -155,4 +169,105 @@ fn a_privileged_port_names_what_it_needs() {
     let out = run_with_deadline(cmd, Duration::from_secs(10));
     assert!(!out.success(), "{out}");
     assert!(out.stderr.contains("CAP_NET_BIND_SERVICE"), "{out}");
+}
+
+/// Our own end under kernel.io_uring_disabled (a normal user's): refused
+/// before the test is asked for, in one line naming the setting, with no
+/// test started at the netserver.
+#[test]
+fn io_uring_our_end_may_not_use_is_refused_before_the_test() {
+    let ns = Netserver::start(&[]);
+    let Some(_sysctl) = Sysctl::set("/proc/sys/kernel/io_uring_disabled", "1") else {
+        harness::skip_unless_required("kernel.io_uring_disabled cannot be set here");
+        return;
+    };
+    let t0 = Instant::now();
+    let Some(out) = netperf_as_nobody(
+        ns.port(),
+        &["-t", "TCP_STREAM", "-l", "3", "--", "--io-uring"],
+    ) else {
+        return;
+    };
+    assert!(!out.success(), "{out}");
+    assert!(
+        out.stderr.contains("--io-uring: setting up a ring")
+            && out.stderr.contains("io_uring_disabled"),
+        "{out}"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    assert!(
+        !ns.log().contains("TCP_STREAM"),
+        "no test started: {}",
+        ns.log()
+    );
+}
+
+/// What a normal user's kernel does not take of what was asked is said,
+/// never silently reported as if it had been: a congestion control
+/// outside net.ipv4.tcp_allowed_congestion_control at both ends (read
+/// back from each socket), SO_DEBUG without CAP_NET_ADMIN, a socket
+/// buffer above net.core.wmem_max.
+#[test]
+fn what_a_normal_users_kernel_refuses_is_said() {
+    let Some(mut cmd) = as_nobody(bin("netserver")) else {
+        return;
+    };
+    cmd.args(["-D", "-p", "0", "-L", "127.0.0.1"]);
+    let ns = Netserver::spawn(cmd);
+    let read = |f: &str| std::fs::read_to_string(f).unwrap_or_default();
+    let allowed = read("/proc/sys/net/ipv4/tcp_allowed_congestion_control");
+    let refused = read("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .split_whitespace()
+        .find(|a| !allowed.split_whitespace().any(|b| b == *a))
+        .map(str::to_string);
+    let wmem_max: u64 = read("/proc/sys/net/core/wmem_max")
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    let big = (wmem_max * 4).max(1 << 20).to_string();
+    let mut args = vec![
+        "-t",
+        "TCP_STREAM",
+        "-l",
+        "1",
+        "-P",
+        "0",
+        "--",
+        "-g",
+        "-s",
+        &big,
+    ];
+    let k = refused.as_ref().map(|a| format!("{a},{a}"));
+    if let Some(k) = &k {
+        args.extend(["-K", k]);
+    } else {
+        eprintln!("!!! every congestion control available is allowed here: -K not tried");
+    }
+    let out = netperf_as_nobody(ns.port(), &args).expect("as nobody").ok();
+    assert!(num(fields(&out.stdout)[4]) > 0.0, "{out}");
+    assert!(out.stderr.contains("-g: SO_DEBUG is not set"), "{out}");
+    assert!(
+        out.stderr.contains(&format!("SO_SNDBUF: {big} asked")),
+        "{out}"
+    );
+    if let Some(a) = &refused {
+        assert!(
+            out.stderr
+                .contains(&format!("-K {a}: our kernel refused it")),
+            "{out}"
+        );
+        assert!(
+            out.stderr
+                .contains(&format!("-K ,{a}: the netserver's kernel refused it")),
+            "{out}"
+        );
+        assert!(
+            ns.wait_for_log(
+                &format!("-K {a}: the kernel refused it"),
+                Duration::from_secs(2)
+            ),
+            "{}",
+            ns.log()
+        );
+    }
 }
