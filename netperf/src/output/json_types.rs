@@ -466,7 +466,10 @@ mod tests {
         assert_eq!(ours["udp"]["jitter_ns"], 9);
         assert_eq!(ours["rx_mapped_bytes"], 0);
         let keys: Vec<&String> = ours.as_object().unwrap().keys().collect();
-        assert_eq!(keys.len(), 17, "{keys:?}");
+        // 17 fields, and the two zerocopy counts doc/json.md added.
+        assert_eq!(ours["zerocopy_sends"], 0);
+        assert_eq!(ours["zerocopy_copied_sends"], 0);
+        assert_eq!(keys.len(), 19, "{keys:?}");
         let o = serde_json::to_value(SideOptions::from(&proto::SideSpec::default())).unwrap();
         assert_eq!(o.as_object().unwrap().len(), 16);
     }
