@@ -27,6 +27,7 @@ complete -c netperf -s w -d 'Interval between bursts (needs netperf\'s --enable-
 complete -c netperf -s y -d 'SO_PRIORITY of the data sockets' -r
 complete -c netperf -s Y -d 'IP TOS (DSCP<<2) of the data sockets, in hex or decimal' -r
 complete -c netperf -s Z -d 'Prove to netserver that we know this passphrase (never sent)' -r
+complete -c netperf -l token -d 'Run with a token `netserver token` printed (proved, never sent; netperf 2.7 takes it as -Z)' -r
 complete -c netperf -l plot -d 'Draw the run into an SVG file: throughput over time, iterations, latency percentiles' -r
 complete -c netperf -l dialect -d 'Control protocol: this suite\'s, netperf 2.7\'s (for its netserver), or found out (default)' -r
 complete -c netperf -l key-file -d 'Authenticate to netserver with the key in this file' -r

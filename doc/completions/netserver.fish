@@ -19,6 +19,7 @@ complete -c netserver -l log-file -d 'Append log lines to this file (default: st
 complete -c netserver -l max-file-size -d 'Most bytes --log-file and --record each hold; further lines are dropped and counted until SIGHUP opens a new file (default 1G)' -r
 complete -c netserver -l log-format -d 'Log lines as text (default) or as one JSON object each' -r
 complete -c netserver -l record -d 'Append a JSON line to this file after each completed test, with both ends\' figures' -r
+complete -c netserver -l policy -d 'Budgets per client address, per prefix and for the daemon, and what one test may ask (TOML; read again on SIGHUP; see doc/service.md)' -r
 complete -c netserver -l iperf3 -d 'Also serve iperf3 3.x clients on this port (iperf3\'s own is 5201), many at once; with no address, on -L\'s address or every address' -r
 complete -c netserver -l metrics -d 'Serve OpenMetrics text at http://addr:port/metrics (off by default; unauthenticated)' -r
 complete -c netserver -l handshake-timeout -d 'Hello and authentication must be done within this (default 10; first bytes within half of it)' -r

@@ -63,6 +63,33 @@ impl Key {
         Ok(Key(key))
     }
 
+    /// The whole token for the public part `payload`: it and its
+    /// signature under this key ([`crate::token`]).
+    pub fn sign_token(&self, payload: &str) -> String {
+        let mut m = self.mac();
+        m.update(b"rsnetperf token\0");
+        m.update(payload.as_bytes());
+        let sig: [u8; 32] = m.finalize().into_bytes().into();
+        format!(
+            "{payload}_{}",
+            crate::token::hex(sig.get(..16).unwrap_or_default())
+        )
+    }
+
+    /// What `token` allows, if this key signed it (compared in constant
+    /// time); its expiry, prefix and count are the caller's to enforce.
+    pub fn verify_token(&self, token: &str) -> Option<crate::token::Token> {
+        let (payload, _) = crate::token::split(token)?;
+        let t = crate::token::Token::parse(payload).ok()?;
+        let right = self.sign_token(payload);
+        proto::session::constant_time_eq(right.as_bytes(), token.as_bytes()).then_some(t)
+    }
+
+    /// The key a token's holder proves it with: the whole token.
+    pub fn from_token(token: &str) -> Key {
+        Key(token.as_bytes().to_vec())
+    }
+
     fn mac(&self) -> HmacSha256 {
         // HMAC takes keys of any length; this cannot fail.
         <HmacSha256 as Mac>::new_from_slice(&self.0).unwrap_or_else(|_| unreachable!())
@@ -133,6 +160,17 @@ impl Authenticator for Key {
         client_nonce: &[u8; 32],
     ) -> Box<dyn proto::session::Sealer> {
         Box::new(self.channel(role, server_nonce, client_nonce))
+    }
+
+    /// A token this key signed is its holder's key: the whole token, which
+    /// the server makes again from the part the client names.
+    fn for_token(&self, payload: &str) -> Option<Box<dyn Authenticator>> {
+        crate::token::Token::parse(payload).ok()?;
+        Some(Box::new(Key::from_token(&self.sign_token(payload))))
+    }
+
+    fn signed_token(&self, token: &str) -> Option<String> {
+        self.verify_token(token).map(|t| t.payload())
     }
 }
 

@@ -64,6 +64,7 @@ pub mod sockopt;
 pub mod stream;
 pub mod sys;
 pub mod timer;
+pub mod token;
 pub mod uring;
 
 pub use error::EngineError;

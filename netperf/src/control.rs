@@ -97,7 +97,15 @@ enum Hello {
 impl Control {
     /// Say hello over a connected control stream, in our protocol (or
     /// netperf 2.7's, when the netserver answers in it and `speak` lets us).
-    fn hello(stream: TcpStream, key: Option<&Key>, optional: bool, speak: Speak) -> Result<Hello> {
+    ///
+    /// `token`: the public part of the token `key` is (`--token`, or `-Z`
+    /// given one), named in the hello.
+    fn hello(
+        stream: TcpStream,
+        (key, token): (Option<&Key>, Option<&str>),
+        optional: bool,
+        speak: Speak,
+    ) -> Result<Hello> {
         let peer = stream.peer_addr()?;
         let mut nonce = [0u8; 32];
         getrandom::fill(&mut nonce).map_err(|e| anyhow!("no secure random numbers: {e}"))?;
@@ -105,6 +113,9 @@ impl Control {
         let mut session = ClientSession::new(auth, nonce);
         if optional {
             session = session.auth_optional();
+        }
+        if let Some(t) = token {
+            session = session.with_token(t);
         }
         let core = ClientConn::new(session, &software(), Instant::now(), HELLO_TIMEOUT, speak)
             .map_err(|e| describe(e.into(), peer, false))?;
@@ -203,9 +214,15 @@ impl Control {
             .core()
             .setup(spec.clone(), Instant::now(), SETUP_TIMEOUT)
             .map_err(|e| self.describe(e.into()))?;
-        match self.ctl.next_event().map_err(|e| self.describe(e))? {
-            ClientEvent::Granted(g) => Ok(g),
-            other => bail!("unexpected {other:?} in answer to a test request"),
+        loop {
+            match self.ctl.next_event().map_err(|e| self.describe(e))? {
+                ClientEvent::Granted(g) => return Ok(g),
+                ClientEvent::Queued { ahead, limit_secs } => eprintln!(
+                    "netperf: the netserver runs one test at a time (--schedule exclusive): {ahead} {} ahead of this one; waiting at most {limit_secs} s for its turn",
+                    if ahead == 1 { "test" } else { "tests" }
+                ),
+                other => bail!("unexpected {other:?} in answer to a test request"),
+            }
         }
     }
 
@@ -332,8 +349,13 @@ pub fn connect(plan: &Plan) -> Result<Connection> {
                 embedded.addr()
             )
         })?;
-        let control = match Control::hello(stream, key.as_ref(), optional_auth(plan), Speak::Ours)?
-        {
+        // (the embedded netserver's key is ours, the token itself)
+        let control = match Control::hello(
+            stream,
+            (key.as_ref(), None),
+            optional_auth(plan),
+            Speak::Ours,
+        )? {
             Hello::Up(c) => *c,
             Hello::Closed => {
                 bail!("the embedded netserver closed the control connection at our hello")
@@ -435,7 +457,8 @@ fn open(stream: TcpStream, addr: SocketAddr, plan: &Plan, key: Option<&Key>) -> 
         connect_one(addr, plan).with_context(|| format!("cannot connect to netserver at {addr}"))
     };
     loop {
-        match Control::hello(stream, key, optional_auth(plan), speak) {
+        let token = passphrase.and_then(engine::token::split).map(|(p, _)| p);
+        match Control::hello(stream, (key, token), optional_auth(plan), speak) {
             Ok(Hello::Up(c)) => return Ok(*c),
             Ok(Hello::Closed) => {
                 // netserver 2.7 started with -Z closes without a word on

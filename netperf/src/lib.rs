@@ -37,6 +37,7 @@ pub mod events;
 pub mod family;
 pub mod interim;
 pub mod interrupt;
+pub mod limits;
 pub mod output;
 pub mod plot;
 pub mod progress;

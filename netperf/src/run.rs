@@ -117,6 +117,12 @@ pub fn run(plan: &Plan) -> Result<Outcome> {
     let fill = read_fill(plan)?;
     let mut conn = control::connect(plan)?;
     debug::control(plan, &conn.control.peer());
+    // what the netserver's policy allows a test, before the first request
+    let (fitted, changed) = crate::limits::fit(plan, conn.control.caps().limits)?;
+    let plan = &fitted;
+    for c in changed {
+        eprintln!("netperf: {c}");
+    }
     if plan.name.is_info() {
         let text = info(plan, &mut conn.control)?;
         out.emit(text.as_bytes())?;

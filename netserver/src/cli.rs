@@ -186,6 +186,13 @@ pub const OPTIONS: &[OptDef] = &[
         "Append a JSON line to this file after each completed test, with both ends' figures",
     ),
     OptDef::long_only(
+        "policy",
+        "policy",
+        Arity::Required,
+        "file",
+        "Budgets per client address, per prefix and for the daemon, and what one test may ask (TOML; read again on SIGHUP; see doc/service.md)",
+    ),
+    OptDef::long_only(
         "iperf3",
         "iperf3",
         Arity::Required,
@@ -282,6 +289,8 @@ pub enum Invocation {
     InstallService(Vec<String>),
     /// `--uninstall-service`.
     UninstallService,
+    /// `netserver token ...`: the token to print, and what it allows.
+    Token(String, engine::token::Token),
 }
 
 #[derive(Debug)]
@@ -334,6 +343,9 @@ pub fn our_version() -> String {
 }
 
 pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
+    if args.first().is_some_and(|a| a == "token") {
+        return token(args.get(1..).unwrap_or_default(), crate::policy::unix_now());
+    }
     let parsed = optparse::parse(OPTIONS, args).map_err(|e| CliError(e.to_string()))?;
     let mut o = ServerOptions {
         port: 12865,
@@ -392,6 +404,12 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
                 }
             }
             "record" => o.record_file = Some(PathBuf::from(v)),
+            "policy" => {
+                // absolute, so that SIGHUP reads the same file after detaching
+                let p = std::path::absolute(v).unwrap_or_else(|_| PathBuf::from(v));
+                o.config.policy =
+                    std::sync::Arc::new(crate::policy::Policy::load(&p).map_err(CliError)?);
+            }
             "max_file_size" => {
                 let n = value::byte_size(v).map_err(|e| bad(spelled, e))?;
                 if n < 1 << 16 {
@@ -450,6 +468,95 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
         None
     };
     Ok(Invocation::Run(Box::new(o)))
+}
+
+/// How `netserver token` is used.
+pub const TOKEN_USAGE: &str = "Usage: netserver token (--key-file FILE | -Z PASSPHRASE) --valid DURATION [--tests N] [--prefix ADDR/LEN]\n\nPrints a token signed with the netserver's key: netperf --token TOKEN (or -Z TOKEN, netperf 2.7's too) runs tests with it until DURATION (30m, 12h, 7d; seconds alone) has passed, at most N tests, from addresses in the prefix.\n";
+
+/// `netserver token ...` at the wall clock's second `now`.
+fn token(args: &[String], now: u64) -> Result<Invocation, CliError> {
+    let (mut key, mut valid, mut tests, mut prefix) = (None, None, 0u64, None);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let (name, inline) = match a.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
+            _ => (a.as_str(), None),
+        };
+        if matches!(name, "-h" | "--help") {
+            return Err(CliError(TOKEN_USAGE.trim_end().to_string()));
+        }
+        let v = match inline.or_else(|| it.next().cloned()) {
+            Some(v) => v,
+            None => return Err(CliError(format!("token {name}: needs a value"))),
+        };
+        match name {
+            "--key-file" => {
+                key = Some(
+                    engine::auth::Key::from_file(std::path::Path::new(&v))
+                        .map_err(|e| CliError(format!("token {e}")))?,
+                );
+            }
+            "-Z" | "--passphrase" => {
+                key = Some(
+                    engine::auth::Key::from_passphrase(&v)
+                        .map_err(|e| CliError(format!("token {e}")))?,
+                );
+            }
+            "--valid" => valid = Some(duration(&v)?),
+            "--tests" => tests = count("token --tests", &v)? as u64,
+            "--prefix" => {
+                prefix = Some(
+                    engine::token::parse_prefix(&v)
+                        .map_err(|e| CliError(format!("token --prefix: {e}")))?,
+                );
+            }
+            other => {
+                return Err(CliError(format!(
+                    "token: '{other}' is not an option of netserver token (--key-file, -Z, --valid, --tests, --prefix)"
+                )));
+            }
+        }
+    }
+    let key = key.ok_or_else(|| {
+        CliError("token: needs the netserver's key: --key-file FILE or -Z PASSPHRASE".into())
+    })?;
+    let valid = valid.ok_or_else(|| {
+        CliError("token: needs --valid DURATION (for example 12h): tokens expire".into())
+    })?;
+    let mut id = [0u8; 8];
+    getrandom::fill(&mut id).map_err(|e| CliError(format!("token: no random numbers: {e}")))?;
+    let t = engine::token::Token {
+        expires: now.saturating_add(valid),
+        tests,
+        prefix,
+        id: u64::from_le_bytes(id),
+    };
+    Ok(Invocation::Token(key.sign_token(&t.payload()), t))
+}
+
+/// `--valid`'s DURATION: seconds, or a number with s, m, h or d.
+fn duration(v: &str) -> Result<u64, CliError> {
+    let bad = || {
+        CliError(format!(
+            "token --valid: '{v}' is not a duration (30m, 12h, 7d; seconds alone)"
+        ))
+    };
+    let (n, unit) = match v.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => v.split_at(i),
+        None => (v, "s"),
+    };
+    let n: u64 = n.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n.saturating_mul(60),
+        "h" => n.saturating_mul(3600),
+        "d" => n.saturating_mul(86_400),
+        _ => return Err(bad()),
+    };
+    if secs == 0 {
+        return Err(bad());
+    }
+    Ok(secs)
 }
 
 /// `--iperf3`'s `[ADDR:]PORT`: a port alone (0 for any free one), or an

@@ -68,6 +68,9 @@ pub struct Config {
     pub metrics: Arc<Metrics>,
     /// `--record`: a line for each completed test.
     pub record: Option<Logger>,
+    /// `--policy`: budgets per address, prefix and daemon, and what one
+    /// test may ask (none: nothing refused).
+    pub policy: Arc<crate::policy::Policy>,
 }
 
 impl Default for Config {
@@ -95,6 +98,7 @@ impl Default for Config {
             socket_budget: Arc::new(MemoryBudget::for_sockets()),
             metrics: Arc::default(),
             record: None,
+            policy: Arc::default(),
         }
     }
 }

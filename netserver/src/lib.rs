@@ -35,6 +35,7 @@ mod handoff;
 pub mod listener;
 pub mod log;
 pub mod metrics;
+pub mod policy;
 mod record;
 mod scrape;
 pub mod session;
@@ -130,11 +131,49 @@ pub fn serve(l: Listeners, config: Config, shutdown: Shutdown) -> io::Result<()>
             f.waiting
         ),
     );
+    let keeper = keep_policy_state(&shared);
     let r = listener::accept_loop(listeners, udp, metrics, None, &shared);
     // aborted tests' workers end on their own, soon: their data sockets
     // are closed before we return
     shared.workers.wait_none(Duration::from_secs(5));
+    if let Some(k) = keeper {
+        let _ = k.join();
+    }
     r
+}
+
+/// How often the policy's counts are written to its state file: a crash
+/// loses at most this much of them.
+const POLICY_SAVE_EVERY: Duration = Duration::from_secs(60);
+
+/// `--policy` with a `state_file`: a thread writes the counts every
+/// [`POLICY_SAVE_EVERY`] and once more at shutdown.
+fn keep_policy_state(shared: &Arc<Shared>) -> Option<thread::JoinHandle<()>> {
+    let policy = shared.config.policy.clone();
+    if !policy.keeps_state() {
+        return None;
+    }
+    let shutdown = shared.shutdown.clone();
+    let log = shared.config.logger.clone();
+    let save = move || {
+        if let Err(e) = policy.save() {
+            log.warn_limited("policy", &e);
+        }
+    };
+    thread::Builder::new()
+        .name("policy-state".into())
+        .spawn(move || {
+            let mut since = std::time::Instant::now();
+            while !shutdown.is_triggered() {
+                thread::sleep(Duration::from_millis(250));
+                if since.elapsed() >= POLICY_SAVE_EVERY {
+                    save();
+                    since = std::time::Instant::now();
+                }
+            }
+            save();
+        })
+        .ok()
 }
 
 /// A netserver running on threads of this process.

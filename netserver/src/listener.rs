@@ -303,7 +303,7 @@ pub(crate) fn accept_loop(
     let mut udp = UdpStreams::new(udp, poll.registry())?;
     if let Some((stream, peer)) = first {
         let token = room.new_token();
-        sessions.start(poll.registry(), stream, peer, token, Origin::Control);
+        sessions.start(poll.registry(), stream, peer, token, Origin::Control, None);
     }
     let first_bytes = shared.config.first_byte_timeout;
     let silent = format!(
@@ -698,7 +698,20 @@ fn admit(
             return;
         }
     }
-    sessions.start(poll.registry(), stream, peer, token, origin);
+    // the policy's sessions of its address and prefix (`--policy`)
+    let slot = match cfg.policy.open_session(peer.ip()) {
+        Ok(slot) => slot,
+        Err(over) => {
+            shared.census.leave(peer.ip(), true);
+            cfg.metrics.refused(Refused::of_policy(over.scope.reason()));
+            let text = over.to_string();
+            cfg.logger
+                .warn_limited("policy", &format!("refused {peer}: {text}"));
+            refuse(&stream, ErrorCode::Busy, &text);
+            return;
+        }
+    };
+    sessions.start(poll.registry(), stream, peer, token, origin, Some(slot));
 }
 
 /// A connection to iperf3's port whose cookie a test expects is that

@@ -5,6 +5,7 @@ use std::{
     io::{self, Write},
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, ToSocketAddrs},
     process::ExitCode,
+    sync::Arc,
     thread,
     time::Duration,
 };
@@ -15,6 +16,7 @@ mod service;
 use netserver::{
     Error, Logger, Shutdown,
     cli::{self, Invocation, ServerOptions},
+    policy::Policy,
 };
 use optparse::value::AddrFamily;
 use socket2::{Domain, Socket, Type};
@@ -44,6 +46,22 @@ fn main() -> ExitCode {
         }
         Ok(Invocation::InstallService(args)) => return finish(service::install(&args)),
         Ok(Invocation::UninstallService) => return finish(service::uninstall()),
+        Ok(Invocation::Token(text, t)) => {
+            println!("{text}");
+            eprintln!(
+                "netserver: token {:016x}: valid until {} (the wall clock's seconds), {}, from {}",
+                t.id,
+                t.expires,
+                if t.tests == 0 {
+                    "tests as the policy allows".to_string()
+                } else {
+                    format!("at most {} tests", t.tests)
+                },
+                t.prefix
+                    .map_or_else(|| "any address".to_string(), |(a, l)| format!("{a}/{l}"))
+            );
+            return ExitCode::SUCCESS;
+        }
         Ok(Invocation::Run(o)) if o.service => {
             let files = raise_open_files();
             return finish(service::run(*o, Box::new(move |o| serve(o, files))));
@@ -232,7 +250,7 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
     if let (Some(p), Some(r)) = (record_path, &opts.config.record) {
         reopen.push((p, r.clone()));
     }
-    signal_thread(signals, reopen, log, s)?;
+    signal_thread(signals, (reopen, opts.config.policy.clone()), log, s)?;
 
     let log = opts.config.logger.clone();
     let record = opts.config.record.clone();
@@ -262,7 +280,7 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
 /// SIGTERM shut the daemon down.
 fn signal_thread(
     signals: Signals,
-    reopen: Vec<(std::path::PathBuf, Logger)>,
+    (reopen, policy): (Vec<(std::path::PathBuf, Logger)>, Arc<Policy>),
     log: Logger,
     s: Shutdown,
 ) -> Result<(), Error> {
@@ -271,11 +289,26 @@ fn signal_thread(
         .spawn(move || {
             loop {
                 match signals.wait() {
-                    // logrotate moved the files: write to new ones there
-                    Ok(Asked::Reopen) if reopen.is_empty() => {
-                        log.log(1, "SIGHUP ignored (no --log-file or --record to reopen)");
-                    }
                     Ok(Asked::Reopen) => {
+                        // the policy read again; an error keeps the one in force
+                        let reloaded = match policy.reload() {
+                            Ok(Some(said)) => {
+                                log.log(1, &format!("SIGHUP: {said}"));
+                                true
+                            }
+                            Ok(None) => false,
+                            Err(e) => {
+                                log.log(1, &format!("SIGHUP: {e}; the policy in force stays"));
+                                true
+                            }
+                        };
+                        if reopen.is_empty() && !reloaded {
+                            log.log(
+                                1,
+                                "SIGHUP ignored (no --log-file or --record to reopen, no --policy to read)",
+                            );
+                        }
+                        // logrotate moved the files: write to new ones there
                         for (p, to) in &reopen {
                             reopen_one(p, to, &log);
                         }

@@ -41,9 +41,27 @@ pub enum Refused {
     Protocol,
     /// It waited its turn (`--schedule exclusive`) as long as it may.
     Queue,
+    /// `--policy`: a test asked more than one test may.
+    Policy,
+    /// `--policy`: its address's (or the daemon's) budget is used up.
+    Quota,
+    /// `--policy`: its prefix's budget is used up.
+    Prefix,
+    /// `--policy`: its token's budget, scope or time is used up.
+    Token,
 }
 
 impl Refused {
+    /// The refusal of a policy's reason ([`crate::policy::PolicyRefusal::reason`]).
+    pub fn of_policy(reason: &str) -> Refused {
+        match reason {
+            "prefix" => Refused::Prefix,
+            "token" => Refused::Token,
+            "quota" => Refused::Quota,
+            _ => Refused::Policy,
+        }
+    }
+
     fn label(self) -> &'static str {
         match self {
             Refused::Busy => "busy",
@@ -54,6 +72,10 @@ impl Refused {
             Refused::Evicted => "evicted",
             Refused::Protocol => "protocol",
             Refused::Queue => "queue",
+            Refused::Policy => "policy",
+            Refused::Quota => "quota",
+            Refused::Prefix => "prefix",
+            Refused::Token => "token",
         }
     }
 }
@@ -115,6 +137,13 @@ pub struct Metrics {
     sockets_used: Gauge,
     sockets_limit: Gauge,
     waiting: Gauge,
+    /// How long tests waited for their turn (`--schedule exclusive`).
+    turn_waits: Histogram,
+    /// The policy's counts (`--policy`): scopes remembered, and the
+    /// daemon's tests and bytes today.
+    policy_scopes: Gauge,
+    policy_tests: Gauge,
+    policy_bytes: Gauge,
     log_dropped: Counter,
     record_dropped: Counter,
     /// One scrape encodes at a time (the registry is read-only; this keeps
@@ -136,6 +165,10 @@ pub struct Held {
     pub sockets_limit: u64,
     /// Tests waiting their turn (`--schedule exclusive`).
     pub waiting: u64,
+    /// The policy's scopes remembered, the daemon's tests and bytes today.
+    pub policy_scopes: u64,
+    pub policy_tests: u64,
+    pub policy_bytes: u64,
     pub log_dropped: u64,
     pub record_dropped: u64,
 }
@@ -172,6 +205,10 @@ impl Metrics {
             sockets_used: Gauge::default(),
             sockets_limit: Gauge::default(),
             waiting: Gauge::default(),
+            turn_waits: Histogram::new(exponential_buckets(0.1, 2.0, 12)),
+            policy_scopes: Gauge::default(),
+            policy_tests: Gauge::default(),
+            policy_bytes: Gauge::default(),
             log_dropped: Counter::default(),
             record_dropped: Counter::default(),
             encoding: Mutex::new(()),
@@ -264,7 +301,31 @@ impl Metrics {
     /// The gauges of what the daemon holds, read when a scraper asks.
     fn register_held(&self, registry: &mut Registry) {
         let bytes = Some(Unit::Bytes);
-        let held: [(&str, &str, Option<Unit>, &Gauge); 9] = [
+        registry.register_with_unit(
+            "netserver_turn_wait",
+            "How long tests waited for their turn before it came (--schedule exclusive)",
+            Unit::Seconds,
+            self.turn_waits.clone(),
+        );
+        let held: [(&str, &str, Option<Unit>, &Gauge); 12] = [
+            (
+                "netserver_policy_scopes",
+                "Client addresses, prefixes and tokens whose use the policy remembers (--policy; at most max_entries)",
+                None,
+                &self.policy_scopes,
+            ),
+            (
+                "netserver_policy_tests_today",
+                "Tests all clients started in the policy's day (--policy)",
+                None,
+                &self.policy_tests,
+            ),
+            (
+                "netserver_policy_bytes_today",
+                "Bytes all clients' tests moved in the policy's day (--policy; [daemon] bytes_per_day)",
+                bytes.clone(),
+                &self.policy_bytes,
+            ),
             (
                 "netserver_tests_waiting",
                 "Tests waiting their turn (--schedule exclusive)",
@@ -328,6 +389,11 @@ impl Metrics {
         }
     }
 
+    /// A test waited `secs` for its turn, which came.
+    pub fn turn_waited(&self, secs: f64) {
+        self.turn_waits.observe(secs);
+    }
+
     pub fn session_accepted(&self) {
         self.accepted.inc();
     }
@@ -366,6 +432,9 @@ impl Metrics {
         self.sockets_used.set(to_i64(held.sockets_used));
         self.sockets_limit.set(to_i64(held.sockets_limit));
         self.waiting.set(to_i64(held.waiting));
+        self.policy_scopes.set(to_i64(held.policy_scopes));
+        self.policy_tests.set(to_i64(held.policy_tests));
+        self.policy_bytes.set(to_i64(held.policy_bytes));
         let (open, max) = engine::sys::descriptors();
         // (uncountable: the last count stands)
         if let Some(open) = open {

@@ -147,6 +147,17 @@ impl Scrapes {
             sockets_used: shared.config.socket_budget.in_use(),
             sockets_limit: shared.config.socket_budget.limit(),
             waiting: shared.turns.waiting() as u64,
+            policy_scopes: shared.config.policy.remembered() as u64,
+            policy_tests: shared
+                .config
+                .policy
+                .usage(crate::policy::Scope::Daemon)
+                .day_tests,
+            policy_bytes: shared
+                .config
+                .policy
+                .usage(crate::policy::Scope::Daemon)
+                .day_bytes,
             log_dropped: shared.config.logger.dropped(),
             record_dropped: shared.config.record.as_ref().map_or(0, |r| r.dropped()),
         };

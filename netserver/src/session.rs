@@ -146,6 +146,7 @@ impl Sessions {
         peer: SocketAddr,
         token: usize,
         origin: Origin,
+        slot: Option<crate::policy::SessionSlot>,
     ) {
         match Session::new(
             stream,
@@ -157,6 +158,7 @@ impl Sessions {
         ) {
             Ok(mut s) => match registry.register(&mut s.conn, Token(token), Interest::READABLE) {
                 Ok(()) => {
+                    s.slot = slot;
                     self.shared.config.metrics.session_accepted();
                     self.live.insert(token, s);
                     self.read(registry, token);
@@ -422,6 +424,10 @@ struct Session {
     hold: Option<Instant>,
     /// A test waiting its turn (`--schedule exclusive`), and since when.
     waiting: Option<(Box<proto::TestSpec>, Instant)>,
+    /// Counted in its address's and prefix's sessions (`--policy`).
+    slot: Option<crate::policy::SessionSlot>,
+    /// Where its running test is counted (`--policy`), for its end.
+    counted: Option<crate::policy::Counted>,
 }
 
 impl Drop for Session {
@@ -467,6 +473,7 @@ impl Session {
             timeouts(cfg),
             Instant::now(),
         )
+        .announcing(cfg.policy.announced())
         .with_netperf2(proto::conn::Netperf2Policy {
             serve: cfg.netperf2_refused.is_none(),
             refused: cfg.netperf2_refused.unwrap_or_default(),
@@ -501,6 +508,8 @@ impl Session {
             record: None,
             hold: None,
             waiting: None,
+            slot: None,
+            counted: None,
         })
     }
 
@@ -514,6 +523,10 @@ impl Session {
     /// Its turn came: the test that waited for it starts.
     fn take_turn(&mut self) {
         if let Some((spec, since)) = self.waiting.take() {
+            self.shared
+                .config
+                .metrics
+                .turn_waited(since.elapsed().as_secs_f64());
             self.shared.config.logger.event(
                 2,
                 &self.about("turn"),
@@ -579,6 +592,13 @@ impl Session {
             return;
         };
         t.join();
+        if let Some(c) = self.counted.take() {
+            let secs = r.elapsed_ns.div_ceil(1_000_000_000);
+            self.shared
+                .config
+                .policy
+                .done(&c, r.bytes_sent.saturating_add(r.bytes_received), secs);
+        }
         let kind = t.spec.kind;
         if let Some(tally) = self.tally.take() {
             tally.completed(kind, r);
@@ -752,6 +772,32 @@ impl Session {
     }
 
     fn prepare(&mut self, spec: &proto::TestSpec) {
+        // the policy's test limits and budgets (`--policy`): a test the
+        // netserver sends may be paced at its rate
+        let mut fitted = spec.clone();
+        let admitted =
+            self.shared
+                .config
+                .policy
+                .admit(self.peer.ip(), &mut fitted, self.core.token());
+        match admitted {
+            Ok(counted) => self.counted = Some(counted),
+            Err(why) => {
+                let cfg = &self.shared.config;
+                cfg.metrics.refused(Refused::of_policy(why.reason()));
+                let text = why.to_string();
+                self.refused_test(spec, &text);
+                let code = match why {
+                    crate::policy::PolicyRefusal::Test(_) => proto::ErrorCode::InvalidRequest,
+                    crate::policy::PolicyRefusal::Budget(_) => proto::ErrorCode::Busy,
+                    crate::policy::PolicyRefusal::Token(_) => proto::ErrorCode::Auth,
+                };
+                self.core.prepare_failed(proto::ErrorMsg::new(code, text));
+                self.turn_done();
+                return;
+            }
+        }
+        let spec = &fitted;
         let finished = self.finished.clone();
         let token = self.token;
         let on_done = Box::new(move || finished.push(token));

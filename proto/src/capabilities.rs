@@ -64,6 +64,55 @@ pub struct Capabilities {
     /// 2.7's ends a test on its own timer: it does not count the send the
     /// timer cut short, and may count one connection more).
     pub exact_counts: bool,
+    /// What its policy allows one test (ours, from `limit:` names).
+    pub limits: ServerLimits,
+}
+
+/// What a netserver's policy allows one test (`--policy`'s `[test]`),
+/// told in its hello as `limit:` names, so that a client fits its test to
+/// them before asking, and says what it changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServerLimits {
+    /// Seconds a test may run.
+    pub max_seconds: Option<u64>,
+    /// Flows a test may have.
+    pub max_flows: Option<u32>,
+    /// Bits a second a test may move, in all.
+    pub max_rate: Option<u64>,
+}
+
+impl ServerLimits {
+    /// The names a hello carries.
+    pub fn names(&self) -> Vec<String> {
+        [
+            ("max-seconds", self.max_seconds),
+            ("max-flows", self.max_flows.map(u64::from)),
+            ("max-rate", self.max_rate),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| Some(format!("limit:{k}={}", v?)))
+        .collect()
+    }
+
+    /// The limits a hello's names tell (a name this end does not know, or
+    /// a value that is not a number, is left out).
+    pub fn from_names(names: &[String]) -> ServerLimits {
+        let get = |k: &str| {
+            names.iter().find_map(|n| {
+                n.strip_prefix("limit:")?
+                    .strip_prefix(k)?
+                    .strip_prefix('=')?
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|v| *v > 0)
+            })
+        };
+        ServerLimits {
+            max_seconds: get("max-seconds"),
+            max_flows: get("max-flows").and_then(|v| u32::try_from(v).ok()),
+            max_rate: get("max-rate"),
+        }
+    }
 }
 
 impl Capabilities {
@@ -84,6 +133,7 @@ impl Capabilities {
             paths: has("paths"),
             details: true,
             exact_counts: true,
+            limits: ServerLimits::from_names(names),
         }
     }
 
@@ -103,6 +153,7 @@ impl Capabilities {
             paths: false,
             details: false,
             exact_counts: false,
+            limits: ServerLimits::default(),
         }
     }
 
@@ -144,6 +195,24 @@ impl Capabilities {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn limits_go_by_name_both_ways() {
+        let l = ServerLimits {
+            max_seconds: Some(30),
+            max_flows: None,
+            max_rate: Some(1_000_000_000),
+        };
+        let names = l.names();
+        assert_eq!(names, ["limit:max-seconds=30", "limit:max-rate=1000000000"]);
+        let mut all = vec!["flows".to_string(), "limit:max-future=3".to_string()];
+        all.extend(names);
+        assert_eq!(Capabilities::from_names("x", &all).limits, l);
+        assert_eq!(
+            ServerLimits::from_names(&["limit:max-flows=x".into(), "limit:max-seconds=0".into()]),
+            ServerLimits::default()
+        );
+    }
 
     #[test]
     fn names_become_fields_and_refusals_say_why() {

@@ -45,7 +45,7 @@ pub mod netperf2;
 pub mod session;
 pub mod test;
 
-pub use capabilities::{Capabilities, Feature};
+pub use capabilities::{Capabilities, Feature, ServerLimits};
 pub use error::{ProtoError, SpecError};
 pub use message::{
     ClientMsg, ErrorCode, ErrorMsg, Hello, MAGIC, PROTOCOL_VERSION, ServerHello, ServerMsg,

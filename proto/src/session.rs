@@ -47,6 +47,17 @@ pub trait Authenticator: Send + Sync {
         client_nonce: &[u8; 32],
         proof: &[u8; 32],
     ) -> bool;
+    /// The key of a token this key signed, from the token's public part
+    /// (`netserver token`; its holder proves the whole token); `None`
+    /// where `payload` is not a token's.
+    fn for_token(&self, _payload: &str) -> Option<Box<dyn Authenticator>> {
+        None
+    }
+    /// The public part of `token` where this key signed it (netperf 2.7's
+    /// `-Z` carrying a token, which its holder sends whole).
+    fn signed_token(&self, _token: &str) -> Option<String> {
+        None
+    }
 }
 
 /// What the daemon must do after a message.
@@ -111,6 +122,11 @@ pub struct ServerSession {
     authenticated: Option<([u8; 32], [u8; 32])>,
     /// CPUs and CPU meter rate, told to clients in the hello.
     cpu: (u32, u32),
+    /// What the policy allows one test, told in the hello.
+    announced: crate::ServerLimits,
+    /// The public part of the token the client proves (its hello's
+    /// `token:` name), once proved.
+    token: Option<String>,
 }
 
 impl std::fmt::Debug for ServerSession {
@@ -142,7 +158,22 @@ impl ServerSession {
             peer_capabilities: Vec::new(),
             authenticated: None,
             cpu: (0, 0),
+            announced: crate::ServerLimits::default(),
+            token: None,
         }
+    }
+
+    /// The public part of the token the client proved, if it came with one.
+    pub fn token(&self) -> Option<&str> {
+        self.token
+            .as_deref()
+            .filter(|_| self.authenticated.is_some())
+    }
+
+    /// What the hello tells clients one test may ask (`limit:` names).
+    pub fn with_announced(mut self, limits: crate::ServerLimits) -> ServerSession {
+        self.announced = limits;
+        self
     }
 
     /// What this server allows.
@@ -217,13 +248,32 @@ impl ServerSession {
                 if let Err(e) = hello.check() {
                     return ServerAction::ReplyAndClose(self.protocol_error(&e));
                 }
+                // a token: its holder proves the whole token, not our key
+                if let Some(payload) = hello
+                    .capabilities
+                    .iter()
+                    .find_map(|c| c.strip_prefix(TOKEN_NAME))
+                    && let Some(auth) = &self.auth
+                {
+                    let Some(key) = auth.for_token(payload) else {
+                        self.state = ServerState::Closed;
+                        return ServerAction::ReplyAndClose(ServerMsg::Error(ErrorMsg::new(
+                            ErrorCode::Auth,
+                            "authentication failed: the token is not one this netserver makes",
+                        )));
+                    };
+                    self.auth = Some(key);
+                    self.token = Some(payload.to_string());
+                }
                 let challenge = self.auth.as_ref().map(|_| self.nonce);
                 self.state = match challenge {
                     Some(server_nonce) => ServerState::AwaitAuth { server_nonce },
                     None => ServerState::Idle,
                 };
+                let mut hello = Hello::new(self.software.clone());
+                hello.capabilities.extend(self.announced.names());
                 ServerAction::Reply(ServerMsg::Hello(ServerHello {
-                    hello: Hello::new(self.software.clone()),
+                    hello,
                     challenge,
                     num_cpus: self.cpu.0,
                     cpu_rate: self.cpu.1,
@@ -241,9 +291,14 @@ impl ServerSession {
                     || !auth.verify(Role::Client, &server_nonce, &nonce, &proof)
                 {
                     self.state = ServerState::Closed;
+                    let why = if self.token.is_some() {
+                        "authentication failed: the token was not signed with this netserver's key, or was altered"
+                    } else {
+                        "authentication failed: the key does not match"
+                    };
                     return ServerAction::ReplyAndClose(ServerMsg::Error(ErrorMsg::new(
                         ErrorCode::Auth,
-                        "authentication failed: the key does not match",
+                        why,
                     )));
                 }
                 let proof = auth.proof(Role::Server, &server_nonce, &nonce);
@@ -362,6 +417,12 @@ pub enum ClientEvent {
     Results(Box<SideResults>),
     /// The netserver's CPU figures came (netperf 2.7's CPU_CALIBRATE).
     Calibrated,
+    /// The test waits its turn (`--schedule exclusive`): so many tests
+    /// ahead of it, waiting at most so many seconds; the grant follows.
+    Queued {
+        ahead: u32,
+        limit_secs: u32,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -390,6 +451,8 @@ pub struct ClientSession {
     /// Run unauthenticated when the server asks for no key (netperf 2.7's
     /// `-Z` against a netserver without one).
     auth_optional: bool,
+    /// The public part of the token proved, named in the hello.
+    token: Option<String>,
 }
 
 impl std::fmt::Debug for ClientSession {
@@ -437,6 +500,7 @@ impl ClientSession {
             server_cpu: (0, 0),
             authenticated: None,
             auth_optional: false,
+            token: None,
         }
     }
 
@@ -460,6 +524,23 @@ impl ClientSession {
 
     pub fn hello(software: &str) -> ClientMsg {
         ClientMsg::Hello(Hello::new(software))
+    }
+
+    /// The hello, naming the token whose holder this end proves it is
+    /// (its key is then the whole token; see [`ClientSession::with_token`]).
+    pub fn hello_as(&self, software: &str) -> ClientMsg {
+        let mut h = Hello::new(software);
+        if let Some(t) = &self.token {
+            h.capabilities.push(format!("{TOKEN_NAME}{t}"));
+        }
+        ClientMsg::Hello(h)
+    }
+
+    /// Prove a token rather than a key: `payload` is its public part, and
+    /// the authenticator holds the whole token.
+    pub fn with_token(mut self, payload: impl Into<String>) -> ClientSession {
+        self.token = Some(payload.into());
+        self
     }
 
     pub fn server_software(&self) -> &str {
@@ -589,6 +670,9 @@ impl ClientSession {
         }
     }
 }
+
+/// The hello's name for a token: `token:` and its public part.
+pub const TOKEN_NAME: &str = "token:";
 
 /// Compare two secrets in constant time (their lengths are not secret).
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

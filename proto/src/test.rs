@@ -267,6 +267,11 @@ pub struct TestSpec {
     /// `udp_counters_64bit`).
     #[serde(skip)]
     pub udp_counters64: bool,
+    /// A client that ends the test itself says how long it will run, in
+    /// milliseconds (iperf3's `-t` and `-O`), where `end` cannot. Not part
+    /// of our `Setup`.
+    #[serde(skip)]
+    pub client_ends_after_ms: Option<u64>,
 }
 
 /// The most datagrams (or GSO messages) one sendmmsg/recvmmsg moves
@@ -479,6 +484,7 @@ impl TestSpec {
             paths: Paths::default(),
             bidir: false,
             udp_counters64: false,
+            client_ends_after_ms: None,
         }
     }
 
@@ -913,6 +919,21 @@ impl TestSpec {
         } else {
             Driver::Blocking
         }
+    }
+
+    /// How long the test will run, in whole seconds, where that is known
+    /// before it starts: its time (with a window's warmup and cooldown),
+    /// or what a client that ends it itself said; `None` for a count.
+    pub fn asked_seconds(&self) -> Option<u64> {
+        let ms = match self.end {
+            TestEnd::Time { millis } if millis > 0 => {
+                let length = std::time::Duration::from_millis(millis);
+                let total = self.window.map_or(length, |w| w.total(length));
+                u64::try_from(total.as_millis()).unwrap_or(u64::MAX)
+            }
+            _ => self.client_ends_after_ms?,
+        };
+        Some(ms.div_ceil(1000))
     }
 
     /// Each flow's share of [`TestSpec::rate_bps`], bits per second.

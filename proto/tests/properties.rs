@@ -107,6 +107,7 @@ fn spec() -> impl Strategy<Value = TestSpec> {
                     udp_fast: proto::UdpFast::default(),
                     paths: proto::Paths::default(),
                     bidir: false,
+                    client_ends_after_ms: None,
                     udp_counters64: false,
                 }
             },

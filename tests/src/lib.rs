@@ -696,3 +696,26 @@ pub fn skip_unless_required(why: &str) {
     );
     eprintln!("!!! SKIPPED: {why}");
 }
+
+/// The spans (start, end) of the tests a `--record` file holds, sorted;
+/// panics unless there are `n` and no two overlap (`--schedule
+/// exclusive`).
+pub fn record_spans_apart(record: &std::path::Path, n: usize) -> Vec<(String, String)> {
+    let mut spans: Vec<(String, String)> = std::fs::read_to_string(record)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (
+                v["start"].as_str().unwrap().to_string(),
+                v["time"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    spans.sort();
+    assert_eq!(spans.len(), n, "{spans:?}");
+    for w in spans.windows(2) {
+        assert!(w[0].1 <= w[1].0, "overlapping tests: {spans:?}");
+    }
+    spans
+}

@@ -276,6 +276,18 @@ impl Watch {
 /// never through a symbolic link, and only a regular file (a FIFO, a
 /// device or a directory is refused, and opening never waits for a
 /// reader).
+/// A new file of the daemon's own (mode 0600), never through a symbolic
+/// link and never one that exists already (a state file's temporary copy).
+pub fn open_private_new(path: &std::path::Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
 pub fn open_private_append(path: &std::path::Path) -> io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt as _;
     let f = std::fs::OpenOptions::new()

@@ -379,6 +379,15 @@ impl Watch {
 
 /// Open `path` to append lines to (a log, a record); only a regular file
 /// (its access is the directory's ACL's).
+/// A new file (a state file's temporary copy): its protection is the
+/// directory's ACL.
+pub fn open_private_new(path: &std::path::Path) -> io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+}
+
 pub fn open_private_append(path: &std::path::Path) -> io::Result<std::fs::File> {
     let f = std::fs::OpenOptions::new()
         .create(true)

@@ -230,6 +230,13 @@ pub const OPTIONS: &[OptDef] = &[
         "passphrase",
         "Prove to netserver that we know this passphrase (never sent)",
     ),
+    OptDef::long_only(
+        "token",
+        "token",
+        Arity::Required,
+        "token",
+        "Run with a token `netserver token` printed (proved, never sent; netperf 2.7 takes it as -Z)",
+    ),
     OptDef::flag("ipv4", '4', "Use IPv4 for control and data"),
     OptDef::flag("ipv6", '6', "Use IPv6 for control and data"),
     OptDef::long_only(
@@ -604,6 +611,17 @@ fn output_option(
             plan.remote.tos = r.and_then(|s| tos(o, s, &mut plan.warnings));
         }
         "passphrase" => plan.auth = Some(AuthSource::Passphrase(v.to_string())),
+        // a token is a passphrase of a known shape: named in our hello,
+        // sent whole to netperf 2.7's netserver as -Z would be
+        "token" => {
+            let (payload, _) = engine::token::split(v).ok_or_else(|| {
+                CliError(format!(
+                    "{o}: '{v}' is not a token (netserver token prints one: rsnp1_..._<32 hex digits>)"
+                ))
+            })?;
+            engine::token::Token::parse(payload).map_err(|e| CliError(format!("{o}: {e}")))?;
+            plan.auth = Some(AuthSource::Passphrase(v.to_string()));
+        }
         "ipv4" => plan.family = AddrFamily::V4,
         "ipv6" => plan.family = AddrFamily::V6,
         "json" => plan.json = true,

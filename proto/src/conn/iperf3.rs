@@ -95,6 +95,7 @@ impl Iperf3Server {
                 let mut spec = t.spec.clone();
                 spec.bidir = t.bidir;
                 spec.udp_counters64 = t.udp64;
+                spec.client_ends_after_ms = Some((u64::from(t.time) + u64::from(t.omit)) * 1000);
                 self.test = Some(t);
                 self.phase = Phase::Prepared;
                 s.test_requested();

@@ -237,6 +237,11 @@ pub(crate) trait ServerSpeaker: Send {
     fn peer_can(&self, _capability: &str) -> bool {
         false
     }
+    /// The public part of the token the client proved, if it came with
+    /// one (`netserver token`).
+    fn token(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// What the server needs to make a speaker once the first bytes say which.
@@ -247,6 +252,8 @@ struct Seed {
     nonce: [u8; 32],
     cpu: (u32, u32),
     netperf2: Netperf2Policy,
+    /// What the policy allows one test, told in our hello.
+    announce: crate::ServerLimits,
 }
 
 /// The server end of one control connection.
@@ -301,9 +308,19 @@ impl ServerConn {
                 nonce,
                 cpu,
                 netperf2: Netperf2Policy::default(),
+                announce: crate::ServerLimits::default(),
             }),
             speaker: None,
         }
+    }
+
+    /// Tell clients of ours in the hello what one test may ask (the
+    /// policy's limits), so that they fit their tests to them.
+    pub fn announcing(mut self, limits: crate::ServerLimits) -> ServerConn {
+        if let Some(seed) = &mut self.seed {
+            seed.announce = limits;
+        }
+        self
     }
 
     /// Speak `d` from the first byte, whatever the bytes (a listener of
@@ -352,6 +369,12 @@ impl ServerConn {
         self.speaker
             .as_ref()
             .is_some_and(|s| s.peer_can(capability))
+    }
+
+    /// The public part of the token the client proved, if it came with
+    /// one (for the policy's counts: the token's budget, expiry, prefix).
+    pub fn token(&self) -> Option<&str> {
+        self.speaker.as_ref().and_then(|s| s.token())
     }
 
     /// The dialect the connection speaks, once its first bytes said (for
@@ -469,17 +492,14 @@ impl ServerConn {
         let Some(seed) = self.seed.take() else { return };
         self.dialect = Some(d);
         self.speaker = Some(match d {
-            Dialect::Native => Box::new(ours::OurServer::new(
-                seed.software,
-                seed.limits,
-                seed.auth,
-                seed.nonce,
-                seed.cpu,
-            )),
+            Dialect::Native => Box::new(
+                ours::OurServer::new(seed.software, seed.limits, seed.auth, seed.nonce, seed.cpu)
+                    .announcing(seed.announce),
+            ),
             Dialect::Netperf2 => Box::new(netperf2::Netperf2Server::new(
                 seed.netperf2,
                 seed.limits,
-                seed.cpu,
+                (seed.cpu, seed.auth),
                 &mut self.shared,
             )),
             Dialect::Iperf3 => Box::new(iperf3::Iperf3Server::new(seed.netperf2.control_family)),
@@ -821,9 +841,15 @@ impl ClientConn {
         }
         if ev
             .as_ref()
-            .is_some_and(|e| !matches!(e, ClientEvent::Send(_)))
+            .is_some_and(|e| !matches!(e, ClientEvent::Send(_) | ClientEvent::Queued { .. }))
         {
             self.deadline = None;
+        }
+        if ev.is_none()
+            && let Some((ahead, limit_secs)) = self.queued
+        {
+            self.queued = None;
+            return Ok(Some(ClientEvent::Queued { ahead, limit_secs }));
         }
         Ok(ev)
     }

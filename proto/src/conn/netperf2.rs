@@ -24,6 +24,11 @@ pub(crate) struct Netperf2Server {
     cpu: (u32, u32),
     /// The passphrase frame came (or none is needed).
     passed: bool,
+    /// The daemon's key, which signs tokens: a token given as `-Z`'s
+    /// passphrase lets a client in where the key is required.
+    auth: Option<Box<dyn crate::session::Authenticator>>,
+    /// The public part of the token its passphrase carried.
+    token: Option<String>,
     /// The test being served.
     served: Option<Served>,
     /// When the server ends the test itself (netserver 2.7's padded timer).
@@ -36,10 +41,10 @@ impl Netperf2Server {
     pub(crate) fn new(
         policy: Netperf2Policy,
         limits: Limits,
-        cpu: (u32, u32),
+        (cpu, auth): ((u32, u32), Option<Box<dyn crate::session::Authenticator>>),
         s: &mut Shared,
     ) -> Netperf2Server {
-        let passed = policy.passphrase.is_none();
+        let passed = policy.passphrase.is_none() && policy.serve;
         if policy.serve {
             s.log(2, "netperf 2.7 client");
             if passed {
@@ -51,6 +56,8 @@ impl Netperf2Server {
             limits,
             cpu,
             passed,
+            auth,
+            token: None,
             served: None,
             pad_deadline: None,
             padded: false,
@@ -76,11 +83,21 @@ impl Netperf2Server {
     /// The passphrase, or a request before it: whether to go on.
     fn check_passphrase(&mut self, s: &mut Shared, req: &Request, now: Instant) -> bool {
         if let Request::Passphrase(text) = req {
+            if self.passed && self.token.is_none() {
+                // served without one, yet it came with a token: its
+                // expiry, prefix and count apply
+                self.token = self.auth.as_ref().and_then(|a| a.signed_token(text));
+            }
             if !self.passed {
                 let right = self.policy.passphrase.as_ref().is_some_and(|p| {
                     crate::session::constant_time_eq(p.as_bytes(), text.as_bytes())
                 });
-                if right {
+                self.token = self
+                    .auth
+                    .as_ref()
+                    .filter(|_| !right)
+                    .and_then(|a| a.signed_token(text));
+                if right || self.token.is_some() {
                     self.passed = true;
                     s.event(ServerEvent::Established);
                 } else {
@@ -94,12 +111,23 @@ impl Netperf2Server {
             return false;
         }
         if !self.passed {
+            if !self.policy.serve {
+                // the key is required: told so in its frame
+                self.refuse(s, now);
+                return false;
+            }
             s.event(ServerEvent::AuthFailed);
             s.refused("a netperf 2.7 client without the passphrase (-Z)");
             s.close(now);
             return false;
         }
         true
+    }
+
+    /// Where netperf 2.7's clients are refused because the key is
+    /// required, one whose `-Z` carries a token this key signed is served.
+    fn token_door(&self) -> bool {
+        self.policy.refused == dialect::Netperf2Refused::KeyRequired && self.auth.is_some()
     }
 
     /// A request other than a test's, answered at once: whether it was one.
@@ -167,11 +195,15 @@ impl Netperf2Server {
 
 impl ServerSpeaker for Netperf2Server {
     fn established(&self) -> bool {
-        self.policy.serve && self.passed
+        (self.policy.serve || self.token.is_some()) && self.passed
+    }
+
+    fn token(&self) -> Option<&str> {
+        self.token.as_deref().filter(|_| self.passed)
     }
 
     fn process(&mut self, s: &mut Shared, now: Instant) {
-        if !self.policy.serve {
+        if !self.policy.serve && !self.token_door() {
             return self.refuse(s, now);
         }
         while !s.closing() {

@@ -86,6 +86,12 @@ impl OurServer {
         }
     }
 
+    /// Tell the client in the hello what one test may ask.
+    pub(crate) fn announcing(mut self, limits: crate::ServerLimits) -> OurServer {
+        self.session = self.session.with_announced(limits);
+        self
+    }
+
     /// Queue one message, sealed if the session is; a message that would
     /// not fit a frame is replaced by an error saying so.
     fn send(&mut self, s: &mut Shared, msg: &ServerMsg) {
@@ -264,6 +270,10 @@ impl ServerSpeaker for OurServer {
     fn peer_can(&self, capability: &str) -> bool {
         self.session.peer_can(capability)
     }
+
+    fn token(&self) -> Option<&str> {
+        self.session.token()
+    }
 }
 
 /// Our client end: the session, the sealing, and the counters that come in
@@ -308,7 +318,8 @@ impl OurClient {
             queued: None,
         };
         let start = out.len();
-        c.send(&ClientSession::hello(software), out)?;
+        let hello = c.session.hello_as(software);
+        c.send(&hello, out)?;
         let total = crate::netperf2::FRAME_LEN;
         if out.len() - start < total
             && let Some(len) = out.get_mut(start..start + 4)

@@ -256,22 +256,7 @@ fn exclusive_tests_take_turns() {
             .unwrap_or_else(|e| panic!("{e}\n{}", ns.log()));
     }
     thread::sleep(Duration::from_millis(300));
-    let mut spans: Vec<(String, String)> = std::fs::read_to_string(&record)
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).unwrap();
-            (
-                v["start"].as_str().unwrap().to_string(),
-                v["time"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
-    spans.sort();
-    assert_eq!(spans.len(), 3);
-    for w in spans.windows(2) {
-        assert!(w[0].1 <= w[1].0, "overlapping tests: {spans:?}");
-    }
+    harness::record_spans_apart(&record, 3);
     assert!(ns.log().contains("waits its turn"), "{}", ns.log());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -21,6 +21,7 @@ mod omni;
 mod options;
 mod output;
 mod pictures;
+mod policy;
 mod rpm;
 mod rr;
 mod rxpath;

@@ -1,0 +1,178 @@
+//! What a netserver's policy allows one test (`netserver --policy`), told
+//! in its hello ([`proto::ServerLimits`]): the plan fitted to it before
+//! the first request, each change said on stderr, or the run refused with
+//! the reason before anything is asked. A netserver that tells no limits
+//! (netperf 2.7's, ours without a policy) leaves the plan as it is.
+
+use anyhow::{Result, bail};
+use proto::{ServerLimits, TestKind};
+
+use crate::cli::{Length, Plan};
+
+/// `plan` fitted to `limits`, and what was changed, one line each.
+pub fn fit(plan: &Plan, limits: ServerLimits) -> Result<(Plan, Vec<String>)> {
+    let mut p = plan.clone();
+    let mut notes = Vec::new();
+    if let Some(max) = limits.max_seconds {
+        match p.length {
+            Length::Seconds(s) if s == 0 || s > max => {
+                let asked = if s == 0 {
+                    "until interrupted".to_string()
+                } else {
+                    format!("{s} s asked")
+                };
+                notes.push(format!(
+                    "the netserver limits tests to {max} s: this one runs {max} s ({asked})"
+                ));
+                p.length = Length::Seconds(max);
+            }
+            Length::Seconds(_) => {}
+            Length::Count(_) => bail!(
+                "the netserver limits tests to {max} s, which a count (-l -N) cannot promise: give -l a length in seconds"
+            ),
+        }
+    }
+    let load = p.under_load.or(p.rpm);
+    if let Some(max) = limits.max_flows {
+        if p.flows > max {
+            bail!(
+                "the netserver allows at most {max} flows a test: --flows {} asked",
+                p.flows
+            );
+        }
+        if let Some(l) = load.filter(|l| l.flows > max) {
+            bail!(
+                "the netserver allows at most {max} flows a test: the load asks {}",
+                l.flows
+            );
+        }
+    }
+    if let Some(max) = limits.max_rate {
+        if load.is_some() {
+            bail!(
+                "the netserver limits a test to {max} bits/s, and a load must fill the path: {} cannot run against it",
+                if p.rpm.is_some() {
+                    "-t RPM"
+                } else {
+                    "--under-load"
+                }
+            );
+        }
+        match p.test {
+            TestKind::TcpStream | TestKind::UdpStream => {
+                if p.rate_bps.is_none_or(|r| r > max) {
+                    notes.push(format!(
+                        "the netserver limits a test to {max} bits/s: this one is paced at it ({})",
+                        p.rate_bps
+                            .map_or_else(|| "unpaced asked".to_string(), |r| format!("{r} asked"))
+                    ));
+                    p.rate_bps = Some(max);
+                }
+            }
+            TestKind::TcpMaerts | TestKind::UdpMaerts => {
+                if p.rate_bps.is_none_or(|r| r > max) {
+                    notes.push(format!(
+                        "the netserver limits a test to {max} bits/s: it paces what it sends at that"
+                    ));
+                    p.rate_bps = Some(max);
+                }
+            }
+            TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr | TestKind::TcpCc => {}
+        }
+    }
+    Ok((p, notes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::UnderLoad;
+
+    fn plan(test: TestKind, secs: u64) -> Plan {
+        let mut p = Plan::new("netperf".into());
+        p.test = test;
+        p.length = Length::Seconds(secs);
+        p
+    }
+
+    const LIMITS: ServerLimits = ServerLimits {
+        max_seconds: Some(30),
+        max_flows: Some(4),
+        max_rate: Some(10_000_000),
+    };
+
+    #[test]
+    fn a_long_test_is_shortened_and_said() {
+        let (p, notes) = fit(&plan(TestKind::TcpRr, 60), LIMITS).unwrap();
+        assert_eq!(p.length, Length::Seconds(30));
+        assert_eq!(
+            notes,
+            ["the netserver limits tests to 30 s: this one runs 30 s (60 s asked)"]
+        );
+        let (p, notes) = fit(&plan(TestKind::TcpRr, 10), LIMITS).unwrap();
+        assert_eq!((p.length, notes.len()), (Length::Seconds(10), 0));
+        let (p, _) = fit(&plan(TestKind::TcpRr, 0), LIMITS).unwrap();
+        assert_eq!(p.length, Length::Seconds(30));
+        let mut count = plan(TestKind::TcpRr, 0);
+        count.length = Length::Count(1000);
+        let e = fit(&count, LIMITS).unwrap_err().to_string();
+        assert!(e.contains("a count (-l -N) cannot promise"), "{e}");
+    }
+
+    #[test]
+    fn too_many_flows_are_refused_by_name() {
+        let mut p = plan(TestKind::TcpStream, 10);
+        p.flows = 8;
+        let e = fit(&p, LIMITS).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "the netserver allows at most 4 flows a test: --flows 8 asked"
+        );
+        let mut l = plan(TestKind::TcpRr, 10);
+        l.under_load = Some(UnderLoad {
+            flows: 8,
+            ramp: false,
+            up: true,
+            down: false,
+        });
+        let open = ServerLimits {
+            max_rate: None,
+            ..LIMITS
+        };
+        assert!(
+            fit(&l, open)
+                .unwrap_err()
+                .to_string()
+                .contains("the load asks 8")
+        );
+    }
+
+    #[test]
+    fn a_stream_is_paced_at_the_rate() {
+        let (p, notes) = fit(&plan(TestKind::UdpStream, 10), LIMITS).unwrap();
+        assert_eq!(p.rate_bps, Some(10_000_000));
+        assert!(
+            notes[0].contains("paced at it (unpaced asked)"),
+            "{notes:?}"
+        );
+        let mut slow = plan(TestKind::TcpStream, 10);
+        slow.rate_bps = Some(1_000_000);
+        let (p, notes) = fit(&slow, LIMITS).unwrap();
+        assert_eq!((p.rate_bps, notes.len()), (Some(1_000_000), 0));
+        let (p, notes) = fit(&plan(TestKind::TcpMaerts, 10), LIMITS).unwrap();
+        assert_eq!(p.rate_bps, Some(10_000_000));
+        assert!(notes[0].contains("paces what it sends"), "{notes:?}");
+        // request/response is not paced
+        let (p, _) = fit(&plan(TestKind::TcpRr, 10), LIMITS).unwrap();
+        assert_eq!(p.rate_bps, None);
+    }
+
+    #[test]
+    fn no_limits_change_nothing() {
+        let mut p = plan(TestKind::TcpStream, 0);
+        p.length = Length::Count(5);
+        p.flows = 1000;
+        let (q, notes) = fit(&p, ServerLimits::default()).unwrap();
+        assert_eq!((q.length, q.flows, notes.len()), (p.length, 1000, 0));
+    }
+}

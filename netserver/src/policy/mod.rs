@@ -1,0 +1,423 @@
+//! A netserver that can be shared (`--policy FILE`): budgets per client
+//! address, per prefix and for the daemon ([`file::PolicyFile`]), what one
+//! test may ask, counted in a bounded [`Ledger`] that is kept across a
+//! restart ([`state`]) and reloaded from the file on SIGHUP. Without
+//! `--policy`, nothing here refuses anything.
+//!
+//! What one test may ask is told to our clients in the hello
+//! ([`proto::ServerLimits`]), so that our netperf fits its test to it and
+//! says what it changed; other clients are refused in their own dialect,
+//! with the same words as the log's.
+
+pub mod file;
+pub mod ledger;
+pub mod state;
+
+use std::{
+    net::IpAddr,
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex, RwLock},
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+use engine::token::Token;
+use proto::{ServerLimits, TestKind, TestSpec};
+
+pub use file::PolicyFile;
+pub use ledger::{Ledger, OverBudget, Scope};
+
+/// The wall clock's seconds.
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Why a test was refused by the policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PolicyRefusal {
+    /// It asked more than one test may.
+    Test(String),
+    /// A budget is used up.
+    Budget(OverBudget),
+    /// The client's token has expired, or is not for its address.
+    Token(String),
+}
+
+impl PolicyRefusal {
+    /// The metrics' reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            PolicyRefusal::Test(_) => "policy",
+            PolicyRefusal::Budget(o) => o.scope.reason(),
+            PolicyRefusal::Token(_) => "token",
+        }
+    }
+}
+
+impl std::fmt::Display for PolicyRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PolicyRefusal::Test(s) | PolicyRefusal::Token(s) => f.write_str(s),
+            PolicyRefusal::Budget(o) => o.fmt(f),
+        }
+    }
+}
+
+/// Where a test was counted, for its end.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counted(Vec<Scope>);
+
+/// A control session counted in its address's and prefix's sessions,
+/// until dropped.
+#[derive(Debug)]
+pub struct SessionSlot {
+    policy: Arc<Policy>,
+    counted: Counted,
+}
+
+impl Drop for SessionSlot {
+    fn drop(&mut self) {
+        self.policy.close_session(&self.counted);
+    }
+}
+
+/// The daemon's policy.
+#[derive(Debug)]
+pub struct Policy {
+    path: Option<PathBuf>,
+    file: RwLock<Arc<PolicyFile>>,
+    ledger: Mutex<Ledger>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy::none()
+    }
+}
+
+impl Policy {
+    /// No policy: every budget open, nothing announced.
+    pub fn none() -> Policy {
+        let file = PolicyFile::default();
+        Policy {
+            path: None,
+            ledger: Mutex::new(Ledger::new(file.max_entries())),
+            file: RwLock::new(Arc::new(file)),
+        }
+    }
+
+    /// Read the policy at `path`, and the counts its state file kept; an
+    /// error names the file and the line at fault.
+    pub fn load(path: &Path) -> Result<Policy, String> {
+        let file = read(path)?;
+        let mut ledger = Ledger::new(file.max_entries());
+        if let Some(state_file) = &file.daemon.state_file {
+            let kept = state::load(state_file).map_err(|e| format!("--policy: state_file {e}"))?;
+            ledger.restore(kept.uses, unix_now());
+            ledger.restore_tokens(kept.tokens, unix_now());
+        }
+        Ok(Policy {
+            path: Some(path.to_path_buf()),
+            ledger: Mutex::new(ledger),
+            file: RwLock::new(Arc::new(file)),
+        })
+    }
+
+    /// SIGHUP: read the file again. On an error the policy in force stays,
+    /// and the error (naming the line) is returned for the log.
+    pub fn reload(&self) -> Result<Option<String>, String> {
+        let Some(path) = &self.path else {
+            return Ok(None);
+        };
+        let file = read(path)?;
+        if let Ok(mut l) = self.ledger.lock() {
+            l.set_max(file.max_entries());
+        }
+        if let Ok(mut f) = self.file.write() {
+            *f = Arc::new(file);
+        }
+        Ok(Some(format!("--policy {} reloaded", path.display())))
+    }
+
+    fn current(&self) -> Arc<PolicyFile> {
+        self.file
+            .read()
+            .map_or_else(|_| Arc::new(PolicyFile::default()), |f| f.clone())
+    }
+
+    /// What one test may ask, for the hello.
+    pub fn announced(&self) -> ServerLimits {
+        let t = self.current().test;
+        ServerLimits {
+            max_seconds: t.max_seconds,
+            max_flows: t.max_flows,
+            max_rate: t.max_rate,
+        }
+    }
+
+    /// The scopes `ip` is counted in, with `file`'s budgets.
+    fn scopes(file: &PolicyFile, ip: IpAddr) -> [(Scope, file::Budget); 3] {
+        let (prefix, len) = file.prefix.of(ip);
+        let daemon = file::Budget {
+            bytes_per_day: file.daemon.bytes_per_day,
+            ..file::Budget::default()
+        };
+        [
+            (Scope::Daemon, daemon),
+            (Scope::Address(unmapped(ip)), file.address),
+            (Scope::Prefix(prefix, len), file.prefix.budget()),
+        ]
+    }
+
+    /// A control session from `ip` opens: refused where its address or
+    /// prefix holds all the sessions it may, else counted until
+    /// [`Policy::close_session`].
+    pub fn open_session(self: &Arc<Self>, ip: IpAddr) -> Result<SessionSlot, OverBudget> {
+        let file = self.current();
+        let scopes = Self::scopes(&file, ip);
+        let caps: Vec<(Scope, Option<usize>)> =
+            scopes[1..].iter().map(|(s, b)| (*s, b.sessions)).collect();
+        let counted = match self.ledger.lock() {
+            Ok(mut l) => {
+                l.open_session(&caps)?;
+                Counted(caps.into_iter().map(|(s, _)| s).collect())
+            }
+            Err(_) => Counted::default(),
+        };
+        Ok(SessionSlot {
+            policy: self.clone(),
+            counted,
+        })
+    }
+
+    fn close_session(&self, counted: &Counted) {
+        if let Ok(mut l) = self.ledger.lock() {
+            l.close_session(&counted.0);
+        }
+    }
+
+    /// A test from `ip` asks to start: refused if it asks more than a test
+    /// may or a budget of its address, prefix or the daemon is used up;
+    /// else counted. A test the netserver sends is paced at the policy's
+    /// rate where it asked none or more (`spec.rate_bps` set to it).
+    ///
+    /// `token`: the public part of the token the client proved, if any:
+    /// refused once expired, from outside its prefix, or when it has
+    /// started the tests it allows.
+    pub fn admit(
+        &self,
+        ip: IpAddr,
+        spec: &mut TestSpec,
+        token: Option<&str>,
+    ) -> Result<Counted, PolicyRefusal> {
+        let file = self.current();
+        let now = unix_now();
+        let token = token
+            .map(Token::parse)
+            .transpose()
+            .map_err(PolicyRefusal::Token)?;
+        if let Some(t) = &token {
+            check_token(t, ip, now).map_err(PolicyRefusal::Token)?;
+        }
+        fit(&file.test, spec).map_err(PolicyRefusal::Test)?;
+        let scopes = Self::scopes(&file, ip);
+        let Ok(mut l) = self.ledger.lock() else {
+            return Ok(Counted::default());
+        };
+        l.admit(&scopes, now).map_err(PolicyRefusal::Budget)?;
+        if let Some(t) = &token
+            && let Err(e) = l.admit_token(t.id, (t.tests, t.expires), now)
+        {
+            l.unadmit(&scopes);
+            return Err(PolicyRefusal::Budget(e));
+        }
+        Ok(Counted(scopes.iter().map(|(s, _)| *s).collect()))
+    }
+
+    /// A test counted by [`Policy::admit`] ended, having moved `bytes` in
+    /// `seconds`.
+    pub fn done(&self, counted: &Counted, bytes: u64, seconds: u64) {
+        if let Ok(mut l) = self.ledger.lock() {
+            l.done(&counted.0, bytes, seconds, unix_now());
+        }
+    }
+
+    /// The use of `scope` now.
+    pub fn usage(&self, scope: Scope) -> ledger::Usage {
+        self.ledger
+            .lock()
+            .map(|l| l.usage(scope))
+            .unwrap_or_default()
+    }
+
+    /// Scopes remembered now.
+    pub fn remembered(&self) -> usize {
+        self.ledger.lock().map_or(0, |l| l.len())
+    }
+
+    /// Write the state file, if the policy names one.
+    pub fn save(&self) -> Result<(), String> {
+        let file = self.current();
+        let Some(path) = &file.daemon.state_file else {
+            return Ok(());
+        };
+        let (uses, tokens) = self
+            .ledger
+            .lock()
+            .map(|l| (l.snapshot(), l.token_uses()))
+            .unwrap_or_default();
+        let s = state::State {
+            written: unix_now(),
+            uses,
+            tokens,
+        };
+        state::save(path, &s).map_err(|e| format!("--policy: state_file {}: {e}", path.display()))
+    }
+
+    /// Whether a state file is kept.
+    pub fn keeps_state(&self) -> bool {
+        self.current().daemon.state_file.is_some()
+    }
+}
+
+/// An IPv4 client on a dual-stack port, as its IPv4 address.
+fn unmapped(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(a) => a.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+fn read(path: &Path) -> Result<PolicyFile, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("--policy {}: {e}", path.display()))?;
+    let mut file =
+        PolicyFile::parse(&text).map_err(|e| format!("--policy {}: {e}", path.display()))?;
+    // a relative state file is beside the policy
+    if let (Some(state), Some(dir)) = (&mut file.daemon.state_file, path.parent())
+        && state.is_relative()
+    {
+        *state = dir.join(&*state);
+    }
+    Ok(file)
+}
+
+/// A token's expiry and prefix, against the client and the clock.
+fn check_token(t: &Token, ip: IpAddr, now: u64) -> Result<(), String> {
+    if now >= t.expires {
+        return Err(format!(
+            "netserver policy: token {:016x} expired {} s ago; ask for a new one",
+            t.id,
+            now - t.expires
+        ));
+    }
+    if !t.admits(ip) {
+        let (p, l) = t.prefix.unwrap_or((ip, 0));
+        return Err(format!(
+            "netserver policy: token {:016x} is for clients in {p}/{l}, not {ip}",
+            t.id
+        ));
+    }
+    Ok(())
+}
+
+/// The test fitted to what one test may ask, or why it cannot be.
+fn fit(limits: &file::TestLimits, spec: &mut TestSpec) -> Result<(), String> {
+    if let Some(max) = limits.max_seconds {
+        match spec.asked_seconds() {
+            Some(s) if s > max => {
+                return Err(format!(
+                    "this netserver's policy limits tests to {max} s ({s} s asked)"
+                ));
+            }
+            Some(_) => {}
+            None => {
+                return Err(format!(
+                    "this netserver's policy limits tests to {max} s, which a count (-l -N) cannot promise: give the test's length in seconds"
+                ));
+            }
+        }
+    }
+    if let Some(max) = limits.max_flows
+        && spec.flows > max
+    {
+        return Err(format!(
+            "this netserver's policy allows at most {max} flows a test ({} asked)",
+            spec.flows
+        ));
+    }
+    if let Some(max) = limits.max_rate {
+        let server_sends = matches!(spec.kind, TestKind::TcpMaerts | TestKind::UdpMaerts);
+        let client_sends = matches!(spec.kind, TestKind::TcpStream | TestKind::UdpStream);
+        if server_sends || spec.bidir {
+            // ours is paced at the policy's rate
+            spec.rate_bps = Some(spec.rate_bps.map_or(max, |r| r.min(max)));
+        }
+        if client_sends && spec.rate_bps.is_none_or(|r| r > max) {
+            return Err(format!(
+                "this netserver's policy allows at most {max} bits/s a test: pace the test at it (netperf: --rate; iperf3: -b), an unpaced stream is refused"
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proto::{TestEnd, test::Family};
+
+    fn spec(kind: TestKind, secs: u64) -> TestSpec {
+        let mut s = TestSpec::new(kind, Family::V4);
+        s.end = TestEnd::Time {
+            millis: secs * 1000,
+        };
+        s
+    }
+
+    #[test]
+    fn a_test_is_fitted_or_refused_by_name() {
+        let l = file::TestLimits {
+            max_seconds: Some(30),
+            max_flows: Some(4),
+            max_rate: Some(1_000_000),
+        };
+        let e = fit(&l, &mut spec(TestKind::TcpRr, 60)).unwrap_err();
+        assert!(e.contains("limits tests to 30 s (60 s asked)"), "{e}");
+        let mut counted = spec(TestKind::TcpRr, 0);
+        counted.end = TestEnd::Transactions(10);
+        assert!(fit(&l, &mut counted).unwrap_err().contains("a count"));
+        let mut many = spec(TestKind::TcpRr, 10);
+        many.flows = 5;
+        assert!(fit(&l, &mut many).unwrap_err().contains("at most 4 flows"));
+        // a stream the client sends must come paced
+        assert!(
+            fit(&l, &mut spec(TestKind::UdpStream, 10))
+                .unwrap_err()
+                .contains("--rate")
+        );
+        let mut paced = spec(TestKind::TcpStream, 10);
+        paced.rate_bps = Some(500_000);
+        fit(&l, &mut paced).unwrap();
+        // one the netserver sends is paced by it
+        let mut maerts = spec(TestKind::TcpMaerts, 10);
+        fit(&l, &mut maerts).unwrap();
+        assert_eq!(maerts.rate_bps, Some(1_000_000));
+        // an iperf3 client's own length counts
+        let mut iperf3 = spec(TestKind::TcpRr, 0);
+        iperf3.client_ends_after_ms = Some(40_000);
+        assert!(fit(&l, &mut iperf3).unwrap_err().contains("40 s asked"));
+    }
+
+    #[test]
+    fn no_policy_refuses_nothing() {
+        let p = Policy::none();
+        let mut s = spec(TestKind::UdpStream, 100_000);
+        s.flows = 10_000;
+        for _ in 0..1000 {
+            p.admit("10.0.0.1".parse().unwrap(), &mut s, None).unwrap();
+        }
+        assert_eq!(p.announced(), ServerLimits::default());
+    }
+}
