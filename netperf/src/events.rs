@@ -21,12 +21,8 @@ pub struct Stream(pub std::sync::Arc<Events>);
 
 impl Reporter for Stream {
     fn begin(&mut self, t: &Test, server: &Server) -> anyhow::Result<()> {
-        self.0.start(
-            t.name.name(),
-            &t.command_line,
-            &t.host_name,
-            &server.software,
-        );
+        self.0
+            .start(t.label(), &t.command_line, &t.host_name, &server.software);
         Ok(())
     }
 

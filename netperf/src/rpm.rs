@@ -24,7 +24,10 @@
 //!   (stable), Medium (not stable) or Low (fewer than 4 intervals).
 
 use std::{
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
     thread,
     time::{Duration, Instant},
 };
@@ -238,6 +241,46 @@ fn fixed(
     Ok((probed, done))
 }
 
+/// How often the load's bytes are read while the probes run.
+const LOAD_EVERY: Duration = Duration::from_millis(100);
+
+/// The load's bytes (up, down) at each [`LOAD_EVERY`] while `probing`.
+fn load_while(lives: &[(bool, Arc<Live>)], probing: &AtomicBool) -> Vec<(Instant, u64, u64)> {
+    let moved = |up: bool| -> u64 {
+        lives
+            .iter()
+            .filter(|(u, _)| *u == up)
+            .map(|(_, l)| l.snapshot().bytes)
+            .sum()
+    };
+    let mut seen = Vec::new();
+    loop {
+        seen.push((Instant::now(), moved(true), moved(false)));
+        if !probing.load(Ordering::Relaxed) {
+            return seen;
+        }
+        thread::sleep(LOAD_EVERY);
+    }
+}
+
+/// Mbit/s up and down from the readings of [`load_while`], over the time
+/// the load moved bytes: from the first reading to the last one at which
+/// its bytes still grew.
+pub fn goodput_of(seen: &[(Instant, u64, u64)]) -> (f64, f64) {
+    let (Some(first), Some(end)) = (
+        seen.first(),
+        seen.windows(2)
+            .rev()
+            .find(|w| w[1].1 + w[1].2 > w[0].1 + w[0].2)
+            .map(|w| w[1]),
+    ) else {
+        return (0.0, 0.0);
+    };
+    let dt = end.0.duration_since(first.0).as_secs_f64().max(1e-9);
+    let rate = |b: u64, b0: u64| b.saturating_sub(b0) as f64 * 8.0 / dt / 1e6;
+    (rate(end.1, first.1), rate(end.2, first.2))
+}
+
 /// The longest the ramp may take before the probes begin anyway.
 const RAMP_MAX: Duration = Duration::from_secs(10);
 
@@ -312,23 +355,30 @@ fn ramped(
                 }
             }
         })();
-        // the probes, until the load ends
+        // the probes, until the load ends; the load's goodput over the
+        // time both ran (the probe test's setup and results can outlast
+        // the load, whose bytes must not be divided by that)
         let probed = ramp.and_then(|per_dir| {
             let left = span.saturating_sub(began.elapsed().as_secs() + 1).max(secs);
-            let (t0, up0, down0) = (Instant::now(), moved(&flows, true), moved(&flows, false));
+            let lives: Vec<(bool, Arc<Live>)> =
+                flows.iter().map(|(u, l, _)| (*u, l.clone())).collect();
+            let probing = Arc::new(AtomicBool::new(true));
+            let p = probing.clone();
+            let watch = sc.spawn(move || load_while(&lives, &p));
             let from = unix_now();
-            let probed = probe_phase(plan, left, d, ctx)?;
+            let probed = probe_phase(plan, left, d, ctx);
             let to = unix_now();
-            let dt = t0.elapsed().as_secs_f64();
-            let rate = |b: u64, b0: u64| b.saturating_sub(b0) as f64 * 8.0 / dt / 1e6;
-            let (up1, down1) = (moved(&flows, true), moved(&flows, false));
+            probing.store(false, Ordering::Relaxed);
+            let seen = watch.join().unwrap_or_default();
+            let probed = probed?;
+            let (up, down) = goodput_of(&seen);
             Ok((
                 probed,
                 (from, to),
                 LoadDone {
                     flows: per_dir,
-                    up_mbps: load.up.then(|| rate(up1, up0)),
-                    down_mbps: load.down.then(|| rate(down1, down0)),
+                    up_mbps: load.up.then_some(up),
+                    down_mbps: load.down.then_some(down),
                     own: Vec::new(),
                 },
             ))
@@ -485,6 +535,25 @@ mod tests {
                 rtt_us: 7
             }]
         );
+    }
+
+    #[test]
+    fn the_loads_goodput_is_over_the_time_it_moved() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        // 1,000,000 bytes up in the first second, then nothing for three
+        // (the load ended before the probes did)
+        let seen = [
+            (at(0), 0, 0),
+            (at(500), 500_000, 0),
+            (at(1000), 1_000_000, 0),
+            (at(2000), 1_000_000, 0),
+            (at(4000), 1_000_000, 0),
+        ];
+        let (up, down) = goodput_of(&seen);
+        assert!((up - 8.0).abs() < 1e-9, "{up}");
+        assert_eq!(down, 0.0);
+        assert_eq!(goodput_of(&seen[..1]), (0.0, 0.0));
     }
 
     #[test]

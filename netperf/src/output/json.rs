@@ -42,7 +42,7 @@ pub fn document(r: &Results<'_>) -> Document {
         version: env!("CARGO_PKG_VERSION").into(),
         protocol_version: proto::PROTOCOL_VERSION,
         command_line: t.command_line.clone(),
-        test: t.kind().name().into(),
+        test: t.label().into(),
         options: options(t, m),
         control: ControlJson {
             local: r.server.local.to_string(),
@@ -99,6 +99,18 @@ pub fn document(r: &Results<'_>) -> Document {
     }
 }
 
+/// A side's options as asked, but its congestion control as its socket
+/// held it (read back: a kernel that refused `-K` ran its default).
+fn held(side: &crate::report::Side) -> SideOptions {
+    let mut o = SideOptions::from(&side.asked);
+    if let Some(tcp) = &side.counts.tcp
+        && !tcp.cong_control.is_empty()
+    {
+        o.cong_control = Some(tcp.cong_control.clone());
+    }
+    o
+}
+
 /// Every option in force: the request's, and what only the command line
 /// knows.
 fn options(t: &Test, m: &Measurement) -> Options {
@@ -118,8 +130,8 @@ fn options(t: &Test, m: &Measurement) -> Options {
         units: t.units.label().to_string(),
         headers: t.headers,
         verbosity: t.verbosity,
-        local: (&m.local.asked).into(),
-        remote: (&m.remote.asked).into(),
+        local: held(&m.local),
+        remote: held(&m.remote),
         request_size,
         response_size,
         burst: t.ours.burst,

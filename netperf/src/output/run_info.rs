@@ -107,6 +107,15 @@ impl Test {
         self.spec.kind
     }
 
+    /// The test as a document names it: as `-t` named it (RPM,
+    /// TCP_SENDFILE), or, for OMNI, the data path its options chose.
+    pub fn label(&self) -> &'static str {
+        match self.name {
+            TestName::Omni => self.kind().name(),
+            named => named.name(),
+        }
+    }
+
     /// `-D` on either side (the banner says so).
     pub fn nodelay(&self) -> bool {
         self.local.nodelay || self.spec.server.nodelay

@@ -51,6 +51,9 @@ struct Opts {
     flows: bool,
     /// Ours beside iperf3 3.21 and neper, and every data path.
     peers: bool,
+    /// Only TCP_STREAM and TCP_MAERTS beside netperf 2.7, with their
+    /// wake-ups: context switches and receive calls per MB.
+    streams: bool,
     /// Write the report into doc/performance.md.
     write_doc: bool,
 }
@@ -61,6 +64,7 @@ fn opts() -> Opts {
         secs: 3,
         flows: false,
         peers: false,
+        streams: false,
         write_doc: false,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -78,6 +82,11 @@ fn opts() -> Opts {
                 i += 1;
                 continue;
             }
+            "--streams" => {
+                o.streams = true;
+                i += 1;
+                continue;
+            }
             "--write-doc" => {
                 o.write_doc = true;
                 i += 1;
@@ -87,7 +96,7 @@ fn opts() -> Opts {
             "--secs" => o.secs = v.unwrap_or(3).max(1),
             other => {
                 eprintln!(
-                    "bench: unknown argument {other}; use --runs N --secs S [--flows | --peers] [--write-doc]"
+                    "bench: unknown argument {other}; use --runs N --secs S [--flows | --peers | --streams] [--write-doc]"
                 );
                 std::process::exit(2);
             }
@@ -717,6 +726,18 @@ fn main() {
         peers(&o, &netperf, &ns, &mut Doc::default());
         return;
     }
+    if o.streams {
+        match reference_server() {
+            Some((dir, rport, _guard)) => stream_wakeups(
+                &o,
+                (&netperf, ns.port()),
+                (&dir.join("netperf"), rport),
+                &mut Doc::default(),
+            ),
+            None => eprintln!("bench --streams: set NETPERF_REF to a netperf 2.7 build"),
+        }
+        return;
+    }
     let mut doc = Doc::default();
     every_test(&o, &netperf, &ns, &mut doc);
     if o.write_doc {
@@ -1140,9 +1161,95 @@ fn every_test(o: &Opts, netperf: &Path, ns: &Netserver, doc: &mut Doc) {
         "10^6bits/s",
         r,
     );
+    if let Some((dir, rport, _)) = &reference {
+        stream_wakeups(o, (netperf, port), (&dir.join("netperf"), *rport), doc);
+    }
     other_peers(o, netperf, port, doc);
     per_operation(doc, netperf, ns, reference.as_ref());
     daemon_cost(doc, o, netperf, ns, reference.as_ref());
+}
+
+/// One stream run at `-v 2`: Mbit/s, the client's voluntary context
+/// switches (a reaped child's, from getrusage) and the receiving end's
+/// receive calls, each per MB (10^6 bytes) moved.
+#[derive(Clone, Copy)]
+struct Wakeups {
+    mbps: f64,
+    switches_per_mb: f64,
+    recvs_per_mb: f64,
+}
+
+fn stream_wakeups_run(bin: &Path, port: u16, test: &str, secs: u64) -> Wakeups {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let switches = || {
+        getrusage(UsageWho::RUSAGE_CHILDREN).map_or(0.0, |u| u.voluntary_context_switches() as f64)
+    };
+    let before = switches();
+    let mut c = netperf_cmd(bin, port, test, secs, &[]);
+    c.args(["-v", "2", "-P", "1"]);
+    let out = run(c);
+    let switched = switches() - before;
+    let rows: Vec<Vec<f64>> = out
+        .lines()
+        .map(|l| fields(l.trim()))
+        .filter(|f| !f.is_empty() && f.iter().all(|w| w.parse::<f64>().is_ok()))
+        .map(|f| f.iter().map(|w| num(w)).collect())
+        .collect();
+    // the figures' row, then the alignment row: bytes, then bytes a call
+    // and calls for our end, then for the netserver's (TCP_STREAM: we
+    // send and it receives; TCP_MAERTS: the other way)
+    let mbps = rows.iter().find(|r| r.len() == 5).map_or(0.0, |r| r[4]);
+    let recvs_at = if test == "TCP_MAERTS" { 6 } else { 8 };
+    let (bytes, recvs) = rows
+        .iter()
+        .find(|r| r.len() == 9)
+        .map_or((0.0, 0.0), |r| (r[4], r[recvs_at]));
+    let mb = (bytes / 1e6).max(1e-9);
+    Wakeups {
+        mbps,
+        switches_per_mb: switched / mb,
+        recvs_per_mb: recvs / mb,
+    }
+}
+
+/// TCP_STREAM and TCP_MAERTS, ours and netperf 2.7's, alternating: the
+/// throughput, and what it cost in wake-ups: the client's voluntary
+/// context switches (the sender in TCP_STREAM, the receiver in
+/// TCP_MAERTS) and the receiver's receive calls, per MB.
+fn stream_wakeups(
+    o: &Opts,
+    (ours, port): (&Path, u16),
+    (peer, rport): (&Path, u16),
+    doc: &mut Doc,
+) {
+    doc.line("");
+    doc.line(
+        "| stream (client's switches) | ours Mbit/s | peer's | ratio | min .. max | ours switches/MB | peer's | ours recvs/MB | peer's |",
+    );
+    doc.line("|---|---|---|---|---|---|---|---|---|");
+    for test in ["TCP_STREAM", "TCP_MAERTS"] {
+        let mut theirs = || stream_wakeups_run(peer, rport, test, o.secs);
+        let pairs = rounds(
+            o.runs,
+            || stream_wakeups_run(ours, port, test, o.secs),
+            &mut [Some(&mut theirs as &mut dyn FnMut() -> Wakeups)],
+        );
+        let pairs = &pairs[0];
+        let med = |f: &dyn Fn(&(Wakeups, Wakeups)) -> f64| spread(pairs.iter().map(f).collect());
+        let r = med(&|p| p.0.mbps / p.1.mbps);
+        doc.line(format!(
+            "| {test} | {:.0} | {:.0} | **{:.2}** | {:.2} .. {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            med(&|p| p.0.mbps).median,
+            med(&|p| p.1.mbps).median,
+            r.median,
+            r.min,
+            r.max,
+            med(&|p| p.0.switches_per_mb).median,
+            med(&|p| p.1.switches_per_mb).median,
+            med(&|p| p.0.recvs_per_mb).median,
+            med(&|p| p.1.recvs_per_mb).median,
+        ));
+    }
 }
 
 /// Rows beside iperf3 and sockperf, where they are installed.

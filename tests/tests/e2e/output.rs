@@ -1,5 +1,7 @@
 //! Output selectors, interim results, CPU utilisation and JSON.
 
+use std::time::Duration;
+
 use harness::{Netserver, fields, netperf, netperf_at, num};
 
 fn keys(stdout: &str) -> Vec<(&str, &str)> {
@@ -125,6 +127,37 @@ fn cpu_utilisation_and_service_demand() {
     let f = fields(out.stdout.lines().next().unwrap());
     assert_eq!(num(f[6]), -1.0, "local CPU not measured: {out}");
     assert!((0.0..=100.0).contains(&num(f[7])), "{out}");
+}
+
+/// --json tells the congestion control each side's socket held, read
+/// back: a `-K` the kernel refused shows the default it ran, and both ends
+/// warn on stderr (ours) and in the log (the netserver's).
+#[test]
+fn json_tells_the_congestion_control_the_sockets_held() {
+    let ns = Netserver::start(&[]);
+    let port = ns.port().to_string();
+    let default = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    if default.is_empty() {
+        eprintln!("!!! SKIPPED: no /proc/sys/net/ipv4/tcp_congestion_control");
+        return;
+    }
+    let out = netperf_at(
+        &port,
+        &["-l", "1", "--json", "--", "-K", "nosuchcc,nosuchcc"],
+    )
+    .ok();
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).expect("valid JSON");
+    assert_eq!(doc["options"]["local"]["cong_control"], default.as_str());
+    assert_eq!(doc["options"]["remote"]["cong_control"], default.as_str());
+    assert!(out.stderr.contains("-K nosuchcc"), "{}", out.stderr);
+    assert!(
+        ns.wait_for_log("-K nosuchcc", Duration::from_secs(3)),
+        "{}",
+        ns.log()
+    );
 }
 
 /// --json: one document, the same figures as the table.

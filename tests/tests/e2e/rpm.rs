@@ -38,6 +38,8 @@ fn rpm_is_the_drafts_figure_of_the_probes_it_reports() {
             ])
             .ok();
         let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+        // the document names the test as -t did, not its probes' TCP_CRR
+        assert_eq!(doc["test"], "RPM");
         let r = &doc["rpm"];
         let idle = r["idle_probes"].as_array().unwrap();
         let loaded = r["loaded_probes"].as_array().unwrap();
