@@ -119,9 +119,7 @@ impl Ring {
         for i in 0..width {
             let from = start + i * stride;
             let buf = storage.get_mut(from..from + size).unwrap_or_default();
-            for (byte, &p) in buf.iter_mut().zip(src.iter().cycle().skip(offset)) {
-                *byte = p;
-            }
+            fill_cycled(buf, src, offset);
             offset = (offset + size) % src.len();
         }
         Ring {
@@ -181,6 +179,25 @@ impl Ring {
     }
 }
 
+/// Fill `buf` with `src` repeated from its byte `offset` on, a copy a
+/// run of `src` (a ring of 64 MiB is filled at memory speed, not a byte
+/// at a time).
+fn fill_cycled(buf: &mut [u8], src: &[u8], offset: usize) {
+    if src.is_empty() {
+        return;
+    }
+    let mut at = offset % src.len();
+    let mut rest = buf;
+    while !rest.is_empty() {
+        let run = src.get(at..).unwrap_or_default();
+        let n = run.len().min(rest.len());
+        let (head, tail) = rest.split_at_mut(n);
+        head.copy_from_slice(run.get(..n).unwrap_or_default());
+        rest = tail;
+        at = 0;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,6 +212,20 @@ mod tests {
         r.next_buf();
         assert_eq!(r.next_buf().to_vec(), a);
         assert_eq!(r.contents().len(), 30);
+    }
+
+    #[test]
+    fn a_fill_continues_the_pattern_from_buffer_to_buffer() {
+        // as the byte-at-a-time fill did: the pattern cycles on through
+        // the ring, each buffer starting where the last one stopped
+        let src = b"abcdefg";
+        let r = Ring::new(5, 4, src);
+        let all: Vec<u8> = src.iter().cycle().take(20).copied().collect();
+        assert_eq!(r.contents(), all);
+        let mut buf = [0u8; 16];
+        fill_cycled(&mut buf, src, 3);
+        assert_eq!(&buf, b"defgabcdefgabcde");
+        fill_cycled(&mut buf, b"", 0);
     }
 
     #[test]
