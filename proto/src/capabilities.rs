@@ -64,6 +64,13 @@ pub struct Capabilities {
     /// 2.7's ends a test on its own timer: it does not count the send the
     /// timer cut short, and may count one connection more).
     pub exact_counts: bool,
+    /// Its sender stops by itself, at the test's length or count (ours,
+    /// netperf 2.7's); else it sends until the client tells the end on the
+    /// control connection (iperf3's TEST_END), which a receiving client
+    /// does when its time is up or its count is in.
+    pub stops_itself: bool,
+    /// It runs one test a control connection (iperf3's servers).
+    pub one_test: bool,
     /// What its policy allows one test (ours, from `limit:` names).
     pub limits: ServerLimits,
 }
@@ -134,6 +141,8 @@ impl Capabilities {
             details: true,
             exact_counts: true,
             limits: ServerLimits::from_names(names),
+            stops_itself: true,
+            one_test: false,
         }
     }
 
@@ -153,6 +162,32 @@ impl Capabilities {
             paths: false,
             details: false,
             exact_counts: false,
+            stops_itself: true,
+            one_test: false,
+            limits: ServerLimits::default(),
+        }
+    }
+
+    /// What an iperf3 server (3.x) does: streams of TCP or UDP either
+    /// way, as many as asked, counted exactly, one test a connection,
+    /// ended when the client says.
+    pub fn iperf3() -> Capabilities {
+        Capabilities {
+            dialect: Dialect::Iperf3,
+            software: "iperf3 server".to_string(),
+            flows: true,
+            window: false,
+            udp_fast: false,
+            shared_port: false,
+            crr_server_closes: true,
+            foreign: false,
+            interim: false,
+            summary: false,
+            paths: false,
+            details: false,
+            exact_counts: true,
+            stops_itself: false,
+            one_test: true,
             limits: ServerLimits::default(),
         }
     }

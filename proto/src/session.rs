@@ -423,6 +423,9 @@ pub enum ClientEvent {
         ahead: u32,
         limit_secs: u32,
     },
+    /// The server says the data phase begins, where its dialect waits
+    /// for that once the data connections are up (iperf3's TEST_RUNNING).
+    Started,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

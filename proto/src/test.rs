@@ -272,6 +272,11 @@ pub struct TestSpec {
     /// of our `Setup`.
     #[serde(skip)]
     pub client_ends_after_ms: Option<u64>,
+    /// What the client sends a call (a UDP sender's datagrams), for a
+    /// server whose parameters carry it: iperf3's `len`, one size at both
+    /// ends. Not part of our `Setup`.
+    #[serde(skip)]
+    pub client_send_size: Option<u32>,
 }
 
 /// The most datagrams (or GSO messages) one sendmmsg/recvmmsg moves
@@ -485,6 +490,7 @@ impl TestSpec {
             bidir: false,
             udp_counters64: false,
             client_ends_after_ms: None,
+            client_send_size: None,
         }
     }
 

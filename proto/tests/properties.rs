@@ -109,6 +109,7 @@ fn spec() -> impl Strategy<Value = TestSpec> {
                     bidir: false,
                     client_ends_after_ms: None,
                     udp_counters64: false,
+                    client_send_size: None,
                 }
             },
         )

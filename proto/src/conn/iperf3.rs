@@ -11,14 +11,26 @@
 //! client's TEST_END ends the test (`EndTest`); EXCHANGE_RESULTS, the
 //! client's results, ours (iperf3's fields, the netserver's own figures),
 //! DISPLAY_RESULTS; the client's IPERF_DONE closes.
+//!
+//! The client's speaker ([`Iperf3Client`]) is our netperf's end of the
+//! same conversation, against any iperf3 3.x server: the cookie; at
+//! PARAM_EXCHANGE, the test asked as iperf3's parameters; at
+//! CREATE_STREAMS, the grant (the streams go to the control port and
+//! present the cookie); TEST_START and TEST_RUNNING begin the data phase
+//! ([`super::ClientConn::start`]); our TEST_END, told when our senders are
+//! done or a receiver's time is up; at EXCHANGE_RESULTS, our results,
+//! then the server's, read as its side's figures; at DISPLAY_RESULTS, our
+//! IPERF_DONE. ACCESS_DENIED (busy) and SERVER_ERROR (iperf3's error
+//! number and an errno) are the server's refusals, in iperf3's words.
 
 use std::time::Instant;
 
-use super::{ServerEvent, ServerSpeaker, Shared};
+use super::{ClientConnError, ClientSpeaker, ServerEvent, ServerSpeaker, Shared};
 use crate::{
-    ErrorCode, ErrorMsg, Grant, SideResults,
+    Capabilities, ClientDone, ClientError, ClientEvent, ErrorCode, ErrorMsg, Grant, ProtoError,
+    SideResults, TestSpec,
     iperf3::{self, Iperf3Test, Params, Results, StreamResult, errno, state},
-    test::{Family, TestKind},
+    test::{Family, TestKind, Token},
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,7 +153,7 @@ impl Iperf3Server {
         let receives = matches!(t.spec.kind, TestKind::TcpStream | TestKind::UdpStream);
         let streams = (0..t.streams as usize)
             .map(|i| {
-                let id = if i == 0 { 1 } else { i as i64 + 2 };
+                let id = iperf3::stream_id(i);
                 // with --bidir the first half are the server's receivers
                 let receiving = if t.bidir { i < flows } else { receives };
                 let c = r.flows.get(i).copied().unwrap_or(crate::FlowCounters {
@@ -378,5 +390,575 @@ impl ServerSpeaker for Iperf3Server {
             s.outbuf.extend_from_slice(&errno::IEMESSAGE.to_be_bytes());
             s.outbuf.extend_from_slice(&0i32.to_be_bytes());
         }
+    }
+}
+
+/// What an iperf3 client awaits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Awaiting {
+    /// PARAM_EXCHANGE, after our cookie.
+    ParamExchange,
+    /// Our test request.
+    Request,
+    /// CREATE_STREAMS, after our parameters.
+    Create,
+    /// TEST_START and TEST_RUNNING, once our streams are up.
+    Start,
+    /// Our data phase runs.
+    Running,
+    /// EXCHANGE_RESULTS, after our TEST_END.
+    Exchange,
+    /// The server's results message.
+    Results,
+    /// DISPLAY_RESULTS.
+    Display,
+    /// IPERF_DONE sent: anything more is let go (a 3.21 server may still
+    /// send a stream's write error).
+    Done,
+}
+
+/// Our netperf's end of an iperf3 conversation: one test.
+pub(crate) struct Iperf3Client {
+    capabilities: Capabilities,
+    awaiting: Awaiting,
+    token: Token,
+    port: u16,
+    software: String,
+    spec: Option<TestSpec>,
+    /// Our side's figures, for the results exchange.
+    ours: Option<SideResults>,
+    /// The server's, once its results came.
+    theirs: Option<SideResults>,
+    /// TEST_END went.
+    told_end: bool,
+    /// EXCHANGE_RESULTS came before our figures did.
+    exchange_asked: bool,
+}
+
+impl Iperf3Client {
+    /// The cookie `token` makes goes first.
+    pub(crate) fn new(token: Token, port: u16, software: &str, out: &mut Vec<u8>) -> Iperf3Client {
+        out.extend_from_slice(&iperf3::cookie_of(&token));
+        Iperf3Client {
+            capabilities: Capabilities::iperf3(),
+            awaiting: Awaiting::ParamExchange,
+            token,
+            port,
+            software: software.to_string(),
+            spec: None,
+            ours: None,
+            theirs: None,
+            told_end: false,
+            exchange_asked: false,
+        }
+    }
+
+    fn state(out: &mut Vec<u8>, b: i8) {
+        out.push(b as u8);
+    }
+
+    /// The server's refusal: ACCESS_DENIED, or SERVER_ERROR and its two
+    /// numbers (`None` while they have not all come).
+    fn refusal(inbuf: &mut Vec<u8>, b: i8) -> Option<ClientConnError> {
+        let said = |code, text: String| {
+            Some(ClientConnError::Session(ClientError::Server(
+                ErrorMsg::new(code, text),
+            )))
+        };
+        match b {
+            state::ACCESS_DENIED => {
+                inbuf.clear();
+                said(
+                    ErrorCode::Busy,
+                    "the iperf3 server is busy running a test; try again later".into(),
+                )
+            }
+            state::SERVER_ERROR => {
+                let n = |r: std::ops::Range<usize>| {
+                    inbuf
+                        .get(r)
+                        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                        .map(i32::from_be_bytes)
+                };
+                let (i_errno, errno) = (n(1..5)?, n(5..9)?);
+                inbuf.clear();
+                let code = match i_errno {
+                    errno::IEUNIMP | 18 | 131 | 134 => ErrorCode::Unsupported,
+                    121 => ErrorCode::Busy,
+                    _ => ErrorCode::TestFailed,
+                };
+                said(
+                    code,
+                    format!(
+                        "iperf3 server error {i_errno}: {}",
+                        iperf3::server_error_text(i_errno, errno)
+                    ),
+                )
+            }
+            state::SERVER_TERMINATE => {
+                inbuf.clear();
+                said(
+                    ErrorCode::TestFailed,
+                    "the iperf3 server has terminated (SERVER_TERMINATE)".into(),
+                )
+            }
+            _ => None,
+        }
+    }
+
+    /// The grant CREATE_STREAMS makes: the streams go to the control
+    /// port; the sizes are what the parameters asked.
+    fn grant(&self) -> Result<Grant, ClientConnError> {
+        let spec = self
+            .spec
+            .as_ref()
+            .ok_or_else(|| ProtoError::Malformed("CREATE_STREAMS before our parameters".into()))?;
+        let p = Params::of_spec(spec, &self.software)
+            .map_err(|e| ClientConnError::Session(ClientError::Server(e)))?;
+        let len = p.len.unwrap_or(0.0) as u32;
+        let window = p.window.unwrap_or(0.0) as u32;
+        Ok(Grant {
+            data_port: self.port,
+            token: self.token,
+            send_buf: window,
+            recv_buf: window,
+            send_size: len,
+            recv_size: len,
+            send_width: 1,
+            recv_width: 1,
+            measure_cpu: spec.measure_cpu,
+            num_cpus: 1,
+        })
+    }
+
+    /// EXCHANGE_RESULTS, once our data phase is over: our results go,
+    /// the server's are awaited.
+    fn exchange(&mut self, out: &mut Vec<u8>) {
+        if self.awaiting != Awaiting::Exchange {
+            self.exchange_asked = true;
+            return;
+        }
+        let ours = self.ours.take().unwrap_or_default();
+        if let Some(spec) = &self.spec {
+            out.extend(iperf3::framed(&Results::of_ours(&ours, spec).encode()));
+        }
+        self.awaiting = Awaiting::Results;
+    }
+
+    /// The server's results message, whole.
+    fn server_results(&mut self, inbuf: &mut Vec<u8>) -> Result<bool, ClientConnError> {
+        let taken = iperf3::take_json(inbuf, iperf3::MAX_RESULTS_JSON)
+            .map_err(|e| ProtoError::Malformed(format!("the iperf3 server's results: {e}")))?
+            .map(|(json, used)| (Results::decode(json), used));
+        let Some((decoded, used)) = taken else {
+            return Ok(false);
+        };
+        inbuf.drain(..used);
+        let spec = self
+            .spec
+            .as_ref()
+            .ok_or_else(|| ProtoError::Malformed("results before a test".into()))?;
+        let theirs = decoded
+            .and_then(|r| r.side_results(spec))
+            .map_err(|e| ProtoError::Malformed(format!("the iperf3 server's results: {e}")))?;
+        self.theirs = Some(theirs);
+        self.awaiting = Awaiting::Display;
+        Ok(true)
+    }
+}
+
+impl ClientSpeaker for Iperf3Client {
+    fn setup(&mut self, spec: TestSpec, out: &mut Vec<u8>) -> Result<(), ClientConnError> {
+        if self.awaiting != Awaiting::Request {
+            return Err(ProtoError::Malformed(
+                "an iperf3 server runs one test a connection".into(),
+            )
+            .into());
+        }
+        let p = Params::of_spec(&spec, &self.software)
+            .map_err(|e| ClientConnError::Session(ClientError::Server(e)))?;
+        out.extend(iperf3::framed(&p.encode()));
+        self.spec = Some(spec);
+        self.awaiting = Awaiting::Create;
+        Ok(())
+    }
+
+    fn start(&mut self) -> bool {
+        self.awaiting == Awaiting::Start
+    }
+
+    fn tell_end(&mut self, out: &mut Vec<u8>) {
+        if matches!(self.awaiting, Awaiting::Start | Awaiting::Running) && !self.told_end {
+            Self::state(out, state::TEST_END);
+            self.told_end = true;
+        }
+    }
+
+    fn our_results(&mut self, ours: &SideResults) {
+        self.ours = Some(ours.clone());
+    }
+
+    fn done(&mut self, _done: ClientDone, out: &mut Vec<u8>) -> Result<(), ClientConnError> {
+        if !matches!(self.awaiting, Awaiting::Start | Awaiting::Running) {
+            return Err(ProtoError::Malformed(format!(
+                "our data phase ended while awaiting {:?} of the iperf3 server",
+                self.awaiting
+            ))
+            .into());
+        }
+        self.tell_end(out);
+        self.awaiting = Awaiting::Exchange;
+        if self.exchange_asked {
+            self.exchange(out);
+        }
+        Ok(())
+    }
+
+    fn calibrate(&mut self, _out: &mut Vec<u8>) -> bool {
+        false
+    }
+
+    fn bye(&mut self, out: &mut Vec<u8>) {
+        // a test cut short is the client's to end, as iperf3's does on a
+        // signal
+        if matches!(
+            self.awaiting,
+            Awaiting::Create
+                | Awaiting::Start
+                | Awaiting::Running
+                | Awaiting::Exchange
+                | Awaiting::Results
+                | Awaiting::Display
+        ) {
+            Self::state(out, state::CLIENT_TERMINATE);
+        }
+        self.awaiting = Awaiting::Done;
+    }
+
+    fn handle(
+        &mut self,
+        inbuf: &mut Vec<u8>,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<ClientEvent>, ClientConnError> {
+        loop {
+            match self.awaiting {
+                Awaiting::Done => {
+                    inbuf.clear();
+                    return Ok(None);
+                }
+                // (a length's first byte is 0: no results message is 16
+                // MiB; a state byte there is the server's error)
+                Awaiting::Results if inbuf.first().is_none_or(|b| *b == 0) => {
+                    if !self.server_results(inbuf)? {
+                        return Ok(None);
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            let Some(&b) = inbuf.first() else {
+                return Ok(None);
+            };
+            let b = b as i8;
+            if matches!(
+                b,
+                state::ACCESS_DENIED | state::SERVER_ERROR | state::SERVER_TERMINATE
+            ) {
+                return match Self::refusal(inbuf, b) {
+                    Some(e) => Err(e),
+                    None => Ok(None),
+                };
+            }
+            if self.awaiting == Awaiting::Results {
+                // not a state the server may send here: read as a length
+                self.server_results(inbuf)?;
+                return Ok(None);
+            }
+            inbuf.drain(..1);
+            match (self.awaiting, b) {
+                (Awaiting::ParamExchange, state::PARAM_EXCHANGE) => {
+                    self.awaiting = Awaiting::Request;
+                    return Ok(Some(ClientEvent::Established));
+                }
+                (Awaiting::Create, state::CREATE_STREAMS) => {
+                    let g = self.grant()?;
+                    self.awaiting = Awaiting::Start;
+                    return Ok(Some(ClientEvent::Granted(g)));
+                }
+                (Awaiting::Start, state::TEST_START) => {}
+                (Awaiting::Start, state::TEST_RUNNING) => {
+                    self.awaiting = Awaiting::Running;
+                    return Ok(Some(ClientEvent::Started));
+                }
+                (Awaiting::Running | Awaiting::Exchange, state::EXCHANGE_RESULTS)
+                    if self.told_end =>
+                {
+                    self.exchange(out);
+                }
+                (Awaiting::Display, state::DISPLAY_RESULTS) => {
+                    Self::state(out, state::IPERF_DONE);
+                    self.awaiting = Awaiting::Done;
+                    let r = self.theirs.take().unwrap_or_default();
+                    return Ok(Some(ClientEvent::Results(Box::new(r))));
+                }
+                // (a server may say IPERF_DONE too: nothing)
+                (_, state::IPERF_DONE) => {}
+                (awaiting, b) => {
+                    return Err(ProtoError::Malformed(format!(
+                        "the iperf3 server sent state {b} while we awaited {awaiting:?} (is it an iperf3 server?)"
+                    ))
+                    .into());
+                }
+            }
+        }
+    }
+
+    fn capabilities(&self) -> &Capabilities {
+        &self.capabilities
+    }
+
+    fn server_cpu(&self) -> (u32, u32) {
+        (0, 0)
+    }
+
+    fn half_closes(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{
+        FlowCounters, Limits,
+        conn::{ClientConn, ServerConn, Timeouts},
+        dialect::Dialect,
+        test::{Family, TestEnd},
+    };
+
+    const WAIT: Duration = Duration::from_secs(5);
+
+    fn server(now: Instant) -> ServerConn {
+        let t = Timeouts {
+            first_bytes: WAIT,
+            handshake: WAIT,
+            idle: WAIT,
+            test: Duration::from_secs(30),
+            close_grace: WAIT,
+        };
+        ServerConn::new("srv", Limits::default(), None, [1; 32], (2, 100), t, now)
+            .speaking(Dialect::Iperf3)
+    }
+
+    fn client(now: Instant) -> ClientConn {
+        ClientConn::iperf3(Token([7; 32]), 5201, "test client", now, WAIT)
+    }
+
+    /// Move the bytes each way until neither has anything to send; the
+    /// client's events, and the server's.
+    fn shuttle(s: &mut ServerConn, c: &mut ClientConn, now: Instant) -> Vec<ClientEvent> {
+        let mut got = Vec::new();
+        loop {
+            let to_s = c.output().to_vec();
+            c.consumed(to_s.len());
+            s.handle_bytes(now, &to_s);
+            let to_c = s.output().to_vec();
+            s.consumed(to_c.len());
+            let mut ev = c.handle_bytes(&to_c).unwrap();
+            while let Some(e) = ev {
+                got.push(e);
+                ev = c.process().unwrap();
+            }
+            if c.output().is_empty() && s.output().is_empty() {
+                return got;
+            }
+        }
+    }
+
+    fn server_events(s: &mut ServerConn) -> Vec<ServerEvent> {
+        std::iter::from_fn(|| s.poll_event()).collect()
+    }
+
+    /// Our client speaker against our server speaker, in memory: the
+    /// cookie, the parameters, the grant, the start, TEST_END, both
+    /// results, IPERF_DONE; the server's figures reach the client as its
+    /// side's, flow by flow.
+    #[test]
+    fn a_whole_test_in_memory() {
+        let now = Instant::now();
+        let (mut s, mut c) = (server(now), client(now));
+        assert_eq!(c.capabilities().dialect, Dialect::Iperf3);
+        assert_eq!(shuttle(&mut s, &mut c, now), vec![ClientEvent::Established]);
+        let mut spec = TestSpec::new(TestKind::TcpStream, Family::V4);
+        spec.flows = 2;
+        spec.end = TestEnd::Time { millis: 2000 };
+        c.setup(spec, now, WAIT).unwrap();
+        assert!(shuttle(&mut s, &mut c, now).is_empty());
+        let asked = server_events(&mut s)
+            .into_iter()
+            .find_map(|e| match e {
+                ServerEvent::Prepare(p) => Some(p),
+                _ => None,
+            })
+            .expect("the server prepares the test");
+        assert_eq!((asked.kind, asked.flows), (TestKind::TcpStream, 2));
+        // the streams present the cookie the client's token makes
+        assert_eq!(s.stream_cookie(), Some(iperf3::cookie_of(&Token([7; 32]))));
+        s.granted(
+            Grant {
+                data_port: 1,
+                token: Token([0; 32]),
+                send_buf: 0,
+                recv_buf: 0,
+                send_size: 0,
+                recv_size: 0,
+                send_width: 1,
+                recv_width: 1,
+                measure_cpu: false,
+                num_cpus: 1,
+            },
+            now,
+        );
+        let ev = shuttle(&mut s, &mut c, now);
+        let [ClientEvent::Granted(g)] = ev.as_slice() else {
+            panic!("{ev:?}")
+        };
+        assert_eq!((g.data_port, g.token), (5201, Token([7; 32])));
+        assert_eq!(g.recv_size, 128 * 1024);
+        assert!(c.start(now, WAIT));
+        s.streams_ready(now);
+        assert_eq!(shuttle(&mut s, &mut c, now), vec![ClientEvent::Started]);
+        assert!(!c.start(now, WAIT), "begun: nothing more to await");
+        let flows = vec![
+            FlowCounters {
+                bytes_sent: 1000,
+                ..FlowCounters::default()
+            },
+            FlowCounters {
+                bytes_sent: 500,
+                ..FlowCounters::default()
+            },
+        ];
+        c.our_results(&SideResults {
+            bytes_sent: 1500,
+            flows: flows.clone(),
+            ..SideResults::default()
+        });
+        c.done(ClientDone::default(), now, WAIT).unwrap();
+        shuttle(&mut s, &mut c, now);
+        assert!(server_events(&mut s).contains(&ServerEvent::EndTest));
+        let received: Vec<FlowCounters> = flows
+            .iter()
+            .map(|f| FlowCounters {
+                bytes_received: f.bytes_sent,
+                ..FlowCounters::default()
+            })
+            .collect();
+        s.test_ended(
+            Ok(SideResults {
+                bytes_received: 1500,
+                elapsed_ns: 2_000_000_000,
+                flows: received.clone(),
+                flow_count: 2,
+                ..SideResults::default()
+            }),
+            now,
+        );
+        let ev = shuttle(&mut s, &mut c, now);
+        let [ClientEvent::Results(r)] = ev.as_slice() else {
+            panic!("{ev:?}")
+        };
+        assert_eq!(r.bytes_received, 1500);
+        assert_eq!(r.flows, received);
+        assert_eq!(r.elapsed_ns, 2_000_000_000);
+        // IPERF_DONE went: the server closes, and anything more from it
+        // (a 3.21 server's late stream error) is let go
+        assert!(s.is_closing());
+        assert_eq!(c.handle_bytes(&[0xfe, 0, 0, 0, 205, 0, 0, 0, 0]), Ok(None));
+        // one test a connection
+        let again = TestSpec::new(TestKind::TcpStream, Family::V4);
+        assert!(c.setup(again, now, WAIT).is_err());
+    }
+
+    /// Bytes from a server that is not iperf3's, or is hostile: each a
+    /// clear error, none read past its bound.
+    #[test]
+    fn hostile_servers_are_refused_clearly() {
+        let now = Instant::now();
+        let said = |r: Result<Option<ClientEvent>, ClientConnError>| match r {
+            Err(ClientConnError::Session(ClientError::Server(m))) => (m.code, m.message),
+            other => panic!("{other:?}"),
+        };
+        // busy: ACCESS_DENIED instead of PARAM_EXCHANGE
+        let (code, text) = said(client(now).handle_bytes(&[0xff]));
+        assert_eq!(code, ErrorCode::Busy);
+        assert!(text.contains("busy"), "{text}");
+        // SERVER_ERROR with an errno, its numbers split across reads
+        let mut c = client(now);
+        assert_eq!(c.handle_bytes(&[9]), Ok(Some(ClientEvent::Established)));
+        assert_eq!(c.handle_bytes(&[0xfe, 0, 0, 0, 124, 0, 0]), Ok(None));
+        let (code, text) = said(c.handle_bytes(&[0, 105]));
+        assert_eq!(code, ErrorCode::TestFailed);
+        assert!(
+            text.starts_with("iperf3 server error 124: unable to set socket buffer size: "),
+            "{text}"
+        );
+        // an option it does not implement
+        let (code, text) = said(client(now).handle_bytes(&[0xfe, 0, 0, 0, 13, 0, 0, 0, 0]));
+        assert_eq!(code, ErrorCode::Unsupported);
+        assert!(text.contains("not implemented"), "{text}");
+        // a state byte out of turn (not an iperf3 server)
+        let e = client(now).handle_bytes(&[4]).unwrap_err();
+        assert!(format!("{e:?}").contains("state 4"), "{e:?}");
+        // results longer than the bound: refused on the length's first
+        // byte, before the rest comes
+        let mut c = at_results(now);
+        let e = c.handle_bytes(&[0x7f]).unwrap_err();
+        assert!(format!("{e:?}").contains("more than"), "{e:?}");
+        let mut c = at_results(now);
+        let over = (iperf3::MAX_RESULTS_JSON as u32 + 1).to_be_bytes();
+        let e = c.handle_bytes(&over).unwrap_err();
+        assert!(format!("{e:?}").contains("more than"), "{e:?}");
+        // results that are not iperf3's, or name a stream the test has not
+        for bad in [&b"not json"[..], br#"{"streams":[{"id":2,"bytes":1}]}"#] {
+            let mut c = at_results(now);
+            assert!(c.handle_bytes(&iperf3::framed(bad)).is_err(), "{bad:?}");
+        }
+        // the server terminated mid-test
+        let (_, text) = said(at_results(now).handle_bytes(&[11]));
+        assert!(text.contains("terminated"), "{text}");
+    }
+
+    /// A client whose test ran and whose TEST_END went, awaiting the
+    /// server's results.
+    fn at_results(now: Instant) -> ClientConn {
+        let mut c = client(now);
+        let mut out = Vec::new();
+        assert_eq!(c.handle_bytes(&[9]), Ok(Some(ClientEvent::Established)));
+        c.setup(TestSpec::new(TestKind::TcpMaerts, Family::V4), now, WAIT)
+            .unwrap();
+        assert!(matches!(
+            c.handle_bytes(&[10]),
+            Ok(Some(ClientEvent::Granted(_)))
+        ));
+        assert_eq!(c.handle_bytes(&[1, 2]), Ok(Some(ClientEvent::Started)));
+        // a receiving client tells the end early; the exchange comes
+        // before our figures do, and is answered once they have
+        let before = c.output().len();
+        c.tell_end();
+        assert_eq!(c.handle_bytes(&[13]), Ok(None));
+        c.our_results(&SideResults::default());
+        c.done(ClientDone::default(), now, WAIT).unwrap();
+        out.extend_from_slice(c.output().get(before..).unwrap_or_default());
+        assert_eq!(out.first(), Some(&(state::TEST_END as u8)), "{out:?}");
+        assert!(out.len() > 5, "our results went: {out:?}");
+        assert!(
+            iperf3::take_json(&out[1..], iperf3::MAX_RESULTS_JSON)
+                .unwrap()
+                .is_some()
+        );
+        c
     }
 }

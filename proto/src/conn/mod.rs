@@ -14,6 +14,7 @@
 //!   speakers' interfaces, deadlines and events.
 //! - [`ours`]: this suite's protocol (frames, sealing, sessions).
 //! - [`netperf2`]: netperf 2.7's 656-byte frames, both ends.
+//! - [`iperf3`]: iperf3's state bytes and JSON, both ends.
 
 pub mod iperf3;
 pub mod netperf2;
@@ -599,6 +600,18 @@ pub(crate) trait ClientSpeaker: Send {
     }
     /// Tell the server what we made of the last test, if it takes that.
     fn summary(&mut self, _summary: ClientSummary, _out: &mut Vec<u8>) {}
+    /// Our data connections are up: whether the server's word that the
+    /// data phase begins is awaited (iperf3's TEST_START, TEST_RUNNING).
+    fn start(&mut self) -> bool {
+        false
+    }
+    /// Tell the server now that the test is over, before our data phase
+    /// is (a server that sends until told: iperf3's TEST_END, told when a
+    /// receiving client's time is up); `done` then tells nothing more.
+    fn tell_end(&mut self, _out: &mut Vec<u8>) {}
+    /// What our side counted, for a dialect whose results exchange
+    /// carries both sides' (iperf3's): before `done`.
+    fn our_results(&mut self, _ours: &SideResults) {}
 }
 
 /// What went wrong on the client's side of a control connection.
@@ -702,6 +715,32 @@ impl ClientConn {
         }
     }
 
+    /// A conversation with an iperf3 server (3.x) at `port`: the cookie
+    /// that `token` makes is queued, PARAM_EXCHANGE due back within
+    /// `wait`. Each test's streams present the same cookie; the grant
+    /// names `port` and `token` for them.
+    pub fn iperf3(
+        token: crate::test::Token,
+        port: u16,
+        software: &str,
+        now: Instant,
+        wait: Duration,
+    ) -> ClientConn {
+        let mut outbuf = Vec::new();
+        let speaker = iperf3::Iperf3Client::new(token, port, software, &mut outbuf);
+        let mut c = ClientConn {
+            speaker: Box::new(speaker),
+            speak: Speak::Either,
+            inbuf: Vec::new(),
+            outbuf,
+            deadline: None,
+            queued: None,
+            queue_extended: false,
+        };
+        c.expect(now, wait, "PARAM_EXCHANGE");
+        c
+    }
+
     /// The netserver's turn queue as it last told, taken: so many tests
     /// ahead of ours, waiting at most so many seconds.
     pub fn take_queued(&mut self) -> Option<(u32, u32)> {
@@ -801,6 +840,30 @@ impl ClientConn {
     pub fn bye(&mut self) {
         self.speaker.bye(&mut self.outbuf);
         self.deadline = None;
+    }
+
+    /// Our data connections are up: whether the server's word that the
+    /// data phase begins is awaited ([`ClientEvent::Started`], due within
+    /// `wait`); most dialects begin at once.
+    pub fn start(&mut self, now: Instant, wait: Duration) -> bool {
+        let awaited = self.speaker.start();
+        if awaited {
+            self.expect(now, wait, "start of the test");
+        }
+        awaited
+    }
+
+    /// Tell the server now that the test is over, where its dialect has
+    /// the client say so (a receiving client's time is up); nothing for
+    /// the others, whose senders stop by themselves.
+    pub fn tell_end(&mut self) {
+        self.speaker.tell_end(&mut self.outbuf);
+    }
+
+    /// What our side counted, for a dialect whose results exchange
+    /// carries both sides' (iperf3's): call before [`ClientConn::done`].
+    pub fn our_results(&mut self, ours: &SideResults) {
+        self.speaker.our_results(ours);
     }
 
     /// Bytes arrived. Returns what they completed, if anything: the
