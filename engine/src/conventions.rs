@@ -7,18 +7,22 @@
 //! |---|---|---|
 //! | a data connection belongs to the test | it presents the 36-byte preamble (token, flow number); UDP says it in a hello | it comes from the control connection's peer address |
 //! | UDP_STREAM datagrams | start with a header (test id, sequence number, send time) | fill bytes only |
-//!
-//! iperf3's ([`Conventions::iperf3`]): its streams present the session's
-//! cookie on the server's own port and are handed to the test by the
-//! listener; UDP datagrams start with iperf3's header (send time in
-//! seconds and microseconds, a sequence number from 1, of 32 or 64 bits);
-//! the test ends on the control connection (TEST_END).
 //! | UDP_RR messages | start with a tag (the transaction's sequence number) | fill bytes only |
 //! | the UDP sender is done | it says so on the control connection | it sends three zero-length datagrams |
 //! | TCP_CRR's connection | the responder closes first, after its response (before the `crr-server-closes` capability, the requester) | the same |
 //!
 //! The TCP stream and TCP_RR ends are the same in both: the sender (the
 //! requester) half-closes and waits for the peer's end-of-file.
+//!
+//! iperf3's ([`Conventions::iperf3`]): its streams present the session's
+//! cookie on the server's own port and are handed to the test by the
+//! listener (a UDP stream says iperf3's connect message, "9876", and
+//! waits for "6789"); UDP datagrams start with iperf3's header (send time
+//! in seconds and microseconds, a sequence number from 1, of 32 or 64
+//! bits); the test ends on the control connection (TEST_END), and the
+//! receiver counts what it has read by then: a sending client leaves its
+//! streams open, and tells the end once what it sent is acknowledged and
+//! has had a moment to be read ([`Conventions::told_end`]).
 
 /// How a data connection shows that it belongs to the test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,7 +34,9 @@ pub enum Proof {
     /// the test's (netperf 2.7 sends no token).
     ControlPeer,
     /// The listener proved it (iperf3's cookie, on the server's own port)
-    /// and handed it to the test.
+    /// and handed it to the test: the client presents the cookie its
+    /// token makes ([`proto::iperf3::cookie_of`]), or on UDP iperf3's
+    /// connect message.
     Handed,
 }
 
@@ -79,7 +85,18 @@ pub struct Conventions {
     /// and netperf 2.7's); iperf3's clients close their streams only after
     /// the results.
     pub sender_waits_eof: bool,
+    /// The receiver counts until the client tells the end on the control
+    /// connection (iperf3's TEST_END), what it has read by then: a sending
+    /// client leaves its streams open and tells the end only once what it
+    /// sent is acknowledged (TCP) and [`SETTLE`] has passed.
+    pub told_end: bool,
 }
+
+/// How long a sending client waits, once what it sent is acknowledged,
+/// before it tells the end where the receiver counts until told
+/// ([`Conventions::told_end`]): time for the receiver to read what its
+/// socket holds.
+pub const SETTLE: std::time::Duration = std::time::Duration::from_millis(200);
 
 impl Conventions {
     /// Ours.
@@ -90,6 +107,7 @@ impl Conventions {
         udp_end: UdpEnd::Control,
         crr_closer: Closer::Responder,
         sender_waits_eof: true,
+        told_end: false,
     };
 
     /// netperf 2.7's.
@@ -100,6 +118,7 @@ impl Conventions {
         udp_end: UdpEnd::EmptyDatagrams(3),
         crr_closer: Closer::Responder,
         sender_waits_eof: true,
+        told_end: false,
     };
 
     /// Bytes a TCP_CRR request carries before the test's own.
@@ -111,16 +130,20 @@ impl Conventions {
     }
 
     /// What a new data connection presents first: our preamble (the
-    /// test's token and the flow's number), or nothing (netperf 2.7's).
+    /// test's token and the flow's number), iperf3's cookie (the one the
+    /// token makes), or nothing (netperf 2.7's).
     pub fn present(
         &self,
-        w: impl std::io::Write,
+        mut w: impl std::io::Write,
         token: &proto::test::Token,
         flow: u32,
     ) -> Result<(), crate::EngineError> {
         match self.proof {
             Proof::Preamble => crate::handshake::write_preamble(w, token, flow),
-            Proof::ControlPeer | Proof::Handed => Ok(()),
+            Proof::Handed => w
+                .write_all(&proto::iperf3::cookie_of(token))
+                .map_err(|e| crate::EngineError::io("presenting the cookie", e)),
+            Proof::ControlPeer => Ok(()),
         }
     }
 
@@ -144,6 +167,7 @@ impl Conventions {
             udp_end: UdpEnd::Control,
             crr_closer: Closer::Responder,
             sender_waits_eof: false,
+            told_end: true,
         }
     }
 }

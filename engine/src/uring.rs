@@ -505,7 +505,7 @@ mod tests {
             window: None,
             rx: proto::RxPath::Copy,
             zerocopy: false,
-            wait_eof: true,
+            end: crate::stream::tcp::SenderEnd::WaitEof,
         }
     }
 

@@ -33,7 +33,7 @@ use crate::{
     latency::Latency,
     live::Live,
     rr::window::Window,
-    stream::{rx::Reader, zc::ZcSender},
+    stream::{rx::Reader, tcp::SenderEnd, zc::ZcSender},
     timer::StopFlag,
 };
 use proto::RxPath;
@@ -80,10 +80,11 @@ pub struct Plan {
     pub rx: RxPath,
     /// Sending flows send with MSG_ZEROCOPY (`--zerocopy`).
     pub zerocopy: bool,
-    /// A sending flow, once done, waits for its peer's end-of-file (ours
-    /// and netperf 2.7's ends close theirs at once); iperf3's clients
-    /// close their streams only after the results, so its senders do not.
-    pub wait_eof: bool,
+    /// What a sending flow does once done: wait for its peer's
+    /// end-of-file (ours and netperf 2.7's ends close theirs at once);
+    /// half-close and go (to iperf3's clients, which close their streams
+    /// only after the results); or leave it open (to an iperf3 server).
+    pub end: SenderEnd,
 }
 
 /// What a run counted: each flow's, in the order of the connections given,
@@ -160,8 +161,8 @@ struct Slot {
     last_progress: Instant,
     /// What was last added to the run's live counters.
     published: (u64, u64),
-    /// Once done sending, wait for the peer's end ([`Plan::wait_eof`]).
-    wait_eof: bool,
+    /// Once done sending ([`Plan::end`]).
+    end: SenderEnd,
 }
 
 /// The thread's buffers, shared by its flows.
@@ -500,7 +501,7 @@ fn register(
             bufs_end: (0, 0),
             last_progress: start,
             published: (0, 0),
-            wait_eof: plan.wait_eof,
+            end: plan.end,
         });
     }
     Ok(slots)
@@ -882,6 +883,10 @@ fn drive(
 /// Our side is done sending: shut it, and wait for the peer's end (where
 /// the plan says so).
 fn half_close(s: &mut Slot) -> Result<(), EngineError> {
+    if s.end == SenderEnd::Open {
+        finish(s);
+        return Ok(());
+    }
     s.sock
         .shutdown(Shutdown::Write)
         .or_else(|e| {
@@ -892,7 +897,7 @@ fn half_close(s: &mut Slot) -> Result<(), EngineError> {
             }
         })
         .map_err(|e| EngineError::io("shutting down a data connection", e))?;
-    if !s.wait_eof {
+    if s.end == SenderEnd::HalfClose {
         finish(s);
         return Ok(());
     }
@@ -927,7 +932,7 @@ mod tests {
             window: None,
             rx: RxPath::Copy,
             zerocopy: false,
-            wait_eof: true,
+            end: SenderEnd::WaitEof,
         }
     }
 

@@ -28,6 +28,23 @@ use crate::{
 };
 use proto::RxPath;
 
+/// What a TCP sender does once it is done.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SenderEnd {
+    /// Half-close, and wait for the receiver's end-of-file (ours, netperf
+    /// 2.7's: the receiver closes once it has everything).
+    #[default]
+    WaitEof,
+    /// Half-close and go (a server sending to an iperf3 client, which
+    /// closes its streams only after the results).
+    HalfClose,
+    /// Leave the connection open, and go (a client sending to an iperf3
+    /// server, which counts what it has read when the end is told on the
+    /// control connection, and reads a closed stream in a loop): see
+    /// [`acknowledged`].
+    Open,
+}
+
 /// When the sender stops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Until {
@@ -65,7 +82,16 @@ pub fn send(
     live: &Live,
     linger: Duration,
 ) -> Result<Outcome, EngineError> {
-    send_with(conn, ring, until, stop, live, linger, SendCall::Send, None)
+    send_with(
+        conn,
+        ring,
+        until,
+        stop,
+        live,
+        (SenderEnd::WaitEof, linger),
+        SendCall::Send,
+        None,
+    )
 }
 
 /// [`send`], with the system call of `how`, timing each call into `lat`
@@ -77,7 +103,7 @@ pub fn send_with(
     until: Until,
     stop: &StopFlag,
     live: &Live,
-    linger: Duration,
+    (end, linger): (SenderEnd, Duration),
     how: SendCall,
     lat: Option<&mut Latency>,
 ) -> Result<Outcome, EngineError> {
@@ -86,16 +112,26 @@ pub fn send_with(
         SendCall::ZeroCopy => Some(ZcSender::new(conn)?),
         _ => None,
     };
-    let out = pump(conn, size, until, stop, live, linger, lat, "send", |want| {
-        let next = ring.next_buf();
-        let buf = next.get(..want).unwrap_or(next);
-        match (how, zc.as_mut()) {
-            // (a wait is a tick at most: pump looks at the stop flag)
-            (SendCall::ZeroCopy, Some(zc)) => zc.send(conn, buf, Some(ZcSender::WAIT_MS)),
-            (SendCall::Write, _) => sys::write(conn, buf),
-            _ => (&*conn).write(buf),
-        }
-    });
+    let out = pump(
+        conn,
+        size,
+        until,
+        stop,
+        live,
+        (end, linger),
+        lat,
+        "send",
+        |want| {
+            let next = ring.next_buf();
+            let buf = next.get(..want).unwrap_or(next);
+            match (how, zc.as_mut()) {
+                // (a wait is a tick at most: pump looks at the stop flag)
+                (SendCall::ZeroCopy, Some(zc)) => zc.send(conn, buf, Some(ZcSender::WAIT_MS)),
+                (SendCall::Write, _) => sys::write(conn, buf),
+                _ => (&*conn).write(buf),
+            }
+        },
+    );
     if let Some(zc) = zc.as_mut() {
         zc.finish(conn);
     }
@@ -125,7 +161,7 @@ pub fn send_file(
         until,
         stop,
         live,
-        linger,
+        (SenderEnd::WaitEof, linger),
         lat,
         "sendfile",
         |want| {
@@ -153,7 +189,7 @@ fn pump(
     until: Until,
     stop: &StopFlag,
     live: &Live,
-    linger: Duration,
+    (end, linger): (SenderEnd, Duration),
     mut lat: Option<&mut Latency>,
     what: &str,
     mut call: impl FnMut(usize) -> io::Result<usize>,
@@ -188,9 +224,13 @@ fn pump(
             }
         }
     }
-    conn.shutdown(Shutdown::Write)
-        .map_err(|e| EngineError::io("shutting down the data connection", e))?;
-    wait_for_close(conn, linger)?;
+    if end != SenderEnd::Open {
+        conn.shutdown(Shutdown::Write)
+            .map_err(|e| EngineError::io("shutting down the data connection", e))?;
+    }
+    if end == SenderEnd::WaitEof {
+        wait_for_close(conn, linger)?;
+    }
     Ok(Ended {
         counters: flow.counters,
         elapsed: start.elapsed(),
@@ -269,6 +309,25 @@ fn receive_with(
         counters: flow.counters,
         elapsed,
     })
+}
+
+/// Wait until everything sent on `conns` is acknowledged (the kernel's
+/// send queues are empty), until `deadline` at most: whether it was.
+/// Where the platform cannot tell, `true` at once.
+pub fn acknowledged(conns: &[TcpStream], deadline: Instant) -> bool {
+    loop {
+        let left: u64 = conns
+            .iter()
+            .map(|c| sys::unacknowledged(c).unwrap_or(0))
+            .sum();
+        if left == 0 {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }
 
 /// After shutting down our write side, wait for the peer to close its side.
@@ -371,7 +430,7 @@ mod tests {
                     Until::Bytes(10_500),
                     &StopFlag::new(),
                     &Live::new(),
-                    Duration::from_secs(10),
+                    (SenderEnd::WaitEof, Duration::from_secs(10)),
                     how,
                     Some(&mut lat),
                 ),

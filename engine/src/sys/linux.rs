@@ -43,6 +43,20 @@ pub fn tcp_info(sock: &impl Sock) -> io::Result<TcpInfo> {
     }
 }
 
+/// Bytes sent on a TCP socket and not yet acknowledged, or not yet sent
+/// (SIOCOUTQ).
+pub fn unacknowledged(sock: &impl Sock) -> io::Result<u64> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ (SIOCOUTQ) writes one int to the pointer, which
+    // outlives the call.
+    let rc = unsafe { libc::ioctl(raw(sock), libc::TIOCOUTQ, &raw mut n) };
+    if rc == 0 {
+        Ok(u64::try_from(n).unwrap_or(0))
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// `sendfile(2)`: `count` bytes of `file` from `offset` to `sock`; the
 /// kernel moves `offset` past what it sent.
 pub fn sendfile(

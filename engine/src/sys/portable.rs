@@ -21,6 +21,11 @@ pub fn tcp_info(_sock: &impl Sock) -> io::Result<TcpInfo> {
     Err(unsupported("TCP_INFO"))
 }
 
+/// The send queue's unacknowledged bytes: not read here.
+pub fn unacknowledged(_sock: &impl Sock) -> io::Result<u64> {
+    Err(unsupported("SIOCOUTQ"))
+}
+
 /// sendfile(2): not used here (TCP_SENDFILE says so).
 pub fn sendfile(
     _sock: &impl Sock,

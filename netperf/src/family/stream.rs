@@ -159,7 +159,7 @@ impl Family for Streams {
                     until,
                     r.stop,
                     &r.ctx.live,
-                    LINGER,
+                    (stream::tcp::SenderEnd::WaitEof, LINGER),
                     how,
                     lat.as_mut(),
                 )?
@@ -300,7 +300,7 @@ pub(crate) fn run_on_loops(
         window: window.map(|(bounds, _)| bounds),
         rx: lifecycle::local_rx(plan),
         zerocopy: plan.zerocopy,
-        wait_eof: true,
+        end: stream::tcp::SenderEnd::WaitEof,
     };
     let live = &r.ctx.live;
     // the driver chosen for the test: io_uring where asked, else event loops

@@ -39,8 +39,10 @@ pub fn client_hello_flow(
     flow: u32,
     deadline: Instant,
 ) -> Result<(), EngineError> {
-    if conv.proof == crate::conventions::Proof::ControlPeer {
-        return Ok(());
+    match conv.proof {
+        crate::conventions::Proof::ControlPeer => return Ok(()),
+        crate::conventions::Proof::Handed => return iperf3_connect(link, deadline),
+        crate::conventions::Proof::Preamble => {}
     }
     let sock = link.socket();
     let hello = handshake::preamble(token, flow);
@@ -61,6 +63,41 @@ pub fn client_hello_flow(
                 let _ = link.send(buf.get(..CHALLENGE_LEN).unwrap_or_default());
             }
             _ => {}
+        }
+    }
+    sock.set_read_timeout(None)
+        .map_err(|e| EngineError::io("clearing a receive timeout", e))
+}
+
+/// An iperf3 UDP stream's connect: its message ("9876"), then the
+/// server's answer ("6789"), awaited until `deadline`. The message goes
+/// again only when it could not go or an ICMP error came back (nothing
+/// listened yet): a server that took it has made the stream, and takes
+/// another as the next stream's.
+fn iperf3_connect(link: Link<'_>, deadline: Instant) -> Result<(), EngineError> {
+    let sock = link.socket();
+    sock.set_read_timeout(Some(Duration::from_millis(50)))
+        .map_err(|e| EngineError::io("setting a receive timeout", e))?;
+    let mut buf = [0u8; 64];
+    let mut send = true;
+    loop {
+        if Instant::now() >= deadline {
+            return Err(EngineError::Timeout(
+                "the iperf3 server did not answer the UDP stream's connect message".into(),
+            ));
+        }
+        if send {
+            send = link.send(&proto::iperf3::UDP_CONNECT).is_err();
+        }
+        match link.recv(&mut buf) {
+            Ok(Some(n))
+                if proto::iperf3::is_udp_connect_reply(buf.get(..n).unwrap_or_default()) =>
+            {
+                break;
+            }
+            Ok(_) => {}
+            Err(e) if crate::error::timed_out(&e) || e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => send = true,
         }
     }
     sock.set_read_timeout(None)

@@ -390,6 +390,41 @@ mod tests {
         assert_eq!(&first[..fill.len()], fill);
     }
 
+    /// iperf3's conventions: a UDP stream says iperf3's connect message
+    /// and waits for the answer the server makes of it; a TCP stream
+    /// presents the cookie its token makes.
+    #[test]
+    fn iperf3_streams_connect_as_iperf3s_do() {
+        let conv = Conventions::iperf3(false);
+        let token = new_token().unwrap();
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let rx_addr = rx.local_addr().unwrap();
+        let server = thread::spawn(move || {
+            let mut b = [0u8; 64];
+            let (n, from) = rx.recv_from(&mut b).unwrap();
+            let reply = proto::iperf3::udp_connect_reply(&b[..n]).unwrap();
+            rx.send_to(&reply, from).unwrap();
+            b[..n].to_vec()
+        });
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let dl = Instant::now() + Duration::from_secs(5);
+        client_hello(Link::to(&tx, rx_addr), &token, &conv, dl).unwrap();
+        assert_eq!(server.join().unwrap(), b"9876");
+        // nobody answers: a timeout that says so
+        let quiet = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let e = client_hello(
+            Link::to(&tx, quiet.local_addr().unwrap()),
+            &token,
+            &conv,
+            Instant::now() + Duration::from_millis(200),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("connect message"), "{e}");
+        let mut cookie = Vec::new();
+        conv.present(&mut cookie, &token, 3).unwrap();
+        assert_eq!(cookie, proto::iperf3::cookie_of(&token));
+    }
+
     #[test]
     fn exact_count_over_loopback() {
         exact_count(UdpFast::default());
