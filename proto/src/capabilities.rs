@@ -3,7 +3,10 @@
 //! is known to do. The client asks this value, never which protocol it
 //! speaks.
 
-use crate::dialect::Dialect;
+use crate::{
+    dialect::Dialect,
+    test::{TestKind, TestSpec},
+};
 
 /// A feature a test may need of the netserver.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,6 +195,30 @@ impl Capabilities {
         }
     }
 
+    /// Why this end does not run tests of `kind` (an iperf3 server runs
+    /// the stream tests only); `None` when it does.
+    pub fn refuses_kind(&self, kind: TestKind) -> Option<String> {
+        match self.dialect {
+            Dialect::Iperf3 if !crate::iperf3::RUNS.contains(&kind) => Some(format!(
+                "an iperf3 server runs {}; use this suite's netserver at that end",
+                crate::iperf3::RUNS.map(|k| k.to_string()).join(", ")
+            )),
+            _ => None,
+        }
+    }
+
+    /// Why this end cannot run `spec` as asked, where its dialect has no
+    /// word for what it asks (iperf3's parameters), in one line naming the
+    /// option; `None` when it can.
+    pub fn refuses(&self, spec: &TestSpec) -> Option<String> {
+        match self.dialect {
+            Dialect::Iperf3 => crate::iperf3::Params::of_spec(spec, "")
+                .err()
+                .map(|e| e.message),
+            Dialect::Native | Dialect::Netperf2 => None,
+        }
+    }
+
     fn has(&self, f: Feature) -> bool {
         match f {
             Feature::Flows => self.flows,
@@ -262,5 +289,29 @@ mod tests {
                 .contains("netperf 2.7's netserver")
         );
         assert_eq!(hp.lacks(Feature::UdpFast), None);
+    }
+
+    /// An iperf3 server's refusals, known before connecting: the tests it
+    /// does not run, and what its parameters cannot say; ours and netperf
+    /// 2.7's refuse nothing here (they say so in answer to the request).
+    #[test]
+    fn an_iperf3_server_refuses_by_name() {
+        use crate::test::Family;
+        let i = Capabilities::iperf3();
+        for k in [
+            TestKind::TcpStream,
+            TestKind::TcpMaerts,
+            TestKind::UdpStream,
+        ] {
+            assert_eq!(i.refuses_kind(k), None);
+        }
+        let why = i.refuses_kind(TestKind::TcpRr).unwrap();
+        assert!(why.contains("TCP_STREAM, TCP_MAERTS, UDP_STREAM"), "{why}");
+        assert_eq!(Capabilities::netperf2().refuses_kind(TestKind::TcpRr), None);
+        let mut spec = TestSpec::new(TestKind::TcpStream, Family::V4);
+        assert_eq!(i.refuses(&spec), None);
+        spec.flows = 200;
+        assert!(i.refuses(&spec).unwrap().starts_with("--flows 200"));
+        assert_eq!(Capabilities::from_names("x", &[]).refuses(&spec), None);
     }
 }

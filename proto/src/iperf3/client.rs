@@ -60,6 +60,14 @@ const UDP_LEN: std::ops::RangeInclusive<u32> = 16..=65_507;
 /// The most an iperf3 server takes for a socket buffer (MAX_TCP_BUFFER).
 const MAX_WINDOW: u32 = 512 * 1024 * 1024;
 
+/// The tests an iperf3 server runs: its streams one way or the other
+/// (`-R`), of TCP or UDP (our client asks UDP one way: iperf3's `-u`).
+pub const RUNS: [TestKind; 3] = [
+    TestKind::TcpStream,
+    TestKind::TcpMaerts,
+    TestKind::UdpStream,
+];
+
 fn unsupported(why: String) -> ErrorMsg {
     ErrorMsg::new(ErrorCode::Unsupported, why)
 }
@@ -80,7 +88,8 @@ impl Params {
             TestKind::UdpStream => (true, false),
             k => {
                 return Err(unsupported(format!(
-                    "{k}: an iperf3 server runs TCP_STREAM, TCP_MAERTS and UDP_STREAM"
+                    "{k}: an iperf3 server runs {}",
+                    RUNS.map(|k| k.to_string()).join(", ")
                 )));
             }
         };
@@ -92,6 +101,15 @@ impl Params {
         }
         let (time, num) = match spec.end {
             TestEnd::Time { millis } => (millis.div_ceil(1000), 0),
+            // (the server sends until told the end; the client tells it
+            // when its own count is in, as iperf3's does, and what was on
+            // its way arrives after)
+            TestEnd::Bytes(_) if reverse => {
+                return Err(unsupported(format!(
+                    "-l -bytes: {} sent by an iperf3 server end when the client has counted them, and what is on its way arrives after; give TCP_MAERTS a time (-l secs)",
+                    spec.kind
+                )));
+            }
             TestEnd::Bytes(n) => (0, n),
             TestEnd::Transactions(_) => {
                 return Err(unsupported(
@@ -105,6 +123,9 @@ impl Params {
             )));
         }
         let s = &spec.server;
+        if let Some(why) = not_expressed(spec) {
+            return Err(unsupported(why));
+        }
         let len = match (udp, reverse) {
             (true, _) => spec.client_send_size.unwrap_or(1460),
             (false, false) => s.recv_size.or(spec.client_send_size).unwrap_or(TCP_LEN),
@@ -154,6 +175,37 @@ impl Params {
             ..Params::default()
         })
     }
+}
+
+/// What `spec` asks of the server that iperf3's parameters have no word
+/// for, named by its option.
+fn not_expressed(spec: &TestSpec) -> Option<String> {
+    let s = &spec.server;
+    let asked = [
+        (
+            spec.data_port.is_some(),
+            "-- -P ,rport: an iperf3 server's streams come to its control port",
+        ),
+        (
+            spec.data_addr.is_some(),
+            "-- -H: an iperf3 server's streams come to its control address",
+        ),
+        (
+            s.priority.is_some(),
+            "-y ,rprio: an iperf3 server sets no SO_PRIORITY",
+        ),
+        (
+            spec.keepalive,
+            "-S: an iperf3 server sets no SO_KEEPALIVE on its streams",
+        ),
+        (
+            spec.remote_fill,
+            "-F ,rfill: an iperf3 server fills its buffers itself",
+        ),
+    ];
+    asked
+        .into_iter()
+        .find_map(|(yes, why)| yes.then(|| why.to_string()))
 }
 
 /// Whether the server receives in this test (and we send).
@@ -464,6 +516,23 @@ mod tests {
         // what iperf3 does not run, named
         let e = Params::of_spec(&TestSpec::new(TestKind::TcpRr, Family::V4), "x").unwrap_err();
         assert!(e.message.starts_with("TCP_RR"), "{e:?}");
+        // a byte count the server sends: it sends until told
+        let mut spec = TestSpec::new(TestKind::TcpMaerts, Family::V4);
+        spec.end = TestEnd::Bytes(1000);
+        let e = Params::of_spec(&spec, "x").unwrap_err();
+        assert!(e.message.starts_with("-l -bytes"), "{e:?}");
+        // what its parameters have no word for, by its option
+        let mut spec = TestSpec::new(TestKind::TcpStream, Family::V4);
+        spec.data_port = Some(7000);
+        let e = Params::of_spec(&spec, "x").unwrap_err();
+        assert!(e.message.starts_with("-- -P ,rport"), "{e:?}");
+        spec.data_port = None;
+        spec.server.priority = Some(3);
+        assert!(Params::of_spec(&spec, "x").is_err());
+        // netperf 2.7's SO_DONTROUTE on a UDP stream is left out, not refused
+        let mut spec = TestSpec::new(TestKind::UdpStream, Family::V4);
+        spec.server.dont_route = true;
+        assert!(Params::of_spec(&spec, "x").is_ok());
     }
 
     #[test]
