@@ -58,6 +58,10 @@ pub enum Io {
 pub struct StreamSend {
     size: usize,
     total: Option<u64>,
+    /// The flow ends on a multiple of this many bytes (1: anywhere).
+    block: u64,
+    /// The test's end came (its time is up).
+    stopped: bool,
     pub counters: FlowCounters,
 }
 
@@ -66,20 +70,41 @@ impl StreamSend {
         StreamSend {
             size: size.max(1),
             total,
+            block: 1,
+            stopped: false,
             counters: FlowCounters::default(),
         }
     }
 
-    /// How many bytes the next send carries; `None` when the count is out.
+    /// The flow ends on a whole number of `block`s: once its count is in
+    /// or its time up, it sends what completes the last one (a receiver
+    /// that counts what it reads a block at a time: iperf3's server).
+    pub fn with_block(mut self, block: u32) -> StreamSend {
+        self.block = u64::from(block.max(1));
+        self
+    }
+
+    /// The test's time is up: only what completes the last block goes.
+    #[inline]
+    pub fn stop(&mut self) {
+        self.stopped = true;
+    }
+
+    /// How many bytes the next send carries; `None` when the count is out
+    /// (or the flow stopped) and the last block is whole.
     #[inline]
     pub fn next_len(&self) -> Option<usize> {
-        match self.total {
-            None => Some(self.size),
-            Some(t) if self.counters.bytes_sent < t => {
-                Some((self.size as u64).min(t - self.counters.bytes_sent) as usize)
-            }
-            Some(_) => None,
+        let sent = self.counters.bytes_sent;
+        let left = match self.total {
+            _ if self.stopped => 0,
+            None => u64::MAX,
+            Some(t) => t.saturating_sub(sent),
+        };
+        if left > 0 {
+            return Some((self.size as u64).min(left) as usize);
         }
+        let rest = (self.block - sent % self.block) % self.block;
+        (rest > 0).then(|| (self.size as u64).min(rest) as usize)
     }
 
     #[inline]
@@ -492,6 +517,31 @@ mod tests {
             (r.counters.bytes_received, r.counters.recv_calls),
             (5000, 2)
         );
+    }
+
+    /// A sender that ends on whole blocks: a count or a stop in the
+    /// middle of one sends what completes it, short sends included; with
+    /// blocks of 1 a stop ends at once.
+    #[test]
+    fn stream_send_ends_on_whole_blocks() {
+        let mut s = StreamSend::new(3000, Some(10_001)).with_block(4096);
+        while let Some(n) = s.next_len() {
+            s.sent(n);
+        }
+        assert_eq!(s.counters.bytes_sent, 12_288);
+        let mut s = StreamSend::new(3000, None).with_block(4096);
+        s.sent(2999);
+        s.sent(1000);
+        s.stop();
+        assert_eq!(s.next_len(), Some(97));
+        s.sent(50);
+        assert_eq!(s.next_len(), Some(47));
+        s.sent(47);
+        assert_eq!((s.next_len(), s.counters.bytes_sent), (None, 4096));
+        let mut s = StreamSend::new(3000, None);
+        s.sent(1234);
+        s.stop();
+        assert_eq!(s.next_len(), None);
     }
 
     /// A requester and a responder, shuttled in memory with short reads.

@@ -309,7 +309,7 @@ struct Done {
 fn machine(plan: &Plan, sock: &mio::net::TcpStream) -> Result<Machine, EngineError> {
     Ok(match plan.role {
         Role::Send { size, total } => Machine::Send(
-            StreamSend::new(size, total),
+            StreamSend::new(size, total).with_block(plan.end.block()),
             plan.zerocopy.then(|| ZcSender::new(sock)).transpose()?,
         ),
         Role::Recv { .. } => Machine::Recv(StreamRecv::default(), Reader::new(plan.rx, sock)?),
@@ -752,8 +752,10 @@ fn drive(
         }
         match &mut s.machine {
             Machine::Send(f, zc) => {
-                let want = if stopping { None } else { f.next_len() };
-                let Some(want) = want else {
+                if stopping {
+                    f.stop();
+                }
+                let Some(want) = f.next_len() else {
                     if let Some(z) = zc {
                         z.finish(&s.sock);
                     }
@@ -883,7 +885,7 @@ fn drive(
 /// Our side is done sending: shut it, and wait for the peer's end (where
 /// the plan says so).
 fn half_close(s: &mut Slot) -> Result<(), EngineError> {
-    if s.end == SenderEnd::Open {
+    if matches!(s.end, SenderEnd::Open { .. }) {
         finish(s);
         return Ok(());
     }

@@ -38,11 +38,57 @@ pub enum SenderEnd {
     /// Half-close and go (a server sending to an iperf3 client, which
     /// closes its streams only after the results).
     HalfClose,
-    /// Leave the connection open, and go (a client sending to an iperf3
-    /// server, which counts what it has read when the end is told on the
-    /// control connection, and reads a closed stream in a loop): see
-    /// [`acknowledged`].
-    Open,
+    /// Leave the connection open, and go, having sent a whole number of
+    /// `block`s (a client sending to an iperf3 server, which counts what
+    /// it has read when the end is told on the control connection, reads
+    /// a closed stream in a loop, and (3.21) counts a block of its `len`
+    /// only once it is whole): see [`settle`].
+    Open { block: u32 },
+}
+
+impl SenderEnd {
+    /// How a client's sender ends with these conventions: it leaves its
+    /// connections open where the receiver counts until the end is told
+    /// ([`crate::conventions::Conventions::told_end`]), and waits for the
+    /// receiver's end-of-file otherwise.
+    /// `block`: the receiver's read size (the grant's).
+    pub fn client(conv: &crate::conventions::Conventions, block: u32) -> SenderEnd {
+        if conv.told_end {
+            SenderEnd::Open { block }
+        } else {
+            SenderEnd::WaitEof
+        }
+    }
+
+    /// The bytes a sender's total is a multiple of.
+    pub fn block(self) -> u32 {
+        match self {
+            SenderEnd::Open { block } => block,
+            _ => 1,
+        }
+    }
+
+    /// How a server's sender ends: it waits for the client's end-of-file
+    /// where the client closes once it has everything, and half-closes
+    /// and goes otherwise (an iperf3 client closes after the results).
+    pub fn server(conv: &crate::conventions::Conventions) -> SenderEnd {
+        if conv.sender_waits_eof {
+            SenderEnd::WaitEof
+        } else {
+            SenderEnd::HalfClose
+        }
+    }
+}
+
+/// A sending client's last step where the receiver counts what it has read
+/// when told the end ([`crate::conventions::Conventions::told_end`]): wait
+/// until what was sent on `conns` is acknowledged (within `limit`), then
+/// [`crate::conventions::SETTLE`] for the receiver to read it. Whether it
+/// was all acknowledged.
+pub fn settle(conns: &[TcpStream], limit: Duration) -> bool {
+    let acked = acknowledged(conns, Instant::now() + limit);
+    std::thread::sleep(crate::conventions::SETTLE);
+    acked
 }
 
 /// When the sender stops.
@@ -199,13 +245,16 @@ fn pump(
         Until::Stopped => None,
         Until::Bytes(n) => Some(n),
     };
-    let mut flow = StreamSend::new(size as usize, total);
+    let mut flow = StreamSend::new(size as usize, total).with_block(end.block());
     // A peer that stops reading must not hold a send past the end of the
     // test: a blocked call returns after a moment, and the loop looks at
     // the stop flag (a call cut short counts what it sent).
     conn.set_write_timeout(Some(SEND_TICK))
         .map_err(|e| EngineError::io("setting a send timeout", e))?;
-    while !stop.is_set() {
+    loop {
+        if stop.is_set() {
+            flow.stop();
+        }
         let Some(want) = flow.next_len() else { break };
         let t0 = if lat.is_some() { clock::now_ns() } else { 0 };
         let r = call(want);
@@ -224,7 +273,7 @@ fn pump(
             }
         }
     }
-    if end != SenderEnd::Open {
+    if !matches!(end, SenderEnd::Open { .. }) {
         conn.shutdown(Shutdown::Write)
             .map_err(|e| EngineError::io("shutting down the data connection", e))?;
     }

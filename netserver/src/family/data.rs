@@ -48,11 +48,7 @@ pub(crate) fn run_flows_on_loops(
         window,
         rx: spec.paths.rx,
         zerocopy: false,
-        end: if conv.sender_waits_eof {
-            engine::stream::tcp::SenderEnd::WaitEof
-        } else {
-            engine::stream::tcp::SenderEnd::HalfClose
-        },
+        end: engine::stream::tcp::SenderEnd::server(conv),
     };
     let report = engine::drive::flows(driver, conns, &plan, &ctl.stop, &ctl.live).map_err(|e| {
         if ctl.is_aborted() {
