@@ -44,6 +44,8 @@ pub struct Control {
     ctl: ControlStream,
     peer: SocketAddr,
     local: SocketAddr,
+    /// A test was asked on this conversation.
+    tested: bool,
 }
 
 /// The netserver's own word on why a conversation ended, or that it
@@ -120,7 +122,32 @@ impl Control {
         let core = ClientConn::new(session, &software(), Instant::now(), HELLO_TIMEOUT, speak)
             .map_err(|e| describe(e.into(), peer, false))?;
         let c = Control::over(stream, core)?;
-        c.established(key)
+        c.established(
+            key,
+            "in this suite's control protocol (is it netperf 2.7's netserver, or another service?)",
+        )
+    }
+
+    /// iperf3's conversation (`--iperf3`): our cookie, made of a new
+    /// token, which the test's streams present too; established at the
+    /// server's PARAM_EXCHANGE.
+    fn iperf3(stream: TcpStream) -> Result<Hello> {
+        let peer = stream.peer_addr()?;
+        let token = engine::handshake::new_token()?;
+        let core = ClientConn::iperf3(
+            token,
+            peer.port(),
+            &software(),
+            Instant::now(),
+            HELLO_TIMEOUT,
+        );
+        let c = Control::over(stream, core)?;
+        match c.established(None, "as an iperf3 server (is iperf3 -s listening there?)")? {
+            Hello::Closed => bail!(
+                "{peer} closed the control connection at our cookie without a word (is it an iperf3 server?)"
+            ),
+            up => Ok(up),
+        }
     }
 
     /// netperf 2.7's protocol from the first frame (`--dialect netperf2`,
@@ -137,19 +164,19 @@ impl Control {
             ctl: ControlStream::new(stream, core),
             peer,
             local,
+            tested: false,
         })
     }
 
-    /// Wait for the hello to be answered.
-    fn established(mut self, key: Option<&Key>) -> Result<Hello> {
+    /// Wait for the hello to be answered; `expected`: how the server
+    /// should have answered, for the error when it did not.
+    fn established(mut self, key: Option<&Key>, expected: &str) -> Result<Hello> {
         let peer = self.peer;
         match self.ctl.next_event() {
             Ok(ClientEvent::Established) => {}
             Err(ControlError::Closed) => return Ok(Hello::Closed),
             Err(ControlError::Timeout(..) | ControlError::Proto(ProtoError::Malformed(_))) => {
-                bail!(
-                    "{peer} does not answer in this suite's control protocol (is it netperf 2.7's netserver, or another service?)"
-                )
+                bail!("{peer} does not answer {expected}")
             }
             Err(e) => return Err(self.describe(e)),
             Ok(other) => bail!("unexpected {other:?} from {peer} during hello"),
@@ -208,8 +235,58 @@ impl Control {
         self.ctl.server_error_within(wait).map(|m| m.message)
     }
 
+    /// Ready for the plan's next test: where the server runs one test a
+    /// connection (an iperf3 server) and this one has run its test, a new
+    /// conversation with it, on a new connection.
+    pub fn ready(&mut self, plan: &Plan) -> Result<()> {
+        if !(self.tested && self.caps().one_test) {
+            return Ok(());
+        }
+        self.bye();
+        let key = plan.auth.as_ref().map(|a| a.load()).transpose()?;
+        // (iperf3 -s listens again a moment after its test)
+        let give_up = Instant::now() + BUSY_RETRY;
+        let stream = loop {
+            match connect_one(self.peer, plan) {
+                Ok(s) => break s,
+                Err(e)
+                    if e.kind() == io::ErrorKind::ConnectionRefused && Instant::now() < give_up =>
+                {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) => {
+                    return Err(
+                        anyhow!(e).context(format!("cannot connect again to {}", self.peer))
+                    );
+                }
+            }
+        };
+        *self = open(stream, self.peer, plan, key.as_ref())?;
+        Ok(())
+    }
+
+    /// Our data connections are up: where the server says when the data
+    /// phase begins (iperf3's TEST_START, TEST_RUNNING), wait for it.
+    pub fn start(&mut self) -> Result<()> {
+        if !self.ctl.core().start(Instant::now(), SETUP_TIMEOUT) {
+            return Ok(());
+        }
+        match self.ctl.next_event().map_err(|e| self.describe(e))? {
+            ClientEvent::Started => Ok(()),
+            other => bail!("unexpected {other:?} instead of the start of the test"),
+        }
+    }
+
+    /// Tell the server now that the test is over, where it sends until
+    /// told (a receiving client's time is up); nothing for the others.
+    pub fn tell_end(&mut self) -> Result<()> {
+        self.ctl.core().tell_end();
+        self.ctl.flush().map_err(|e| self.describe(e))
+    }
+
     /// Ask for a test; the server prepares its data sockets.
     pub fn setup(&mut self, spec: &TestSpec) -> Result<Grant> {
+        self.tested = true;
         self.ctl
             .core()
             .setup(spec.clone(), Instant::now(), SETUP_TIMEOUT)
@@ -226,9 +303,16 @@ impl Control {
         }
     }
 
-    /// Our data phase is over: report it and collect the server's counters,
-    /// waiting at most `wait`.
-    pub fn finish(&mut self, done: ClientDone, wait: Duration) -> Result<SideResults> {
+    /// Our data phase is over: report it (`ours`: what our side counted,
+    /// for a server whose results exchange carries both sides') and
+    /// collect the server's counters, waiting at most `wait`.
+    pub fn finish(
+        &mut self,
+        done: ClientDone,
+        ours: &SideResults,
+        wait: Duration,
+    ) -> Result<SideResults> {
+        self.ctl.core().our_results(ours);
         self.ctl
             .core()
             .done(done, Instant::now(), wait)
@@ -333,6 +417,7 @@ pub fn connect(plan: &Plan) -> Result<Connection> {
     };
     if err.kind() == io::ErrorKind::ConnectionRefused
         && addr.ip().is_loopback()
+        && plan.dialect.embeddable()
         && (plan.host.is_none() || plan.port == crate::cli::DEFAULT_PORT)
     {
         let ip = addr.ip();
@@ -367,6 +452,7 @@ pub fn connect(plan: &Plan) -> Result<Connection> {
         });
     }
     Err(Unreachable {
+        server: plan.dialect.server(),
         host,
         port: plan.port,
         addr,
@@ -391,10 +477,12 @@ pub fn connect(plan: &Plan) -> Result<Connection> {
 /// No netserver answered at the address netperf was given.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "cannot connect to netserver at {host} port {port} ({addr}): {err}{hint}",
-    hint = if err.kind() == io::ErrorKind::ConnectionRefused { "; is netserver running there?" } else { "" }
+    "cannot connect to {server} at {host} port {port} ({addr}): {err}{hint}",
+    hint = if err.kind() == io::ErrorKind::ConnectionRefused { format!("; is {server} running there?") } else { String::new() }
 )]
 pub struct Unreachable {
+    /// What should be listening there (netserver, iperf3 -s).
+    pub server: &'static str,
     pub host: String,
     pub port: u16,
     pub addr: SocketAddr,
@@ -444,12 +532,10 @@ fn open(stream: TcpStream, addr: SocketAddr, plan: &Plan, key: Option<&Key>) -> 
         Some(crate::cli::AuthSource::Passphrase(p)) => Some(p.as_str()),
         _ => None,
     };
-    if plan.dialect == DialectChoice::Netperf2 {
-        return Control::netperf2(stream, passphrase);
-    }
     let speak = match plan.dialect {
+        DialectChoice::Netperf2 => return Control::netperf2(stream, passphrase),
         DialectChoice::Native => Speak::Ours,
-        _ => Speak::Either,
+        DialectChoice::Auto | DialectChoice::Iperf3 => Speak::Either,
     };
     let give_up = std::time::Instant::now() + BUSY_RETRY;
     let mut stream = stream;
@@ -458,7 +544,11 @@ fn open(stream: TcpStream, addr: SocketAddr, plan: &Plan, key: Option<&Key>) -> 
     };
     loop {
         let token = passphrase.and_then(engine::token::split).map(|(p, _)| p);
-        match Control::hello(stream, (key, token), optional_auth(plan), speak) {
+        let said = match plan.dialect {
+            DialectChoice::Iperf3 => Control::iperf3(stream),
+            _ => Control::hello(stream, (key, token), optional_auth(plan), speak),
+        };
+        match said {
             Ok(Hello::Up(c)) => return Ok(*c),
             Ok(Hello::Closed) => {
                 // netserver 2.7 started with -Z closes without a word on

@@ -92,6 +92,7 @@ impl Source for Netserver {
     /// phases.
     fn measure(&mut self, plan: &Plan, ctx: &Context) -> Result<Measurement> {
         let d = &mut self.0.control;
+        d.ready(plan)?;
         match (plan.under_load, plan.rpm) {
             (Some(load), _) => crate::under_load::run(plan, load, d, ctx),
             (None, Some(load)) => crate::rpm::run(plan, load, d, ctx),
@@ -115,6 +116,9 @@ pub fn run(plan: &Plan) -> Result<Outcome> {
         eprintln!("netperf: {w}");
     }
     let fill = read_fill(plan)?;
+    if let Some(caps) = plan.dialect.known_capabilities() {
+        family::refuse_before_connecting(plan, &caps)?;
+    }
     let mut conn = control::connect(plan)?;
     debug::control(plan, &conn.control.peer());
     // what the netserver's policy allows a test, before the first request

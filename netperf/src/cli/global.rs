@@ -264,8 +264,15 @@ pub const OPTIONS: &[OptDef] = &[
         "dialect",
         "dialect",
         Arity::Required,
-        "auto|native|netperf2",
-        "Control protocol: this suite's, netperf 2.7's (for its netserver), or found out (default)",
+        "auto|native|netperf2|iperf3",
+        "Control protocol: this suite's, netperf 2.7's (for its netserver), iperf3's (as --iperf3), or found out (default)",
+    ),
+    OptDef::long_only(
+        "iperf3",
+        "iperf3",
+        Arity::None,
+        "",
+        "Run the test against an iperf3 server (iperf3 -s; port 5201 unless -p says): TCP_STREAM, TCP_MAERTS (its -R), UDP_STREAM (its -u)",
     ),
     OptDef::long_only(
         "key_file",
@@ -294,6 +301,16 @@ pub(crate) fn apply(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, C
     }
     if st.iterations.is_some() || st.level_width.is_some() {
         plan.confidence = Some(confidence(st.iterations, st.level_width, st.result_only)?);
+    }
+    // the dialect's own port, where -p does not name one
+    let port_named = p.options.iter().any(|o| {
+        o.id == "port"
+            && value::pair_explicit(o.value.as_deref().unwrap_or(""))
+                .0
+                .is_some()
+    });
+    if !port_named {
+        plan.port = plan.dialect.default_port();
     }
     let (protocol, _, _) = plan.name.defaults();
     plan.socket_type_label = match protocol {
@@ -637,13 +654,15 @@ fn output_option(
                 "auto" => DialectChoice::Auto,
                 "native" => DialectChoice::Native,
                 "netperf2" | "netperf" | "2.7" => DialectChoice::Netperf2,
+                "iperf3" => DialectChoice::Iperf3,
                 _ => {
                     return Err(CliError(format!(
-                        "{o}: '{v}' is not a dialect: auto, native or netperf2"
+                        "{o}: '{v}' is not a dialect: auto, native, netperf2 or iperf3"
                     )));
                 }
             }
         }
+        "iperf3" => plan.dialect = DialectChoice::Iperf3,
         "key_file" => plan.auth = Some(AuthSource::File(PathBuf::from(v))),
         "histogram" => plan.histogram = true,
         other => return Err(unhandled(other)),

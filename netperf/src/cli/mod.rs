@@ -150,6 +150,11 @@ fn finish(plan: &mut Plan) -> Result<(), CliError> {
             ));
         }
     }
+    if plan.dialect == DialectChoice::Iperf3 && plan.auth.is_some() {
+        return Err(CliError(
+            "-Z, --key-file: an iperf3 server authenticates with RSA keys (iperf3's --username), which --iperf3 does not speak; use this suite's netserver at that end".into(),
+        ));
+    }
     // --json-stream's last line holds the --json document
     if plan.json_stream {
         plan.json = true;

@@ -151,7 +151,10 @@ pub enum SelectorStyle {
     KeyVal,
 }
 
-/// Which control protocol to speak (`--dialect`).
+/// iperf3's control port, the default with `--iperf3`.
+pub const IPERF3_PORT: u16 = 5201;
+
+/// Which control protocol to speak (`--dialect`, `--iperf3`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DialectChoice {
     /// Ours, or netperf 2.7's when the netserver answers in it.
@@ -159,6 +162,42 @@ pub enum DialectChoice {
     Auto,
     Native,
     Netperf2,
+    /// iperf3's: an iperf3 server (`iperf3 -s`, or `netserver --iperf3`).
+    Iperf3,
+}
+
+impl DialectChoice {
+    /// The control port when `-p` does not say.
+    pub fn default_port(self) -> u16 {
+        match self {
+            DialectChoice::Iperf3 => IPERF3_PORT,
+            _ => DEFAULT_PORT,
+        }
+    }
+
+    /// What the other end can do, where the choice says it before any
+    /// connection (an iperf3 server's is iperf3's): what it cannot run is
+    /// refused by name before connecting.
+    pub fn known_capabilities(self) -> Option<proto::Capabilities> {
+        match self {
+            DialectChoice::Iperf3 => Some(proto::Capabilities::iperf3()),
+            _ => None,
+        }
+    }
+
+    /// Whether a netserver embedded in this process may stand in when none
+    /// listens on loopback (it speaks ours, not iperf3's).
+    pub fn embeddable(self) -> bool {
+        self != DialectChoice::Iperf3
+    }
+
+    /// What listens at the other end, for messages.
+    pub fn server(self) -> &'static str {
+        match self {
+            DialectChoice::Iperf3 => "an iperf3 server",
+            _ => "netserver",
+        }
+    }
 }
 
 /// Where the key comes from.

@@ -63,6 +63,23 @@ fn length_in_seconds_may_say_so() {
     assert_eq!(plan(&["-l", "30min"]).length, Length::Seconds(30_000_000));
 }
 
+/// `--iperf3` (and `--dialect iperf3`): iperf3's port unless `-p` names
+/// one, wherever it stands; our authentication is not iperf3's.
+#[test]
+fn iperf3_takes_its_own_port() {
+    let p = plan(&["--iperf3", "-H", "h"]);
+    assert_eq!(p.dialect, DialectChoice::Iperf3);
+    assert_eq!(p.port, 5201);
+    assert_eq!(plan(&["--dialect", "iperf3"]).port, 5201);
+    assert_eq!(plan(&["-p", "9000", "--iperf3"]).port, 9000);
+    assert_eq!(plan(&["--iperf3", "-p", "12865"]).port, 12865);
+    // -p naming only our local port leaves iperf3's
+    let p = plan(&["--iperf3", "-p", ",6000"]);
+    assert_eq!((p.port, p.local_port), (5201, Some(6000)));
+    assert!(err(&["--iperf3", "-Z", "x"]).contains("RSA"));
+    assert!(err(&["--dialect", "iperf2"]).contains("iperf3"));
+}
+
 #[test]
 fn host_and_port_forms() {
     let p = plan(&["-H", "example,6", "-p", "5000,6000"]);

@@ -14,10 +14,11 @@ use anyhow::{Context as _, Result, bail};
 use engine::{conventions::Conventions, sockopt, timer::StopFlag, timer::Timer};
 use optparse::value::AddrFamily;
 use proto::{
-    Capabilities, ClientDone, Family as AddrFam, Feature, Grant, Limits, Paths, Protocol, RxPath,
-    SideResults, TestEnd, TestKind, TestSpec, UdpFast, test::Resolved,
+    Capabilities, ClientDone, Direction, Family as AddrFam, Feature, Grant, Limits, Paths,
+    Protocol, RxPath, SideResults, TestEnd, TestKind, TestSpec, UdpFast, test::Resolved,
 };
 use socket2::{SockRef, Socket};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::context::{self, Context};
 use crate::{
@@ -89,8 +90,9 @@ pub(crate) trait Family {
     /// prepared socket is the first one's).
     fn connect(&mut self, r: &Run<'_>, p: Prepared) -> Result<()>;
     /// The timer that ends the data phase on our side (none when the
-    /// netserver's clock ends it).
-    fn timer(&self, plan: &Plan, stop: &StopFlag) -> Result<Option<Timer>> {
+    /// netserver's clock ends it: `caps` says whether its sender stops by
+    /// itself).
+    fn timer(&self, plan: &Plan, stop: &StopFlag, _caps: &Capabilities) -> Result<Option<Timer>> {
         context::length_timer(plan, stop)
     }
     /// The data phase, until `r.stop` or its count.
@@ -135,12 +137,17 @@ pub(crate) fn run_once(
     })
 }
 
-fn run_test(
-    plan: &Plan,
-    d: &mut Control,
-    ctx: &Context,
-    mut fam: Box<dyn Family>,
-) -> Result<Measurement> {
+/// What the plan's test needs of the other end that `caps` says it lacks,
+/// or a test it does not run: refused in one line naming the option.
+pub(crate) fn refuse_lacking(plan: &Plan, fam: &dyn Family, caps: &Capabilities) -> Result<()> {
+    if let Some(why) = caps.refuses_kind(plan.test) {
+        let name = plan.name.name();
+        let kind = plan.test.name();
+        match name == kind {
+            true => bail!("-t {name}: {why}"),
+            false => bail!("-t {name} (as {kind}): {why}"),
+        }
+    }
     let mut needs = fam.needs(plan);
     if plan.flows > 1 {
         needs.push(Feature::Flows);
@@ -151,9 +158,28 @@ fn run_test(
     if paths_of(plan).is_on() {
         needs.push(Feature::Paths);
     }
-    if let Some(why) = needs.into_iter().find_map(|f| d.caps().lacks(f)) {
+    if let Some(why) = needs.into_iter().find_map(|f| caps.lacks(f)) {
         bail!("{why}");
     }
+    Ok(())
+}
+
+/// What the other end would refuse of the request, where its dialect
+/// cannot say what it asks (iperf3's parameters): the option named.
+pub(crate) fn refuse_spec(spec: &TestSpec, caps: &Capabilities) -> Result<()> {
+    match caps.refuses(spec) {
+        Some(why) => bail!("{why}"),
+        None => Ok(()),
+    }
+}
+
+fn run_test(
+    plan: &Plan,
+    d: &mut Control,
+    ctx: &Context,
+    mut fam: Box<dyn Family>,
+) -> Result<Measurement> {
+    refuse_lacking(plan, &*fam, d.caps())?;
     if plan.flows > 1 {
         context::raise_open_files(plan.flows).map_err(|why| anyhow::anyhow!(why))?;
     }
@@ -162,6 +188,7 @@ fn run_test(
     let ours = fam.resolve(plan, &p)?;
     let trace = Trace::new(plan, &p, &ours);
     let spec = request_of(plan, &p, &ours, d.caps())?;
+    refuse_spec(&spec, d.caps())?;
     let grant = request(plan, d, &spec)?;
     debug::hp(|| format!("remote listen done.\nremote port is {}", grant.data_port));
     let to = SocketAddr::new(p.data_ip, grant.data_port);
@@ -177,17 +204,18 @@ fn run_test(
         driver: p.driver,
     };
     fam.connect(&r, p)?;
+    d.start()?;
     if let Some(cpu) = plan.local.cpu_bind {
         sockopt::pin_current_thread(cpu)?;
     }
     if let Length::Seconds(s) = plan.length {
         debug::hp(|| format!("About to start a timer for {s} seconds."));
     }
-    let _timer = fam.timer(plan, &stop)?;
+    let _timer = fam.timer(plan, &stop, d.caps())?;
     let _int = interrupt::stop_on_interrupt(&stop);
     let phase = ctx.begin(plan)?;
     let zc = plan.zerocopy.then(engine::stream::zc::figures);
-    let mut local = fam.run(&r, &ours)?;
+    let mut local = data_phase(&mut *fam, &r, &ours, d)?;
     if let Some(before) = zc {
         local.counts.tx = engine::stream::zc::since(before);
     }
@@ -195,7 +223,7 @@ fn run_test(
     (local.counts.cpu, interim) = phase.end();
     ctx.unwatch();
     trace.ended(plan, protocol);
-    let remote = d.finish(fam.done(&local), results_wait(plan))?;
+    let remote = d.finish(fam.done(&local), &local.counts, results_wait(plan))?;
     let remote_interim = d.take_interims();
     debug::hp(|| "remote results obtained".into());
     fam.check(plan, &local, &remote, d.caps())?;
@@ -248,6 +276,39 @@ fn run_test(
         remote_interim,
         interim,
         scenario: None,
+    })
+}
+
+/// The family's data phase. Where the other end sends until it is told
+/// the end (its sender does not stop by itself: an iperf3 server) and we
+/// receive, the end is told on the control connection once our time is up
+/// or we are interrupted (the stop flag), while our receivers read what is
+/// still on its way, up to the server's end of its streams.
+fn data_phase(fam: &mut dyn Family, r: &Run<'_>, ours: &Ours, d: &mut Control) -> Result<Local> {
+    if d.caps().stops_itself || r.plan.test.direction() != Direction::Receive {
+        return fam.run(r, ours);
+    }
+    let over = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (stop, over) = (r.stop.clone(), &over);
+        let teller = s.spawn(move || -> Result<()> {
+            while !stop.is_set() {
+                if over.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            debug::line(1, || "our time is up: telling the server the end".into());
+            d.tell_end()
+        });
+        let local = fam.run(r, ours);
+        over.store(true, Ordering::Relaxed);
+        let told = teller
+            .join()
+            .map_err(|_| anyhow::anyhow!("the thread telling the server the end panicked"))?;
+        let local = local?;
+        told?;
+        Ok(local)
     })
 }
 
@@ -458,6 +519,11 @@ fn request_of(plan: &Plan, p: &Prepared, ours: &Ours, caps: &Capabilities) -> Re
         spec.server.send_width = Some(ours.sizes.send_width);
     }
     spec.udp_fast = ours.udp_fast;
+    // what we send a call, for a server whose parameters carry one size
+    // for both ends (iperf3's `len`: its datagrams' size)
+    if plan.test.direction() == Direction::Send {
+        spec.client_send_size = Some(ours.sizes.send_size).filter(|&n| n > 0);
+    }
     validate(&spec)?;
     Ok(spec)
 }

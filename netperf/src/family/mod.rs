@@ -48,6 +48,18 @@ pub fn run_once(plan: &Plan, d: &mut Control, ctx: &Context) -> Result<Measureme
     lifecycle::run_once(plan, d, ctx, family_for(plan)?)
 }
 
+/// What the other end cannot run of the plan, where its capabilities are
+/// known before connecting (`--iperf3`: an iperf3 server's): refused by
+/// name before anything connects, as the lifecycle would refuse it after.
+pub fn refuse_before_connecting(plan: &Plan, caps: &proto::Capabilities) -> Result<()> {
+    lifecycle::refuse_lacking(plan, &*family_for(plan)?, caps)?;
+    let family = match plan.family {
+        optparse::value::AddrFamily::V6 => proto::Family::V6,
+        _ => proto::Family::V4,
+    };
+    lifecycle::refuse_spec(&spec_for(plan, family)?, caps)
+}
+
 /// The family of the plan's test.
 fn family_for(plan: &Plan) -> Result<Box<dyn Family>> {
     if (plan.flows > 1 || plan.window.is_some())

@@ -70,6 +70,7 @@ impl Family for TcpRr {
         &self,
         plan: &Plan,
         stop: &engine::timer::StopFlag,
+        _caps: &Capabilities,
     ) -> Result<Option<engine::timer::Timer>> {
         super::stream::window_timer(plan, stop)
     }

@@ -39,6 +39,10 @@ pub(crate) struct Streams {
     their_send_size: u64,
     /// The driver the flows ran on.
     driver: Driver,
+    /// Connections kept open until the test is over: a sending client's,
+    /// where the receiver counts until told the end (iperf3's server reads
+    /// a closed stream as it reads an open one until then).
+    held: Vec<TcpStream>,
 }
 
 /// The measured interval inside the traffic, with a window: its bounds
@@ -104,10 +108,11 @@ impl Family for Streams {
         Ok(())
     }
 
-    fn timer(&self, plan: &Plan, stop: &StopFlag) -> Result<Option<Timer>> {
+    fn timer(&self, plan: &Plan, stop: &StopFlag, caps: &Capabilities) -> Result<Option<Timer>> {
         match plan.test {
-            // the netserver's clock ends TCP_MAERTS
-            TestKind::TcpMaerts => Ok(None),
+            // the netserver's clock ends TCP_MAERTS, where it stops by
+            // itself; else ours does, and the end is told
+            TestKind::TcpMaerts if caps.stops_itself => Ok(None),
             _ => window_timer(plan, stop),
         }
     }
@@ -159,7 +164,10 @@ impl Family for Streams {
                     until,
                     r.stop,
                     &r.ctx.live,
-                    (stream::tcp::SenderEnd::WaitEof, LINGER),
+                    (
+                        stream::tcp::SenderEnd::client(&r.conv, r.grant.recv_size),
+                        LINGER,
+                    ),
                     how,
                     lat.as_mut(),
                 )?
@@ -198,9 +206,7 @@ impl Family for Streams {
             addr: conn.local_addr().ok(),
             ..Local::default()
         };
-        // closed before the results are asked for: a sending netserver
-        // waits for it
-        drop(conn);
+        self.end(r, vec![conn]);
         Ok(local)
     }
 
@@ -230,15 +236,45 @@ impl Streams {
     fn run_loops(&mut self, r: &Run<'_>, ours: &Ours) -> Result<Local> {
         let (send, recv) = (ours.sizes.send_size as usize, ours.sizes.recv_size as usize);
         let test = r.plan.test;
-        loops_local(r, std::mem::take(&mut self.conns), |share| match test {
+        let conns = std::mem::take(&mut self.conns);
+        // (the loops close theirs; another handle keeps each open where
+        // the conventions leave it so)
+        let kept = conns
+            .iter()
+            .map(TcpStream::try_clone)
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let local = loops_local(r, conns, |share| match test {
             TestKind::TcpStream => Role::Send {
                 size: send,
                 total: share,
             },
             _ => Role::Recv { size: recv },
-        })
+        })?;
+        self.end(r, kept);
+        Ok(local)
+    }
+
+    /// Our data phase is over. Closed before the results are asked for (a
+    /// sending netserver waits for it); or, as a sender whose receiver
+    /// counts until told the end, kept open until the test is over, once
+    /// what was sent is acknowledged and has had a moment to be read.
+    fn end(&mut self, r: &Run<'_>, conns: Vec<TcpStream>) {
+        if !r.conv.told_end {
+            return;
+        }
+        if r.plan.test == TestKind::TcpStream && !stream::tcp::settle(&conns, SETTLE_LIMIT) {
+            crate::debug::line(1, || {
+                "what we sent was not all acknowledged within 10 s: the server may count less"
+                    .into()
+            });
+        }
+        self.held = conns;
     }
 }
+
+/// How long a sender whose receiver counts until told the end waits for
+/// what it sent to be acknowledged.
+const SETTLE_LIMIT: Duration = Duration::from_secs(10);
 
 /// Flows on event loops, each with the role `role` makes of its share of
 /// a count: what our side counted.
@@ -300,7 +336,7 @@ pub(crate) fn run_on_loops(
         window: window.map(|(bounds, _)| bounds),
         rx: lifecycle::local_rx(plan),
         zerocopy: plan.zerocopy,
-        end: stream::tcp::SenderEnd::WaitEof,
+        end: stream::tcp::SenderEnd::client(&r.conv, r.grant.recv_size),
     };
     let live = &r.ctx.live;
     // the driver chosen for the test: io_uring where asked, else event loops

@@ -218,6 +218,7 @@ impl Family for UdpSend {
             self.sent = o.sent;
             local.counts = o.results();
             local.latency = lat.and_then(|l| l.summary());
+            settle(r);
             return Ok(local);
         }
         // a count in whole datagrams, as one flow sends it, shared out
@@ -253,6 +254,7 @@ impl Family for UdpSend {
         local.counts.send_errors = local.send_errors;
         local.counts.close_flows();
         local.flows = flow_ends(&self.socks);
+        settle(r);
         Ok(local)
     }
 
@@ -289,6 +291,15 @@ impl Family for UdpSend {
             }
         }
         Ok(())
+    }
+}
+
+/// Where the receiver counts what it has read when told the end
+/// ([`engine::conventions::Conventions::told_end`]), a moment for the
+/// last datagrams to be read before it is told.
+fn settle(r: &Run<'_>) {
+    if r.conv.told_end {
+        std::thread::sleep(engine::conventions::SETTLE);
     }
 }
 
