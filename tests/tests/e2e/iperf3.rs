@@ -1,7 +1,9 @@
 //! iperf3's clients against our netserver (`--iperf3`): the real iperf3
 //! binary (Debian's 3.12 in CI; the newest, 3.21, checked by hand), many
 //! at once, every direction, UDP loss against the kernel's counters, the
-//! turns of `--schedule exclusive`, and hostile bytes on its port.
+//! turns of `--schedule exclusive`, and hostile bytes on its port. And our
+//! netperf as an iperf3 client (`netperf --iperf3`), against `iperf3 -s`
+//! and against our netserver: what each end counted, to the byte.
 
 use std::{
     io::{Read, Write},
@@ -41,6 +43,42 @@ fn netserver(extra: &[&str]) -> (Netserver, u16) {
         .and_then(|a| a.rsplit(':').next()?.parse().ok())
         .expect("iperf3's port");
     (ns, port)
+}
+
+/// Our netserver serving iperf3 with `--record` (and `extra`), the record
+/// in a folder of its own, removed on drop.
+struct Recorded {
+    ns: Netserver,
+    port: u16,
+    dir: std::path::PathBuf,
+}
+
+impl Recorded {
+    fn start(tag: &str, extra: &[&str]) -> Recorded {
+        let dir = std::env::temp_dir().join(format!("np-iperf3-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let record = dir.join("record.jsonl");
+        let mut args = vec!["--record", record.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let (ns, port) = netserver(&args);
+        Recorded { ns, port, dir }
+    }
+
+    /// The record's lines, a moment after the last test ended.
+    fn lines(&self) -> Vec<Value> {
+        thread::sleep(Duration::from_millis(300));
+        std::fs::read_to_string(self.dir.join("record.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+impl Drop for Recorded {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// An iperf3 client's run (`-J`): its JSON, or its error text.
@@ -107,21 +145,14 @@ fn reverse_bidir_and_parallel_carry_the_servers_figures() {
     if !have_iperf3() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("np-iperf3-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let record = dir.join("record.jsonl");
-    let (ns, port) = netserver(&["--record", record.to_str().unwrap()]);
+    let rec = Recorded::start("carry", &[]);
+    let port = rec.port;
     let rev = client(port, &["-t", "1", "-R"]).unwrap();
     let bidir = client(port, &["-t", "1", "--bidir"]).unwrap();
     let par = client(port, &["-t", "1", "-P", "4"]).unwrap();
     let out = client(port, &["-t", "1", "--get-server-output"]).unwrap();
-    thread::sleep(Duration::from_millis(300));
-    let lines: Vec<Value> = std::fs::read_to_string(&record)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(lines.len(), 4, "{}", ns.log());
+    let lines = rec.lines();
+    assert_eq!(lines.len(), 4, "{}", rec.ns.log());
     for l in &lines {
         assert_eq!(l["dialect"], "iperf3", "{l}");
     }
@@ -153,7 +184,6 @@ fn reverse_bidir_and_parallel_carry_the_servers_figures() {
     // --get-server-output: the netserver's own lines
     let text = out["server_output_text"].as_str().unwrap_or_default();
     assert!(text.contains("rsnetperf netserver"), "{}", out);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `-b` and `--fq-rate` on a test the netserver sends (`-R`): each stream
@@ -238,15 +268,8 @@ fn exclusive_tests_take_turns() {
     if !have_iperf3() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("np-iperf3-turns-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let record = dir.join("record.jsonl");
-    let (ns, port) = netserver(&[
-        "--schedule",
-        "exclusive",
-        "--record",
-        record.to_str().unwrap(),
-    ]);
+    let rec = Recorded::start("turns", &["--schedule", "exclusive"]);
+    let (ns, port) = (&rec.ns, rec.port);
     let runs: Vec<_> = (0..3)
         .map(|_| thread::spawn(move || client(port, &["-t", "1"])))
         .collect();
@@ -256,9 +279,8 @@ fn exclusive_tests_take_turns() {
             .unwrap_or_else(|e| panic!("{e}\n{}", ns.log()));
     }
     thread::sleep(Duration::from_millis(300));
-    harness::record_spans_apart(&record, 3);
+    harness::record_spans_apart(&rec.dir.join("record.jsonl"), 3);
     assert!(ns.log().contains("waits its turn"), "{}", ns.log());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// What the netserver answered a hostile connection to iperf3's port.
@@ -315,4 +337,224 @@ fn hostile_bytes_at_iperf3s_port_are_refused_and_nothing_is_held() {
     assert_eq!(after, idle, "descriptors held: {}", ns.log());
     let v = client(port, &["-t", "1"]).unwrap();
     assert!(bytes(&v, "sum_received") > 1e6);
+}
+
+/// `iperf3 -s` for one test (`-1`) on a port of its own, its JSON report
+/// into a file; killed on drop if it has not gone.
+struct Iperf3Server {
+    child: std::process::Child,
+    port: u16,
+    report: std::path::PathBuf,
+}
+
+impl Iperf3Server {
+    fn start(tag: &str) -> Iperf3Server {
+        let port = harness::free_port();
+        let report = std::env::temp_dir().join(format!(
+            "np-iperf3-s-{tag}-{}-{port}.json",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&report);
+        let child = Command::new("iperf3")
+            .args(["-s", "-1", "-J", "-B", "127.0.0.1", "-p", &port.to_string()])
+            .arg("--logfile")
+            .arg(&report)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // listening once its port takes a connection attempt's place
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(5) {
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {
+                break;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        Iperf3Server {
+            child,
+            port,
+            report,
+        }
+    }
+
+    /// Its report, once it has gone (within 10 s of the test).
+    fn report(mut self) -> Value {
+        let t0 = Instant::now();
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "iperf3 -s -1 did not end after its test"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+        let text = std::fs::read_to_string(&self.report).unwrap_or_default();
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    }
+}
+
+impl Drop for Iperf3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.report);
+    }
+}
+
+/// Our netperf as an iperf3 client (`--iperf3`) at `port`: its `-k`
+/// figures.
+fn netperf_iperf3(port: u16, test: &str, extra: &[&str]) -> harness::Output {
+    let p = port.to_string();
+    let mut args = vec![
+        "--iperf3",
+        "-H",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "-t",
+        test,
+        "-l",
+        "2",
+        "-P",
+        "0",
+        "--",
+        "-k",
+        "LOCAL_BYTES_SENT,LOCAL_BYTES_RECVD,REMOTE_BYTES_SENT,REMOTE_BYTES_RECVD,REMOTE_RECV_CALLS",
+        "--flows",
+        "2",
+    ];
+    args.extend_from_slice(extra);
+    harness::netperf(&args)
+}
+
+/// What a test sent and received, by our netperf's count and by the
+/// iperf3 server's as our netperf reports it.
+fn counted(out: &harness::Output) -> [u64; 4] {
+    [
+        "LOCAL_BYTES_SENT",
+        "LOCAL_BYTES_RECVD",
+        "REMOTE_BYTES_SENT",
+        "REMOTE_BYTES_RECVD",
+    ]
+    .map(|k| harness::keyval(&out.stdout, k) as u64)
+}
+
+/// `netperf --iperf3` against `iperf3 -s`, two streams each way and of
+/// UDP: the bytes our netperf reports for the server are the server's
+/// own report's, and what one end sent the other received, to the byte
+/// (UDP: what arrived).
+#[test]
+fn netperf_runs_its_stream_tests_against_iperf3_s() {
+    if !have_iperf3() {
+        return;
+    }
+    for (test, extra) in [
+        ("TCP_STREAM", &[][..]),
+        ("TCP_MAERTS", &[][..]),
+        ("UDP_STREAM", &["-m", "1400", "--rate", "200M"][..]),
+    ] {
+        let server = Iperf3Server::start(test);
+        let out = netperf_iperf3(server.port, test, extra);
+        assert!(out.success(), "{test}: {out}");
+        let [sent, got, their_sent, their_got] = counted(&out);
+        let v = server.report();
+        let end = &v["end"];
+        let theirs = |sum: &str| end[sum]["bytes"].as_u64().unwrap_or(0);
+        eprintln!(
+            "{test}: netperf sent {sent}, received {got}; iperf3 -s received {}, sent {}",
+            theirs("sum_received"),
+            theirs("sum_sent")
+        );
+        assert_eq!(end["streams"].as_array().map(Vec::len), Some(2), "{test}");
+        match test {
+            "TCP_STREAM" => {
+                assert!(sent > 1_000_000, "{out}");
+                assert_eq!((their_got, their_got), (sent, theirs("sum_received")));
+            }
+            "TCP_MAERTS" => {
+                assert!(got > 1_000_000, "{out}");
+                assert_eq!((their_sent, their_sent), (got, theirs("sum_sent")));
+            }
+            _ => {
+                assert_eq!(their_got, theirs("sum_received"), "{out}");
+                assert!(their_got > 1_000_000 && their_got <= sent, "{out}");
+                // each datagram counted once at its end: the server's count
+                assert_eq!(
+                    harness::keyval(&out.stdout, "REMOTE_RECV_CALLS") as u64 * 1400,
+                    their_got
+                );
+            }
+        }
+    }
+}
+
+/// `netperf --iperf3` against our netserver's iperf3 port: what our
+/// netperf reports of the netserver is the netserver's record, and each
+/// end's count agrees, to the byte.
+#[test]
+fn netperf_runs_its_stream_tests_against_our_netservers_iperf3_port() {
+    if !have_iperf3() {
+        return;
+    }
+    let rec = Recorded::start("client", &[]);
+    let (ns, port) = (&rec.ns, rec.port);
+    let tests = [
+        ("TCP_STREAM", &[][..]),
+        ("TCP_MAERTS", &[][..]),
+        ("UDP_STREAM", &["-m", "1400", "--rate", "200M"][..]),
+    ];
+    let mut ours = Vec::new();
+    for (test, extra) in tests {
+        let out = netperf_iperf3(port, test, extra);
+        assert!(out.success(), "{test}: {out}\n{}", ns.log());
+        ours.push(counted(&out));
+    }
+    let lines = rec.lines();
+    assert_eq!(lines.len(), 3, "{}", ns.log());
+    for ((test, _), (l, [sent, got, their_sent, their_got])) in
+        tests.iter().zip(lines.iter().zip(ours))
+    {
+        assert_eq!(l["test"], *test, "{l}");
+        assert_eq!(l["dialect"], "iperf3", "{l}");
+        let rec = |k: &str| l["remote"][k].as_u64().unwrap();
+        eprintln!(
+            "{test}: netperf sent {sent}, received {got}; the netserver received {}, sent {}",
+            rec("bytes_received"),
+            rec("bytes_sent")
+        );
+        assert_eq!(
+            (their_sent, their_got),
+            (rec("bytes_sent"), rec("bytes_received"))
+        );
+        match *test {
+            "TCP_STREAM" => assert_eq!(sent, their_got),
+            "TCP_MAERTS" => assert_eq!(got, their_sent),
+            _ => assert!(their_got > 1_000_000 && their_got <= sent),
+        }
+    }
+}
+
+/// What an iperf3 server cannot run is refused by name before anything
+/// connects (nothing listens on the port).
+#[test]
+fn netperf_iperf3_refuses_what_iperf3_cannot_run_by_name() {
+    let port = harness::free_port().to_string();
+    for (args, named) in [
+        (&["-t", "TCP_RR"][..], "TCP_RR"),
+        (&["-t", "RPM"][..], "RPM"),
+        (&["-t", "TCP_STREAM", "--", "--warmup", "1"][..], "--warmup"),
+    ] {
+        let mut all = vec!["--iperf3", "-H", "127.0.0.1", "-p", &port];
+        all.extend_from_slice(args);
+        let t0 = Instant::now();
+        let out = harness::netperf(&all);
+        assert!(!out.success(), "{out}");
+        assert!(out.stderr.contains(named), "{named}: {out}");
+        assert!(out.stderr.contains("iperf3"), "{out}");
+        assert!(
+            !out.stderr.contains("connect"),
+            "refused before connecting: {out}"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(10));
+    }
 }
