@@ -150,7 +150,7 @@ pub fn drive(plan: &Plan, source: &mut dyn Source, fill: Vec<u8>, out: &Out) -> 
     ctx.stats |= latency_shown;
     ctx.timing = times_transactions(plan, ctx.stats, t.extras);
     if !source.details() {
-        for note in reports_less(plan, t.extras) {
+        for note in reports_less(plan, t.extras, &server.software) {
             eprintln!("netperf: {note}");
         }
     }
@@ -467,6 +467,12 @@ fn info(plan: &Plan, d: &mut control::Control) -> Result<String> {
         TestName::RemCpu => {
             d.calibrate()?;
             let (n, r) = d.server_cpu();
+            if n == 0 {
+                anyhow::bail!(
+                    "-t REM_CPU: the {} does not tell its CPUs or its CPU meter's rate",
+                    d.caps().software
+                );
+            }
             (n, r, "remote")
         }
         _ => return Ok(plan.uuid.clone().unwrap_or_else(new_uuid)),
@@ -482,21 +488,21 @@ fn info(plan: &Plan, d: &mut control::Control) -> Result<String> {
     Ok(s)
 }
 
-/// What a netserver that reports counters only (netperf 2.7's) cannot tell
-/// us, for what this run would show: one line each, so that nothing reads
-/// as a figure it is not.
-fn reports_less(plan: &Plan, extras: bool) -> Vec<&'static str> {
+/// What a server that reports counters only (netperf 2.7's netserver, an
+/// iperf3 server: `who`) cannot tell us, for what this run would show: one
+/// line each, so that nothing reads as a figure it is not.
+fn reports_less(plan: &Plan, extras: bool, who: &str) -> Vec<String> {
     let mut notes = Vec::new();
     let udp_receiver = matches!(plan.test, proto::TestKind::UdpStream);
     if udp_receiver && (extras || plan.json) {
-        notes.push(
-            "netperf 2.7's netserver does not say where UDP datagrams were lost (socket drops, reordering, duplicates): that line is left out",
-        );
+        notes.push(format!(
+            "the {who} does not say where UDP datagrams were lost (socket drops, reordering, duplicates): the loss line says what it can"
+        ));
     }
     if plan.json {
-        notes.push(
-            "netperf 2.7's netserver reports counters, buffer sizes, CPU and retransmissions only: the JSON's remote TCP_INFO and UDP receive details are empty",
-        );
+        notes.push(format!(
+            "the {who} reports counters, CPU and retransmissions only: the JSON's remote TCP_INFO and UDP receive details are empty or partial"
+        ));
     }
     notes
 }
