@@ -29,7 +29,7 @@ complete -c netperf -s Y -d 'IP TOS (DSCP<<2) of the data sockets, in hex or dec
 complete -c netperf -s Z -d 'Prove to netserver that we know this passphrase (never sent)' -r
 complete -c netperf -l token -d 'Run with a token `netserver token` printed (proved, never sent; netperf 2.7 takes it as -Z)' -r
 complete -c netperf -l plot -d 'Draw the run into an SVG file: throughput over time, iterations, latency percentiles' -r
-complete -c netperf -l dialect -d 'Control protocol: this suite\'s, netperf 2.7\'s (for its netserver), or found out (default)' -r
+complete -c netperf -l dialect -d 'Control protocol: this suite\'s, netperf 2.7\'s (for its netserver), iperf3\'s (as --iperf3), or found out (default)' -r
 complete -c netperf -l key-file -d 'Authenticate to netserver with the key in this file' -r
 complete -c netperf -s t -d 'Test to run: TCP_STREAM (default), TCP_MAERTS, UDP_STREAM, TCP_RR, UDP_RR, TCP_CRR' -r -f -a "TCP_STREAM\t''
 TCP_MAERTS\t''
@@ -57,3 +57,4 @@ complete -c netperf -s 4 -d 'Use IPv4 for control and data'
 complete -c netperf -s 6 -d 'Use IPv6 for control and data'
 complete -c netperf -l json -d 'Print one JSON document with every option, result, interim sample and iteration'
 complete -c netperf -l json-stream -d 'Print one JSON object a line as the run goes (start, interim, iteration, end with the --json document)'
+complete -c netperf -l iperf3 -d 'Run the test against an iperf3 server (iperf3 -s; port 5201 unless -p says): TCP_STREAM, TCP_MAERTS (its -R), UDP_STREAM (its -u)'

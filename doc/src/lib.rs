@@ -129,6 +129,10 @@ pub fn netperf_man() -> String {
         &["When the target is a loopback address (no -H, or -H localhost, 127.0.0.1 or ::1 with the default control port) and nothing listens there, netperf starts a netserver inside its own process, says so on stderr, and runs the test against it. With both -H and -p given, a refused connection is an error."],
     ));
     extra.push_str(&section(
+        "IPERF3 SERVERS",
+        &["With --iperf3, netperf runs TCP_STREAM, TCP_MAERTS (iperf3's -R) and UDP_STREAM (its -u; -- -m is the datagrams' size, --rate their rate) against an iperf3 server (iperf3 -s, or netserver --iperf3), on port 5201 unless -p names another; --flows N is iperf3's -P N and -l secs its -t. The output is netperf 2.7's lines for the test; the remote figures are those the iperf3 server reports at the end of the test. What an iperf3 server cannot run (the other tests, --warmup, --batch, --io-uring, -Z, and the like) is refused by name before connecting. See doc/user-guide.md, \"netperf against an iperf3 server\"."],
+    ));
+    extra.push_str(&section(
         "EXAMPLES",
         &[
             "$ netperf -H server -l 10",
@@ -137,6 +141,7 @@ pub fn netperf_man() -> String {
             "$ netperf -H server -t OMNI -- -d rr -T udp -o THROUGHPUT,P99_LATENCY",
             "$ netperf -H server -I 99,10 -i 10,3 -l 5",
             "$ netperf -H server -P 0 -v 0 -D -0.2 -l 10 -f m -- -k THROUGHPUT,LOCAL_CONG_CONTROL",
+            "$ netperf --iperf3 -H server -t UDP_STREAM -- -m 1400 --rate 500M --flows 4",
         ],
     ));
     extra.push_str(&section(
