@@ -147,6 +147,21 @@ impl Netserver {
         self.child.id()
     }
 
+    /// The port of its `--iperf3` listener, once its log names it (within
+    /// 5 s).
+    pub fn iperf3_port(&self) -> u16 {
+        assert!(
+            self.wait_for_log("iperf3 listening on", Duration::from_secs(5)),
+            "no iperf3 listener: {}",
+            self.log()
+        );
+        self.log()
+            .lines()
+            .find_map(|l| l.strip_prefix("iperf3 listening on "))
+            .and_then(|a| a.rsplit(':').next()?.parse().ok())
+            .expect("iperf3's port")
+    }
+
     /// Everything netserver printed so far.
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()

@@ -35,6 +35,12 @@
 //! --rx-zerocopy`) in a namespace whose loopback carries whole pages
 //! (needs root). A peer missing skips its rows, saying so. It is printed
 //! only (`--write-doc` does not apply).
+//!
+//! `--iperf3` prints iperf3's pairings: iperf3's client against `iperf3
+//! -s`, our netperf `--iperf3` against it, iperf3's client against our
+//! netserver's iperf3 port, and ours against ours; TCP with 128 KiB
+//! writes, one stream and eight; throughput and each end's CPU per
+//! megabyte (iperf3 from the PATH, or `IPERF3_REF`). Printed only.
 
 use std::{
     path::{Path, PathBuf},
@@ -54,6 +60,8 @@ struct Opts {
     /// Only TCP_STREAM and TCP_MAERTS beside netperf 2.7, with their
     /// wake-ups: context switches and receive calls per MB.
     streams: bool,
+    /// iperf3's client and server beside ours, in every pairing.
+    iperf3: bool,
     /// Write the report into doc/performance.md.
     write_doc: bool,
 }
@@ -65,6 +73,7 @@ fn opts() -> Opts {
         flows: false,
         peers: false,
         streams: false,
+        iperf3: false,
         write_doc: false,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -87,6 +96,11 @@ fn opts() -> Opts {
                 i += 1;
                 continue;
             }
+            "--iperf3" => {
+                o.iperf3 = true;
+                i += 1;
+                continue;
+            }
             "--write-doc" => {
                 o.write_doc = true;
                 i += 1;
@@ -96,7 +110,7 @@ fn opts() -> Opts {
             "--secs" => o.secs = v.unwrap_or(3).max(1),
             other => {
                 eprintln!(
-                    "bench: unknown argument {other}; use --runs N --secs S [--flows | --peers | --streams] [--write-doc]"
+                    "bench: unknown argument {other}; use --runs N --secs S [--flows | --peers | --streams | --iperf3] [--write-doc]"
                 );
                 std::process::exit(2);
             }
@@ -534,6 +548,155 @@ fn flows(o: &Opts, netperf: &Path, ns: &Netserver) {
     }
 }
 
+/// One pairing of `--iperf3`: who is the client, who the server.
+struct Pairing<'a> {
+    name: &'static str,
+    /// The server's iperf3 port and process.
+    port: u16,
+    server_pid: u32,
+    /// The client: our netperf (`--iperf3`), or iperf3's.
+    client: Client<'a>,
+}
+
+#[derive(Clone, Copy)]
+enum Client<'a> {
+    Netperf(&'a Path),
+    Iperf3(&'a Path),
+}
+
+impl Client<'_> {
+    /// One TCP test of `n` streams sending 128 KiB writes for `secs`: the
+    /// receiver's Mbit/s as the client reports it (ours: our figure, the
+    /// server's bytes over our time; iperf3's: its sum_received).
+    fn mbps(self, port: u16, n: usize, secs: u64) -> f64 {
+        match self {
+            Client::Netperf(bin) => {
+                let mut c = netperf_cmd(bin, port, "TCP_STREAM", secs, &[]);
+                c.arg("--iperf3")
+                    .args(["--", "-m", "128K", "--flows", &n.to_string()]);
+                num(fields(&run(c))[0])
+            }
+            Client::Iperf3(bin) => {
+                let v = iperf3_run(
+                    LOOPBACK,
+                    bin,
+                    port,
+                    secs,
+                    &["-P", &n.to_string(), "-l", "128K"],
+                );
+                v.and_then(|v| v["end"]["sum_received"]["bits_per_second"].as_f64())
+                    .map_or(f64::NAN, |b| b / 1e6)
+            }
+        }
+    }
+}
+
+/// `--iperf3`: iperf3's client and server beside ours, in every pairing
+/// (iperf3's client against `iperf3 -s`, our netperf `--iperf3` against
+/// it, iperf3's client against our netserver's iperf3 port, and ours
+/// against ours): TCP with 128 KiB writes, one stream and eight, each
+/// pairing's throughput and each end's CPU per megabyte. `IPERF3_REF`
+/// names another iperf3 than the one on the PATH.
+fn iperf3_pairings(o: &Opts, netperf: &Path) {
+    let iperf3 = peer_dir("IPERF3_REF", &["iperf3"])
+        .map_or_else(|_| PathBuf::from("iperf3"), |d| d.join("iperf3"));
+    let version = said(&iperf3, &["--version"]);
+    let Some(version) = version.lines().next().filter(|l| l.starts_with("iperf")) else {
+        eprintln!(
+            "bench: no iperf3 ({}): install it, or set IPERF3_REF",
+            iperf3.display()
+        );
+        return;
+    };
+    let i3_port = free_port();
+    let i3 =
+        spawn(Command::new(&iperf3).args(["-s", "-B", "127.0.0.1", "-p", &i3_port.to_string()]));
+    let mut cmd = Command::new(ours("netserver"));
+    cmd.args([
+        "-D",
+        "-p",
+        "0",
+        "-L",
+        "127.0.0.1",
+        "-v",
+        "0",
+        "--iperf3",
+        "0",
+    ]);
+    let ns = Netserver::spawn(cmd);
+    let ns_port = ns.iperf3_port();
+    std::thread::sleep(Duration::from_millis(500));
+    let pairings = [
+        (
+            "iperf3 -c, iperf3 -s",
+            i3_port,
+            i3.0.id(),
+            Client::Iperf3(&iperf3),
+        ),
+        (
+            "netperf --iperf3, iperf3 -s",
+            i3_port,
+            i3.0.id(),
+            Client::Netperf(netperf),
+        ),
+        (
+            "iperf3 -c, netserver --iperf3",
+            ns_port,
+            ns.pid(),
+            Client::Iperf3(&iperf3),
+        ),
+        (
+            "netperf --iperf3, netserver --iperf3",
+            ns_port,
+            ns.pid(),
+            Client::Netperf(netperf),
+        ),
+    ]
+    .map(|(name, port, server_pid, client)| Pairing {
+        name,
+        port,
+        server_pid,
+        client,
+    });
+    println!(
+        "iperf3 pairings: {version}; TCP, the client sending 128 KiB writes; {} rounds of {} s, the pairings in turn each round; loopback, {} CPUs",
+        o.runs,
+        o.secs,
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    println!(
+        "CPU µs/MB: user + system CPU of the client and of the server process over the megabytes (10^6 bytes) the receiver counted, summed over the runs\n"
+    );
+    println!(
+        "| client, server | streams | Mbit/s median (min .. max) | client CPU µs/MB | server CPU µs/MB |"
+    );
+    println!("|---|---|---|---|---|");
+    for n in [1usize, 8] {
+        let mut samples: Vec<Vec<Sample>> = pairings.iter().map(|_| Vec::new()).collect();
+        for _ in 0..o.runs {
+            for (p, v) in pairings.iter().zip(&mut samples) {
+                v.push(sampled(p.server_pid, || p.client.mbps(p.port, n, o.secs)));
+                // (iperf3 -s listens again a moment after each test)
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        }
+        for (p, v) in pairings.iter().zip(&samples) {
+            let s = spread(v.iter().map(|s| s.figure).collect());
+            let mb: f64 = v.iter().map(|s| s.figure * o.secs as f64 / 8.0).sum();
+            let per_mb = |cpu: f64| if mb > 0.0 { cpu * 1e6 / mb } else { f64::NAN };
+            println!(
+                "| {} | {n} | {:.0} ({:.0} .. {:.0}) | {:.1} | {:.1} |",
+                p.name,
+                s.median,
+                s.min,
+                s.max,
+                per_mb(v.iter().map(|s| s.client_cpu).sum()),
+                per_mb(v.iter().map(|s| s.server_cpu).sum()),
+            );
+        }
+    }
+}
+
 struct Guard(Child);
 impl Drop for Guard {
     fn drop(&mut self) {
@@ -736,6 +899,11 @@ fn main() {
             ),
             None => eprintln!("bench --streams: set NETPERF_REF to a netperf 2.7 build"),
         }
+        return;
+    }
+    if o.iperf3 {
+        drop(ns);
+        iperf3_pairings(&o, &netperf);
         return;
     }
     let mut doc = Doc::default();

@@ -35,13 +35,7 @@ fn netserver(extra: &[&str]) -> (Netserver, u16) {
     let mut args = vec!["--iperf3", "0"];
     args.extend_from_slice(extra);
     let ns = Netserver::start(&args);
-    assert!(ns.wait_for_log("iperf3 listening on", Duration::from_secs(5)));
-    let port = ns
-        .log()
-        .lines()
-        .find_map(|l| l.strip_prefix("iperf3 listening on "))
-        .and_then(|a| a.rsplit(':').next()?.parse().ok())
-        .expect("iperf3's port");
+    let port = ns.iperf3_port();
     (ns, port)
 }
 
@@ -225,13 +219,7 @@ fn udp_loss_is_exact_against_the_kernels_counters() {
     let mut cmd = h.command(&h.a, &harness::bin("netserver"));
     cmd.args(["-D", "-p", "0", "-L", harness::netns::A4, "--iperf3", "0"]);
     let ns = Netserver::spawn(cmd);
-    assert!(ns.wait_for_log("iperf3 listening on", Duration::from_secs(5)));
-    let port: u16 = ns
-        .log()
-        .lines()
-        .find_map(|l| l.strip_prefix("iperf3 listening on "))
-        .and_then(|a| a.rsplit(':').next()?.parse().ok())
-        .unwrap();
+    let port = ns.iperf3_port();
     h.nft(
         &h.a,
         &format!(
