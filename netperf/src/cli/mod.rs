@@ -150,10 +150,8 @@ fn finish(plan: &mut Plan) -> Result<(), CliError> {
             ));
         }
     }
-    if plan.dialect == DialectChoice::Iperf3 && plan.auth.is_some() {
-        return Err(CliError(
-            "-Z, --key-file: an iperf3 server authenticates with RSA keys (iperf3's --username), which --iperf3 does not speak; use this suite's netserver at that end".into(),
-        ));
+    if let (Some(_), Some(why)) = (&plan.auth, plan.dialect.refuses_key()) {
+        return Err(CliError(format!("-Z, --key-file: {why}")));
     }
     // --json-stream's last line holds the --json document
     if plan.json_stream {

@@ -191,6 +191,17 @@ impl DialectChoice {
         self != DialectChoice::Iperf3
     }
 
+    /// Why our key (`-Z`, `--key-file`) cannot prove us to the other end,
+    /// where it cannot.
+    pub fn refuses_key(self) -> Option<&'static str> {
+        match self {
+            DialectChoice::Iperf3 => Some(
+                "an iperf3 server authenticates with RSA keys (iperf3's --username), which --iperf3 does not speak; use this suite's netserver at that end",
+            ),
+            _ => None,
+        }
+    }
+
     /// What listens at the other end, for messages.
     pub fn server(self) -> &'static str {
         match self {
