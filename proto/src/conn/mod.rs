@@ -684,17 +684,22 @@ impl ClientConn {
     ) -> Result<ClientConn, ClientConnError> {
         let mut outbuf = Vec::new();
         let speaker = ours::OurClient::new(session, software, &mut outbuf)?;
-        let mut c = ClientConn {
-            speaker: Box::new(speaker),
+        let mut c = ClientConn::speaking(Box::new(speaker), speak, outbuf);
+        c.expect(now, wait, "hello");
+        Ok(c)
+    }
+
+    /// A conversation `speaker` leads, its first bytes in `outbuf`.
+    fn speaking(speaker: Box<dyn ClientSpeaker>, speak: Speak, outbuf: Vec<u8>) -> ClientConn {
+        ClientConn {
+            speaker,
             speak,
             inbuf: Vec::new(),
             outbuf,
             deadline: None,
             queued: None,
             queue_extended: false,
-        };
-        c.expect(now, wait, "hello");
-        Ok(c)
+        }
     }
 
     /// A conversation in netperf 2.7's protocol from the start (`--dialect
@@ -704,15 +709,7 @@ impl ClientConn {
     pub fn netperf2(passphrase: Option<&str>) -> ClientConn {
         let mut outbuf = Vec::new();
         let speaker = netperf2::Netperf2Client::new(passphrase, 0, &mut outbuf);
-        ClientConn {
-            speaker: Box::new(speaker),
-            speak: Speak::Either,
-            inbuf: Vec::new(),
-            outbuf,
-            deadline: None,
-            queued: None,
-            queue_extended: false,
-        }
+        ClientConn::speaking(Box::new(speaker), Speak::Either, outbuf)
     }
 
     /// A conversation with an iperf3 server (3.x) at `port`: the cookie
@@ -728,15 +725,7 @@ impl ClientConn {
     ) -> ClientConn {
         let mut outbuf = Vec::new();
         let speaker = iperf3::Iperf3Client::new(token, port, software, &mut outbuf);
-        let mut c = ClientConn {
-            speaker: Box::new(speaker),
-            speak: Speak::Either,
-            inbuf: Vec::new(),
-            outbuf,
-            deadline: None,
-            queued: None,
-            queue_extended: false,
-        };
+        let mut c = ClientConn::speaking(Box::new(speaker), Speak::Either, outbuf);
         c.expect(now, wait, "PARAM_EXCHANGE");
         c
     }
