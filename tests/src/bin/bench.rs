@@ -60,6 +60,8 @@ struct Opts {
     /// Only TCP_STREAM and TCP_MAERTS beside netperf 2.7, with their
     /// wake-ups: context switches and receive calls per MB.
     streams: bool,
+    /// With --streams: the pinned placements too.
+    pin: bool,
     /// iperf3's client and server beside ours, in every pairing.
     iperf3: bool,
     /// Write the report into doc/performance.md.
@@ -73,6 +75,7 @@ fn opts() -> Opts {
         flows: false,
         peers: false,
         streams: false,
+        pin: false,
         iperf3: false,
         write_doc: false,
     };
@@ -93,6 +96,11 @@ fn opts() -> Opts {
             }
             "--streams" => {
                 o.streams = true;
+                i += 1;
+                continue;
+            }
+            "--pin" => {
+                o.pin = true;
                 i += 1;
                 continue;
             }
@@ -1347,13 +1355,24 @@ struct Wakeups {
     recvs_per_mb: f64,
 }
 
-fn stream_wakeups_run(bin: &Path, port: u16, test: &str, secs: u64) -> Wakeups {
+/// `cpu`: the CPU the client is pinned to (taskset), if any.
+fn stream_wakeups_run(bin: &Path, port: u16, test: &str, secs: u64, cpu: Option<u32>) -> Wakeups {
     use nix::sys::resource::{UsageWho, getrusage};
     let switches = || {
         getrusage(UsageWho::RUSAGE_CHILDREN).map_or(0.0, |u| u.voluntary_context_switches() as f64)
     };
     let before = switches();
-    let mut c = netperf_cmd(bin, port, test, secs, &[]);
+    let plain = netperf_cmd(bin, port, test, secs, &[]);
+    let mut c = match cpu {
+        Some(cpu) => {
+            let mut t = Command::new("taskset");
+            t.args(["-c", &cpu.to_string()])
+                .arg(bin)
+                .args(plain.get_args());
+            t
+        }
+        None => plain,
+    };
     c.args(["-v", "2", "-P", "1"]);
     let out = run(c);
     let switched = switches() - before;
@@ -1384,6 +1403,13 @@ fn stream_wakeups_run(bin: &Path, port: u16, test: &str, secs: u64) -> Wakeups {
 /// throughput, and what it cost in wake-ups: the client's voluntary
 /// context switches (the sender in TCP_STREAM, the receiver in
 /// TCP_MAERTS) and the receiver's receive calls, per MB.
+///
+/// With `--pin`, again with both netservers on CPU 0 and the clients on
+/// CPU 0 (one CPU: sender and receiver take turns) and on CPU 1 (two: the
+/// copy crosses CPUs): where the scheduler places the two ends decides
+/// the figure (on loopback the one-CPU placement moves about twice the
+/// bytes), so the unpinned rows' spread is mostly placement, which the
+/// pinned rows take out.
 fn stream_wakeups(
     o: &Opts,
     (ours, port): (&Path, u16),
@@ -1392,21 +1418,58 @@ fn stream_wakeups(
 ) {
     doc.line("");
     doc.line(
-        "| stream (client's switches) | ours Mbit/s | peer's | ratio | min .. max | ours switches/MB | peer's | ours recvs/MB | peer's |",
+        "| stream (client's switches) | placement | ours Mbit/s | peer's | ratio | min .. max | ours switches/MB | peer's | ours recvs/MB | peer's |",
     );
-    doc.line("|---|---|---|---|---|---|---|---|---|");
+    doc.line("|---|---|---|---|---|---|---|---|---|---|");
+    stream_wakeup_rows(o, (ours, port), (peer, rport), None, doc);
+    if !o.pin {
+        return;
+    }
+    // both netservers on CPU 0
+    let pinned = |bin: &Path, port: u16| {
+        spawn(Command::new("taskset").args(["-c", "0"]).arg(bin).args([
+            "-D",
+            "-p",
+            &port.to_string(),
+            "-L",
+            "127.0.0.1",
+        ]))
+    };
+    let (p1, p2) = (free_port(), free_port());
+    let ns = ours.with_file_name("netserver");
+    let rns = peer.with_file_name("netserver");
+    let (_a, _b) = (pinned(&ns, p1), pinned(&rns, p2));
+    std::thread::sleep(Duration::from_millis(500));
+    for cpu in [0, 1] {
+        stream_wakeup_rows(o, (ours, p1), (peer, p2), Some(cpu), doc);
+    }
+}
+
+/// [`stream_wakeups`]' rows, the clients on `cpu` (the netservers on 0).
+fn stream_wakeup_rows(
+    o: &Opts,
+    (ours, port): (&Path, u16),
+    (peer, rport): (&Path, u16),
+    cpu: Option<u32>,
+    doc: &mut Doc,
+) {
+    let placement = match cpu {
+        None => "unpinned",
+        Some(0) => "one CPU",
+        Some(_) => "two CPUs",
+    };
     for test in ["TCP_STREAM", "TCP_MAERTS"] {
-        let mut theirs = || stream_wakeups_run(peer, rport, test, o.secs);
+        let mut theirs = || stream_wakeups_run(peer, rport, test, o.secs, cpu);
         let pairs = rounds(
             o.runs,
-            || stream_wakeups_run(ours, port, test, o.secs),
+            || stream_wakeups_run(ours, port, test, o.secs, cpu),
             &mut [Some(&mut theirs as &mut dyn FnMut() -> Wakeups)],
         );
         let pairs = &pairs[0];
         let med = |f: &dyn Fn(&(Wakeups, Wakeups)) -> f64| spread(pairs.iter().map(f).collect());
         let r = med(&|p| p.0.mbps / p.1.mbps);
         doc.line(format!(
-            "| {test} | {:.0} | {:.0} | **{:.2}** | {:.2} .. {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            "| {test} | {placement} | {:.0} | {:.0} | **{:.2}** | {:.2} .. {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
             med(&|p| p.0.mbps).median,
             med(&|p| p.1.mbps).median,
             r.median,
