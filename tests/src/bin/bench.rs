@@ -118,7 +118,7 @@ fn opts() -> Opts {
             "--secs" => o.secs = v.unwrap_or(3).max(1),
             other => {
                 eprintln!(
-                    "bench: unknown argument {other}; use --runs N --secs S [--flows | --peers | --streams | --iperf3] [--write-doc]"
+                    "bench: unknown argument {other}; use --runs N --secs S [--flows | --peers | --streams [--pin] | --iperf3] [--write-doc]"
                 );
                 std::process::exit(2);
             }
@@ -700,6 +700,23 @@ fn iperf3_pairings(o: &Opts, netperf: &Path) {
                 s.max,
                 per_mb(v.iter().map(|s| s.client_cpu).sum()),
                 per_mb(v.iter().map(|s| s.server_cpu).sum()),
+            );
+        }
+        // the same client, our server over iperf3's (rounds alternate them)
+        for (what, ours, theirs) in [
+            ("iperf3 -c: netserver --iperf3 / iperf3 -s", 2, 0),
+            ("iperf3 -s: netperf --iperf3 / iperf3 -c", 1, 0),
+        ] {
+            let r = spread(
+                samples[ours]
+                    .iter()
+                    .zip(&samples[theirs])
+                    .map(|(a, b)| a.figure / b.figure)
+                    .collect(),
+            );
+            println!(
+                "| ratio, {what} | {n} | **{:.2}** ({:.2} .. {:.2}) | | |",
+                r.median, r.min, r.max
             );
         }
     }
