@@ -883,10 +883,10 @@ impl TestSpec {
             u64::from(self.response_size.max(1)) + SLACK,
         );
         let state = flows.saturating_mul(FLOW_STATE_BYTES);
-        let size = |r: Ring| u64::from(r.size.max(1));
         match self.kind {
             TestKind::TcpStream if on_loops => {
-                loops.saturating_mul(1 + size(recv).max(512)) + state
+                let inb = Ring::placed(recv.size.max(512), 1, PAGE_ALIGN, 0).bytes();
+                loops.saturating_mul(1 + inb) + state
             }
             TestKind::TcpMaerts if on_loops => {
                 loops.saturating_mul(Ring::placed(send.size.max(1), 1, PAGE_ALIGN, 0).bytes() + 512)
