@@ -40,4 +40,5 @@ complete -c netserver -l install-service -d 'Windows: register netserver as a se
 complete -c netserver -l uninstall-service -d 'Windows: remove the service (stopped first)'
 complete -c netserver -l service -d 'Windows: run under the service manager (as --install-service registers it)'
 complete -c netserver -l allow-netperf2 -d 'With --key-file, serve netperf 2.7 clients too, which cannot prove the key'
+complete -c netserver -l fleet -d 'Run third-party tests (netperf mesh) for clients that prove the key: needs --key-file'
 complete -c netserver -l no-netperf2 -d 'Do not serve netperf 2.7 clients (they are told so)'

@@ -15,7 +15,14 @@ type Modules = BTreeMap<Vec<String>, PathBuf>;
 /// Each module's edges to the modules it names.
 type Edges = BTreeMap<Vec<String>, BTreeSet<Vec<String>>>;
 
-const CRATES: [&str; 5] = ["proto", "engine", "optparse", "netperf", "netserver"];
+const CRATES: [&str; 6] = [
+    "proto",
+    "engine",
+    "optparse",
+    "client",
+    "netperf",
+    "netserver",
+];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

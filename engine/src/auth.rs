@@ -23,6 +23,15 @@ type HmacSha256 = Hmac<Sha256>;
 #[derive(Clone)]
 pub struct Key(Vec<u8>);
 
+/// Two keys are the same key (compared in constant time).
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        proto::session::constant_time_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Key {}
+
 impl std::fmt::Debug for Key {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Key(..)")

@@ -1,50 +1,22 @@
-//! netperf: the client. It parses netperf 2.7's command line, drives one
-//! test over the control connection, and prints what netperf prints.
+//! netperf: the client program. It parses netperf 2.7's command line,
+//! drives one test over the control connection, and prints what netperf
+//! prints. The work is the client library's ([`client`], re-exported here
+//! under the same module names); this crate adds what only the program
+//! has: the netserver it embeds when none answers on loopback, and the
+//! words before the options (`netperf plot`, `netperf mesh`).
 //!
-//! # Layout
-//! - [`cli`]: the grammar, in two stages (global options, then test
-//!   options after `--`), producing one validated [`cli::Plan`].
-//! - [`control`]: the control connection ([`control::Control`], whichever
-//!   protocol the netserver speaks), and the embedded netserver fallback.
-//! - [`report`]: what a run measured ([`report::Measurement`], its
-//!   figures) and what it tells as it goes ([`report::Observer`]).
-//! - [`family`]: the one test lifecycle (`family::lifecycle`: prepare,
-//!   request, connect the flows, timer, data phase, finish, check,
-//!   measurement) and each family's part of it (stream, rr, crr, udp).
-//! - [`under_load`], [`rpm`]: tests made of several of the family's runs
-//!   (`--under-load`, `-t RPM`).
-//! - [`run`]: one invocation from connection to output, iterations and
-//!   confidence included, from a [`run::Source`] of measurements.
-//! - [`output`]: the outputs, one [`output::Reporter`] each (the classic
-//!   tables, selectors, JSON); [`events`] (`--json-stream`) and [`plot`]
-//!   (`--plot`) are reporters too; [`events`], [`interim`] (`-D`'s lines)
-//!   and [`progress`] observe the run as it goes.
-//! - [`confidence`]: `-I`/`-i`; [`debug`]: `-d`: netperf 2.7's debug
-//!   lines, and ours; [`interrupt`]: Ctrl-C ends a test early with its
-//!   results.
-//!
-//! Dependencies go one way, with no circle between modules: `report`
-//! knows none of its readers; `family` writes reports and knows no
-//! output; `run` and the outputs read them.
+//! Dependencies run one way: `client` knows no netserver; `netperf`
+//! depends on `client` and on the netserver library (embedding);
+//! `netserver` depends on `client` (third-party tests, `--fleet`).
 
 #![forbid(unsafe_code)]
 
-pub mod cli;
-pub mod confidence;
-pub mod control;
-pub mod debug;
-pub mod events;
-pub mod family;
-pub mod interim;
-pub mod interrupt;
-pub mod limits;
-pub mod output;
-pub mod plot;
-pub mod progress;
-pub mod report;
-pub mod rpm;
-pub mod run;
-pub mod under_load;
+pub mod mesh;
+
+pub use client::{
+    cli, confidence, control, debug, events, family, interim, interrupt, limits, output, plot,
+    progress, report, rpm, run, under_load,
+};
 
 use std::process::ExitCode;
 
@@ -52,6 +24,19 @@ use cli::Invocation;
 
 /// The netperf program, given its arguments (without the program name).
 pub fn main_with(args: &[String]) -> ExitCode {
+    // ours: `netperf mesh ...` runs its tests on the netservers, and never
+    // embeds one
+    if let Some(("mesh", rest)) = args.split_first().map(|(a, r)| (a.as_str(), r)) {
+        return match mesh::main(rest) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
+            Err(e) => {
+                eprintln!("netperf mesh: {e:#}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    control::set_embedder(embed);
     // ours: `netperf plot RUN.json [FILE.svg]` (netperf 2.7 has no words
     // before its options)
     if let Some(("plot", rest)) = args.split_first().map(|(a, r)| (a.as_str(), r)) {
@@ -126,4 +111,22 @@ pub fn main_with(args: &[String]) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The netserver this program starts in-process when none answers on
+/// loopback.
+#[derive(Debug)]
+struct Embedded(netserver::Embedded);
+
+impl control::EmbeddedServer for Embedded {
+    fn addr(&self) -> std::net::SocketAddr {
+        self.0.addr()
+    }
+}
+
+fn embed(
+    ip: std::net::IpAddr,
+    key: Option<engine::auth::Key>,
+) -> std::io::Result<Box<dyn control::EmbeddedServer>> {
+    Ok(Box::new(Embedded(netserver::spawn_embedded(ip, key)?)))
 }

@@ -269,6 +269,13 @@ pub const OPTIONS: &[OptDef] = &[
         "With --key-file, serve netperf 2.7 clients too, which cannot prove the key",
     ),
     OptDef::long_only(
+        "fleet",
+        "fleet",
+        Arity::None,
+        "",
+        "Run third-party tests (netperf mesh) for clients that prove the key: needs --key-file",
+    ),
+    OptDef::long_only(
         "no_netperf2",
         "no-netperf2",
         Arity::None,
@@ -446,6 +453,7 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
             "service" => o.service = true,
             "allow_netperf2" => allow_netperf2 = true,
             "no_netperf2" => no_netperf2 = true,
+            "fleet" => o.config.fleet = true,
             // the daemon's limits and deadlines; an option in the table
             // that no arm takes is a bug, caught by the test below
             other => {
@@ -458,6 +466,11 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
         }
     }
     o.config.idle_timeout = o.config.idle_timeout.max(Duration::from_secs(1));
+    if o.config.fleet && !key_file {
+        return Err(CliError(
+            "--fleet: third-party tests need the fleet's key: --key-file FILE (the same file on every netserver of the mesh)".into(),
+        ));
+    }
     // netperf 2.7's protocol can carry a passphrase (in the clear), never
     // a proof of a key file's key
     o.config.netperf2_refused = if no_netperf2 {

@@ -41,6 +41,8 @@ pub struct Config {
     pub num_cpus: u32,
     /// The pre-shared key clients must prove they know (`--key-file`, `-Z`).
     pub key: Option<engine::auth::Key>,
+    /// Run third-party tests for clients that prove `key` (`--fleet`).
+    pub fleet: bool,
     /// Serve netperf 2.7 clients in their own protocol (`None`), or refuse
     /// them, telling them why: `--no-netperf2`, or `--key-file` without
     /// `--allow-netperf2` (their protocol cannot prove a key).
@@ -87,6 +89,7 @@ impl Default for Config {
             data_connect_timeout: Duration::from_secs(10),
             num_cpus: 0,
             key: None,
+            fleet: false,
             netperf2_refused: None,
             netperf2_passphrase: None,
             max_test_fds: None,

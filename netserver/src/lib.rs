@@ -31,6 +31,7 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod family;
+mod fleet;
 mod handoff;
 pub mod listener;
 pub mod log;

@@ -428,10 +428,17 @@ struct Session {
     slot: Option<crate::policy::SessionSlot>,
     /// Where its running test is counted (`--policy`), for its end.
     counted: Option<crate::policy::Counted>,
+    /// A third-party test it runs for its client (`--fleet`).
+    third: Option<crate::fleet::Running>,
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
+        // its client went away: its third-party test stops now (the only
+        // test of the client library this process runs; one at a time)
+        if self.third.take().is_some() {
+            client::interrupt::stop_all();
+        }
         self.write_record(None);
         self.forget_streams();
         self.turn_done();
@@ -474,6 +481,7 @@ impl Session {
             Instant::now(),
         )
         .announcing(cfg.policy.announced())
+        .fleet(cfg.fleet && cfg.key.is_some())
         .with_netperf2(proto::conn::Netperf2Policy {
             serve: cfg.netperf2_refused.is_none(),
             refused: cfg.netperf2_refused.unwrap_or_default(),
@@ -510,6 +518,7 @@ impl Session {
             waiting: None,
             slot: None,
             counted: None,
+            third: None,
         })
     }
 
@@ -767,8 +776,81 @@ impl Session {
                     );
                 }
                 ServerEvent::ResultsSent(r) => self.results_sent(&r),
+                ServerEvent::ThirdParty(req) => self.third_party(*req),
             }
         }
+    }
+
+    /// Start a third-party test (`--fleet`; the core checked the key's
+    /// proof), or tell the client why not.
+    fn third_party(&mut self, req: proto::ThirdParty) {
+        let about = format!(
+            "third-party {} against {}:{} ({})",
+            self.peer,
+            req.host,
+            req.port,
+            escape(&req.args.join(" "))
+        );
+        let Some(key) = self.shared.config.key.clone() else {
+            let e = ErrorMsg::new(ErrorCode::Auth, "third-party test refused: no key");
+            self.core.third_party_ended(Err(e), Instant::now());
+            return;
+        };
+        let (finished, token) = (self.finished.clone(), self.token);
+        match crate::fleet::start(req, key, &self.shared.third_party, move || {
+            finished.push(token)
+        }) {
+            Ok(r) => {
+                self.shared.config.logger.event(
+                    1,
+                    &self.about("third-party"),
+                    &format!("{about}: started"),
+                );
+                self.third = Some(r);
+            }
+            Err(e) => {
+                self.shared.config.logger.warn_event(
+                    &Event {
+                        reason: Some(&e.message),
+                        ..self.about("refused")
+                    },
+                    &format!("{about}: {}", e.message),
+                );
+                self.core.third_party_ended(Err(e), Instant::now());
+            }
+        }
+    }
+
+    /// If its third-party test ended, tell the core (and the record).
+    fn check_third_party(&mut self) {
+        let Some(outcome) = self.third.as_ref().and_then(|r| r.try_outcome()) else {
+            return;
+        };
+        if let Some(r) = self.third.take() {
+            if let Some(rec) = &self.shared.config.record {
+                rec.raw(
+                    r.record_line(self.id, self.peer, outcome.is_ok()),
+                    Some(self.peer.ip()),
+                );
+            }
+            let text = match &outcome {
+                Ok(json) => format!("completed, {} bytes of JSON", json.len()),
+                Err(e) => e.message.clone(),
+            };
+            self.shared.config.logger.event(
+                1,
+                &self.about("third-party"),
+                &format!(
+                    "{}: third-party test against {}:{}: {}",
+                    self.peer,
+                    r.req.host,
+                    r.req.port,
+                    escape(&text)
+                ),
+            );
+        }
+        self.core.third_party_ended(outcome, Instant::now());
+        self.drain_events();
     }
 
     fn prepare(&mut self, spec: &proto::TestSpec) {
@@ -968,6 +1050,7 @@ impl Session {
 
     /// If the test's worker finished, tell the core.
     fn check_test(&mut self) {
+        self.check_third_party();
         let Some(outcome) = self.test.as_ref().and_then(|t| t.try_result()) else {
             return;
         };

@@ -27,6 +27,8 @@ pub(crate) struct Shared {
     pub handoff: crate::handoff::Handoff,
     /// The turns tests take (`--schedule exclusive`).
     pub turns: crate::admission::Turns,
+    /// A third-party test runs (`--fleet`: one at a time).
+    pub third_party: Arc<crate::fleet::Busy>,
 }
 
 impl Shared {
@@ -59,6 +61,7 @@ impl Shared {
             sessions_begun: AtomicU64::new(0),
             handoff: crate::handoff::Handoff::default(),
             turns,
+            third_party: Arc::default(),
         }
     }
 

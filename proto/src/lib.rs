@@ -49,6 +49,7 @@ pub use capabilities::{Capabilities, Feature, ServerLimits};
 pub use error::{ProtoError, SpecError};
 pub use message::{
     ClientMsg, ErrorCode, ErrorMsg, Hello, MAGIC, PROTOCOL_VERSION, ServerHello, ServerMsg,
+    ThirdParty,
 };
 pub use session::{
     Authenticator, ClientError, ClientEvent, ClientSession, Role, ServerAction, ServerSession,

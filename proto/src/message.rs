@@ -15,6 +15,9 @@
 //!   Done(ClientDone)                 ->
 //!                                    <-  Results(SideResults)  or  Error
 //!   --
+//!   ThirdParty{host, port, args}     ->      (a `fleet` server, keyed)
+//!                                    <-  ThirdPartyPart(json)...
+//!                                    <-  ThirdPartyResult(json)  or  Error
 //!   Bye                              ->
 //! ```
 //!
@@ -135,6 +138,58 @@ pub enum ClientMsg {
     /// `--rx-discard`, `--io-uring`), with `SetupTuned`'s settings: sent
     /// only to a server whose hello names `paths`.
     SetupPaths(Box<TestSpec>, Tuning, Paths),
+    /// Run a test as netperf against another netserver and answer with
+    /// the run's JSON document (a third-party test, for meshes): sent
+    /// only to a server whose hello names `fleet`, on a conversation that
+    /// proved the key.
+    ThirdParty(Box<ThirdParty>),
+}
+
+/// A third-party test: the netserver that receives it runs netperf's
+/// test, as a client, against the netserver at `host`:`port`, proving
+/// the same key.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ThirdParty {
+    /// The other netserver (a name or an address).
+    pub host: String,
+    /// Its control port.
+    pub port: u16,
+    /// netperf's options: global ones, then `--` and the test's (no
+    /// `-H`, `-p` or key options: the request names those).
+    pub args: Vec<String>,
+}
+
+/// Most arguments a third-party request carries, and longest argument.
+pub const THIRD_PARTY_MAX_ARGS: usize = 256;
+pub const THIRD_PARTY_MAX_ARG: usize = 4096;
+/// Most bytes of a third-party test's JSON document, in all; it travels
+/// in parts of at most [`THIRD_PARTY_PART`] bytes.
+pub const THIRD_PARTY_MAX_RESULT: usize = 16 * 1024 * 1024;
+pub const THIRD_PARTY_PART: usize = 32 * 1024;
+
+impl ThirdParty {
+    /// What is wrong with the request, before anything runs.
+    pub fn check(&self) -> Result<(), String> {
+        if self.host.is_empty() || self.host.len() > 255 {
+            return Err("the other netserver's host name is empty or longer than 255 bytes".into());
+        }
+        if self.port == 0 {
+            return Err("the other netserver's port is 0".into());
+        }
+        if self.args.len() > THIRD_PARTY_MAX_ARGS {
+            return Err(format!(
+                "{} options, more than {THIRD_PARTY_MAX_ARGS}",
+                self.args.len()
+            ));
+        }
+        if let Some(a) = self.args.iter().find(|a| a.len() > THIRD_PARTY_MAX_ARG) {
+            return Err(format!(
+                "an option of {} bytes, more than {THIRD_PARTY_MAX_ARG}",
+                a.len()
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// netserver to netperf.
@@ -178,6 +233,10 @@ pub enum ServerMsg {
         ahead: u32,
         limit_secs: u32,
     },
+    /// A part of a third-party test's JSON document, before the last.
+    ThirdPartyPart(String),
+    /// The last part of a third-party test's JSON document: the test ran.
+    ThirdPartyResult(String),
 }
 
 /// Why the server refused or ended something.
@@ -240,6 +299,7 @@ impl ClientMsg {
             ClientMsg::SetupTuned(..) => "SetupTuned",
             ClientMsg::SetupPaths(..) => "SetupPaths",
             ClientMsg::Summary(_) => "Summary",
+            ClientMsg::ThirdParty(_) => "ThirdParty",
         }
     }
 
@@ -268,6 +328,8 @@ impl ServerMsg {
             ServerMsg::Interim(_) => "Interim",
             ServerMsg::Received(_) => "Received",
             ServerMsg::Queued { .. } => "Queued",
+            ServerMsg::ThirdPartyPart(_) => "ThirdPartyPart",
+            ServerMsg::ThirdPartyResult(_) => "ThirdPartyResult",
         }
     }
 

@@ -78,6 +78,9 @@ pub enum ServerAction {
     Close,
     /// What the client made of the last test (nothing to answer).
     Summary(Box<ClientSummary>),
+    /// A checked third-party request from a client that proved the key:
+    /// run it, then call [`ServerSession::third_party_ended`].
+    ThirdParty(Box<crate::ThirdParty>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +95,8 @@ enum ServerState {
         client_done: bool,
         server_done: bool,
     },
+    /// A third-party test runs on the client's behalf.
+    ThirdParty,
     Closed,
 }
 
@@ -103,6 +108,7 @@ impl ServerState {
             ServerState::Idle => "waiting for a test request",
             ServerState::Preparing => "preparing a test",
             ServerState::Testing { .. } => "running a test",
+            ServerState::ThirdParty => "running a third-party test",
             ServerState::Closed => "closed",
         }
     }
@@ -127,6 +133,8 @@ pub struct ServerSession {
     /// The public part of the token the client proves (its hello's
     /// `token:` name), once proved.
     token: Option<String>,
+    /// Whether this server runs third-party tests (`netserver --fleet`).
+    fleet: bool,
 }
 
 impl std::fmt::Debug for ServerSession {
@@ -160,7 +168,15 @@ impl ServerSession {
             cpu: (0, 0),
             announced: crate::ServerLimits::default(),
             token: None,
+            fleet: false,
         }
+    }
+
+    /// Run third-party tests for clients that prove the key (`--fleet`),
+    /// and say so in the hello (`fleet`).
+    pub fn with_fleet(mut self, fleet: bool) -> ServerSession {
+        self.fleet = fleet;
+        self
     }
 
     /// The public part of the token the client proved, if it came with one.
@@ -272,6 +288,9 @@ impl ServerSession {
                 };
                 let mut hello = Hello::new(self.software.clone());
                 hello.capabilities.extend(self.announced.names());
+                if self.fleet {
+                    hello.capabilities.push(FLEET.into());
+                }
                 ServerAction::Reply(ServerMsg::Hello(ServerHello {
                     hello,
                     challenge,
@@ -347,12 +366,68 @@ impl ServerSession {
                 }
             }
             (ServerState::Idle, ClientMsg::Summary(summary)) => ServerAction::Summary(summary),
+            (ServerState::Idle, ClientMsg::ThirdParty(req)) => self.third_party(req),
             (ServerState::Idle | ServerState::AwaitHello, ClientMsg::Bye) => {
                 self.state = ServerState::Closed;
                 ServerAction::Close
             }
             (_, msg) => self.unexpected(&msg),
         }
+    }
+
+    /// A third-party request: refused unless this server runs them and
+    /// the client proved the key itself (not a token's holder).
+    fn third_party(&mut self, req: Box<crate::ThirdParty>) -> ServerAction {
+        let refuse =
+            |code, why: String| ServerAction::Reply(ServerMsg::Error(ErrorMsg::new(code, why)));
+        if !self.fleet {
+            return refuse(
+                ErrorCode::Unsupported,
+                "third-party test refused: this netserver does not run them (start it with --fleet and --key-file)".into(),
+            );
+        }
+        if self.authenticated.is_none() || self.token.is_some() {
+            return refuse(
+                ErrorCode::Auth,
+                "third-party test refused: the client did not prove the netserver's own key".into(),
+            );
+        }
+        if let Err(e) = req.check() {
+            return refuse(
+                ErrorCode::InvalidRequest,
+                format!("third-party test refused: {e}"),
+            );
+        }
+        self.state = ServerState::ThirdParty;
+        ServerAction::ThirdParty(req)
+    }
+
+    /// The third-party test ended: the messages to send (its JSON in
+    /// parts, or the error). The session waits for another request.
+    pub fn third_party_ended(&mut self, outcome: Result<String, ErrorMsg>) -> Vec<ServerMsg> {
+        if self.state != ServerState::ThirdParty {
+            return Vec::new();
+        }
+        self.state = ServerState::Idle;
+        let json = match outcome {
+            Ok(j) if j.len() <= crate::message::THIRD_PARTY_MAX_RESULT => j,
+            Ok(j) => {
+                return vec![ServerMsg::Error(ErrorMsg::new(
+                    ErrorCode::Resource,
+                    format!(
+                        "third-party test: its JSON document ({} bytes) is larger than {} bytes",
+                        j.len(),
+                        crate::message::THIRD_PARTY_MAX_RESULT
+                    ),
+                ))];
+            }
+            Err(e) => return vec![ServerMsg::Error(e)],
+        };
+        let mut parts = split_text(&json, crate::message::THIRD_PARTY_PART);
+        let last = parts.pop().unwrap_or_default();
+        let mut out: Vec<ServerMsg> = parts.into_iter().map(ServerMsg::ThirdPartyPart).collect();
+        out.push(ServerMsg::ThirdPartyResult(last));
+        out
     }
 
     /// The data sockets are ready: the reply to send.
@@ -426,6 +501,10 @@ pub enum ClientEvent {
     /// The server says the data phase begins, where its dialect waits
     /// for that once the data connections are up (iperf3's TEST_RUNNING).
     Started,
+    /// A part of a third-party test's JSON document, before the last.
+    ThirdPartyPart(String),
+    /// The third-party test's JSON document (its last part).
+    ThirdParty(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -439,6 +518,7 @@ enum ClientState {
     AwaitGrant,
     Testing,
     AwaitResults,
+    AwaitThirdParty,
 }
 
 /// The netperf end of a control connection.
@@ -583,6 +663,20 @@ impl ClientSession {
         })
     }
 
+    /// Ask the server (one whose hello names `fleet`) to run a test as
+    /// netperf against another netserver. Only valid between tests.
+    pub fn third_party(&mut self, req: crate::ThirdParty) -> Result<ClientMsg, ClientError> {
+        if self.state != ClientState::Idle {
+            return Err(ProtoError::UnexpectedMessage {
+                got: "ThirdParty",
+                state: "not idle",
+            }
+            .into());
+        }
+        self.state = ClientState::AwaitThirdParty;
+        Ok(ClientMsg::ThirdParty(Box::new(req)))
+    }
+
     /// netperf's data phase is over.
     pub fn done(&mut self, done: ClientDone) -> Result<ClientMsg, ClientError> {
         if self.state != ClientState::Testing {
@@ -665,6 +759,13 @@ impl ClientSession {
                 self.state = ClientState::Idle;
                 Ok(ClientEvent::Results(r))
             }
+            (ClientState::AwaitThirdParty, ServerMsg::ThirdPartyPart(p)) => {
+                Ok(ClientEvent::ThirdPartyPart(p))
+            }
+            (ClientState::AwaitThirdParty, ServerMsg::ThirdPartyResult(p)) => {
+                self.state = ClientState::Idle;
+                Ok(ClientEvent::ThirdParty(p))
+            }
             (_, msg) => Err(ProtoError::UnexpectedMessage {
                 got: msg.name(),
                 state: "in this state",
@@ -672,6 +773,25 @@ impl ClientSession {
             .into()),
         }
     }
+}
+
+/// The hello's name of a server that runs third-party tests.
+pub const FLEET: &str = "fleet";
+
+/// `text` in pieces of at most `max` bytes, cut at character boundaries.
+fn split_text(text: &str, max: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while rest.len() > max {
+        let mut cut = max;
+        while !rest.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.push(rest[..cut].to_string());
+        rest = &rest[cut..];
+    }
+    out.push(rest.to_string());
+    out
 }
 
 /// The hello's name for a token: `token:` and its public part.

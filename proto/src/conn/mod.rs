@@ -122,6 +122,9 @@ pub enum ServerEvent {
     /// What the client made of the test whose results went out last
     /// (a client whose hello names `summary`).
     Summary(Box<ClientSummary>),
+    /// A third-party test to run (`--fleet`, the key proved): run it, then
+    /// call [`ServerConn::third_party_ended`].
+    ThirdParty(Box<crate::ThirdParty>),
 }
 
 /// What a server-side speaker works on: the bytes in and out, the events,
@@ -243,6 +246,14 @@ pub(crate) trait ServerSpeaker: Send {
     fn token(&self) -> Option<&str> {
         None
     }
+    /// A third-party test ended (a dialect that runs them: ours).
+    fn third_party_ended(
+        &mut self,
+        _s: &mut Shared,
+        _outcome: Result<String, ErrorMsg>,
+        _now: Instant,
+    ) {
+    }
 }
 
 /// What the server needs to make a speaker once the first bytes say which.
@@ -255,6 +266,8 @@ struct Seed {
     netperf2: Netperf2Policy,
     /// What the policy allows one test, told in our hello.
     announce: crate::ServerLimits,
+    /// Third-party tests are run (`--fleet`).
+    fleet: bool,
 }
 
 /// The server end of one control connection.
@@ -310,6 +323,7 @@ impl ServerConn {
                 cpu,
                 netperf2: Netperf2Policy::default(),
                 announce: crate::ServerLimits::default(),
+                fleet: false,
             }),
             speaker: None,
         }
@@ -322,6 +336,26 @@ impl ServerConn {
             seed.announce = limits;
         }
         self
+    }
+
+    /// Run third-party tests for clients of ours that prove the key
+    /// (`netserver --fleet`).
+    pub fn fleet(mut self, fleet: bool) -> ServerConn {
+        if let Some(seed) = &mut self.seed {
+            seed.fleet = fleet;
+        }
+        self
+    }
+
+    /// A third-party test ended: its JSON document, or why it failed.
+    pub fn third_party_ended(&mut self, outcome: Result<String, ErrorMsg>, now: Instant) {
+        if let Err(e) = &outcome {
+            self.shared
+                .log(1, format!("third-party test failed: {}", e.message));
+        }
+        if let Some(sp) = &mut self.speaker {
+            sp.third_party_ended(&mut self.shared, outcome, now);
+        }
     }
 
     /// Speak `d` from the first byte, whatever the bytes (a listener of
@@ -495,7 +529,8 @@ impl ServerConn {
         self.speaker = Some(match d {
             Dialect::Native => Box::new(
                 ours::OurServer::new(seed.software, seed.limits, seed.auth, seed.nonce, seed.cpu)
-                    .announcing(seed.announce),
+                    .announcing(seed.announce)
+                    .fleet(seed.fleet),
             ),
             Dialect::Netperf2 => Box::new(netperf2::Netperf2Server::new(
                 seed.netperf2,
@@ -565,6 +600,18 @@ pub(crate) trait ClientSpeaker: Send {
     fn setup(&mut self, spec: TestSpec, out: &mut Vec<u8>) -> Result<(), ClientConnError>;
     /// Our data phase is over.
     fn done(&mut self, done: ClientDone, out: &mut Vec<u8>) -> Result<(), ClientConnError>;
+    /// Ask for a third-party test (a server of ours that names `fleet`).
+    fn third_party(
+        &mut self,
+        _req: crate::ThirdParty,
+        _out: &mut Vec<u8>,
+    ) -> Result<(), ClientConnError> {
+        Err(ClientError::Server(ErrorMsg::new(
+            ErrorCode::Unsupported,
+            "third-party tests are asked of our own netserver only",
+        ))
+        .into())
+    }
     /// Ask for the netserver's CPU count and meter rate, if the hello did
     /// not tell them: whether an answer is awaited.
     fn calibrate(&mut self, out: &mut Vec<u8>) -> bool;
@@ -795,6 +842,19 @@ impl ClientConn {
     ) -> Result<(), ClientConnError> {
         self.speaker.setup(spec, &mut self.outbuf)?;
         self.expect(now, wait, "answer to the test request");
+        Ok(())
+    }
+
+    /// Ask the netserver to run a test as netperf against another
+    /// netserver; its JSON document is due within `wait`.
+    pub fn third_party(
+        &mut self,
+        req: crate::ThirdParty,
+        now: Instant,
+        wait: Duration,
+    ) -> Result<(), ClientConnError> {
+        self.speaker.third_party(req, &mut self.outbuf)?;
+        self.expect(now, wait, "third-party test's results");
         Ok(())
     }
 

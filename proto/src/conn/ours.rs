@@ -14,8 +14,10 @@ use crate::{
     codec,
     error::ProtoError,
     frame,
-    message::{ClientMsg, ErrorCode, ErrorMsg, ServerMsg},
-    session::{Authenticator, ClientEvent, ClientSession, Sealer, ServerAction, ServerSession},
+    message::{ClientMsg, ErrorCode, ErrorMsg, ServerMsg, ThirdParty},
+    session::{
+        Authenticator, ClientError, ClientEvent, ClientSession, Sealer, ServerAction, ServerSession,
+    },
     test::{
         ClientDone, ClientSummary, FlowCounters, ForeignConnections, Grant,
         INTERIM_REPORTS_PER_FRAME, InterimReport, Limits, MAX_INTERIM_REPORTS, RxFigures,
@@ -89,6 +91,12 @@ impl OurServer {
     /// Tell the client in the hello what one test may ask.
     pub(crate) fn announcing(mut self, limits: crate::ServerLimits) -> OurServer {
         self.session = self.session.with_announced(limits);
+        self
+    }
+
+    /// Run third-party tests (`--fleet`), and say so in the hello.
+    pub(crate) fn fleet(mut self, fleet: bool) -> OurServer {
+        self.session = self.session.with_fleet(fleet);
         self
     }
 
@@ -184,11 +192,28 @@ impl OurServer {
             }
             ServerAction::Close => s.close(now),
             ServerAction::Summary(summary) => s.event(ServerEvent::Summary(summary)),
+            ServerAction::ThirdParty(req) => {
+                // the test deadline holds it, as a test of ours
+                s.test_granted(now);
+                s.event(ServerEvent::ThirdParty(req));
+            }
         }
     }
 }
 
 impl ServerSpeaker for OurServer {
+    fn third_party_ended(
+        &mut self,
+        s: &mut Shared,
+        outcome: Result<String, ErrorMsg>,
+        now: Instant,
+    ) {
+        s.test_over(now);
+        for m in self.session.third_party_ended(outcome) {
+            self.send(s, &m);
+        }
+    }
+
     fn queued(&mut self, s: &mut Shared, ahead: u32, limit_secs: u32) {
         if self.session.peer_can("queue") {
             self.send(s, &ServerMsg::Queued { ahead, limit_secs });
@@ -294,6 +319,8 @@ pub(crate) struct OurClient {
     rx: RxFigures,
     /// The turn queue's place, from a `Queued` frame, until taken.
     queued: Option<(u32, u32)>,
+    /// A third-party test's JSON document, from its parts so far.
+    third_party: String,
 }
 
 impl OurClient {
@@ -316,6 +343,7 @@ impl OurClient {
             interims: Vec::new(),
             rx: RxFigures::default(),
             queued: None,
+            third_party: String::new(),
         };
         let start = out.len();
         let hello = c.session.hello_as(software);
@@ -428,6 +456,19 @@ impl ClientSpeaker for OurClient {
         Ok(())
     }
 
+    fn third_party(&mut self, req: ThirdParty, out: &mut Vec<u8>) -> Result<(), ClientConnError> {
+        if !self.session.server_can(crate::session::FLEET) {
+            return Err(ClientError::Server(ErrorMsg::new(
+                ErrorCode::Unsupported,
+                "this netserver does not run third-party tests (it was not started with --fleet)",
+            ))
+            .into());
+        }
+        self.third_party.clear();
+        let m = self.session.third_party(req)?;
+        self.send(&m, out)
+    }
+
     fn calibrate(&mut self, _out: &mut Vec<u8>) -> bool {
         // the hello told
         false
@@ -460,6 +501,21 @@ impl ClientSpeaker for OurClient {
                 }
                 ClientEvent::Results(r) => {
                     return Ok(Some(ClientEvent::Results(self.complete(r)?)));
+                }
+                ClientEvent::ThirdPartyPart(p) => {
+                    if self.third_party.len() + p.len() > crate::message::THIRD_PARTY_MAX_RESULT {
+                        return Err(ProtoError::Malformed(format!(
+                            "a third-party test's JSON document longer than {} bytes",
+                            crate::message::THIRD_PARTY_MAX_RESULT
+                        ))
+                        .into());
+                    }
+                    self.third_party.push_str(&p);
+                }
+                ClientEvent::ThirdParty(last) => {
+                    let mut all = std::mem::take(&mut self.third_party);
+                    all.push_str(&last);
+                    return Ok(Some(ClientEvent::ThirdParty(all)));
                 }
                 e => return Ok(Some(e)),
             }

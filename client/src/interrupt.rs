@@ -64,3 +64,13 @@ impl Drop for Guard {
         }
     }
 }
+
+/// Stop every test running in this process now, as Ctrl-C would (a
+/// netserver's third-party test whose client went away).
+pub fn stop_all() {
+    if let Ok(c) = CURRENT.lock() {
+        for (_, f) in c.iter() {
+            f.set();
+        }
+    }
+}

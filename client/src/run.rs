@@ -107,8 +107,12 @@ impl Source for Netserver {
 }
 
 pub fn run(plan: &Plan) -> Result<Outcome> {
+    run_to(plan, &Out::stdout())
+}
+
+/// [`run`], its output into `out`.
+pub fn run_to(plan: &Plan, out: &Out) -> Result<Outcome> {
     // netperf 2.7 prints these as it reads its options.
-    let out = Out::stdout();
     for n in &plan.notices {
         out.emit(format!("{n}\n").as_bytes())?;
     }
@@ -133,7 +137,7 @@ pub fn run(plan: &Plan) -> Result<Outcome> {
         conn.control.bye();
         return Ok(Outcome::Clean);
     }
-    drive(plan, &mut Netserver(conn), fill, &out)
+    drive(plan, &mut Netserver(conn), fill, out)
 }
 
 /// One run from a source of measurements: preflight, choose the outputs,

@@ -303,6 +303,21 @@ impl Control {
         }
     }
 
+    /// Ask the netserver (a `--fleet` one) to run a test as netperf
+    /// against another netserver (`netperf mesh`); its JSON document,
+    /// waiting at most `wait`.
+    pub fn third_party(&mut self, req: proto::ThirdParty, wait: Duration) -> Result<String> {
+        self.tested = true;
+        self.ctl
+            .core()
+            .third_party(req, Instant::now(), wait)
+            .map_err(|e| self.describe(e.into()))?;
+        match self.ctl.next_event().map_err(|e| self.describe(e))? {
+            ClientEvent::ThirdParty(json) => Ok(json),
+            other => bail!("unexpected {other:?} in answer to a third-party request"),
+        }
+    }
+
     /// Our data phase is over: report it (`ours`: what our side counted,
     /// for a server whose results exchange carries both sides') and
     /// collect the server's counters, waiting at most `wait`.
@@ -367,7 +382,28 @@ pub fn software() -> String {
 #[derive(Debug)]
 pub struct Connection {
     pub control: Control,
-    pub embedded: Option<netserver::Embedded>,
+    pub embedded: Option<Box<dyn EmbeddedServer>>,
+}
+
+/// A netserver running in this process (it stops when dropped). The
+/// client library knows no netserver: the program that embeds one (the
+/// `netperf` binary) hands a starter to [`set_embedder`]; a library user
+/// that sets none (netserver's third-party tests) never starts one.
+pub trait EmbeddedServer: Send + std::fmt::Debug {
+    /// The control address it listens on.
+    fn addr(&self) -> SocketAddr;
+}
+
+/// Starts a netserver in this process on an ephemeral port of a loopback
+/// address, requiring the key if one is given.
+pub type Embedder = fn(IpAddr, Option<Key>) -> io::Result<Box<dyn EmbeddedServer>>;
+
+static EMBEDDER: std::sync::OnceLock<Embedder> = std::sync::OnceLock::new();
+
+/// Let [`connect`] start a netserver in this process when none answers on
+/// loopback (the first starter given stays).
+pub fn set_embedder(start: Embedder) {
+    let _ = EMBEDDER.set(start);
 }
 
 /// Resolve `-H`, connect, say hello. When the target is a loopback address
@@ -415,14 +451,13 @@ pub fn connect(plan: &Plan) -> Result<Connection> {
     let Some((addr, err)) = last else {
         bail!("-H: no address to connect to for '{host}'");
     };
-    if err.kind() == io::ErrorKind::ConnectionRefused
+    let may_embed = err.kind() == io::ErrorKind::ConnectionRefused
         && addr.ip().is_loopback()
         && plan.dialect.embeddable()
-        && (plan.host.is_none() || plan.port == crate::cli::DEFAULT_PORT)
-    {
+        && (plan.host.is_none() || plan.port == crate::cli::DEFAULT_PORT);
+    if let (true, Some(start)) = (may_embed, EMBEDDER.get()) {
         let ip = addr.ip();
-        let embedded = netserver::spawn_embedded(ip, key.clone())
-            .context("cannot start an embedded netserver")?;
+        let embedded = start(ip, key.clone()).context("cannot start an embedded netserver")?;
         eprintln!(
             "netperf: no netserver on {host} port {}; started an embedded netserver in this process on {}",
             plan.port,

@@ -217,6 +217,9 @@ pub enum AuthSource {
     File(PathBuf),
     /// `-Z`: used as the key; unlike netperf 2.7, never sent.
     Passphrase(String),
+    /// A key the program holds already (a `--fleet` netserver's own, for
+    /// its third-party tests): required of the other end, as a file's is.
+    Given(engine::auth::Key),
 }
 
 impl AuthSource {
@@ -224,6 +227,7 @@ impl AuthSource {
         match self {
             AuthSource::File(p) => engine::auth::Key::from_file(p),
             AuthSource::Passphrase(s) => engine::auth::Key::from_passphrase(s),
+            AuthSource::Given(k) => Ok(k.clone()),
         }
     }
 }

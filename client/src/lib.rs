@@ -1,0 +1,54 @@
+//! The client as a library: netperf's command line, the one test
+//! lifecycle, what a run measured and each output of it. The `netperf`
+//! program is a thin layer over it; `netserver --fleet` uses it to run a
+//! third-party test as netperf against another netserver, in process.
+//!
+//! # Layout
+//! - [`cli`]: the grammar, in two stages (global options, then test
+//!   options after `--`), producing one validated [`cli::Plan`].
+//! - [`control`]: the control connection ([`control::Control`], whichever
+//!   protocol the netserver speaks); an embedded netserver stands in on
+//!   loopback only when the program gave a starter
+//!   ([`control::set_embedder`]).
+//! - [`report`]: what a run measured ([`report::Measurement`], its
+//!   figures) and what it tells as it goes ([`report::Observer`]).
+//! - [`family`]: the one test lifecycle (`family::lifecycle`: prepare,
+//!   request, connect the flows, timer, data phase, finish, check,
+//!   measurement) and each family's part of it (stream, rr, crr, udp).
+//! - [`under_load`], [`rpm`]: tests made of several of the family's runs
+//!   (`--under-load`, `-t RPM`).
+//! - [`run`]: one invocation from connection to output, iterations and
+//!   confidence included, from a [`run::Source`] of measurements.
+//! - [`output`]: the outputs, one [`output::Reporter`] each (the classic
+//!   tables, selectors, JSON); [`events`] (`--json-stream`) and [`plot`]
+//!   (`--plot`) are reporters too; [`events`], [`interim`] (`-D`'s lines)
+//!   and [`progress`] observe the run as it goes.
+//! - [`third_party`]: a test run on a client's behalf by a `netserver
+//!   --fleet` (meshes): the request as a checked plan, its JSON document.
+//! - [`confidence`]: `-I`/`-i`; [`debug`]: `-d`: netperf 2.7's debug
+//!   lines, and ours; [`interrupt`]: Ctrl-C ends a test early with its
+//!   results.
+//!
+//! Dependencies go one way, with no circle between modules: `report`
+//! knows none of its readers; `family` writes reports and knows no
+//! output; `run` and the outputs read them.
+
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod confidence;
+pub mod control;
+pub mod debug;
+pub mod events;
+pub mod family;
+pub mod interim;
+pub mod interrupt;
+pub mod limits;
+pub mod output;
+pub mod plot;
+pub mod progress;
+pub mod report;
+pub mod rpm;
+pub mod run;
+pub mod third_party;
+pub mod under_load;

@@ -1,0 +1,306 @@
+//! `netperf mesh`: a test between every ordered pair of a lab's
+//! netservers (started with `--fleet`), run by the netservers themselves
+//! in rounds in which no host is in two tests at once; a matrix on the
+//! terminal, CSV, JSON and an SVG heatmap, and the hosts or links that
+//! stand out by a robust rule ([`outliers`]).
+//!
+//! - [`options`]: the command line; [`schedule`]: which pairs run
+//!   together (a round-robin tournament, incast, fan-out, a given list);
+//! - [`run`]: the rounds, each pair a third-party test of its sending
+//!   netserver; [`outliers`]: the rule; [`render`]: matrix, CSV, SVG.
+//!
+//! The controller holds one round's tests at a time and writes each
+//! result to its files as it comes: connections and memory grow with a
+//! round's ⌊N/2⌋ tests, not with the mesh (the matrix of figures aside).
+
+pub mod options;
+pub mod outliers;
+pub mod render;
+pub mod run;
+pub mod schedule;
+
+use std::{
+    fs::File,
+    io::{BufWriter, Write},
+};
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use engine::timer::StopFlag;
+use serde_json::{Value, json};
+
+use options::{Asked, MeshOptions, Pattern};
+use outliers::Finding;
+use schedule::{Directions, Round};
+
+/// `netperf mesh ARGS`: whether every pair was measured.
+pub fn main(args: &[String]) -> Result<bool> {
+    let o = match options::parse(args)? {
+        Asked::Help => {
+            print!("{}", options::USAGE);
+            return Ok(true);
+        }
+        Asked::Run(o) => *o,
+    };
+    let (o, rounds) = plan(o)?;
+    // a key file that cannot be read fails here, not at every pair
+    if let Some(k) = &o.key_file {
+        engine::auth::Key::from_file(k).map_err(|e| anyhow!("{e}"))?;
+    }
+    let tests: usize = rounds.iter().map(|r| r.tests.len()).sum();
+    let widest = rounds.iter().map(|r| r.tests.len()).max().unwrap_or(0);
+    eprintln!(
+        "netperf mesh: {} hosts, {tests} tests of {} s ({}) in {} rounds of at most {widest}: about {} s",
+        o.hosts.len(),
+        o.length,
+        o.test,
+        rounds.len(),
+        rounds.len() as u64 * u64::from(o.length)
+    );
+    let stop = StopFlag::new();
+    client::interrupt::install();
+    let _guard = client::interrupt::stop_on_interrupt(&stop);
+    let mut files = Files::open(&o, rounds.len())?;
+    let n = o.hosts.len();
+    let mut cells = Vec::with_capacity(tests);
+    let ended = run::run(&o, &rounds, &stop, &mut |out| {
+        cells.push(render::Cell {
+            from: out.pair.from,
+            to: out.pair.to,
+            value: out.throughput,
+            error: out.error.clone(),
+        });
+        if let Some(e) = &out.error {
+            eprintln!(
+                "netperf mesh: {} -> {}: {e}",
+                o.hosts[out.pair.from].name, o.hosts[out.pair.to].name
+            );
+        }
+        files.pair(&o, out)
+    })?;
+    let (values, failed) = render::matrices(n, &cells);
+    let findings = outliers::find(&values, &outliers::Rule::default());
+    let names: Vec<String> = o.hosts.iter().map(|h| h.name.clone()).collect();
+    let unit = unit_of(&o.test);
+    print!(
+        "{}",
+        render::matrix_text(&names, &values, &failed, unit, &findings)
+    );
+    for &h in &ended.down {
+        println!("host {} did not answer: its tests were skipped", names[h]);
+    }
+    if ended.interrupted {
+        println!("interrupted: the mesh ended before its last round");
+    }
+    files.finish(&o, &names, &values, &findings, &ended)?;
+    let all = cells.len() == tests && cells.iter().all(|c| c.error.is_none());
+    Ok(all && !ended.interrupted)
+}
+
+/// The headline's unit, as the matrix says it.
+fn unit_of(test: &str) -> &'static str {
+    match test.to_ascii_uppercase().as_str() {
+        "TCP_RR" | "UDP_RR" | "TCP_CRR" | "TCP_CC" => "Trans/s",
+        "RPM" => "RPM",
+        _ => "10^6bits/s",
+    }
+}
+
+/// The hosts and the rounds the options ask for.
+fn plan(mut o: MeshOptions) -> Result<(MeshOptions, Vec<Round>)> {
+    let pairs = match &o.pairs_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--pairs: cannot read {}", path.display()))?;
+            if o.hosts.is_empty() {
+                o.hosts = names_in(&text)?;
+            }
+            let names: Vec<String> = o.hosts.iter().map(|h| h.name.clone()).collect();
+            Some(
+                schedule::parse_pairs(&text, &names)
+                    .map_err(|e| anyhow!("--pairs {}: {e}", path.display()))?,
+            )
+        }
+        None => None,
+    };
+    let n = o.hosts.len();
+    if n < 2 {
+        bail!("mesh: {n} host: a mesh needs two netservers at least");
+    }
+    let index = |name: &str| {
+        o.hosts
+            .iter()
+            .position(|h| h.name == name || h.addr == name)
+            .ok_or_else(|| anyhow!("--pattern: '{name}' is not one of the hosts"))
+    };
+    let rounds = match (&pairs, &o.pattern) {
+        (Some(p), _) => schedule::given(p),
+        (None, Pattern::Incast(h)) => schedule::incast(n, index(h)?),
+        (None, Pattern::Fanout(h)) => schedule::fanout(n, index(h)?),
+        (None, Pattern::Mesh) if o.both => schedule::full_mesh(n, Directions::Both),
+        (None, Pattern::Mesh) => schedule::full_mesh(n, Directions::InTurn),
+    };
+    Ok((o, rounds))
+}
+
+/// The hosts a pairs file names, in the order it first names them.
+fn names_in(text: &str) -> Result<Vec<options::Host>> {
+    let mut names: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        let words = line
+            .split("->")
+            .flat_map(|w| w.split(','))
+            .flat_map(str::split_whitespace);
+        for w in words {
+            if !names.iter().any(|n| n == w) {
+                names.push(w.to_string());
+            }
+        }
+    }
+    names.iter().map(|w| options::host(w, 12865)).collect()
+}
+
+/// The output files, written as the results come.
+struct Files {
+    csv: Option<BufWriter<File>>,
+    json: Option<BufWriter<File>>,
+    first_pair: bool,
+}
+
+fn create(path: &std::path::Path, what: &str) -> Result<BufWriter<File>> {
+    Ok(BufWriter::new(File::create(path).with_context(|| {
+        format!("{what}: cannot create {}", path.display())
+    })?))
+}
+
+impl Files {
+    fn open(o: &MeshOptions, rounds: usize) -> Result<Files> {
+        let mut csv = o.csv.as_deref().map(|p| create(p, "--csv")).transpose()?;
+        if let Some(w) = &mut csv {
+            writeln!(w, "{}", render::csv_header())?;
+        }
+        let mut json = o.json.as_deref().map(|p| create(p, "--json")).transpose()?;
+        if let Some(w) = &mut json {
+            let head = json!({
+                "schema": "rsnetperf-mesh/1",
+                "test": o.test,
+                "length_seconds": o.length,
+                "test_options": o.test_options,
+                "pattern": match &o.pattern {
+                    Pattern::Mesh if o.both => "mesh, both directions at once".to_string(),
+                    Pattern::Mesh => "mesh".to_string(),
+                    Pattern::Incast(h) => format!("incast:{h}"),
+                    Pattern::Fanout(h) => format!("fanout:{h}"),
+                },
+                "hosts": o.hosts.iter().map(|h| json!({"name": h.name, "address": h.addr, "port": h.port})).collect::<Vec<_>>(),
+                "rounds": rounds,
+            });
+            // the head's fields, then the pairs as they come
+            let text = head.to_string();
+            write!(w, "{},\"pairs\":[", text.trim_end_matches('}'))?;
+        }
+        Ok(Files {
+            csv,
+            json,
+            first_pair: true,
+        })
+    }
+
+    fn pair(&mut self, o: &MeshOptions, out: &run::Outcome) -> Result<()> {
+        let (from, to) = (&o.hosts[out.pair.from].name, &o.hosts[out.pair.to].name);
+        if let Some(w) = &mut self.csv {
+            let row = render::CsvRow {
+                round: out.round,
+                from: from.clone(),
+                to: to.clone(),
+                throughput: out.throughput,
+                unit: out.units.clone(),
+                start: out.start,
+                end: out.end,
+                error: out.error.clone(),
+            };
+            writeln!(w, "{}", render::csv_line(&row))?;
+            w.flush()?;
+        }
+        if let Some(w) = &mut self.json {
+            let p = json!({
+                "from": from,
+                "to": to,
+                "round": out.round,
+                "start": out.start,
+                "end": out.end,
+                "throughput": out.throughput,
+                "units": out.units,
+                "error": out.error,
+                "result": out.result.clone().unwrap_or(Value::Null),
+            });
+            let sep = if self.first_pair { "" } else { "," };
+            write!(w, "{sep}{p}")?;
+            w.flush()?;
+            self.first_pair = false;
+        }
+        Ok(())
+    }
+
+    fn finish(
+        &mut self,
+        o: &MeshOptions,
+        names: &[String],
+        values: &[Vec<Option<f64>>],
+        findings: &[Finding],
+        ended: &run::Ended,
+    ) -> Result<()> {
+        if let Some(w) = &mut self.json {
+            let tail = json!({
+                "outliers": findings.iter().map(|f| finding_json(f, names)).collect::<Vec<_>>(),
+                "hosts_down": ended.down.iter().map(|&h| names[h].clone()).collect::<Vec<_>>(),
+                "interrupted": ended.interrupted,
+            });
+            let text = tail.to_string();
+            writeln!(w, "],{}", text.trim_start_matches('{'))?;
+            w.flush()?;
+        }
+        if let Some(path) = &o.plot {
+            let title = format!("netperf mesh: {} ({} s)", o.test, o.length);
+            let svg = render::svg_heatmap(names, values, unit_of(&o.test), &title, findings);
+            std::fs::write(path, svg)
+                .with_context(|| format!("--plot: cannot write {}", path.display()))?;
+        }
+        Ok(())
+    }
+}
+
+/// An outlier as the JSON names it.
+fn finding_json(f: &Finding, names: &[String]) -> Value {
+    match *f {
+        Finding::Host {
+            host,
+            direction,
+            median,
+            typical,
+        } => json!({
+            "kind": "host",
+            "host": names[host],
+            "direction": match direction {
+                outliers::Direction::Sending => "sending",
+                outliers::Direction::Receiving => "receiving",
+            },
+            "median": median,
+            "typical": typical,
+            "text": render::describe(f, names),
+        }),
+        Finding::Link {
+            from,
+            to,
+            value,
+            expected,
+        } => json!({
+            "kind": "link",
+            "from": names[from],
+            "to": names[to],
+            "value": value,
+            "expected": expected,
+            "text": render::describe(f, names),
+        }),
+    }
+}
