@@ -1087,6 +1087,101 @@ mod tests {
         assert_eq!(client.auth_nonces(), server.auth_nonces());
     }
 
+    fn third_party_req() -> crate::ThirdParty {
+        crate::ThirdParty {
+            host: "198.18.0.12".into(),
+            port: 12865,
+            args: vec!["-t".into(), "TCP_STREAM".into()],
+        }
+    }
+
+    /// A keyed conversation with a server that runs third-party tests or
+    /// not.
+    fn keyed(fleet: bool) -> (ServerSession, ClientSession) {
+        let key = [9u8; 32];
+        let mut server =
+            ServerSession::new("srv", Limits::default(), Some(Box::new(Xor(key))), [1; 32])
+                .with_fleet(fleet);
+        let mut client = ClientSession::new(Some(Box::new(Xor(key))), [2; 32]);
+        let m = reply(server.handle(ClientSession::hello("c")));
+        assert_eq!(
+            matches!(&m, ServerMsg::Hello(h) if h.hello.can(FLEET)),
+            fleet
+        );
+        let ClientEvent::Send(auth) = client.handle(m).unwrap() else {
+            panic!()
+        };
+        let m = reply(server.handle(auth));
+        assert_eq!(client.handle(m).unwrap(), ClientEvent::Established);
+        (server, client)
+    }
+
+    #[test]
+    fn a_third_party_test_is_asked_run_and_answered_in_parts() {
+        let (mut server, mut client) = keyed(true);
+        let m = wire_c(client.third_party(third_party_req()).unwrap());
+        let ServerAction::ThirdParty(req) = server.handle(m) else {
+            panic!("not run")
+        };
+        assert_eq!(*req, third_party_req());
+        // a second request while it runs breaks the protocol
+        assert!(matches!(
+            server.handle(ClientMsg::ThirdParty(Box::new(third_party_req()))),
+            ServerAction::ReplyAndClose(_)
+        ));
+        let (mut server, mut client) = keyed(true);
+        client.third_party(third_party_req()).unwrap();
+        server.handle(ClientMsg::ThirdParty(Box::new(third_party_req())));
+        // a document of three parts and a bit, with a character across a cut
+        let doc: String = "é".repeat(crate::message::THIRD_PARTY_PART * 3 / 2 + 7);
+        let msgs = server.third_party_ended(Ok(doc.clone()));
+        assert_eq!(msgs.len(), 4);
+        let mut got = String::new();
+        for m in msgs {
+            match client.handle(wire_s(m)).unwrap() {
+                ClientEvent::ThirdPartyPart(p) => got.push_str(&p),
+                ClientEvent::ThirdParty(p) => got.push_str(&p),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(got, doc);
+        // and the conversation goes on
+        assert!(client.third_party(third_party_req()).is_ok());
+    }
+
+    #[test]
+    fn third_party_tests_are_refused_without_fleet_or_the_key() {
+        let (mut server, _) = keyed(false);
+        let m = reply(server.handle(ClientMsg::ThirdParty(Box::new(third_party_req()))));
+        assert!(
+            matches!(&m, ServerMsg::Error(e) if e.code == ErrorCode::Unsupported && e.message.contains("--fleet")),
+            "{m:?}"
+        );
+        // no key on this server: nobody proved one
+        let mut open = ServerSession::new("srv", Limits::default(), None, [1; 32]).with_fleet(true);
+        reply(open.handle(ClientSession::hello("c")));
+        let m = reply(open.handle(ClientMsg::ThirdParty(Box::new(third_party_req()))));
+        assert!(
+            matches!(&m, ServerMsg::Error(e) if e.code == ErrorCode::Auth && e.message.contains("key")),
+            "{m:?}"
+        );
+        // a request out of bounds
+        let (mut server, _) = keyed(true);
+        let mut req = third_party_req();
+        req.args = vec!["x".repeat(crate::message::THIRD_PARTY_MAX_ARG + 1)];
+        let m = reply(server.handle(ClientMsg::ThirdParty(Box::new(req))));
+        assert!(
+            matches!(&m, ServerMsg::Error(e) if e.code == ErrorCode::InvalidRequest),
+            "{m:?}"
+        );
+        // a result too large is an error, not a flood
+        let (mut server, _) = keyed(true);
+        server.handle(ClientMsg::ThirdParty(Box::new(third_party_req())));
+        let big = "x".repeat(crate::message::THIRD_PARTY_MAX_RESULT + 1);
+        let msgs = server.third_party_ended(Ok(big));
+        assert!(matches!(&msgs[..], [ServerMsg::Error(e)] if e.code == ErrorCode::Resource));
+    }
+
     #[test]
     fn wrong_key_and_replayed_proof_fail() {
         let mut server = ServerSession::new(

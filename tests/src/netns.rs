@@ -186,6 +186,35 @@ impl Mesh {
     pub fn command(&self, i: usize, program: &Path) -> Command {
         in_namespace(&self.hosts[i], program)
     }
+
+    /// Host `i`'s port a token bucket each way: `out` Mbit/s from it (its
+    /// own interface's egress), `into` Mbit/s to it (the switch port's).
+    pub fn shape(&self, i: usize, out: u32, into: u32) {
+        for (ns, dev, mbit) in [
+            (&self.hosts[i], format!("h{i}"), out),
+            (&self.switch, format!("p{i}"), into),
+        ] {
+            sh(&[
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "tc",
+                "qdisc",
+                "replace",
+                "dev",
+                &dev,
+                "root",
+                "tbf",
+                "rate",
+                &format!("{mbit}mbit"),
+                "burst",
+                "64kb",
+                "limit",
+                "250000",
+            ]);
+        }
+    }
 }
 
 impl Drop for Mesh {

@@ -29,7 +29,9 @@ pub fn usage() -> String {
          Tests (-t):\n{}\n\n\
          Piped output has netperf 2.7's lines exactly; on a terminal, and at -v 3,\n\
          this netperf adds its own (UDP loss, latency percentiles, confidence).\n\
-         Test options: netperf -t TEST -- -h\n",
+         Test options: netperf -t TEST -- -h\n\n\
+         Also: netperf plot RUN.json [FILE.svg] draws a saved --json run;\n\
+         netperf mesh --hosts H1,H2,... tests every pair of netservers (netperf mesh --help).\n",
         optparse::help(global::OPTIONS),
         tests.join("\n")
     )

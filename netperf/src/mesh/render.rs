@@ -123,7 +123,8 @@ pub fn describe(finding: &Finding, hosts: &[String]) -> String {
 /// Rows are senders and columns receivers. Entries show the value (right
 /// aligned), `-` on the diagonal, `fail` for a failed test without a value and
 /// `.` for a test not measured. Columns are at least 8 characters wide and
-/// widen to fit the values; longer host names are cut and end in `~`. After
+/// widen to fit the values and the host names up to 16 characters; longer
+/// names are cut and end in `~`. After
 /// the table comes one line per finding, or `no outliers`.
 #[must_use]
 pub fn matrix_text(
@@ -157,7 +158,16 @@ pub fn matrix_text(
         .map(|t| t.chars().count())
         .max()
         .unwrap_or(0)
-        .max(8);
+        .max(8)
+        // a name's width, up to 16 (an address with its port fits)
+        .max(
+            hosts
+                .iter()
+                .map(|h| h.chars().count())
+                .max()
+                .unwrap_or(0)
+                .min(16),
+        );
     let label = hosts
         .iter()
         .map(|h| h.chars().count())

@@ -56,13 +56,13 @@ fn asked_sends(test: &str) -> bool {
 
 /// The options a pair's request carries.
 pub fn request_args(o: &MeshOptions) -> Vec<String> {
+    // (netperf's default units: 10^6bits/s for streams, Trans/s for the
+    // request/response tests)
     let mut args = vec![
         "-t".to_string(),
         o.test.clone(),
         "-l".to_string(),
         o.length.to_string(),
-        "-f".to_string(),
-        "m".to_string(),
     ];
     if !o.test_options.is_empty() {
         args.push("--".into());
@@ -192,7 +192,8 @@ fn outcome(pair: Pair, round: usize, start: f64, began: Instant, r: Result<Value
             end,
             throughput: None,
             units: String::new(),
-            error: Some(format!("{e:#}")),
+            // one line (a CSV row, a line of the log)
+            error: Some(format!("{e:#}").replace('\n', "; ")),
             result: None,
         },
     }

@@ -1,5 +1,5 @@
 //! The fleet path: static binaries, the container image, the Kubernetes
-//! manifests, and the mesh Job's matrix script across three hosts.
+//! manifests, and the mesh Job's command across three hosts.
 
 use std::{
     path::{Path, PathBuf},
@@ -133,7 +133,7 @@ fn static_binaries_image_and_manifests() {
         assert!(out.success(), "{out}");
         assert_eq!(
             out.stdout.matches("passed").count() + out.stderr.matches("passed").count(),
-            4,
+            5,
             "{out}"
         );
         // the Prometheus operator's pair: the Service against its schema,
@@ -161,42 +161,84 @@ fn static_binaries_image_and_manifests() {
     }
 }
 
-/// Three hosts, a netserver on each: the mesh Job's script, run on every
-/// host against all three, reports a figure for each of the six pairs.
+/// The mesh Job's command line (mesh-job.yaml's shell words, the pods'
+/// discovery swapped for a list): three hosts, a fleet netserver on each,
+/// the Job's command run from a fourth prints the matrix and the JSON
+/// document between its markers, every ordered pair measured by two flows.
 #[test]
-fn the_mesh_script_measures_every_pair() {
-    let Some(m) = Mesh::new("the_mesh_script_measures_every_pair", 3) else {
+fn the_mesh_jobs_command_measures_every_pair() {
+    let Some(m) = Mesh::new("the_mesh_jobs_command_measures_every_pair", 4) else {
         return;
     };
+    let dir = std::env::temp_dir().join(format!("rsnetperf-meshjob-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("netserver.key");
+    std::fs::write(&key, [7u8; 32]).unwrap();
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let servers: Vec<Netserver> = (0..3)
         .map(|i| {
             let mut c = m.command(i, &bin("netserver"));
-            c.args(["-D", "-p", "12865", "-L", &m.addrs[i]]);
+            c.args([
+                "-D",
+                "-p",
+                "12865",
+                "-L",
+                &m.addrs[i],
+                "--fleet",
+                "--key-file",
+            ])
+            .arg(&key);
             Netserver::spawn(c)
         })
         .collect();
-    let script = repo().join("dist/k8s/mesh.sh");
-    let mut pairs = Vec::new();
-    for i in 0..3 {
-        let mut c = m.command(i, Path::new("sh"));
-        c.arg(&script)
-            .arg(&m.addrs[i])
-            .args(&m.addrs)
-            .env("NETPERF", bin("netperf"))
-            .env("MESH_LENGTH", "1")
-            .env("MESH_TEST_ARGS", "--flows 2");
-        let out = run_with_deadline(c, Duration::from_secs(120));
-        assert!(out.success(), "{out}");
-        for l in out.stdout.lines().filter(|l| l.starts_with("mesh ")) {
-            let f = fields(l);
-            assert!(num(f[3]) > 0.0, "{l}");
-            pairs.push((f[1].to_string(), f[2].to_string()));
-        }
+    let job = std::fs::read_to_string(repo().join("dist/k8s/mesh-job.yaml")).unwrap();
+    // the folded block after `args:`, its lines joined as YAML folds them
+    let lines: Vec<&str> = job.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.trim() == "- >-")
+        .expect("the args block");
+    let indent = lines[at + 1].len() - lines[at + 1].trim_start().len();
+    let script = lines[at + 1..]
+        .iter()
+        .take_while(|l| l.len() - l.trim_start().len() >= indent && !l.trim().is_empty())
+        .map(|l| l.trim())
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace("--hosts-from \"$MESH_SERVICE\"", "--hosts \"$MESH_HOSTS\"")
+        .replace("/etc/netserver/netserver.key", &key.display().to_string())
+        .replace("/results", &dir.display().to_string());
+    assert!(script.starts_with("netperf mesh "), "{script}");
+    let path = format!(
+        "{}:{}",
+        bin("netperf").parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut c = m.command(3, Path::new("sh"));
+    c.args(["-c", &script])
+        .env("PATH", path)
+        .env("MESH_HOSTS", m.addrs[..3].join(","))
+        .env("MESH_TEST", "TCP_STREAM")
+        .env("MESH_LENGTH", "1")
+        .env("MESH_TEST_ARGS", "--flows 2");
+    let out = run_with_deadline(c, Duration::from_secs(120));
+    assert!(out.success(), "{out}");
+    assert!(out.stdout.contains("rows send, columns receive"), "{out}");
+    let json: String = out
+        .stdout
+        .lines()
+        .skip_while(|l| *l != "--- mesh.json ---")
+        .skip(1)
+        .take_while(|l| *l != "--- end ---")
+        .collect();
+    let doc: serde_json::Value =
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let pairs = doc["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), 6, "{doc}");
+    for p in pairs {
+        assert!(p["throughput"].as_f64().unwrap() > 0.0, "{p}");
+        assert_eq!(p["result"]["local"]["flow_count"], 2, "{p}");
+        assert_ne!(p["from"], p["to"]);
     }
-    pairs.sort();
-    assert_eq!(pairs.len(), 6, "{pairs:?}");
-    pairs.dedup();
-    assert_eq!(pairs.len(), 6, "every ordered pair once: {pairs:?}");
-    assert!(pairs.iter().all(|(a, b)| a != b));
     drop(servers);
 }

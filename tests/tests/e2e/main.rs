@@ -14,6 +14,7 @@ mod fleet;
 mod flows;
 mod iperf3;
 mod lab;
+mod mesh;
 mod metrics;
 mod netperf2;
 mod netperf2_real;

@@ -1,0 +1,388 @@
+//! `netperf mesh` and `netserver --fleet`: every ordered pair measured by
+//! the netservers themselves, no host in two tests at once, the planted
+//! slow host found and nothing else; a host that dies mid-mesh reported
+//! while the rest completes; third-party requests without the key, or
+//! aimed where no netserver answers, refused.
+
+use std::{
+    io::Write as _,
+    os::unix::fs::PermissionsExt as _,
+    path::{Path, PathBuf},
+    process::Command,
+    time::Duration,
+};
+
+use harness::{Netserver, bin, free_port, netns::Mesh, run_with_deadline};
+use serde_json::Value;
+
+/// A fleet key in a fresh directory (mode 600, as netserver wants it).
+fn key_in(dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let key = dir.join("fleet.key");
+    let mut f = std::fs::File::create(&key).unwrap();
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).unwrap();
+    f.write_all(&bytes).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    key
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rsnetperf-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Each netserver's test intervals, from its `--record` lines (tests it
+/// served, and third-party tests it ran), checked for overlap.
+fn assert_one_test_at_a_time(records: &[PathBuf]) {
+    for path in records {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let mut spans: Vec<(String, String)> = text
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .map(|v| {
+                (
+                    v["start"].as_str().unwrap().to_string(),
+                    v["time"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        assert!(!spans.is_empty(), "{} recorded nothing", path.display());
+        // RFC 3339 to the millisecond, in UTC: as strings, in time order
+        spans.sort();
+        for w in spans.windows(2) {
+            assert!(
+                w[1].0 >= w[0].1,
+                "{}: a test began at {} before the one of {}..{} ended",
+                path.display(),
+                w[1].0,
+                w[0].0,
+                w[0].1
+            );
+        }
+    }
+}
+
+/// Six hosts on a switch, each port shaped to 100 Mbit/s each way, the
+/// port into one host to a third of that; the mesh, run from a seventh,
+/// measures all 30 ordered pairs, the healthy ones near 100 Mbit/s, and
+/// flags that host's receiving and nothing else; no netserver was in two
+/// tests at once.
+#[test]
+fn a_mesh_of_six_measures_every_pair_and_flags_the_planted_slow_host() {
+    const N: usize = 6;
+    const SLOW: usize = 3;
+    let Some(m) = Mesh::new(
+        "a_mesh_of_six_measures_every_pair_and_flags_the_planted_slow_host",
+        N + 1,
+    ) else {
+        return;
+    };
+    for i in 0..N {
+        m.shape(i, 100, if i == SLOW { 33 } else { 100 });
+    }
+    let dir = scratch("mesh6");
+    let key = key_in(&dir);
+    let records: Vec<PathBuf> = (0..N)
+        .map(|i| dir.join(format!("record{i}.jsonl")))
+        .collect();
+    let servers: Vec<Netserver> = (0..N)
+        .map(|i| {
+            let mut c = m.command(i, &bin("netserver"));
+            c.args([
+                "-D",
+                "-p",
+                "12865",
+                "-L",
+                &m.addrs[i],
+                "--fleet",
+                "--key-file",
+            ])
+            .arg(&key)
+            .arg("--record")
+            .arg(&records[i]);
+            Netserver::spawn(c)
+        })
+        .collect();
+    let (json, csv, svg) = (dir.join("m.json"), dir.join("m.csv"), dir.join("m.svg"));
+    let mut c = m.command(N, &bin("netperf"));
+    c.args([
+        "mesh",
+        "--hosts",
+        &m.addrs[..N].join(","),
+        "-l",
+        "2",
+        "--key-file",
+    ])
+    .arg(&key)
+    .arg("--json")
+    .arg(&json)
+    .arg("--csv")
+    .arg(&csv)
+    .arg("--plot")
+    .arg(&svg);
+    let out = run_with_deadline(c, Duration::from_secs(240));
+    assert!(out.success(), "{out}");
+    assert!(out.stdout.contains("rows send, columns receive"), "{out}");
+    // (the matrix, for a reader of the test's output)
+    eprintln!("{}", out.stdout);
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let pairs = doc["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), N * (N - 1), "{doc}");
+    let mut seen = std::collections::BTreeSet::new();
+    for p in pairs {
+        let (from, to) = (p["from"].as_str().unwrap(), p["to"].as_str().unwrap());
+        assert!(
+            seen.insert((from.to_string(), to.to_string())),
+            "{from}->{to} twice"
+        );
+        let t = p["throughput"].as_f64().unwrap_or_else(|| panic!("{p}"));
+        assert_eq!(p["result"]["test"], "TCP_STREAM", "{p}");
+        assert!(p["end"].as_f64().unwrap() > p["start"].as_f64().unwrap());
+        if to == m.addrs[SLOW] {
+            assert!(
+                (24.0..36.0).contains(&t),
+                "{from}->{to}: {t} (into the slow host)"
+            );
+        } else {
+            assert!((80.0..101.0).contains(&t), "{from}->{to}: {t} (healthy)");
+        }
+    }
+    let outliers = doc["outliers"].as_array().unwrap();
+    assert_eq!(outliers.len(), 1, "{outliers:?}");
+    assert_eq!(outliers[0]["kind"], "host");
+    assert_eq!(outliers[0]["host"], m.addrs[SLOW].as_str());
+    assert_eq!(outliers[0]["direction"], "receiving");
+    assert_eq!(
+        doc["rounds"],
+        2 * (N - 1),
+        "round-robin: N-1 rounds, each way in turn"
+    );
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(csv.lines().count(), 1 + N * (N - 1), "{csv}");
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        svg.contains("<svg") && svg.contains(&m.addrs[SLOW]),
+        "{svg}"
+    );
+    drop(servers);
+    assert_one_test_at_a_time(&records);
+}
+
+/// Four netservers on loopback; one is killed once the mesh has begun:
+/// its pairs are reported as failed or skipped, every other pair
+/// measured, and the mesh ends (status 1, the dead host named).
+#[test]
+fn a_host_killed_mid_mesh_is_reported_while_the_rest_completes() {
+    let dir = scratch("meshkill");
+    let key = key_in(&dir);
+    let servers: Vec<Netserver> = (0..4)
+        .map(|_| {
+            let mut c = Command::new(bin("netserver"));
+            c.args(["-D", "-p", "0", "-L", "127.0.0.1", "--fleet", "--key-file"])
+                .arg(&key);
+            Netserver::spawn(c)
+        })
+        .collect();
+    let hosts: Vec<String> = servers
+        .iter()
+        .map(|s| format!("127.0.0.1:{}", s.port()))
+        .collect();
+    let csv = dir.join("m.csv");
+    let mut c = Command::new(bin("netperf"));
+    c.args(["mesh", "--hosts", &hosts.join(","), "-l", "1", "--key-file"])
+        .arg(&key)
+        .arg("--csv")
+        .arg(&csv)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = c.spawn().unwrap();
+    // the first round's results are in: kill the last host
+    let begun = std::time::Instant::now();
+    while std::fs::read_to_string(&csv)
+        .unwrap_or_default()
+        .lines()
+        .count()
+        < 3
+    {
+        assert!(begun.elapsed() < Duration::from_secs(30), "no result came");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut servers = servers;
+    let mut dead = servers.pop().unwrap();
+    let _ = dead.signal_and_wait("KILL", Duration::from_secs(5));
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!("host {} did not answer", hosts[3])),
+        "{stdout}\n{stderr}"
+    );
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    assert_eq!(rows.len(), 12, "every ordered pair reported: {csv}");
+    for r in &rows {
+        let involves_dead = r.contains(&hosts[3]);
+        let measured = r.split(',').nth(3).is_some_and(|t| !t.is_empty());
+        // pairs among the living were all measured
+        assert!(involves_dead || measured, "{r}\n{stderr}");
+    }
+    assert!(
+        rows.iter()
+            .any(|r| r.contains(&hosts[3]) && r.contains("skipped")),
+        "{csv}"
+    );
+}
+
+/// A third-party request from a client without the key is refused; one
+/// aimed at a port where no netserver answers fails, saying so; a
+/// netserver without --fleet refuses them; --fleet needs --key-file.
+#[test]
+fn third_party_requests_without_the_key_or_to_nowhere_are_refused() {
+    let dir = scratch("meshrefuse");
+    let key = key_in(&dir);
+    let start = |fleet: bool| {
+        let mut c = Command::new(bin("netserver"));
+        c.args(["-D", "-p", "0", "-L", "127.0.0.1", "--key-file"])
+            .arg(&key);
+        if fleet {
+            c.arg("--fleet");
+        }
+        Netserver::spawn(c)
+    };
+    let (a, plain) = (start(true), start(false));
+    let mesh = |hosts: &[String], keyed: bool| {
+        let mut c = Command::new(bin("netperf"));
+        // the first host sends to the others
+        let fanout = format!("fanout:{}", hosts[0]);
+        c.args([
+            "mesh",
+            "--hosts",
+            &hosts.join(","),
+            "-l",
+            "1",
+            "--pattern",
+            &fanout,
+        ]);
+        if keyed {
+            c.arg("--key-file").arg(&key);
+        }
+        run_with_deadline(c, Duration::from_secs(60))
+    };
+    let at = |port: u16| format!("127.0.0.1:{port}");
+    // no key
+    let out = mesh(&[at(a.port()), at(plain.port())], false);
+    assert!(!out.success());
+    assert!(out.stderr.contains("requires a key"), "{out}");
+    // a target where nothing listens: the fleet netserver's test fails,
+    // and says where
+    let nowhere = free_port();
+    let out = mesh(&[at(a.port()), at(nowhere)], true);
+    assert!(!out.success());
+    assert!(
+        out.stderr.contains(&format!(
+            "third-party test against 127.0.0.1:{nowhere} failed"
+        )),
+        "{out}"
+    );
+    // a netserver without --fleet runs none
+    let out = mesh(&[at(plain.port()), at(a.port())], true);
+    assert!(
+        out.stderr.contains("does not run third-party tests"),
+        "{out}"
+    );
+    // but a fleet netserver tests against it (it proves the same key)
+    let out = mesh(&[at(a.port()), at(plain.port())], true);
+    assert!(out.success(), "{out}");
+    // --fleet needs --key-file
+    let out = run_with_deadline(
+        {
+            let mut c = Command::new(bin("netserver"));
+            c.args(["-D", "-p", "0", "--fleet"]);
+            c
+        },
+        Duration::from_secs(10),
+    );
+    assert!(!out.success());
+    assert!(
+        out.stderr.contains("--fleet") && out.stderr.contains("--key-file"),
+        "{out}"
+    );
+    // a data address of its own is refused by name, at the netserver
+    let out = {
+        let mut c = Command::new(bin("netperf"));
+        c.args([
+            "mesh",
+            "--hosts",
+            &[at(a.port()), at(plain.port())].join(","),
+            "-l",
+            "1",
+        ])
+        .arg("--key-file")
+        .arg(&key)
+        .args(["--", "-H", "198.18.0.99"]);
+        run_with_deadline(c, Duration::from_secs(60))
+    };
+    assert!(out.stderr.contains("no other address"), "{out}");
+    assert!(a.log().contains("third-party test refused"), "{}", a.log());
+}
+
+/// A request/response mesh, each pair's two directions at once: three
+/// loopback netservers, three rounds (--both), every pair in Trans/s from
+/// its own TCP_RR document; an incast's one round puts every other host
+/// into one.
+#[test]
+fn request_response_meshes_both_ways_and_incast() {
+    let dir = scratch("meshrr");
+    let key = key_in(&dir);
+    let servers: Vec<Netserver> = (0..3)
+        .map(|_| {
+            let mut c = Command::new(bin("netserver"));
+            c.args(["-D", "-p", "0", "-L", "127.0.0.1", "--fleet", "--key-file"])
+                .arg(&key);
+            Netserver::spawn(c)
+        })
+        .collect();
+    let hosts: Vec<String> = servers
+        .iter()
+        .map(|s| format!("127.0.0.1:{}", s.port()))
+        .collect();
+    let json = dir.join("rr.json");
+    let run = |extra: &[&str]| {
+        let mut c = Command::new(bin("netperf"));
+        c.args(["mesh", "--hosts", &hosts.join(","), "-l", "1", "--key-file"])
+            .arg(&key)
+            .arg("--json")
+            .arg(&json)
+            .args(extra);
+        let out = run_with_deadline(c, Duration::from_secs(60));
+        assert!(out.success(), "{out}");
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        (out, doc)
+    };
+    let (out, doc) = run(&["-t", "TCP_RR", "--both", "--", "-r", "32,32"]);
+    assert!(out.stdout.contains("(Trans/s)"), "{out}");
+    assert_eq!(doc["rounds"], 3, "{doc}");
+    let pairs = doc["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), 6);
+    for p in pairs {
+        assert_eq!(p["units"], "Trans/s", "{p}");
+        assert_eq!(p["result"]["test"], "TCP_RR", "{p}");
+        assert!(p["throughput"].as_f64().unwrap() > 100.0, "{p}");
+        assert_eq!(p["result"]["options"]["request_size"], 32, "{p}");
+    }
+    let (_, doc) = run(&["--pattern", &format!("incast:{}", hosts[0])]);
+    assert_eq!(doc["rounds"], 1, "{doc}");
+    let pairs = doc["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), 2);
+    assert!(
+        pairs
+            .iter()
+            .all(|p| p["to"] == hosts[0].as_str() && p["round"] == 1)
+    );
+}
