@@ -187,6 +187,24 @@ impl Mesh {
         in_namespace(&self.hosts[i], program)
     }
 
+    /// `netserver --fleet --key-file KEY` on host `i`'s address, port
+    /// 12865, with `extra` options.
+    pub fn fleet_netserver(&self, i: usize, key: &Path, extra: &[&str]) -> crate::Netserver {
+        let mut c = self.command(i, &crate::bin("netserver"));
+        c.args([
+            "-D",
+            "-p",
+            "12865",
+            "-L",
+            &self.addrs[i],
+            "--fleet",
+            "--key-file",
+        ])
+        .arg(key)
+        .args(extra);
+        crate::Netserver::spawn(c)
+    }
+
     /// Host `i`'s port a token bucket each way: `out` Mbit/s from it (its
     /// own interface's egress), `into` Mbit/s to it (the switch port's).
     pub fn shape(&self, i: usize, out: u32, into: u32) {

@@ -34,6 +34,23 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
+/// `n` fleet netservers on loopback, and their `ADDR:PORT`s.
+fn loopback_fleet(n: usize, key: &Path) -> (Vec<Netserver>, Vec<String>) {
+    let servers: Vec<Netserver> = (0..n)
+        .map(|_| {
+            let mut c = Command::new(bin("netserver"));
+            c.args(["-D", "-p", "0", "-L", "127.0.0.1", "--fleet", "--key-file"])
+                .arg(key);
+            Netserver::spawn(c)
+        })
+        .collect();
+    let hosts = servers
+        .iter()
+        .map(|s| format!("127.0.0.1:{}", s.port()))
+        .collect();
+    (servers, hosts)
+}
+
 /// Each netserver's test intervals, from its `--record` lines (tests it
 /// served, and third-party tests it ran), checked for overlap.
 fn assert_one_test_at_a_time(records: &[PathBuf]) {
@@ -178,18 +195,7 @@ fn a_mesh_of_six_measures_every_pair_and_flags_the_planted_slow_host() {
 fn a_host_killed_mid_mesh_is_reported_while_the_rest_completes() {
     let dir = scratch("meshkill");
     let key = key_in(&dir);
-    let servers: Vec<Netserver> = (0..4)
-        .map(|_| {
-            let mut c = Command::new(bin("netserver"));
-            c.args(["-D", "-p", "0", "-L", "127.0.0.1", "--fleet", "--key-file"])
-                .arg(&key);
-            Netserver::spawn(c)
-        })
-        .collect();
-    let hosts: Vec<String> = servers
-        .iter()
-        .map(|s| format!("127.0.0.1:{}", s.port()))
-        .collect();
+    let (servers, hosts) = loopback_fleet(4, &key);
     let csv = dir.join("m.csv");
     let mut c = Command::new(bin("netperf"));
     c.args(["mesh", "--hosts", &hosts.join(","), "-l", "1", "--key-file"])
@@ -340,18 +346,7 @@ fn third_party_requests_without_the_key_or_to_nowhere_are_refused() {
 fn request_response_meshes_both_ways_and_incast() {
     let dir = scratch("meshrr");
     let key = key_in(&dir);
-    let servers: Vec<Netserver> = (0..3)
-        .map(|_| {
-            let mut c = Command::new(bin("netserver"));
-            c.args(["-D", "-p", "0", "-L", "127.0.0.1", "--fleet", "--key-file"])
-                .arg(&key);
-            Netserver::spawn(c)
-        })
-        .collect();
-    let hosts: Vec<String> = servers
-        .iter()
-        .map(|s| format!("127.0.0.1:{}", s.port()))
-        .collect();
+    let (_servers, hosts) = loopback_fleet(3, &key);
     let json = dir.join("rr.json");
     let run = |extra: &[&str]| {
         let mut c = Command::new(bin("netperf"));
