@@ -504,6 +504,7 @@ mod tests {
             silence: Duration::from_secs(10),
             window: None,
             rx: proto::RxPath::Copy,
+            batch_wakes: false,
             zerocopy: false,
             end: crate::stream::tcp::SenderEnd::WaitEof,
         }

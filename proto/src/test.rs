@@ -258,6 +258,10 @@ pub struct TestSpec {
     /// `SetupPaths`, to a server that named the `paths` capability.
     #[serde(skip)]
     pub paths: Paths,
+    /// The server's receiving flows wake for more than a packet once fast
+    /// (iperf3's clients: engine's `Reader::batching`). Not on our wire.
+    #[serde(skip)]
+    pub batch_wakes: bool,
     /// Data both ways at once (iperf3's `--bidir`): as many flows again,
     /// the server sending on them (the kind's flows come first). Not part
     /// of our `Setup`: iperf3's speaker sets it.
@@ -487,6 +491,7 @@ impl TestSpec {
             window: None,
             udp_fast: UdpFast::default(),
             paths: Paths::default(),
+            batch_wakes: false,
             bidir: false,
             udp_counters64: false,
             client_ends_after_ms: None,

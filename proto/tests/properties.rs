@@ -106,6 +106,7 @@ fn spec() -> impl Strategy<Value = TestSpec> {
                     window: None,
                     udp_fast: proto::UdpFast::default(),
                     paths: proto::Paths::default(),
+                    batch_wakes: false,
                     bidir: false,
                     client_ends_after_ms: None,
                     udp_counters64: false,

@@ -335,6 +335,7 @@ pub(crate) fn run_on_loops(
         },
         window: window.map(|(bounds, _)| bounds),
         rx: lifecycle::local_rx(plan),
+        batch_wakes: false,
         zerocopy: plan.zerocopy,
         end: stream::tcp::SenderEnd::client(&r.conv, r.grant.recv_size),
     };

@@ -78,6 +78,9 @@ pub struct Plan {
     pub window: Option<(Duration, Duration)>,
     /// How a receiving flow takes its bytes.
     pub rx: RxPath,
+    /// A receiving flow is woken for more than a packet once it is fast
+    /// ([`crate::stream::rx::Reader::batching`]).
+    pub batch_wakes: bool,
     /// Sending flows send with MSG_ZEROCOPY (`--zerocopy`).
     pub zerocopy: bool,
     /// What a sending flow does once done: wait for its peer's
@@ -312,7 +315,15 @@ fn machine(plan: &Plan, sock: &mio::net::TcpStream) -> Result<Machine, EngineErr
             StreamSend::new(size, total).with_block(plan.end.block()),
             plan.zerocopy.then(|| ZcSender::new(sock)).transpose()?,
         ),
-        Role::Recv { .. } => Machine::Recv(StreamRecv::default(), Reader::new(plan.rx, sock)?),
+        Role::Recv { .. } => {
+            let reader = Reader::new(plan.rx, sock)?;
+            let reader = if plan.batch_wakes {
+                reader.batching()
+            } else {
+                reader
+            };
+            Machine::Recv(StreamRecv::default(), reader)
+        }
         Role::Request {
             req,
             resp,
@@ -948,6 +959,7 @@ mod tests {
             silence: Duration::from_secs(10),
             window: None,
             rx: RxPath::Copy,
+            batch_wakes: false,
             zerocopy: false,
             end: SenderEnd::WaitEof,
         }

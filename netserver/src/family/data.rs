@@ -47,6 +47,8 @@ pub(crate) fn run_flows_on_loops(
         silence: Duration::from_secs(120),
         window,
         rx: spec.paths.rx,
+        // (iperf3's clients: see Reader::batching)
+        batch_wakes: spec.batch_wakes,
         zerocopy: false,
         end: engine::stream::tcp::SenderEnd::server(conv),
     };

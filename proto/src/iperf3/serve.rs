@@ -31,6 +31,27 @@ pub struct Iperf3Test {
     pub client_version: Option<String>,
 }
 
+/// Whether an iperf3 client of this `client_version` sends every stream
+/// from one thread: before 3.16 (which gave each stream a thread of its
+/// own), or one too old to say its version. Anything else (a newer iperf3,
+/// our netperf --iperf3) sends from several.
+pub fn one_sending_thread(client_version: Option<&str>) -> bool {
+    let Some(v) = client_version else {
+        return true;
+    };
+    let mut parts = v.trim().split('.').map(|p| {
+        p.chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse::<u32>()
+    });
+    match (parts.next(), parts.next()) {
+        (Some(Ok(3)), Some(Ok(minor))) => minor < 16,
+        (Some(Ok(major)), _) => major < 3,
+        _ => false,
+    }
+}
+
 fn whole(v: Option<f64>, field: &str, max: f64) -> Result<Option<u64>, SpecError> {
     match v {
         None => Ok(None),
@@ -85,6 +106,11 @@ impl Params {
         let window = whole(self.window, "-w", 512.0 * 1024.0 * 1024.0)?.map(|w| w as u32);
         let mut spec = TestSpec::new(kind, family);
         spec.flows = parallel;
+        // a client that sends every stream from one thread: its streams
+        // woken for more than a packet (as iperf3 -s, reading them all on
+        // one thread, effectively is); a sender of a thread a stream
+        // loses by it (engine's Reader::batching)
+        spec.batch_wakes = one_sending_thread(self.client_version.as_deref());
         // the client ends the test (TEST_END); the server's own limit is
         // the netserver's longest test
         spec.end = TestEnd::Time { millis: 0 };
@@ -160,4 +186,24 @@ pub fn client_streams(json: &[u8]) -> Vec<(i64, i64)> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod wake_tests {
+    use super::one_sending_thread;
+
+    #[test]
+    fn clients_before_3_16_send_from_one_thread() {
+        for (v, one) in [
+            (Some("3.12"), true),
+            (Some("3.15.1"), true),
+            (Some("3.16"), false),
+            (Some("3.21+"), false),
+            (Some("4.0"), false),
+            (Some("rsnetperf netperf 0.1.0"), false),
+            (None, true),
+        ] {
+            assert_eq!(one_sending_thread(v), one, "{v:?}");
+        }
+    }
 }

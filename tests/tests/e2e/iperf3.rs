@@ -546,3 +546,44 @@ fn netperf_iperf3_refuses_what_iperf3_cannot_run_by_name() {
         assert!(t0.elapsed() < Duration::from_secs(10));
     }
 }
+
+/// An iperf3 client's streams (many, on the event loops) are received
+/// woken for more than a packet once fast (SO_RCVLOWAT raised above one
+/// byte, seen in the netserver's system calls); our own netperf's many
+/// flows into the same netserver keep the kernel's mark.
+#[test]
+fn iperf3_streams_are_received_in_larger_wakes_and_ours_are_not() {
+    if !have_iperf3() || !harness::have_strace() {
+        return;
+    }
+    let ts = harness::TracedServer::start(
+        &["-e", "trace=setsockopt"],
+        &["--iperf3", "0"],
+        "iperf3-wakes",
+    );
+    let port = ts.ns.iperf3_port();
+    let v = client(port, &["-P", "2", "-t", "2"]).unwrap();
+    // (what was in flight when the client said the test ended is not the
+    // server's, by iperf3's definition, as with iperf3 -s)
+    let (sent, got) = (bytes(&v, "sum_sent"), bytes(&v, "sum_received"));
+    assert!(got > 1e6 && got <= sent && got > sent * 0.95, "{v}");
+    let marks: Vec<i64> = ts
+        .trace()
+        .lines()
+        .filter(|l| l.contains("SO_RCVLOWAT"))
+        .filter_map(|l| l.split('[').nth(1)?.split(']').next()?.parse().ok())
+        .collect();
+    assert!(marks.iter().any(|&m| m > 4096 && m <= 65536), "{marks:?}");
+    let before = marks.len();
+    let out = harness::netperf_at(
+        &ts.port(),
+        &["-t", "TCP_STREAM", "-l", "2", "--", "--flows", "2"],
+    );
+    assert!(out.success(), "{out}");
+    let after = ts
+        .trace()
+        .lines()
+        .filter(|l| l.contains("SO_RCVLOWAT"))
+        .count();
+    assert_eq!(after, before, "our own flows' receive mark was changed");
+}
