@@ -25,6 +25,7 @@ is in two tests at once.
   -t TEST                TCP_STREAM (the default), TCP_MAERTS, UDP_STREAM, TCP_RR,
                          UDP_RR, TCP_CRR, RPM, OMNI ...
   -l SECS                each test's length (default 10)
+  -i MAX,MIN, -I LVL,W   each pair a confidence run, as netperf's -i and -I
   -p PORT                the netservers' control port (default 12865)
   --key-file FILE        the fleet's key (the netservers' --key-file)
   --timeout SECS         slack past a test's length before it counts as failed
@@ -68,6 +69,8 @@ pub struct MeshOptions {
     pub json: Option<PathBuf>,
     pub csv: Option<PathBuf>,
     pub plot: Option<PathBuf>,
+    /// netperf's global options a pair's test takes too (`-i`, `-I`).
+    pub global_options: Vec<String>,
     /// netperf's test options, after `--`.
     pub test_options: Vec<String>,
 }
@@ -134,6 +137,7 @@ pub fn parse(args: &[String]) -> Result<Asked> {
         json: None,
         csv: None,
         plot: None,
+        global_options: Vec::new(),
         test_options: Vec::new(),
     };
     let (mut hosts, mut from_dns, mut port) = (None::<String>, None::<String>, 12865u16);
@@ -159,6 +163,11 @@ pub fn parse(args: &[String]) -> Result<Asked> {
             "--json" => o.json = Some(PathBuf::from(value(a)?)),
             "--csv" => o.csv = Some(PathBuf::from(value(a)?)),
             "--plot" => o.plot = Some(PathBuf::from(value(a)?)),
+            // a confidence run of each pair, as netperf takes it
+            "-i" | "-I" => {
+                let v = value(a)?;
+                o.global_options.extend([a.clone(), v]);
+            }
             "--" => {
                 o.test_options = it.by_ref().cloned().collect();
             }
@@ -237,6 +246,8 @@ mod tests {
             "TCP_RR",
             "-l",
             "3",
+            "-I",
+            "99,5",
             "--",
             "-r",
             "1,1",
@@ -256,6 +267,7 @@ mod tests {
         );
         assert_eq!((o.test.as_str(), o.length), ("TCP_RR", 3));
         assert_eq!(o.test_options, ["-r", "1,1"]);
+        assert_eq!(o.global_options, ["-I", "99,5"]);
     }
 
     #[test]

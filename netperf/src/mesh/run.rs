@@ -64,6 +64,7 @@ pub fn request_args(o: &MeshOptions) -> Vec<String> {
         "-l".to_string(),
         o.length.to_string(),
     ];
+    args.extend(o.global_options.iter().cloned());
     if !o.test_options.is_empty() {
         args.push("--".into());
         args.extend(o.test_options.iter().cloned());
@@ -81,7 +82,9 @@ pub fn run(
     let began = Instant::now();
     let mut ended = Ended::default();
     let args = request_args(o);
-    let wait = Duration::from_secs(u64::from(o.length) * 3 + u64::from(o.timeout));
+    // a confidence run takes up to 30 iterations of its length
+    let runs = if o.global_options.is_empty() { 3 } else { 30 };
+    let wait = Duration::from_secs(u64::from(o.length) * runs + u64::from(o.timeout));
     for (i, round) in rounds.iter().enumerate() {
         if stop.is_set() {
             ended.interrupted = true;
