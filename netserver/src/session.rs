@@ -436,8 +436,16 @@ impl Drop for Session {
     fn drop(&mut self) {
         // its client went away: its third-party test stops now (the only
         // test of the client library this process runs; one at a time)
-        if self.third.take().is_some() {
+        if let Some(r) = self.third.take() {
             client::interrupt::stop_all();
+            self.shared.config.logger.event(
+                1,
+                &self.about("third-party"),
+                &format!(
+                    "{}: third-party test against {}:{} stopped: its client went away",
+                    self.peer, r.req.host, r.req.port
+                ),
+            );
         }
         self.write_record(None);
         self.forget_streams();

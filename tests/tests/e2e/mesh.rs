@@ -381,3 +381,70 @@ fn request_response_meshes_both_ways_and_incast() {
             .all(|p| p["to"] == hosts[0].as_str() && p["round"] == 1)
     );
 }
+
+/// Ctrl-C ends the mesh at once, its figures so far printed and the
+/// mesh said interrupted; the netserver running the pair's test stops it
+/// when its client goes away (a 20 s test ends within seconds).
+#[test]
+fn ctrl_c_ends_the_mesh_and_every_test() {
+    let dir = scratch("meshint");
+    let key = key_in(&dir);
+    let (servers, hosts) = loopback_fleet(2, &key);
+    let mut c = Command::new(bin("netperf"));
+    c.args([
+        "mesh",
+        "--hosts",
+        &hosts.join(","),
+        "-l",
+        "20",
+        "--key-file",
+    ])
+    .arg(&key)
+    .args(["--pattern", &format!("fanout:{}", hosts[0])])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
+    let child = c.spawn().unwrap();
+    assert!(
+        servers[0].wait_for_log("started", Duration::from_secs(10)),
+        "{}",
+        servers[0].log()
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let began = std::time::Instant::now();
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        began.elapsed()
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("interrupted"), "{stdout}");
+    assert_eq!(out.status.code(), Some(1));
+    // the netserver's test ended well before its 20 s: the other one
+    // saw its data stop
+    assert!(
+        servers[0].wait_for_log("stopped: its client went away", Duration::from_secs(5)),
+        "{}",
+        servers[0].log()
+    );
+    assert!(
+        servers[1].wait_for_log("TCP_STREAM", Duration::from_secs(5)),
+        "{}",
+        servers[1].log()
+    );
+    let served = servers[1].log();
+    let secs: f64 = served
+        .lines()
+        .find(|l| l.contains("TCP_STREAM") && l.ends_with(" s"))
+        .and_then(|l| l.split_whitespace().rev().nth(1)?.parse().ok())
+        .unwrap_or_else(|| panic!("{served}"));
+    assert!(
+        secs < 10.0,
+        "the served test ran {secs} s of its 20: {served}"
+    );
+    assert!(began.elapsed() < Duration::from_secs(12));
+}
