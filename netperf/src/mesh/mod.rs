@@ -145,13 +145,8 @@ fn plan(mut o: MeshOptions) -> Result<(MeshOptions, Vec<Round>)> {
 /// The hosts a pairs file names, in the order it first names them.
 fn names_in(text: &str) -> Result<Vec<options::Host>> {
     let mut names: Vec<String> = Vec::new();
-    for line in text.lines() {
-        let line = line.split('#').next().unwrap_or("").trim();
-        let words = line
-            .split("->")
-            .flat_map(|w| w.split(','))
-            .flat_map(str::split_whitespace);
-        for w in words {
+    for (_, words) in text.lines().filter_map(schedule::line_words) {
+        for w in words.into_iter().filter(|w| !w.is_empty()) {
             if !names.iter().any(|n| n == w) {
                 names.push(w.to_string());
             }

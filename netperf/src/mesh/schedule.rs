@@ -195,16 +195,8 @@ pub fn parse_pairs(text: &str, hosts: &[String]) -> Result<Vec<Pair>, String> {
     let mut pairs = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
-        let content = raw.split('#').next().unwrap_or("").trim();
-        if content.is_empty() {
+        let Some((content, words)) = line_words(raw) else {
             continue;
-        }
-        let words: Vec<&str> = if content.contains("->") {
-            content.split("->").map(str::trim).collect()
-        } else if content.contains(',') {
-            content.split(',').map(str::trim).collect()
-        } else {
-            content.split_whitespace().collect()
         };
         if let Some(extra) = words.get(2) {
             return Err(format!(
@@ -230,6 +222,23 @@ pub fn parse_pairs(text: &str, hosts: &[String]) -> Result<Vec<Pair>, String> {
         pairs.push(Pair { from, to });
     }
     Ok(pairs)
+}
+
+/// A pairs file's line, its comment cut: its content and its words
+/// (`FROM TO`, `FROM,TO` or `FROM->TO`); `None` for a blank line.
+pub fn line_words(raw: &str) -> Option<(&str, Vec<&str>)> {
+    let content = raw.split('#').next().unwrap_or("").trim();
+    if content.is_empty() {
+        return None;
+    }
+    let words = if content.contains("->") {
+        content.split("->").map(str::trim).collect()
+    } else if content.contains(',') {
+        content.split(',').map(str::trim).collect()
+    } else {
+        content.split_whitespace().collect()
+    };
+    Some((content, words))
 }
 
 /// Verifies that no host appears twice in any round of a schedule.
