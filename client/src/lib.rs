@@ -44,6 +44,7 @@ pub mod family;
 pub mod interim;
 pub mod interrupt;
 pub mod limits;
+pub mod one_way;
 pub mod output;
 pub mod plot;
 pub mod progress;

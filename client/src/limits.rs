@@ -77,7 +77,11 @@ pub fn fit(plan: &Plan, limits: ServerLimits) -> Result<(Plan, Vec<String>)> {
                     p.rate_bps = Some(max);
                 }
             }
-            TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr | TestKind::TcpCc => {}
+            TestKind::TcpRr
+            | TestKind::UdpRr
+            | TestKind::TcpCrr
+            | TestKind::TcpCc
+            | TestKind::UdpStamp => {}
         }
     }
     Ok((p, notes))

@@ -33,14 +33,16 @@ use std::{
 };
 
 use anyhow::{Result, anyhow};
-use engine::{crr::Probe, live::Live};
+use engine::{clock, crr::Probe, live::Live};
 
 use crate::{
     cli::{Length, Plan, UnderLoad},
     control::Control,
     family::{self, Context, crr::Probes},
+    one_way,
     report::{
         LoadFigures, Measurement, RpmFigures, Scenario,
+        one_way::Spans,
         scenario::{Confidence, SelfSample},
     },
     under_load::{self, unix_now},
@@ -204,6 +206,8 @@ struct LoadDone {
     /// The sending ends' TCP_INFO round trips read while the probes ran
     /// (self probes).
     own: Vec<SelfSample>,
+    /// When the loaded probes ran (our monotonic clock, nanoseconds).
+    span: (u64, u64),
 }
 
 type Probed = (Measurement, Vec<Probe>);
@@ -227,16 +231,17 @@ fn fixed(
     };
     let plans = under_load::load_plans(plan, d, load, span, Some(SELF_EVERY));
     let (probed, loads) = under_load::beside(&plans, WARMUP, || {
-        let from = unix_now();
-        probe_phase(plan, secs, d, ctx).map(|m| (m, from, unix_now()))
+        let (from, mono) = (unix_now(), clock::now_ns());
+        probe_phase(plan, secs, d, ctx).map(|m| (m, from, unix_now(), (mono, clock::now_ns())))
     });
-    let (probed, from, to) = probed?;
+    let (probed, from, to, span) = probed?;
     let g = under_load::gather(loads).map_err(|e| anyhow!("-t RPM: {e:#}"))?;
     let done = LoadDone {
         flows: load.flows,
         up_mbps: g.up_mbps,
         down_mbps: g.down_mbps,
         own: while_probing(&g.rtt_at, from, to),
+        span,
     };
     Ok((probed, done))
 }
@@ -365,9 +370,9 @@ fn ramped(
             let probing = Arc::new(AtomicBool::new(true));
             let p = probing.clone();
             let watch = sc.spawn(move || load_while(&lives, &p));
-            let from = unix_now();
+            let (from, mono) = (unix_now(), clock::now_ns());
             let probed = probe_phase(plan, left, d, ctx);
-            let to = unix_now();
+            let (to, span) = (unix_now(), (mono, clock::now_ns()));
             probing.store(false, Ordering::Relaxed);
             let seen = watch.join().unwrap_or_default();
             let probed = probed?;
@@ -380,6 +385,7 @@ fn ramped(
                     up_mbps: load.up.then_some(up),
                     down_mbps: load.down.then_some(down),
                     own: Vec::new(),
+                    span,
                 },
             ))
         });
@@ -438,12 +444,30 @@ pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Resu
             load.flows
         ));
     }
-    let (idle_m, idle) = probe_phase(plan, IDLE.as_secs(), d, ctx)?;
-    let ((mut m, probes), done) = if load.ramp {
-        ramped(plan, load, d, ctx, secs)?
+    let loaded_secs = if load.ramp {
+        RAMP_MAX.as_secs() + secs + 1
     } else {
-        fixed(plan, load, d, ctx, secs)?
+        WARMUP.as_secs() + secs + 1
     };
+    let probe_secs = IDLE.as_secs() + loaded_secs + one_way::PROBE_SLACK;
+    let (phases, probed) = one_way::beside(plan, one_way::at(d), probe_secs, || -> Result<_> {
+        let idle_from = clock::now_ns();
+        let (idle_m, idle) = probe_phase(plan, IDLE.as_secs(), d, ctx)?;
+        let idle_span = (idle_from, clock::now_ns());
+        let loaded = if load.ramp {
+            ramped(plan, load, d, ctx, secs)?
+        } else {
+            fixed(plan, load, d, ctx, secs)?
+        };
+        Ok((idle_m, idle, idle_span, loaded))
+    })?;
+    let (idle_m, idle, idle_span, ((mut m, probes), done)) = phases?;
+    m.one_way = probed.and_then(|p| {
+        p.analyse(Spans {
+            idle: Some(idle_span),
+            loaded: Some(done.span),
+        })
+    });
     let figures = LoadFigures {
         idle: idle_m.latency,
         idle_rate: idle_m.local.transactions as f64 / idle_m.elapsed.max(1e-9),

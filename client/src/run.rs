@@ -96,6 +96,9 @@ impl Source for Netserver {
         match (plan.under_load, plan.rpm) {
             (Some(load), _) => crate::under_load::run(plan, load, d, ctx),
             (None, Some(load)) => crate::rpm::run(plan, load, d, ctx),
+            (None, None) if plan.one_way == crate::cli::OneWayAsk::Asked => {
+                crate::one_way::alone(plan, d, ctx)
+            }
             (None, None) => family::run_once(plan, d, ctx),
         }
     }

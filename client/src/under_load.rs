@@ -17,8 +17,10 @@ use crate::{
     cli::{Length, Plan, TestName, UnderLoad},
     control::{self, Control},
     family::{self, Context},
-    report::{Figures, LoadFigures, Measurement, Scenario},
+    one_way,
+    report::{Figures, LoadFigures, Measurement, Scenario, one_way::Spans},
 };
+use engine::clock;
 
 /// How long the load runs before the loaded phase, and after it.
 const RAMP: Duration = Duration::from_secs(2);
@@ -128,14 +130,14 @@ pub(crate) fn run_load_in(lp: &Plan, ctx: Context) -> Result<Load> {
 }
 
 /// The test idle, then under load: the loaded measurement, carrying the
-/// idle phase's and the load's figures.
+/// idle phase's and the load's figures, and the queueing delay each way
+/// where probes ran beside it.
 pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Result<Measurement> {
     let Length::Seconds(secs) = plan.length else {
         return Err(anyhow!("--under-load: a timed test (-l seconds)"));
     };
     let mut idle_plan = plan.clone();
     idle_plan.length = Length::Seconds(idle_secs(plan));
-    let idle = family::run_once(&idle_plan, d, ctx)?;
     // measured while the test is, where the netserver can
     let span = Span {
         before: RAMP.as_secs(),
@@ -143,11 +145,28 @@ pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Resu
         after: RAMP.as_secs(),
     };
     let plans = load_plans(plan, d, load, span, None);
-    let (m, loads) = beside(&plans, RAMP, || family::run_once(plan, d, ctx));
-    let mut m = m?;
+    let probe_secs = idle_secs(plan) + span.before + secs + span.after + one_way::PROBE_SLACK;
+    let (phases, probed) = one_way::beside(plan, one_way::at(d), probe_secs, || -> Result<_> {
+        let idle_from = clock::now_ns();
+        let idle = family::run_once(&idle_plan, d, ctx)?;
+        let idle_span = (idle_from, clock::now_ns());
+        let (m, loads) = beside(&plans, RAMP, || {
+            let from = clock::now_ns();
+            family::run_once(plan, d, ctx).map(|m| (m, (from, clock::now_ns())))
+        });
+        Ok((idle, idle_span, m, loads))
+    })?;
+    let (idle, idle_span, m, loads) = phases?;
+    let (mut m, loaded_span) = m?;
     let done = gather(loads).map_err(|e| anyhow!("--under-load: {e:#}"))?;
     // the idle phase's interim samples first, as they were taken
     m.interim.splice(0..0, idle.interim);
+    m.one_way = probed.and_then(|p| {
+        p.analyse(Spans {
+            idle: Some(idle_span),
+            loaded: Some(loaded_span),
+        })
+    });
     m.scenario = Some(Scenario::UnderLoad(LoadFigures {
         idle: idle.latency,
         idle_rate: idle.local.transactions as f64 / idle.elapsed.max(1e-9),

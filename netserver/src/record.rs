@@ -44,9 +44,11 @@ fn rate(kind: TestKind, r: &SideResults, units: &'static str) -> Value {
         TestKind::TcpMaerts | TestKind::UdpMaerts => {
             r.bytes_sent.max(r.bytes_received) as f64 * 8.0
         }
-        TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr | TestKind::TcpCc => {
-            r.transactions as f64
-        }
+        TestKind::TcpRr
+        | TestKind::UdpRr
+        | TestKind::TcpCrr
+        | TestKind::TcpCc
+        | TestKind::UdpStamp => r.transactions as f64,
     };
     let elapsed = r.elapsed_ns as f64 / 1e9;
     let value = if elapsed > 0.0 { count / elapsed } else { 0.0 };

@@ -23,6 +23,9 @@ pub enum Feature {
     /// The netserver's data path through other calls than netperf's
     /// (`--rx-zerocopy`, `--rx-discard` where it receives, `--io-uring`).
     Paths,
+    /// One-way delay probes (`UDP_STAMP`): each end's receive and send
+    /// times (`--one-way`, the queueing-delay selectors).
+    Stamps,
 }
 
 impl Feature {
@@ -33,6 +36,7 @@ impl Feature {
             Feature::UdpFast => "--batch, --gso",
             Feature::SharedPort => "-- -P with one port for both ends",
             Feature::Paths => "--rx-zerocopy, --rx-discard, --io-uring",
+            Feature::Stamps => "--one-way (queueing delay each way)",
         }
     }
 }
@@ -60,6 +64,8 @@ pub struct Capabilities {
     pub summary: bool,
     /// Its data path takes other calls than netperf's (`SetupPaths`).
     pub paths: bool,
+    /// It answers one-way delay probes with its own times (`UDP_STAMP`).
+    pub stamps: bool,
     /// It reports where UDP datagrams were lost, TCP_INFO, and the like
     /// (netperf 2.7's reports counters, buffers, CPU and retransmissions).
     pub details: bool,
@@ -141,6 +147,7 @@ impl Capabilities {
             interim: has("interim"),
             summary: has("summary"),
             paths: has("paths"),
+            stamps: has("stamps"),
             details: true,
             exact_counts: true,
             limits: ServerLimits::from_names(names),
@@ -163,6 +170,7 @@ impl Capabilities {
             interim: false,
             summary: false,
             paths: false,
+            stamps: false,
             details: false,
             exact_counts: false,
             stops_itself: true,
@@ -187,6 +195,7 @@ impl Capabilities {
             interim: false,
             summary: false,
             paths: false,
+            stamps: false,
             details: false,
             exact_counts: true,
             stops_itself: false,
@@ -226,6 +235,7 @@ impl Capabilities {
             Feature::UdpFast => self.udp_fast,
             Feature::SharedPort => self.shared_port,
             Feature::Paths => self.paths,
+            Feature::Stamps => self.stamps,
         }
     }
 
@@ -237,6 +247,9 @@ impl Capabilities {
         }
         let what = f.option();
         Some(match self.dialect {
+            Dialect::Netperf2 if f == Feature::Stamps => format!(
+                "{what}: netperf 2.7's netserver keeps no clock of its own in what it answers, so neither direction's delay can be told; use this suite's netserver at that end"
+            ),
             Dialect::Netperf2 if f == Feature::Paths => format!(
                 "{what}: netperf 2.7's netserver moves its data with plain send and recv; use this suite's netserver at that end"
             ),

@@ -43,6 +43,7 @@ pub mod iperf3;
 pub mod message;
 pub mod netperf2;
 pub mod session;
+pub mod stamp;
 pub mod test;
 
 pub use capabilities::{Capabilities, Feature, ServerLimits};

@@ -68,6 +68,7 @@ pub const CAPABILITIES: &[&str] = &[
     "summary",
     "paths",
     "queue",
+    "stamps",
 ];
 
 impl Hello {

@@ -23,6 +23,12 @@ pub enum TestKind {
     /// UDP datagrams from netserver to netperf (netperf 2.7's UDP receive
     /// test: OMNI `-d recv -T udp`, or TCP_MAERTS `-- -T udp`).
     UdpMaerts,
+    /// One-way delay probes beside a test (`--under-load`, `-t RPM`):
+    /// UDP requests carrying their send time on the client's monotonic
+    /// clock, answered with the netserver's receive and send times on its
+    /// own ([`crate::stamp`]). Never a test a user names: not in
+    /// [`TestKind::ALL`]; asked only of a netserver naming `stamps`.
+    UdpStamp,
 }
 
 /// Transport protocol of the data connections.
@@ -66,6 +72,7 @@ impl TestKind {
             TestKind::TcpCrr => "TCP_CRR",
             TestKind::TcpCc => "TCP_CC",
             TestKind::UdpMaerts => "UDP_MAERTS",
+            TestKind::UdpStamp => "UDP_STAMP",
         }
     }
 
@@ -78,7 +85,9 @@ impl TestKind {
 
     pub fn protocol(self) -> Protocol {
         match self {
-            TestKind::UdpStream | TestKind::UdpRr | TestKind::UdpMaerts => Protocol::Udp,
+            TestKind::UdpStream | TestKind::UdpRr | TestKind::UdpMaerts | TestKind::UdpStamp => {
+                Protocol::Udp
+            }
             _ => Protocol::Tcp,
         }
     }
@@ -87,9 +96,11 @@ impl TestKind {
         match self {
             TestKind::TcpStream | TestKind::UdpStream => Direction::Send,
             TestKind::TcpMaerts | TestKind::UdpMaerts => Direction::Receive,
-            TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr | TestKind::TcpCc => {
-                Direction::RequestResponse
-            }
+            TestKind::TcpRr
+            | TestKind::UdpRr
+            | TestKind::TcpCrr
+            | TestKind::TcpCc
+            | TestKind::UdpStamp => Direction::RequestResponse,
         }
     }
 
@@ -112,6 +123,8 @@ impl TestKind {
             (TcpRr | UdpRr, Protocol::Udp) => UdpRr,
             (TcpCrr | TcpCc, Protocol::Tcp) => self,
             (TcpCrr | TcpCc, Protocol::Udp) => return None,
+            (UdpStamp, Protocol::Udp) => UdpStamp,
+            (UdpStamp, Protocol::Tcp) => return None,
         })
     }
 
@@ -507,6 +520,7 @@ impl TestSpec {
         self.check_end(limits)?;
         self.check_server_side()?;
         self.check_paths()?;
+        self.check_stamps()?;
         let memory = self.server_memory();
         if memory > limits.memory_per_session {
             return Err(SpecError::new(
@@ -515,6 +529,31 @@ impl TestSpec {
                     "the test would need {memory} bytes of buffers on the server, more than its limit of {}",
                     limits.memory_per_session
                 ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// One-way delay probes: one flow of [`crate::stamp::LEN`]-byte
+    /// probes and answers, paced by the client (no burst, no rate).
+    fn check_stamps(&self) -> Result<(), SpecError> {
+        if self.kind != TestKind::UdpStamp {
+            return Ok(());
+        }
+        let len = crate::stamp::LEN as u32;
+        if self.flows > 1 {
+            return Err(SpecError::new("flows", "UDP_STAMP probes on one flow"));
+        }
+        if self.request_size != len || self.response_size != len {
+            return Err(SpecError::new(
+                "-r",
+                format!("UDP_STAMP's probes and answers are {len} bytes"),
+            ));
+        }
+        if self.burst > 0 || self.window.is_some() || self.paths.is_on() {
+            return Err(SpecError::new(
+                "UDP_STAMP",
+                "its probes take no burst, window or data path of their own",
             ));
         }
         Ok(())
@@ -910,7 +949,9 @@ impl TestSpec {
             }
             TestKind::TcpRr if on_loops => loops.saturating_mul(req.max(512) + resp) + state,
             TestKind::TcpRr => req + resp,
-            TestKind::UdpRr => flows.saturating_mul(req + resp + FLOW_STATE_BYTES),
+            TestKind::UdpRr | TestKind::UdpStamp => {
+                flows.saturating_mul(req + resp + FLOW_STATE_BYTES)
+            }
             TestKind::TcpCrr | TestKind::TcpCc => loops.saturating_mul(req + resp) + state,
         }
         .saturating_add(self.interim_memory())

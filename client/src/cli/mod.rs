@@ -12,7 +12,7 @@ use proto::TestKind;
 
 pub use plan::{
     AuthSource, Confidence, DEFAULT_PORT, DialectChoice, Invocation, Length, LocalOnly, MAX_FLOWS,
-    Plan, Selection, SelectorStyle, UnderLoad, Units,
+    OneWayAsk, Plan, Selection, SelectorStyle, UnderLoad, Units,
 };
 pub use test_name::TestName;
 pub use values::CliError;
@@ -149,6 +149,20 @@ fn finish(plan: &mut Plan) -> Result<(), CliError> {
         if plan.confidence.is_some() {
             return Err(CliError(
                 "--under-load: one run, not a confidence run (-I/-i)".into(),
+            ));
+        }
+    }
+    if plan.one_way == OneWayAsk::Asked {
+        let loaded = plan.under_load.is_some() || plan.name == TestName::Rpm;
+        if !loaded && !matches!(plan.name, TestName::TcpRr | TestName::UdpRr) {
+            return Err(CliError(format!(
+                "--one-way: for --under-load, -t RPM, TCP_RR and UDP_RR ({} was asked for)",
+                plan.name.name()
+            )));
+        }
+        if !matches!(plan.length, Length::Seconds(_)) || plan.confidence.is_some() {
+            return Err(CliError(
+                "--one-way: a timed test (-l seconds), one run (not -I/-i)".into(),
             ));
         }
     }

@@ -20,6 +20,17 @@ pub struct UnderLoad {
     pub down: bool,
 }
 
+/// `--one-way`: queueing delay each way, from probes beside the test.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OneWayAsk {
+    /// Taken under load (`--under-load`, `-t RPM`) where the netserver
+    /// answers probes; otherwise not.
+    #[default]
+    Default,
+    /// Asked for: a netserver that cannot is an error.
+    Asked,
+}
+
 /// netserver's well-known control port.
 pub const DEFAULT_PORT: u16 = 12865;
 
@@ -320,6 +331,8 @@ pub struct Plan {
     pub under_load: Option<UnderLoad>,
     /// `-t RPM`: its load (flows a direction, which directions).
     pub rpm: Option<UnderLoad>,
+    /// `--one-way` (or a queueing-delay selector).
+    pub one_way: OneWayAsk,
     /// `--dialect`.
     pub dialect: DialectChoice,
     /// `--key-file` or `-Z`: how we authenticate to netserver.
@@ -425,6 +438,7 @@ impl Plan {
             plot: None,
             under_load: None,
             rpm: None,
+            one_way: OneWayAsk::Default,
             dialect: DialectChoice::Auto,
             auth: None,
             local: align.clone(),

@@ -246,6 +246,13 @@ pub const OPTIONS: &[OptDef] = &[
         "TCP_RR, UDP_RR, TCP_CRR: run while N bulk TCP flows load the path (up: we send; down; both), after an idle phase",
     ),
     OptDef::long_only(
+        "one_way",
+        "one-way",
+        Arity::None,
+        "",
+        "Queueing delay each way (up: toward the netserver), from probes beside the test with no common clock: taken under load (--under-load, -t RPM) where the netserver answers them; asked for, TCP_RR and UDP_RR too, and a netserver that cannot is an error",
+    ),
+    OptDef::long_only(
         "threads",
         "threads",
         Arity::Required,
@@ -700,6 +707,7 @@ fn our_option(
         }
         "gso" => plan.udp_gso = Some(size(v)?.max(1)),
         "zerocopy" => plan.zerocopy = true,
+        "one_way" => plan.one_way = super::OneWayAsk::Asked,
         "rx_zerocopy" | "rx_discard" => {
             let path = if occ.id == "rx_zerocopy" {
                 proto::RxPath::ZeroCopy

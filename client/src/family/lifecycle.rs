@@ -276,6 +276,7 @@ fn run_test(
         remote_interim,
         interim,
         scenario: None,
+        one_way: None,
     })
 }
 

@@ -11,6 +11,7 @@
 //! - [`rr`]: TCP_RR (and what request/response families share).
 //! - [`crr`]: TCP_CRR, TCP_CC.
 //! - [`udp`]: UDP_STREAM (we send), netperf 2.7's UDP receive test, UDP_RR.
+//! - [`stamp`]: one-way delay probes beside a test (UDP_STAMP).
 //! - [`context`]: what a run carries ([`Context`]: the observers it
 //!   tells, as trait objects), and the rules the families share (counts
 //!   shared out, threads, the timer).
@@ -26,6 +27,7 @@ pub mod crr;
 pub mod lifecycle;
 pub mod rr;
 pub mod sampler;
+pub mod stamp;
 pub mod stream;
 pub mod udp;
 
@@ -88,5 +90,6 @@ fn family_for(plan: &Plan) -> Result<Box<dyn Family>> {
         TestKind::UdpStream => Box::new(udp::UdpSend::default()),
         TestKind::UdpMaerts => Box::new(udp::UdpReceive::default()),
         TestKind::UdpRr => Box::new(udp::UdpRr::default()),
+        TestKind::UdpStamp => bail!("UDP_STAMP's probes run only beside a test (--one-way)"),
     })
 }

@@ -53,7 +53,7 @@ fn udp_fast(plan: &Plan, size: u32, family: AddrFam) -> Result<UdpFast> {
 /// Every flow's UDP socket (the prepared one is flow 0's), each linked to
 /// the netserver (connected with `-- -n`, else sendto()/recvfrom(), as
 /// netperf 2.7) and its hello answered, naming its flow.
-fn open_flows(r: &Run<'_>, p: Prepared) -> Result<Vec<UdpSocket>> {
+pub(super) fn open_flows(r: &Run<'_>, p: Prepared) -> Result<Vec<UdpSocket>> {
     let n = r.plan.flows.max(1);
     let mut socks: Vec<UdpSocket> = Vec::with_capacity(n as usize);
     for i in 0..n {
@@ -88,7 +88,7 @@ fn open_flows(r: &Run<'_>, p: Prepared) -> Result<Vec<UdpSocket>> {
 }
 
 /// A socket's link to the netserver.
-fn link<'a>(plan: &Plan, sock: &'a UdpSocket, to: SocketAddr) -> Result<udp::Link<'a>> {
+pub(super) fn link<'a>(plan: &Plan, sock: &'a UdpSocket, to: SocketAddr) -> Result<udp::Link<'a>> {
     if plan.local_only.connected_udp {
         sock.connect(to)
             .with_context(|| format!("UDP data socket to {to}"))?;

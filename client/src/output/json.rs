@@ -96,6 +96,40 @@ pub fn document(r: &Results<'_>) -> Document {
             .collect(),
         under_load: m.load().map(under_load),
         rpm: m.rpm().map(rpm),
+        one_way: m.one_way.as_ref().map(one_way),
+    }
+}
+
+fn one_way(w: &crate::report::one_way::OneWay) -> OneWayJson {
+    let pct = |p: Option<crate::report::one_way::Percentiles>| {
+        p.map(|p| PercentilesJson {
+            p50: p.p50,
+            p90: p.p90,
+            p99: p.p99,
+            count: p.count,
+        })
+    };
+    let way = |x: &crate::report::one_way::Way| WayJson {
+        idle: pct(x.idle),
+        loaded: pct(x.loaded),
+    };
+    OneWayJson {
+        up: way(&w.up),
+        down: way(&w.down),
+        drift_ppm: w.drift_ppm,
+        error_bound_usec: w.bound_us,
+        probes_sent: w.sent,
+        probes_answered: w.answered,
+        series: w
+            .samples
+            .iter()
+            .map(|s| OneWaySampleJson {
+                at_seconds: s.at,
+                up_usec: s.up_us,
+                down_usec: s.down_us,
+                phase: s.phase.name().into(),
+            })
+            .collect(),
     }
 }
 

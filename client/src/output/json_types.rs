@@ -37,6 +37,50 @@ pub struct Document {
     /// `-t RPM`: the responsiveness figures and every probe (`result` is
     /// the RPM).
     pub rpm: Option<RpmJson>,
+    /// Queueing delay each way (`--one-way`, and under load where the
+    /// netserver answers probes).
+    pub one_way: Option<OneWayJson>,
+}
+
+/// Queueing delay each way: percentiles by phase, and every probe.
+#[derive(Serialize, Deserialize, Debug, Default)]
+pub struct OneWayJson {
+    /// Toward the netserver, and back (microseconds).
+    pub up: WayJson,
+    pub down: WayJson,
+    /// The drift found between the two ends' clocks and removed.
+    pub drift_ppm: f64,
+    /// The idle phase's 90th percentile, either way: what the probes read
+    /// with no queue to see.
+    pub error_bound_usec: Option<f64>,
+    pub probes_sent: u64,
+    pub probes_answered: u64,
+    /// Every answered probe, in the order sent.
+    pub series: Vec<OneWaySampleJson>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Default)]
+pub struct WayJson {
+    pub idle: Option<PercentilesJson>,
+    pub loaded: Option<PercentilesJson>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Default)]
+pub struct PercentilesJson {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub count: usize,
+}
+
+#[derive(Serialize, Deserialize, Debug, Default)]
+pub struct OneWaySampleJson {
+    /// Since the first probe was sent.
+    pub at_seconds: f64,
+    pub up_usec: f64,
+    pub down_usec: f64,
+    /// idle, loaded, or between (the load ramping, a phase's setup).
+    pub phase: String,
 }
 
 #[derive(Serialize, Deserialize, Debug, Default)]

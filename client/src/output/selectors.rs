@@ -220,6 +220,17 @@ fn under_load(c: &Ctx, g: impl Fn(&LoadFigures) -> Option<i64>) -> Value {
     }
 }
 
+/// A percentile of the queueing delay one way (up: toward the
+/// netserver) while loaded, microseconds, rounded; -1 where no probes ran
+/// beside the test.
+fn queue_delay(c: &Ctx, up: bool, g: fn(&crate::report::one_way::Percentiles) -> f64) -> Value {
+    let way = c.m.one_way.as_ref().map(|w| if up { w.up } else { w.down });
+    match way.and_then(|w| w.loaded) {
+        Some(p) => int(g(&p).round() as i64),
+        None => Value::Int(-1),
+    }
+}
+
 /// A figure of a `-t RPM` run, rounded; -1 otherwise.
 fn rpm(c: &Ctx, g: fn(&RpmFigures) -> Option<f64>) -> Value {
     match c.m.rpm().and_then(g) {
@@ -450,6 +461,14 @@ static SELECTORS: &[Sel] = &[
         Some(u) => Value::F(u.up_mbps.unwrap_or(0.0) + u.down_mbps.unwrap_or(0.0)),
         None => Value::F(-1.0),
     }),
+    sel!("UP_QUEUE_DELAY_P50", ["Up", "50th Percentile", "Queueing Delay", "Microseconds"], Int =>
+        |c| queue_delay(c, true, |p| p.p50)),
+    sel!("UP_QUEUE_DELAY_P99", ["Up", "99th Percentile", "Queueing Delay", "Microseconds"], Int =>
+        |c| queue_delay(c, true, |p| p.p99)),
+    sel!("DOWN_QUEUE_DELAY_P50", ["Down", "50th Percentile", "Queueing Delay", "Microseconds"], Int =>
+        |c| queue_delay(c, false, |p| p.p50)),
+    sel!("DOWN_QUEUE_DELAY_P99", ["Down", "99th Percentile", "Queueing Delay", "Microseconds"], Int =>
+        |c| queue_delay(c, false, |p| p.p99)),
     sel!("RPM", ["Responsiveness", "Round Trips", "a Minute", ""], Int =>
         |c| rpm(c, |r| Some(r.rpm))),
     sel!("IDLE_RPM", ["Idle", "Round Trips", "a Minute", ""], Int =>

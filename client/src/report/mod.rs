@@ -13,6 +13,7 @@
 
 pub mod figures;
 pub mod observe;
+pub mod one_way;
 pub mod scenario;
 
 use std::net::SocketAddr;
@@ -89,6 +90,9 @@ pub struct Measurement {
     /// `--under-load` or `-t RPM`: what the test ran beside and around
     /// the phase measured here.
     pub scenario: Option<Scenario>,
+    /// Queueing delay each way, from probes beside the test (`--one-way`,
+    /// and by default under load where the netserver answers them).
+    pub one_way: Option<one_way::OneWay>,
 }
 
 impl Measurement {
@@ -117,9 +121,11 @@ impl Measurement {
             // include what was lost (UDP) and is checked against it.
             TestKind::TcpStream | TestKind::UdpStream => self.remote.bytes_received as f64,
             TestKind::TcpMaerts | TestKind::UdpMaerts => self.local.bytes_received as f64,
-            TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr | TestKind::TcpCc => {
-                self.local.transactions as f64
-            }
+            TestKind::TcpRr
+            | TestKind::UdpRr
+            | TestKind::TcpCrr
+            | TestKind::TcpCc
+            | TestKind::UdpStamp => self.local.transactions as f64,
         }
     }
 }

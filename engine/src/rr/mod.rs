@@ -32,10 +32,12 @@ use proto::FlowCounters;
 
 use crate::latency::LatencySummary;
 
+pub mod stamp;
 pub mod tcp;
 pub mod udp;
 pub mod window;
 
+pub use stamp::{stamp_requester, stamp_responder};
 pub use tcp::{tcp_requester, tcp_responder};
 pub use udp::{udp_requester, udp_responder};
 

@@ -92,9 +92,11 @@ pub(crate) fn start(
             Some(data::HandedSocks::Udp(h)) => udp_stream::prepare_handed(&setup, h)?,
             _ => udp_stream::prepare(&setup)?,
         },
-        TestKind::TcpRr | TestKind::UdpRr | TestKind::TcpCrr | TestKind::TcpCc => {
-            rr::prepare(&setup)?
-        }
+        TestKind::TcpRr
+        | TestKind::UdpRr
+        | TestKind::TcpCrr
+        | TestKind::TcpCc
+        | TestKind::UdpStamp => rr::prepare(&setup)?,
     };
     running::launch(
         spec,

@@ -74,7 +74,7 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<Prepared, ErrorMsg> {
     };
     let job: Job = match spec.kind {
         TestKind::TcpRr => Box::new(move |ctl: &TestCtl| tcp_rr(answer, ctl)),
-        TestKind::UdpRr => Box::new(move |ctl: &TestCtl| udp_rr(answer, ctl)),
+        TestKind::UdpRr | TestKind::UdpStamp => Box::new(move |ctl: &TestCtl| udp_rr(answer, ctl)),
         TestKind::TcpCrr | TestKind::TcpCc => Box::new(move |ctl: &TestCtl| tcp_crr(answer, ctl)),
         other => {
             return Err(ErrorMsg::new(
@@ -198,13 +198,30 @@ fn udp_rr(a: Answer, ctl: &TestCtl) -> Result<SideResults, ErrorMsg> {
         }
     } else {
         let link = udp_hello(&sock, &expect, spec.connected_udp, deadline, ctl)?;
-        let o = rr::udp_responder(link, &conv, req, resp, spec.spin, &ctl.stop, &ctl.live)
-            .map_err(|e| failed("UDP data socket", e))?;
+        let o = if spec.kind == TestKind::UdpStamp {
+            let clock = rr::stamp::skewed(test_skew_ppm(), engine::clock::now_ns());
+            rr::stamp_responder(link, &clock, &ctl.stop, &ctl.live)
+        } else {
+            rr::udp_responder(link, &conv, req, resp, spec.spin, &ctl.stop, &ctl.live)
+        }
+        .map_err(|e| failed("UDP data socket", e))?;
         add(&mut results, &o);
     }
     results.close_flows();
     (results.send_buf_end, results.recv_buf_end) = sockopt::buffer_sizes(SockRef::from(&sock));
     Ok(results)
+}
+
+/// A test's skew of this netserver's clock in its one-way delay probes'
+/// answers, parts per million (`RSNETPERF_TEST_SKEW_PPM`, at most 1,000
+/// either way): for the tests that show the client removes a drift
+/// between two hosts' clocks. 0 unless set.
+fn test_skew_ppm() -> f64 {
+    std::env::var("RSNETPERF_TEST_SKEW_PPM")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|p| p.is_finite() && p.abs() <= 1000.0)
+        .unwrap_or(0.0)
 }
 
 /// TCP_CRR and TCP_CC: connections accepted and answered on a thread per

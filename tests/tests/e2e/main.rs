@@ -19,6 +19,7 @@ mod metrics;
 mod netperf2;
 mod netperf2_real;
 mod omni;
+mod one_way;
 mod options;
 mod output;
 mod pictures;

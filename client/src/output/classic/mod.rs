@@ -20,7 +20,7 @@ use crate::{
 pub mod flows;
 mod rpm;
 mod rr;
-pub use rr::under_load_lines;
+pub use rr::{one_way_lines, under_load_lines};
 mod stream;
 mod udp;
 
@@ -84,6 +84,9 @@ impl Reporter for Classic {
         // ours, asked for by an option of ours
         self.out
             .emit(under_load_lines(last, r.figures).as_bytes())?;
+        if t.verbosity > 0 {
+            self.out.emit(one_way_lines(last).as_bytes())?;
+        }
         print_confidence(&self.out, r)
     }
 }

@@ -198,6 +198,41 @@ pub fn under_load_lines(m: &Measurement, f: &Figures) -> String {
     )
 }
 
+/// Queueing delay each way (ours: `--one-way`, and under load where
+/// the netserver answers probes), a line a direction, then how the
+/// figures were made.
+pub fn one_way_lines(m: &Measurement) -> String {
+    let Some(w) = &m.one_way else {
+        return String::new();
+    };
+    let pct = |p: Option<crate::report::one_way::Percentiles>| match p {
+        Some(p) => format!("p50 {:.1} p90 {:.1} p99 {:.1}", p.p50, p.p90, p.p99),
+        None => "-".to_string(),
+    };
+    let way = |name: &str, x: &crate::report::one_way::Way| {
+        if x.idle.is_some() {
+            format!(
+                "  {name} idle {}, loaded {} us\n",
+                pct(x.idle),
+                pct(x.loaded)
+            )
+        } else {
+            format!("  {name} {} us\n", pct(x.loaded))
+        }
+    };
+    let bound = w
+        .bound_us
+        .map_or_else(String::new, |b| format!(", error bound {b:.1} us"));
+    format!(
+        "Queueing delay each way (up: toward the netserver):\n{}{}  {} of {} probes answered, clock drift {:.1} ppm removed{bound}\n",
+        way("up:  ", &w.up),
+        way("down:", &w.down),
+        w.answered,
+        w.sent,
+        w.drift_ppm
+    )
+}
+
 /// UDP_RR: transactions that got no response in time.
 pub fn udp_rr_loss_line(t: &Test, m: &Measurement) -> String {
     let done = m.local.transactions;

@@ -1,0 +1,143 @@
+//! Queueing delay each way (`--one-way`, and by default under load),
+//! held against a queue of known size on one direction only: a 100 Mbit/s
+//! token bucket on the router's egress toward the netserver (up) or
+//! toward the client (down), its queue 1,250,000 bytes, which the load's
+//! Reno keeps near full (loss-based, as cubic, and in the kernel's
+//! default list of algorithms an unprivileged process may choose, which
+//! the netserver keeps to): a packet crossing it waits about 100 ms. The
+//! direction with the queue must read within 20% of 100 ms, the other
+//! under 5 ms, with no common clock: also when the netserver's monotonic
+//! clock is a day ahead (a time namespace), and when it runs 100 ppm fast
+//! (a test's hook), whose drift over 30 s (3 ms) must be removed to
+//! within 1 ms.
+
+use std::{path::Path, time::Duration};
+
+use harness::{
+    attempts::{Miss, attempts},
+    netns::{ROUTED_SERVER, Routed, TO_CLIENT, TO_SERVER},
+    run_with_deadline,
+};
+use serde_json::Value;
+
+const QUEUE_BYTES: u64 = 1_250_000;
+const QUEUE_US: f64 = 100_000.0;
+
+fn netperf(r: &Routed, port: u16, args: &[&str]) -> Value {
+    let mut c = r.command(&r.client, &harness::bin("netperf"));
+    c.args(["-H", ROUTED_SERVER, "-p", &port.to_string()])
+        .args(args);
+    let out = run_with_deadline(c, Duration::from_secs(120)).ok();
+    serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", out.stdout))
+}
+
+/// The loaded phase's percentile `p` one way, microseconds.
+fn loaded(doc: &Value, way: &str, p: &str) -> f64 {
+    doc["one_way"][way]["loaded"][p]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no {way} {p}: {}", doc["one_way"]))
+}
+
+/// A TCP_RR under `load` flows loading the queued direction for `secs`:
+/// the queued way within 20% of the queue's delay and the other under
+/// `quiet_us` at its 90th percentile; the document.
+fn queued_way(r: &Routed, port: u16, up: bool, secs: u32, quiet_us: f64) -> Value {
+    let (queued, other, dir) = if up {
+        ("up", "down", "4,up")
+    } else {
+        ("down", "up", "4,down")
+    };
+    attempts(&format!("{queued} queue"), |attempt| {
+        let doc = netperf(
+            r,
+            port,
+            &[
+                "-t",
+                "TCP_RR",
+                "-l",
+                &secs.to_string(),
+                "--json",
+                "--",
+                "-K",
+                "reno",
+                "--under-load",
+                dir,
+            ],
+        );
+        let (q50, o50, o90) = (
+            loaded(&doc, queued, "p50"),
+            loaded(&doc, other, "p50"),
+            loaded(&doc, other, "p90"),
+        );
+        let w = &doc["one_way"];
+        let seen = format!(
+            "attempt {attempt}: {queued} p50 {q50:.0} us (queue {QUEUE_US:.0}), {other} p50 {o50:.0} p90 {o90:.0} us; drift {} ppm, bound {} us, {} of {} probes",
+            w["drift_ppm"], w["error_bound_usec"], w["probes_answered"], w["probes_sent"]
+        );
+        eprintln!("{seen}");
+        // no queue while idle either way
+        for way in ["up", "down"] {
+            let idle = w[way]["idle"]["p50"].as_f64().unwrap();
+            assert!(idle < 5_000.0, "{way} idle p50 {idle} us: {seen}");
+        }
+        if (q50 - QUEUE_US).abs() <= 0.2 * QUEUE_US && o90 < quiet_us {
+            Ok(doc)
+        } else {
+            Err(Miss::starved(seen))
+        }
+    })
+}
+
+#[test]
+fn queueing_delay_is_seen_the_way_the_queue_is() {
+    let Some(r) = Routed::new("queueing_delay_is_seen_the_way_the_queue_is") else {
+        return;
+    };
+    let ns = r.netserver();
+    r.bottleneck(TO_SERVER, 100, QUEUE_BYTES);
+    let doc = queued_way(&r, ns.port(), true, 6, 5_000.0);
+    // the series: every probe, each way, its phase named
+    let series = doc["one_way"]["series"].as_array().unwrap();
+    assert!(series.len() > 500, "{} probes", series.len());
+    assert!(series.iter().any(|s| s["phase"] == "idle"));
+    assert!(series.iter().any(|s| s["phase"] == "loaded"));
+    // the queue and the load the other way
+    harness::netns::sh(&[
+        "ip", "netns", "exec", &r.router, "tc", "qdisc", "del", "dev", TO_SERVER, "root",
+    ]);
+    r.bottleneck(TO_CLIENT, 100, QUEUE_BYTES);
+    queued_way(&r, ns.port(), false, 6, 5_000.0);
+    drop(ns);
+    // the netserver's monotonic clock a day ahead of ours
+    let mut cmd = r.command(&r.server, Path::new("unshare"));
+    cmd.args(["-T", "--fork", "--kill-child", "--monotonic", "86400"])
+        .arg(harness::bin("netserver"))
+        .args(["-D", "-p", "0", "-L", ROUTED_SERVER]);
+    let ns = harness::Netserver::spawn(cmd);
+    let child = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", ns.pid()))
+        .unwrap_or_default();
+    let child = child.split_whitespace().next().expect("unshare's child");
+    let offsets = std::fs::read_to_string(format!("/proc/{child}/timens_offsets")).unwrap();
+    assert!(offsets.contains("86400"), "{offsets}");
+    queued_way(&r, ns.port(), false, 6, 5_000.0);
+}
+
+/// The netserver's clock 100 ppm fast: 3 ms over 30 s, found and removed
+/// (the quiet way stays within 1 ms of its floor throughout).
+#[test]
+fn a_drift_between_the_clocks_is_removed() {
+    let Some(r) = Routed::new("a_drift_between_the_clocks_is_removed") else {
+        return;
+    };
+    let mut cmd = r.command(&r.server, &harness::bin("netserver"));
+    cmd.args(["-D", "-p", "0", "-L", ROUTED_SERVER])
+        .env("RSNETPERF_TEST_SKEW_PPM", "100");
+    let ns = harness::Netserver::spawn(cmd);
+    r.bottleneck(TO_SERVER, 100, QUEUE_BYTES);
+    let doc = queued_way(&r, ns.port(), true, 30, 1_000.0);
+    let drift = doc["one_way"]["drift_ppm"].as_f64().unwrap();
+    assert!((drift - 100.0).abs() < 10.0, "drift {drift} ppm");
+    let series = doc["one_way"]["series"].as_array().unwrap();
+    let span = series.last().unwrap()["at_seconds"].as_f64().unwrap();
+    assert!(span > 30.0, "{span} s of probes");
+}
