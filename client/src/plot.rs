@@ -4,7 +4,8 @@
 //! throughput over time (the interims: their sum and each flow), each
 //! iteration's result with the confidence interval (when there are
 //! several), the latency percentiles of a request/response test, UDP's
-//! datagrams each way, and TCP's round-trip time at each end. Axes are in
+//! datagrams each way, TCP's round-trip time at each end, and the
+//! queueing delay each way (`--one-way`, under load). Axes are in
 //! a unit scaled to the figures (70 Gbit/s, not 70000 10^6bits/s),
 //! legends stand beside the data, not on it. Drawn with plotters' SVG
 //! backend: text is SVG text, no font files are read.
@@ -46,6 +47,9 @@ pub struct Panels {
     /// milliseconds: ours (from our interim samples) and the netserver's
     /// (from its reports).
     pub rtt: Option<(Vec<Series>, Vec<Series>)>,
+    /// Queueing delay each way over time, milliseconds: up (toward the
+    /// netserver) and down, every probe.
+    pub one_way: Option<(Series, Series)>,
 }
 
 impl Panels {
@@ -91,6 +95,15 @@ impl Panels {
                 .filter(|_| doc.test == "UDP_STREAM")
                 .and_then(|t0| datagrams(&doc.interim, &doc.remote_interim, t0)),
             rtt: rtt(&doc.interim, &doc.remote_interim, start.unwrap_or(0.0)),
+            one_way: doc.one_way.as_ref().map(|w| {
+                let way = |g: fn(&crate::output::json_types::OneWaySampleJson) -> f64| {
+                    w.series
+                        .iter()
+                        .map(|s| (s.at_seconds, g(s) / 1e3))
+                        .collect()
+                };
+                (way(|s| s.up_usec), way(|s| s.down_usec))
+            }),
         })
     }
 
@@ -108,6 +121,7 @@ impl Panels {
             self.latency.is_some(),
             self.datagrams.is_some(),
             self.rtt.is_some(),
+            self.one_way.is_some(),
         ]
         .into_iter()
         .filter(|&b| b)
@@ -335,7 +349,38 @@ fn draw(p: &Panels, root: &Area<'_>, n: usize) -> Drawn {
     {
         draw_rtt(area, side, rtt)?;
     }
+    if let Some((up, down)) = &p.one_way
+        && let Some((area, side)) = areas.next()
+    {
+        draw_one_way(area, side, up, down)?;
+    }
     Ok(())
+}
+
+fn draw_one_way(area: &Area<'_>, side: &Area<'_>, up: &Series, down: &Series) -> Drawn {
+    let all = || up.iter().chain(down);
+    let x_end = all().map(|p| p.0).fold(1e-3, f64::max);
+    let y_top = top(all().map(|p| p.1.max(0.0)));
+    let mut chart = panel(
+        area,
+        "Queueing delay each way (probes, no common clock)",
+        (0.0..x_end, 0.0..y_top),
+        ("seconds since the first probe", "milliseconds"),
+        SECONDS,
+    )?;
+    let (upc, downc) = (
+        flow_colour(0).stroke_width(2),
+        flow_colour(1).stroke_width(2),
+    );
+    chart.draw_series(LineSeries::new(up.iter().copied(), upc))?;
+    chart.draw_series(LineSeries::new(down.iter().copied(), downc))?;
+    key(
+        side,
+        &[
+            ("up: toward the netserver".into(), Mark::Line(upc)),
+            ("down".into(), Mark::Line(downc)),
+        ],
+    )
 }
 
 fn draw_datagrams(area: &Area<'_>, side: &Area<'_>, sent: &Series, received: &Series) -> Drawn {

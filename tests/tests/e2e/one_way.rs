@@ -141,3 +141,130 @@ fn a_drift_between_the_clocks_is_removed() {
     let span = series.last().unwrap()["at_seconds"].as_f64().unwrap();
     assert!(span > 30.0, "{span} s of probes");
 }
+
+/// On loopback: `--one-way` gives TCP_RR and UDP_RR the queueing delay
+/// each way (lines, selectors); `-t RPM` has it by default; a netserver
+/// that cannot answer probes (ours speaking netperf 2.7's protocol, as
+/// netperf 2.7's) is refused by name when asked, and left out unasked.
+#[test]
+fn one_way_figures_where_asked_and_refusals_where_not_possible() {
+    let ns = harness::Netserver::start(&[]);
+    let port = ns.port().to_string();
+    let sel = "UP_QUEUE_DELAY_P50,UP_QUEUE_DELAY_P99,DOWN_QUEUE_DELAY_P50,DOWN_QUEUE_DELAY_P99";
+    let out = harness::netperf_at(
+        &port,
+        &["-t", "UDP_RR", "-l", "2", "--", "--one-way", "-k", sel],
+    );
+    assert!(out.success(), "{out}");
+    for k in sel.split(',') {
+        let v = harness::keyval(&out.stdout, k);
+        assert!((0.0..100_000.0).contains(&v), "{k} {v}: {out}");
+    }
+    assert!(
+        harness::keyval(&out.stdout, "UP_QUEUE_DELAY_P99")
+            >= harness::keyval(&out.stdout, "UP_QUEUE_DELAY_P50")
+    );
+    // unasked, a plain TCP_RR has none: -1
+    let out = harness::netperf_at(&port, &["-t", "TCP_RR", "-l", "1", "--", "-k", sel]);
+    assert_eq!(
+        harness::keyval(&out.stdout, "UP_QUEUE_DELAY_P50"),
+        -1.0,
+        "{out}"
+    );
+    // the lines, after netperf 2.7's table
+    let out = harness::netperf_at(&port, &["-t", "TCP_RR", "-l", "2", "--", "--one-way"]);
+    let text = &out.stdout;
+    assert!(
+        text.contains("Queueing delay each way (up: toward the netserver):"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n  up:   p50 ") && text.contains("\n  down: p50 "),
+        "{text}"
+    );
+    let answered = text
+        .lines()
+        .find(|l| l.contains("probes answered"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let n: u64 = answered.split_whitespace().next().unwrap().parse().unwrap();
+    // a probe every 10 ms for about 2 s
+    assert!((150..=260).contains(&n), "{answered}");
+    // the plot's panel
+    let svg = std::env::temp_dir().join(format!("rsnetperf-one-way-{}.svg", std::process::id()));
+    let out = harness::netperf_at(
+        &port,
+        &[
+            "-t",
+            "UDP_RR",
+            "-l",
+            "1",
+            "--plot",
+            svg.to_str().unwrap(),
+            "--",
+            "--one-way",
+        ],
+    );
+    assert!(out.success(), "{out}");
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    let _ = std::fs::remove_file(&svg);
+    assert!(drawn.contains("Queueing delay each way") && drawn.contains("toward the netserver"));
+    // the netserver served the probes as a test of their own
+    assert!(ns.log().contains("UDP_STAMP"), "{}", ns.log());
+    // -t RPM: by default
+    let out = harness::netperf_at(
+        &port,
+        &["-t", "RPM", "-l", "2", "--json", "--", "--flows", "1"],
+    );
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert!(
+        doc["one_way"]["up"]["idle"]["p50"].as_f64().is_some(),
+        "{}",
+        doc["one_way"]
+    );
+    assert!(doc["one_way"]["down"]["loaded"]["p99"].as_f64().is_some());
+    // netperf 2.7's protocol: refused by name when asked ...
+    let out = harness::netperf_at(
+        &port,
+        &[
+            "--dialect",
+            "netperf2",
+            "-t",
+            "TCP_RR",
+            "-l",
+            "1",
+            "--",
+            "--one-way",
+        ],
+    );
+    assert!(!out.success(), "{out}");
+    assert!(
+        out.stderr.contains("--one-way") && out.stderr.contains("netperf 2.7's netserver"),
+        "{out}"
+    );
+    // ... and left out unasked: the test under load runs as before
+    let out = harness::netperf_at(
+        &port,
+        &[
+            "--dialect",
+            "netperf2",
+            "-t",
+            "TCP_RR",
+            "-l",
+            "2",
+            "--json",
+            "--",
+            "--under-load",
+            "1",
+        ],
+    );
+    assert!(out.success(), "{out}");
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert!(
+        doc["one_way"].is_null() && !doc["under_load"].is_null(),
+        "{}",
+        out.stdout
+    );
+    // and for a test with no such figures, refused by name
+    let out = harness::netperf_at(&port, &["-t", "TCP_STREAM", "-l", "1", "--", "--one-way"]);
+    assert!(!out.success() && out.stderr.contains("--one-way"), "{out}");
+}
