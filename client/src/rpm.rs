@@ -208,6 +208,8 @@ struct LoadDone {
     own: Vec<SelfSample>,
     /// When the loaded probes ran (our monotonic clock, nanoseconds).
     span: (u64, u64),
+    /// Each load flow's TCP_INFO readings, for its bloat.
+    readings: Vec<under_load::Readings>,
 }
 
 type Probed = (Measurement, Vec<Probe>);
@@ -242,6 +244,7 @@ fn fixed(
         down_mbps: g.down_mbps,
         own: while_probing(&g.rtt_at, from, to),
         span,
+        readings: g.readings,
     };
     Ok((probed, done))
 }
@@ -386,14 +389,22 @@ fn ramped(
                     down_mbps: load.down.then_some(down),
                     own: Vec::new(),
                     span,
+                    readings: Vec::new(),
                 },
             ))
         });
         let mut failed = None;
-        let mut rtt_at = Vec::new();
-        for (_, _, h) in flows {
+        let (mut rtt_at, mut readings) = (Vec::new(), Vec::new());
+        for (n, (_, _, h)) in flows.into_iter().enumerate() {
             match h.join() {
-                Ok(Ok(l)) => rtt_at.extend(l.rtt_at),
+                Ok(Ok(l)) => {
+                    rtt_at.extend(l.rtt_at);
+                    // each flow a test of its own: numbered in start order
+                    readings.extend(l.readings.into_iter().map(|mut r| {
+                        r.flow = n / dirs.len().max(1);
+                        r
+                    }));
+                }
                 Ok(Err(e)) => failed = failed.or(Some(e)),
                 Err(_) => failed = failed.or(Some(anyhow!("the load's thread failed"))),
             }
@@ -403,6 +414,7 @@ fn ramped(
             return Err(anyhow!("-t RPM: {e:#}"));
         }
         done.own = while_probing(&rtt_at, from, to);
+        done.readings = readings;
         Ok((probed, done))
     })
 }
@@ -430,6 +442,15 @@ fn steady(values: &[f64]) -> bool {
     let mean = tail.iter().sum::<f64>() / MAD as f64;
     let sd = (tail.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / MAD as f64).sqrt();
     tail.last().is_some_and(|l| sd < SDT * l)
+}
+
+/// The idle probes' median handshake, microseconds: the path's idle
+/// round trip.
+fn idle_handshake_us(idle: &[Probe]) -> Option<u32> {
+    let mut v: Vec<u64> = idle.iter().map(|p| p.connect_ns / 1000).collect();
+    v.sort_unstable();
+    v.get(v.len() / 2)
+        .map(|u| u32::try_from(*u).unwrap_or(u32::MAX))
 }
 
 /// The test: idle probes, then loaded ones; the loaded measurement, with
@@ -474,6 +495,8 @@ pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Resu
         flows: done.flows,
         up_mbps: done.up_mbps,
         down_mbps: done.down_mbps,
+        // the path's idle round trip: the idle probes' handshakes
+        bloat: under_load::Readings::bloat(&done.readings, idle_handshake_us(&idle)),
     };
     let own_samples = done.own;
     let idle_rpm = foreign_rpm(&idle).ok_or_else(|| anyhow!("-t RPM: no idle probe ended"))?;

@@ -18,9 +18,17 @@ use crate::{
     control::{self, Control},
     family::{self, Context},
     one_way,
-    report::{Figures, LoadFigures, Measurement, Scenario, one_way::Spans},
+    report::{
+        Figures, LoadFigures, Measurement, Scenario,
+        bloat::{self, FlowBloat},
+        one_way::Spans,
+    },
 };
 use engine::clock;
+
+/// How often the load flows' sending ends read their TCP_INFO (their
+/// bloat), seconds.
+const BLOAT_EVERY: f64 = 0.1;
 
 /// How long the load runs before the loaded phase, and after it.
 const RAMP: Duration = Duration::from_secs(2);
@@ -93,6 +101,26 @@ pub(crate) struct Load {
     /// every interim sample of every flow, when its plan keeps them, with
     /// when each was read (Unix seconds).
     pub rtt_at: Vec<(f64, u32)>,
+    /// Each flow's TCP_INFO readings (when, what), for its bloat.
+    pub readings: Vec<Readings>,
+}
+
+/// One load flow's TCP_INFO readings at its sending end: up (we send),
+/// its number, and (Unix seconds, TCP_INFO) each time.
+#[derive(Debug)]
+pub(crate) struct Readings {
+    pub up: bool,
+    pub flow: usize,
+    pub at: Vec<(f64, proto::TcpSample)>,
+}
+
+impl Readings {
+    /// The flows' bloat, against the path's idle round trip.
+    pub fn bloat(all: &[Readings], idle_rtt_us: Option<u32>) -> Vec<FlowBloat> {
+        all.iter()
+            .filter_map(|r| bloat::of_flow(r.up, r.flow, &r.at, idle_rtt_us))
+            .collect()
+    }
 }
 
 /// Run the load of one plan on a control connection of its own.
@@ -109,23 +137,37 @@ pub(crate) fn run_load_in(lp: &Plan, ctx: Context) -> Result<Load> {
     conn.control.bye();
     // the sending end's view: ours up, the netserver's down (its clock
     // counted from its side's start, a moment after ours)
-    let rtt_at = if lp.test == proto::TestKind::TcpMaerts {
-        m.remote_interim
-            .iter()
-            .flat_map(|r| {
-                let at = began + r.elapsed_ns as f64 / 1e9;
-                r.tcp.iter().map(move |t| (at, t.rtt_us))
-            })
-            .collect()
-    } else {
+    let up = lp.test != proto::TestKind::TcpMaerts;
+    let readings: Vec<(f64, &[proto::TcpSample])> = if up {
         m.interim
             .iter()
-            .flat_map(|s| s.tcp.iter().map(|t| (s.ending, t.rtt_us)))
+            .map(|s| (s.ending, s.tcp.as_slice()))
+            .collect()
+    } else {
+        m.remote_interim
+            .iter()
+            .map(|r| (began + r.elapsed_ns as f64 / 1e9, r.tcp.as_slice()))
             .collect()
     };
+    let rtt_at = readings
+        .iter()
+        .flat_map(|(at, tcp)| tcp.iter().map(move |t| (*at, t.rtt_us)))
+        .collect();
+    let flows = readings.iter().map(|(_, t)| t.len()).max().unwrap_or(0);
+    let each = (0..flows)
+        .map(|i| Readings {
+            up,
+            flow: i,
+            at: readings
+                .iter()
+                .filter_map(|(at, tcp)| Some((*at, tcp.get(i)?.clone())))
+                .collect(),
+        })
+        .collect();
     Ok(Load {
         mbps: Figures::of(lp.units(), lp.test, &m).result,
         rtt_at,
+        readings: each,
     })
 }
 
@@ -144,7 +186,7 @@ pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Resu
         during: secs,
         after: RAMP.as_secs(),
     };
-    let plans = load_plans(plan, d, load, span, None);
+    let plans = load_plans(plan, d, load, span, Some(BLOAT_EVERY));
     let probe_secs = idle_secs(plan) + span.before + secs + span.after + one_way::PROBE_SLACK;
     let (phases, probed) = one_way::beside(plan, one_way::at(d), probe_secs, || -> Result<_> {
         let idle_from = clock::now_ns();
@@ -173,6 +215,12 @@ pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Resu
         flows: load.flows,
         up_mbps: done.up_mbps,
         down_mbps: done.down_mbps,
+        bloat: Readings::bloat(
+            &done.readings,
+            idle.latency
+                .as_ref()
+                .map(|l| u32::try_from(l.p50 / 1000).unwrap_or(u32::MAX)),
+        ),
     }));
     Ok(m)
 }
@@ -232,6 +280,7 @@ pub(crate) struct Gathered {
     pub up_mbps: Option<f64>,
     pub down_mbps: Option<f64>,
     pub rtt_at: Vec<(f64, u32)>,
+    pub readings: Vec<Readings>,
 }
 
 pub(crate) fn gather(loads: Vec<(bool, Result<Load>)>) -> Result<Gathered> {
@@ -239,10 +288,12 @@ pub(crate) fn gather(loads: Vec<(bool, Result<Load>)>) -> Result<Gathered> {
         up_mbps: None,
         down_mbps: None,
         rtt_at: Vec::new(),
+        readings: Vec::new(),
     };
     for (up, r) in loads {
         let l = r?;
         g.rtt_at.extend(l.rtt_at);
+        g.readings.extend(l.readings);
         if up {
             g.up_mbps = Some(l.mbps);
         } else {

@@ -249,6 +249,18 @@ fn under_load(u: &LoadFigures) -> UnderLoadJson {
         load_flows: u.flows,
         load_up_mbps: u.up_mbps,
         load_down_mbps: u.down_mbps,
+        bloat: u
+            .bloat
+            .iter()
+            .map(|b| BloatJson {
+                way: if b.up { "up" } else { "down" }.into(),
+                flow: b.flow,
+                min_rtt_usec: b.min_rtt_us,
+                median: b.median,
+                max: b.max,
+                series: b.series.clone(),
+            })
+            .collect(),
     }
 }
 

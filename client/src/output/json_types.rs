@@ -125,6 +125,22 @@ pub struct UnderLoadJson {
     pub load_flows: u32,
     pub load_up_mbps: Option<f64>,
     pub load_down_mbps: Option<f64>,
+    /// Each load flow's bloat: bytes in flight over its minimum round trip
+    /// times its delivery rate (its sending end's TCP_INFO).
+    #[serde(default)]
+    pub bloat: Vec<BloatJson>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Default)]
+pub struct BloatJson {
+    /// up (we send) or down.
+    pub way: String,
+    pub flow: usize,
+    pub min_rtt_usec: u32,
+    pub median: f64,
+    pub max: f64,
+    /// (seconds since the Unix epoch, bloat) at each reading.
+    pub series: Vec<(f64, f64)>,
 }
 
 /// One of the netserver's interim reports.

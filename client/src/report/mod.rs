@@ -11,6 +11,7 @@
 //! - [`observe`]: live events ([`Observer`]: interim [`Sample`]s,
 //!   iterations, data phases) and how a rate is counted ([`Rate`]).
 
+pub mod bloat;
 pub mod figures;
 pub mod observe;
 pub mod one_way;

@@ -25,6 +25,8 @@ pub struct LoadFigures {
     /// The load's goodput, 10^6 bits a second, each way it ran.
     pub up_mbps: Option<f64>,
     pub down_mbps: Option<f64>,
+    /// Each load flow's bloat (its sending end's TCP_INFO), where read.
+    pub bloat: Vec<super::bloat::FlowBloat>,
 }
 
 /// What a responsiveness test measured.

@@ -9,7 +9,9 @@
 //! under 5 ms, with no common clock: also when the netserver's monotonic
 //! clock is a day ahead (a time namespace), and when it runs 100 ppm fast
 //! (a test's hook), whose drift over 30 s (3 ms) must be removed to
-//! within 1 ms.
+//! within 1 ms. Each load flow's bloat (bytes in flight over the idle
+//! round trip's bandwidth-delay product) must agree with the probes: about
+//! (queue + idle round trip) / idle round trip.
 
 use std::{path::Path, time::Duration};
 
@@ -80,7 +82,23 @@ fn queued_way(r: &Routed, port: u16, up: bool, secs: u32, quiet_us: f64) -> Valu
             let idle = w[way]["idle"]["p50"].as_f64().unwrap();
             assert!(idle < 5_000.0, "{way} idle p50 {idle} us: {seen}");
         }
-        if (q50 - QUEUE_US).abs() <= 0.2 * QUEUE_US && o90 < quiet_us {
+        // each load flow's bloat against the same queue: bytes in flight
+        // over a BDP of the idle round trip reads (queue + idle) / idle
+        let idle_us = doc["under_load"]["idle_latency_usec"]["p50"]
+            .as_f64()
+            .unwrap();
+        let want = (q50 + idle_us) / idle_us;
+        let bloat: Vec<f64> = doc["under_load"]["bloat"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|b| b["way"] == queued)
+            .map(|b| b["median"].as_f64().unwrap())
+            .collect();
+        eprintln!("attempt {attempt}: {queued} flows' bloat {bloat:?}, expected about {want:.0}");
+        assert_eq!(bloat.len(), 4, "{}", doc["under_load"]);
+        let bloat_ok = bloat.iter().all(|b| (b - want).abs() <= 0.35 * want);
+        if (q50 - QUEUE_US).abs() <= 0.2 * QUEUE_US && o90 < quiet_us && bloat_ok {
             Ok(doc)
         } else {
             Err(Miss::starved(seen))

@@ -57,5 +57,6 @@ pub fn rpm(t: &Test, m: &Measurement, f: &Figures) -> String {
         r.idle_rpm,
         r.foreign_rpm
     );
+    s.push_str(&super::rr::bloat_line(u));
     s
 }

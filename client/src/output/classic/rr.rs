@@ -189,12 +189,36 @@ pub fn under_load_lines(m: &Measurement, f: &Figures) -> String {
         "Under load ({}):
   idle:   {:.2} Trans/s, {}
   loaded: {:.2} Trans/s, {}
-",
+{}",
         load.join(", "),
         u.idle_rate,
         lat(u.idle.as_ref()),
         m.local.transactions as f64 / f.elapsed.max(1e-9),
-        lat(m.latency.as_ref())
+        lat(m.latency.as_ref()),
+        bloat_line(u)
+    )
+}
+
+/// The load flows' bloat, each flow's median (and max), a direction at a
+/// time; empty where none was read.
+pub fn bloat_line(u: &crate::report::LoadFigures) -> String {
+    if u.bloat.is_empty() {
+        return String::new();
+    }
+    let way = |up: bool| {
+        let each: Vec<String> = u
+            .bloat
+            .iter()
+            .filter(|b| b.up == up)
+            .map(|b| format!("{:.1} ({:.1})", b.median, b.max))
+            .collect();
+        (!each.is_empty())
+            .then(|| format!("{} {}", if up { "up" } else { "down" }, each.join(", ")))
+    };
+    let ways: Vec<String> = [way(true), way(false)].into_iter().flatten().collect();
+    format!(
+        "  bloat, in flight over min RTT x delivery rate, each flow's median (max): {}\n",
+        ways.join("; ")
     )
 }
 
