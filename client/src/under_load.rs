@@ -160,7 +160,7 @@ pub(crate) fn run_load_in(lp: &Plan, ctx: Context) -> Result<Load> {
             flow: i,
             at: readings
                 .iter()
-                .filter_map(|(at, tcp)| Some((*at, tcp.get(i)?.clone())))
+                .filter_map(|(at, tcp)| Some((*at, *tcp.get(i)?)))
                 .collect(),
         })
         .collect();
