@@ -23,9 +23,10 @@ use crate::{
         self, Context, lifecycle,
         stamp::{Stamp, Stamped},
     },
+    output::json_types::Document,
     report::{
         Measurement,
-        one_way::{self, OneWay, Spans},
+        one_way::{self, Observed, OneWay, Spans},
     },
 };
 use engine::clock;
@@ -75,12 +76,34 @@ fn probe_plan(plan: &Plan, peer: SocketAddr, secs: u64) -> Plan {
 pub struct Probed {
     pub stamps: Vec<Stamps>,
     pub sent: u64,
+    /// One reading of both our clocks, (Unix seconds, monotonic ns), to
+    /// line probes up with wall-clock times.
+    pub anchor: (f64, u64),
+    /// `--observer`: its host, and what its probes saw, each
+    /// `(Unix seconds, up us, down us)`.
+    pub observer: Option<Seen>,
 }
+
+/// An observer, and what its probes saw: `(Unix seconds, up us, down
+/// us)` each.
+pub type Seen = (String, Vec<(f64, f64, f64)>);
 
 impl Probed {
     /// Queueing delay each way over `spans`.
     pub fn analyse(&self, spans: Spans) -> Option<OneWay> {
-        one_way::analyse(&self.stamps, spans, self.sent)
+        let mut w = one_way::analyse(&self.stamps, spans, self.sent)?;
+        let first = self
+            .stamps
+            .iter()
+            .map(|s| s.t1)
+            .min()
+            .unwrap_or(self.anchor.1);
+        w.started_unix = self.anchor.0 - (self.anchor.1 as f64 - first as f64) / 1e9;
+        w.observer = self
+            .observer
+            .as_ref()
+            .map(|(host, seen)| Observed::by_our_phases(host, seen, spans, self.anchor));
+        Some(w)
     }
 }
 
@@ -91,10 +114,11 @@ pub fn at(d: &Control) -> (SocketAddr, Capabilities) {
 }
 
 /// Run `during` with probes beside it (when [`wanted`]) to the netserver
-/// `at`, for at most `secs`: what it returned, and the probes (`None`
-/// when none ran). A
+/// `at`, whose phases last `secs` (the probes are halted when `during`
+/// returns): what it returned, and the probes (`None` when none ran). A
 /// probe test that fails is an error when `--one-way` asked for it, else
-/// a warning and no figures.
+/// a warning and no figures. With `--observer`, the observer probes the
+/// same netserver for `secs` beside it.
 pub fn beside<T>(
     plan: &Plan,
     (peer, caps): (SocketAddr, Capabilities),
@@ -104,7 +128,7 @@ pub fn beside<T>(
     if !wanted(plan, &caps)? {
         return Ok((during(), None));
     }
-    let pp = probe_plan(plan, peer, secs);
+    let pp = probe_plan(plan, peer, secs + PROBE_SLACK);
     let stamped = Stamped::new(EVERY);
     thread::scope(|sc| {
         let st = stamped.clone();
@@ -123,17 +147,31 @@ pub fn beside<T>(
         while stamped.answered() == 0 && !h.is_finished() && t0.elapsed() < FIRST_ANSWER {
             thread::sleep(Duration::from_millis(5));
         }
+        let observer = plan
+            .observer
+            .as_ref()
+            .map(|o| sc.spawn(move || observe(plan, o, peer, secs)));
         let t = during();
         stamped.halt();
+        let anchor = (clock::unix_secs(), clock::now_ns());
         let r = h
             .join()
             .unwrap_or_else(|_| Err(anyhow!("the one-way probes' thread failed")));
+        let observed = observer
+            .map(|o| {
+                o.join()
+                    .unwrap_or_else(|_| Err(anyhow!("the observer's thread failed")))
+            })
+            .transpose()
+            .map_err(|e| e.context("--observer"))?;
         match r {
             Ok(sent) => Ok((
                 t,
                 Some(Probed {
                     stamps: stamped.take(),
                     sent,
+                    anchor,
+                    observer: observed,
                 }),
             )),
             Err(e) if plan.one_way == OneWayAsk::Asked => Err(e.context("--one-way")),
@@ -145,6 +183,54 @@ pub fn beside<T>(
     })
 }
 
+/// `--observer`: ask the netserver at `observer` (`--fleet`) to probe
+/// `target` for `secs` as a third-party test (UDP_RR with `--one-way`),
+/// and read what its probes saw from its JSON document.
+fn observe(
+    plan: &Plan,
+    (host, port): &(String, u16),
+    target: SocketAddr,
+    secs: u64,
+) -> Result<Seen> {
+    let mut op = Plan::new(format!("netperf --observer {host}"));
+    op.host = Some(host.clone());
+    op.port = *port;
+    op.auth.clone_from(&plan.auth);
+    op.dialect = plan.dialect;
+    let mut conn =
+        control::connect(&op).with_context(|| format!("the observer {host} port {port}"))?;
+    let req = proto::ThirdParty {
+        host: target.ip().to_string(),
+        port: target.port(),
+        args: [
+            "-t",
+            "UDP_RR",
+            "-l",
+            &secs.max(1).to_string(),
+            "--",
+            "--one-way",
+        ]
+        .map(String::from)
+        .to_vec(),
+    };
+    let json = conn
+        .control
+        .third_party(req, Duration::from_secs(secs + PROBE_SLACK + 30))
+        .with_context(|| format!("the observer {host} probing {target}"))?;
+    conn.control.bye();
+    let doc: Document = serde_json::from_str(&json)
+        .map_err(|e| anyhow!("the observer {host}'s JSON document: {e}"))?;
+    let w = doc
+        .one_way
+        .ok_or_else(|| anyhow!("the observer {host} measured no queueing delay"))?;
+    let seen = w
+        .series
+        .iter()
+        .map(|s| (w.started_unix + s.at_seconds, s.up_usec, s.down_usec))
+        .collect();
+    Ok((host.clone(), seen))
+}
+
 /// TCP_RR or UDP_RR with probes beside it (`--one-way`): the queueing
 /// delay each way while it ran, floors from the whole run (no idle
 /// phase).
@@ -152,7 +238,7 @@ pub fn alone(plan: &Plan, d: &mut Control, ctx: &Context) -> Result<Measurement>
     let Length::Seconds(secs) = plan.length else {
         return Err(anyhow!("--one-way: a timed test (-l seconds)"));
     };
-    let (m, probed) = beside(plan, at(d), secs + PROBE_SLACK, || {
+    let (m, probed) = beside(plan, at(d), secs, || {
         let from = clock::now_ns();
         family::run_once(plan, d, ctx).map(|m| (m, (from, clock::now_ns())))
     })?;

@@ -470,8 +470,8 @@ pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Resu
     } else {
         WARMUP.as_secs() + secs + 1
     };
-    let probe_secs = IDLE.as_secs() + loaded_secs + one_way::PROBE_SLACK;
-    let (phases, probed) = one_way::beside(plan, one_way::at(d), probe_secs, || -> Result<_> {
+    let phases_secs = IDLE.as_secs() + loaded_secs;
+    let (phases, probed) = one_way::beside(plan, one_way::at(d), phases_secs, || -> Result<_> {
         let idle_from = clock::now_ns();
         let (idle_m, idle) = probe_phase(plan, IDLE.as_secs(), d, ctx)?;
         let idle_span = (idle_from, clock::now_ns());

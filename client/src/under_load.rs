@@ -187,8 +187,8 @@ pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Resu
         after: RAMP.as_secs(),
     };
     let plans = load_plans(plan, d, load, span, Some(BLOAT_EVERY));
-    let probe_secs = idle_secs(plan) + span.before + secs + span.after + one_way::PROBE_SLACK;
-    let (phases, probed) = one_way::beside(plan, one_way::at(d), probe_secs, || -> Result<_> {
+    let phases_secs = idle_secs(plan) + span.before + secs + span.after;
+    let (phases, probed) = one_way::beside(plan, one_way::at(d), phases_secs, || -> Result<_> {
         let idle_from = clock::now_ns();
         let idle = family::run_once(&idle_plan, d, ctx)?;
         let idle_span = (idle_from, clock::now_ns());
@@ -310,9 +310,7 @@ pub(crate) fn at(d: &Control) -> (std::net::SocketAddr, bool) {
 
 /// Now, in seconds since the Unix epoch (when samples were read).
 pub(crate) fn unix_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
+    clock::unix_secs()
 }
 
 #[cfg(test)]

@@ -9,6 +9,14 @@ pub fn now_ns() -> u64 {
     crate::sys::monotonic_ns()
 }
 
+/// Now on the wall clock, seconds since the Unix epoch (when samples
+/// were read, to line them up with other hosts' and programs').
+pub fn unix_secs() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -381,7 +381,13 @@ pub struct Routed {
     pub client: String,
     pub router: String,
     pub server: String,
+    /// Namespaces added since (an observer's).
+    pub extra: Vec<String>,
 }
+
+/// [`Routed::observer`]'s address, and the server's on the observer's
+/// own link to it (where the observer does not share the router).
+pub const OBSERVER: &str = "198.18.0.194";
 
 /// [`Routed`]'s server and client addresses.
 pub const ROUTED_SERVER: &str = "198.18.0.1";
@@ -400,6 +406,7 @@ impl Routed {
             client: format!("npC{t}"),
             router: format!("npR{t}"),
             server: format!("npS{t}"),
+            extra: Vec::new(),
         };
         for ns in [&r.client, &r.router, &r.server] {
             sh(&["ip", "netns", "add", ns]);
@@ -426,8 +433,8 @@ impl Routed {
             &r.client,
             "c0",
             TO_CLIENT,
-            "198.18.0.130/25",
-            "198.18.0.129/25",
+            "198.18.0.130/26",
+            "198.18.0.129/26",
         );
         sh(&[
             "ip",
@@ -491,6 +498,48 @@ impl Routed {
         ]);
     }
 
+    /// A fourth host, the observer, at 198.18.0.194/27 behind the
+    /// router's 198.18.0.193 (it reaches the client through the router).
+    /// With `shares`, it reaches the server through the router too (and
+    /// a queue on the router's egress toward the server); else over a
+    /// link of its own straight to the server (198.18.0.226 to its
+    /// 198.18.0.225), past the router's queues. Its namespace, deleted
+    /// with the rest.
+    pub fn observer(&mut self, shares: bool) -> String {
+        let ns = format!("{}o", self.router);
+        sh(&["ip", "netns", "add", &ns]);
+        sh(&["ip", "-n", &ns, "link", "set", "lo", "up"]);
+        let link = |a_ns: &str, a: &str, b_ns: &str, b: &str| {
+            sh(&[
+                "ip", "-n", a_ns, "link", "add", a, "type", "veth", "peer", "name", b, "netns",
+                b_ns,
+            ]);
+            sh(&["ip", "-n", a_ns, "link", "set", a, "up"]);
+            sh(&["ip", "-n", b_ns, "link", "set", b, "up"]);
+        };
+        // `ip -n NS WORDS...`
+        let ip = |in_ns: &str, words: &str| {
+            let mut args = vec!["ip", "-n", in_ns];
+            args.extend(words.split_whitespace());
+            sh(&args);
+        };
+        link(&self.router, "ro", &ns, "o0");
+        ip(&self.router, "addr add 198.18.0.193/27 dev ro");
+        ip(&ns, "addr add 198.18.0.194/27 dev o0");
+        ip(&ns, "route add default via 198.18.0.193");
+        if !shares {
+            link(&self.server, "sx", &ns, "o1");
+            ip(&self.server, "addr add 198.18.0.225/27 dev sx");
+            ip(&ns, "addr add 198.18.0.226/27 dev o1");
+            ip(
+                &ns,
+                &format!("route add {ROUTED_SERVER}/32 via 198.18.0.225"),
+            );
+        }
+        self.extra.push(ns.clone());
+        ns
+    }
+
     /// `netserver -D -p 0 -L 198.18.0.1` in the server's namespace.
     pub fn netserver(&self) -> crate::Netserver {
         let mut cmd = self.command(&self.server, &crate::bin("netserver"));
@@ -501,7 +550,11 @@ impl Routed {
 
 impl Drop for Routed {
     fn drop(&mut self) {
-        delete_namespaces([&self.client, &self.router, &self.server].into_iter());
+        delete_namespaces(
+            [&self.client, &self.router, &self.server]
+                .into_iter()
+                .chain(&self.extra),
+        );
     }
 }
 

@@ -166,6 +166,11 @@ fn finish(plan: &mut Plan) -> Result<(), CliError> {
             ));
         }
     }
+    if plan.observer.is_some() && plan.auth.is_none() {
+        return Err(CliError(
+            "--observer: the observer runs a third-party test, for a client that proves the key: give --key-file or -Z (the same key as both netservers)".into(),
+        ));
+    }
     if let (Some(_), Some(why)) = (&plan.auth, plan.dialect.refuses_key()) {
         return Err(CliError(format!("-Z, --key-file: {why}")));
     }

@@ -333,6 +333,9 @@ pub struct Plan {
     pub rpm: Option<UnderLoad>,
     /// `--one-way` (or a queueing-delay selector).
     pub one_way: OneWayAsk,
+    /// `--observer HOST[:PORT]`: a second netserver (`--fleet`) that
+    /// probes the same netserver while the test runs.
+    pub observer: Option<(String, u16)>,
     /// `--dialect`.
     pub dialect: DialectChoice,
     /// `--key-file` or `-Z`: how we authenticate to netserver.
@@ -439,6 +442,7 @@ impl Plan {
             under_load: None,
             rpm: None,
             one_way: OneWayAsk::Default,
+            observer: None,
             dialect: DialectChoice::Auto,
             auth: None,
             local: align.clone(),

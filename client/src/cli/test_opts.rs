@@ -253,6 +253,13 @@ pub const OPTIONS: &[OptDef] = &[
         "Queueing delay each way (up: toward the netserver), from probes beside the test with no common clock: taken under load (--under-load, -t RPM) where the netserver answers them; asked for, TCP_RR and UDP_RR too, and a netserver that cannot is an error",
     ),
     OptDef::long_only(
+        "observer",
+        "observer",
+        Arity::Required,
+        "HOST[:PORT]",
+        "A second netserver (netserver --fleet, with the same key) probes the same netserver while the test runs, so that a queue it shares is told from one it does not: its queueing delay each way beside ours (implies --one-way)",
+    ),
+    OptDef::long_only(
         "threads",
         "threads",
         Arity::Required,
@@ -708,6 +715,10 @@ fn our_option(
         "gso" => plan.udp_gso = Some(size(v)?.max(1)),
         "zerocopy" => plan.zerocopy = true,
         "one_way" => plan.one_way = super::OneWayAsk::Asked,
+        "observer" => {
+            plan.observer = Some(host_port(o, v)?);
+            plan.one_way = super::OneWayAsk::Asked;
+        }
         "rx_zerocopy" | "rx_discard" => {
             let path = if occ.id == "rx_zerocopy" {
                 proto::RxPath::ZeroCopy
@@ -844,4 +855,33 @@ fn resolve_shape(plan: &mut Plan, shape: Shape) -> Result<Option<Invocation>, Cl
     plan.local.dont_route = dont_route;
     plan.remote.dont_route = dont_route;
     Ok(None)
+}
+
+/// `HOST`, `HOST:PORT` or `[V6]:PORT` (the port netserver's own when
+/// left out).
+fn host_port(o: &str, v: &str) -> Result<(String, u16), CliError> {
+    let bad = |why: &str| CliError(format!("{o}: '{v}': {why}"));
+    let (host, port) = if let Some(rest) = v.strip_prefix('[') {
+        let (h, after) = rest
+            .split_once(']')
+            .ok_or_else(|| bad("an IPv6 address in [ ] is not closed"))?;
+        (h, after.strip_prefix(':'))
+    } else if v.matches(':').count() == 1 {
+        let (h, p) = v.split_once(':').unwrap_or((v, ""));
+        (h, Some(p))
+    } else {
+        (v, None)
+    };
+    if host.is_empty() {
+        return Err(bad("no host"));
+    }
+    let port = match port {
+        None => super::DEFAULT_PORT,
+        Some(p) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| bad("the port is not a number from 1 to 65535"))?,
+    };
+    Ok((host.to_string(), port))
 }

@@ -120,6 +120,12 @@ fn one_way(w: &crate::report::one_way::OneWay) -> OneWayJson {
         error_bound_usec: w.bound_us,
         probes_sent: w.sent,
         probes_answered: w.answered,
+        started_unix: w.started_unix,
+        observer: w.observer.as_ref().map(|o| ObserverJson {
+            host: o.host.clone(),
+            up: way(&o.up),
+            down: way(&o.down),
+        }),
         series: w
             .samples
             .iter()

@@ -55,8 +55,22 @@ pub struct OneWayJson {
     pub error_bound_usec: Option<f64>,
     pub probes_sent: u64,
     pub probes_answered: u64,
+    /// When the first probe was sent, seconds since the Unix epoch.
+    #[serde(default)]
+    pub started_unix: f64,
     /// Every answered probe, in the order sent.
     pub series: Vec<OneWaySampleJson>,
+    /// `--observer`: a second netserver's probes to the same netserver,
+    /// by this run's phases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observer: Option<ObserverJson>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Default)]
+pub struct ObserverJson {
+    pub host: String,
+    pub up: WayJson,
+    pub down: WayJson,
 }
 
 #[derive(Serialize, Deserialize, Debug, Default)]

@@ -134,6 +134,58 @@ pub struct OneWay {
     pub sent: u64,
     pub answered: u64,
     pub samples: Vec<Sample>,
+    /// When the first probe was sent: seconds since the Unix epoch (to
+    /// line the series up with others).
+    pub started_unix: f64,
+    /// `--observer`: what a second netserver's probes to the same
+    /// netserver saw, by our phases.
+    pub observer: Option<Observed>,
+}
+
+/// A second vantage point's queueing delay each way to the same
+/// netserver, over our phases.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Observed {
+    /// The observer, as named.
+    pub host: String,
+    pub up: Way,
+    pub down: Way,
+}
+
+impl Observed {
+    /// Another prober's samples, `(Unix seconds, up us, down us)`, by our
+    /// phases (`spans`, our monotonic clock), lined up through `anchor`:
+    /// one reading of both clocks, (Unix seconds, monotonic ns).
+    pub fn by_our_phases(
+        host: &str,
+        samples: &[(f64, f64, f64)],
+        spans: Spans,
+        anchor: (f64, u64),
+    ) -> Observed {
+        let phase_of = |unix: f64| {
+            let mono = anchor.1 as f64 - (anchor.0 - unix) * 1e9;
+            spans.phase(mono.max(0.0) as u64)
+        };
+        let way = |phase: Phase, up: bool| {
+            let mut v: Vec<f64> = samples
+                .iter()
+                .filter(|s| phase_of(s.0) == phase)
+                .map(|s| if up { s.1 } else { s.2 })
+                .collect();
+            Percentiles::of(&mut v)
+        };
+        Observed {
+            host: host.to_string(),
+            up: Way {
+                idle: way(Phase::Idle, true),
+                loaded: way(Phase::Loaded, true),
+            },
+            down: Way {
+                idle: way(Phase::Idle, false),
+                loaded: way(Phase::Loaded, false),
+            },
+        }
+    }
 }
 
 /// `f(s)`: how high the two floor lines of slope `s` (and `-s`) sit
@@ -235,6 +287,8 @@ pub fn analyse(stamps: &[Stamps], spans: Spans, sent: u64) -> Option<OneWay> {
         sent,
         answered: stamps.len() as u64,
         samples,
+        started_unix: 0.0,
+        observer: None,
     })
 }
 
@@ -343,6 +397,28 @@ mod tests {
         assert!((w.drift_ppm - 80.0).abs() < 5.0, "{}", w.drift_ppm);
         let up = w.up.loaded.unwrap();
         assert!((up.p50 - 30_000.0).abs() < 200.0, "{up:?}");
+    }
+
+    #[test]
+    fn an_observers_samples_fall_in_our_phases_by_the_wall_clock() {
+        // our monotonic clock read 5 s at Unix 1000 s: idle 5-7 s, loaded
+        // 8-10 s, that is Unix 1000-1002 and 1003-1005
+        let spans = Spans {
+            idle: Some((5_000_000_000, 7_000_000_000)),
+            loaded: Some((8_000_000_000, 10_000_000_000)),
+        };
+        let samples: Vec<(f64, f64, f64)> = (0..60)
+            .map(|i| {
+                let at = 1000.0 + f64::from(i) * 0.1;
+                let up = if at >= 1003.0 { 90_000.0 } else { 10.0 };
+                (at, up, 5.0)
+            })
+            .collect();
+        let o = Observed::by_our_phases("o", &samples, spans, (1000.0, 5_000_000_000));
+        assert_eq!(o.up.idle.unwrap().p99, 10.0);
+        assert_eq!(o.up.loaded.unwrap().p50, 90_000.0);
+        assert_eq!(o.up.loaded.unwrap().count, 20);
+        assert_eq!(o.down.loaded.unwrap().p99, 5.0);
     }
 
     #[test]

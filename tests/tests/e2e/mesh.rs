@@ -16,7 +16,7 @@ use harness::{Netserver, bin, free_port, netns::Mesh, run_with_deadline};
 use serde_json::Value;
 
 /// A fleet key in a fresh directory (mode 600, as netserver wants it).
-fn key_in(dir: &Path) -> PathBuf {
+pub(crate) fn key_in(dir: &Path) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     let key = dir.join("fleet.key");
     let mut f = std::fs::File::create(&key).unwrap();
@@ -27,7 +27,7 @@ fn key_in(dir: &Path) -> PathBuf {
     key
 }
 
-fn scratch(name: &str) -> PathBuf {
+pub(crate) fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("rsnetperf-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();

@@ -17,7 +17,7 @@ use std::{path::Path, time::Duration};
 
 use harness::{
     attempts::{Miss, attempts},
-    netns::{ROUTED_SERVER, Routed, TO_CLIENT, TO_SERVER},
+    netns::{OBSERVER, ROUTED_SERVER, Routed, TO_CLIENT, TO_SERVER},
     run_with_deadline,
 };
 use serde_json::Value;
@@ -285,4 +285,80 @@ fn one_way_figures_where_asked_and_refusals_where_not_possible() {
     // and for a test with no such figures, refused by name
     let out = harness::netperf_at(&port, &["-t", "TCP_STREAM", "-l", "1", "--", "--one-way"]);
     assert!(!out.success() && out.stderr.contains("--one-way"), "{out}");
+}
+
+/// `--observer`: a second netserver probes the same netserver while the
+/// test runs. Behind the router, its probes cross the queue toward the
+/// netserver as ours do, and it sees about 100 ms up; over a link of its
+/// own to the netserver it sees no queue, while ours still does: the
+/// queue is the router's, not the netserver's.
+#[test]
+fn the_observer_sees_the_queue_only_where_it_shares_the_bottleneck() {
+    for shares in [true, false] {
+        let Some(mut r) = Routed::new("the_observer_sees_the_queue_only_where_it_shares") else {
+            return;
+        };
+        let o = r.observer(shares);
+        let key = super::mesh::key_in(&super::mesh::scratch(&format!("observer-{shares}")));
+        let mut cmd = r.command(&r.server, &harness::bin("netserver"));
+        cmd.args(["-D", "-p", "0", "-L", ROUTED_SERVER, "--key-file"])
+            .arg(&key);
+        let target = harness::Netserver::spawn(cmd);
+        let mut cmd = r.command(&o, &harness::bin("netserver"));
+        cmd.args(["-D", "-p", "0", "-L", OBSERVER, "--fleet", "--key-file"])
+            .arg(&key);
+        let observer = harness::Netserver::spawn(cmd);
+        r.bottleneck(TO_SERVER, 100, QUEUE_BYTES);
+        let at = format!("{OBSERVER}:{}", observer.port());
+        let key = key.to_str().unwrap().to_string();
+        attempts(&format!("observer sharing: {shares}"), |attempt| {
+            let doc = netperf(
+                &r,
+                target.port(),
+                &[
+                    "--key-file",
+                    &key,
+                    "-t",
+                    "TCP_RR",
+                    "-l",
+                    "6",
+                    "--json",
+                    "--",
+                    "-K",
+                    "reno",
+                    "--under-load",
+                    "4,up",
+                    "--observer",
+                    &at,
+                ],
+            );
+            let w = &doc["one_way"];
+            let seen_up = |v: &Value, phase: &str| v["up"][phase]["p50"].as_f64().unwrap();
+            let (ours, theirs, theirs_idle) = (
+                seen_up(w, "loaded"),
+                seen_up(&w["observer"], "loaded"),
+                seen_up(&w["observer"], "idle"),
+            );
+            let seen = format!(
+                "attempt {attempt}: sharing {shares}: our up p50 {ours:.0} us, the observer's {theirs:.0} (idle {theirs_idle:.0}); observer {}",
+                w["observer"]
+            );
+            eprintln!("{seen}");
+            assert_eq!(w["observer"]["host"], OBSERVER);
+            assert!(theirs_idle < 5_000.0, "{seen}");
+            let ours_ok = (ours - QUEUE_US).abs() <= 0.2 * QUEUE_US;
+            let theirs_ok = if shares {
+                (theirs - QUEUE_US).abs() <= 0.25 * QUEUE_US
+            } else {
+                theirs < 5_000.0
+            };
+            if ours_ok && theirs_ok {
+                Ok(())
+            } else {
+                Err(Miss::starved(seen))
+            }
+        });
+        // the observer served it as a third-party test
+        assert!(observer.log().contains("third-party"), "{}", observer.log());
+    }
 }

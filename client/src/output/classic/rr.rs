@@ -247,8 +247,16 @@ pub fn one_way_lines(m: &Measurement) -> String {
     let bound = w
         .bound_us
         .map_or_else(String::new, |b| format!(", error bound {b:.1} us"));
+    let observer = w.observer.as_ref().map_or_else(String::new, |o| {
+        format!(
+            "Observer {} (its probes to the same netserver):\n{}{}",
+            o.host,
+            way("up:  ", &o.up),
+            way("down:", &o.down)
+        )
+    });
     format!(
-        "Queueing delay each way (up: toward the netserver):\n{}{}  {} of {} probes answered, clock drift {:.1} ppm removed{bound}\n",
+        "Queueing delay each way (up: toward the netserver):\n{}{}  {} of {} probes answered, clock drift {:.1} ppm removed{bound}\n{observer}",
         way("up:  ", &w.up),
         way("down:", &w.down),
         w.answered,
