@@ -3,9 +3,10 @@
 //! connection of its own to the same netserver, a probe every
 //! [`EVERY`], from before the test's first phase until its last ends;
 //! `report::one_way` turns the probes' times into queueing delay each
-//! way. Taken by default (for `--under-load` and `-t RPM`) where the
-//! netserver answers probes; `--one-way` asks for it, and a netserver
-//! that cannot (netperf 2.7's) is then refused by name.
+//! way. Taken by default (for `--under-load`, `-t RPM`, and a timed
+//! TCP_RR or UDP_RR with `-D`) where the netserver answers probes;
+//! `--one-way` asks for it, and a netserver that cannot (netperf 2.7's)
+//! is then refused by name.
 
 use std::{
     net::SocketAddr,
@@ -48,9 +49,13 @@ pub fn wanted(plan: &Plan, caps: &Capabilities) -> Result<bool> {
             Some(why) => Err(anyhow!("{why}")),
             None => Ok(true),
         },
-        OneWayAsk::Default => {
-            Ok(lacks.is_none() && (plan.under_load.is_some() || plan.name == TestName::Rpm))
-        }
+        OneWayAsk::Default => Ok(lacks.is_none()
+            && (plan.under_load.is_some()
+                || plan.name == TestName::Rpm
+                || (plan.interim.is_some()
+                    && matches!(plan.name, TestName::TcpRr | TestName::UdpRr)
+                    && matches!(plan.length, Length::Seconds(_))
+                    && plan.confidence.is_none()))),
     }
 }
 
@@ -176,7 +181,11 @@ pub fn beside<T>(
             )),
             Err(e) if plan.one_way == OneWayAsk::Asked => Err(e.context("--one-way")),
             Err(e) => {
-                eprintln!("netperf: warning: no queueing delay each way: {e:#}");
+                // under load, where the lines would have been; TCP_RR -D
+                // (netperf 2.7's command line) says nothing more
+                if plan.under_load.is_some() || plan.name == TestName::Rpm {
+                    eprintln!("netperf: warning: no queueing delay each way: {e:#}");
+                }
                 Ok((t, None))
             }
         }

@@ -96,7 +96,7 @@ impl Source for Netserver {
         match (plan.under_load, plan.rpm) {
             (Some(load), _) => crate::under_load::run(plan, load, d, ctx),
             (None, Some(load)) => crate::rpm::run(plan, load, d, ctx),
-            (None, None) if plan.one_way == crate::cli::OneWayAsk::Asked => {
+            (None, None) if crate::one_way::wanted(plan, d.caps())? => {
                 crate::one_way::alone(plan, d, ctx)
             }
             (None, None) => family::run_once(plan, d, ctx),
@@ -273,6 +273,7 @@ pub fn test_of(plan: &Plan, spec: TestSpec, out: &Out) -> Test {
         interim: plan.interim,
         // Piped output at `-v 0/1/2` has netperf 2.7's lines exactly.
         extras: plan.verbosity >= 3 || out.is_terminal(),
+        one_way_asked: plan.one_way == crate::cli::OneWayAsk::Asked,
         ours: Ours {
             family: plan.family,
             local_host: plan.local_host.clone(),

@@ -35,6 +35,9 @@ pub struct RunInfo {
     /// Our lines beside netperf 2.7's (UDP loss, latency percentiles, the
     /// confidence summary): on a terminal, or at `-v 3`.
     pub extras: bool,
+    /// `--one-way` (or `--observer`) was given: its lines print with
+    /// netperf 2.7's, as asked for by an option of ours.
+    pub one_way_asked: bool,
     /// Our end as the command line set it up.
     pub ours: Ours,
 }

@@ -189,6 +189,17 @@ fn one_way_figures_where_asked_and_refusals_where_not_possible() {
         -1.0,
         "{out}"
     );
+    // TCP_RR with -D: probes by default, in the JSON; piped at -v 1 the
+    // lines are netperf 2.7's alone
+    let out = harness::netperf_at(&port, &["-t", "TCP_RR", "-l", "2", "-D", "0.5", "--json"]);
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert!(
+        doc["one_way"]["up"]["loaded"]["p50"].as_f64().is_some(),
+        "{}",
+        out.stdout
+    );
+    let out = harness::netperf_at(&port, &["-t", "TCP_RR", "-l", "1", "-D", "0.5"]);
+    assert!(!out.stdout.contains("Queueing delay"), "{out}");
     // the lines, after netperf 2.7's table
     let out = harness::netperf_at(&port, &["-t", "TCP_RR", "-l", "2", "--", "--one-way"]);
     let text = &out.stdout;

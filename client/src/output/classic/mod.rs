@@ -84,7 +84,9 @@ impl Reporter for Classic {
         // ours, asked for by an option of ours
         self.out
             .emit(under_load_lines(last, r.figures).as_bytes())?;
-        if t.verbosity > 0 {
+        // ours: under load (our option), asked for, or where scripts do
+        // not read (TCP_RR -D's probes by default are in the JSON only)
+        if t.verbosity > 0 && (last.scenario.is_some() || t.one_way_asked || t.extras) {
             self.out.emit(one_way_lines(last).as_bytes())?;
         }
         print_confidence(&self.out, r)
