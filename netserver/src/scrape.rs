@@ -229,12 +229,19 @@ impl Scrapes {
     }
 
     /// The oldest connection accepted before `round` that has sent no
-    /// whole request, or has had its answer.
+    /// whole request, or has had its answer, and has nothing waiting to
+    /// be read (a scraper whose request came while the loop was busy
+    /// elsewhere is not idle: it is read at the loop's next turn).
     fn idlest(&self, round: Instant) -> Option<usize> {
-        self.conns
+        let mut old: Vec<(&usize, &Conn)> = self
+            .conns
             .iter()
             .filter(|(_, c)| (c.answer.is_none() || c.draining) && c.since < round)
-            .min_by_key(|(_, c)| c.since)
+            .collect();
+        old.sort_by_key(|(_, c)| c.since);
+        let mut byte = [0u8; 1];
+        old.into_iter()
+            .find(|(_, c)| c.draining || !matches!(c.stream.peek(&mut byte), Ok(n) if n > 0))
             .map(|(t, _)| *t)
     }
 
