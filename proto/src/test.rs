@@ -1869,6 +1869,29 @@ mod tests {
     }
 
     #[test]
+    fn probes_are_one_flow_of_their_own_size() {
+        let limits = Limits::default();
+        let mut s = TestSpec::new(TestKind::UdpStamp, Family::V4);
+        s.request_size = crate::stamp::LEN as u32;
+        s.response_size = crate::stamp::LEN as u32;
+        s.validate(&limits).unwrap();
+        let refused = |f: &dyn Fn(&mut TestSpec)| {
+            let mut t = s.clone();
+            f(&mut t);
+            t.validate(&limits).unwrap_err().to_string()
+        };
+        assert!(refused(&|t| t.flows = 2).contains("one flow"));
+        assert!(refused(&|t| t.response_size = 9000).contains("32 bytes"));
+        assert!(refused(&|t| t.burst = 1).contains("burst"));
+        assert_eq!(TestKind::UdpStamp.protocol(), Protocol::Udp);
+        assert_eq!(
+            TestKind::from_name("UDP_STAMP"),
+            None,
+            "not a test a user names"
+        );
+    }
+
+    #[test]
     fn zero_and_oversized_messages_are_refused() {
         let limits = Limits::default();
         let mut s = TestSpec::new(TestKind::UdpStream, Family::V4);
