@@ -667,7 +667,7 @@ fn iperf3_pairings(o: &Opts, netperf: &Path) {
         client,
     });
     println!(
-        "iperf3 pairings: {version}; TCP, the client sending 128 KiB writes; {} rounds of {} s, the pairings in turn each round; loopback, {} CPUs",
+        "iperf3 pairings: {version}; TCP, the client sending 128 KiB writes; {} rounds of {} s, each client's two pairings next to each other, their order alternating round by round; loopback, {} CPUs",
         o.runs,
         o.secs,
         std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -681,8 +681,21 @@ fn iperf3_pairings(o: &Opts, netperf: &Path) {
     println!("|---|---|---|---|---|");
     for n in [1usize, 8] {
         let mut samples: Vec<Vec<Sample>> = pairings.iter().map(|_| Vec::new()).collect();
-        for _ in 0..o.runs {
-            for (p, v) in pairings.iter().zip(&mut samples) {
+        // The two pairings of one client run next to each other, which one
+        // first alternating round by round (iperf3's client against iperf3
+        // -s, then against ours, ours against ours, ours against iperf3 -s;
+        // the next round the other way round), so that neither a drift of
+        // the machine's speed nor a place in the round favours a server.
+        for round in 0..o.runs {
+            let order = if round % 2 == 0 {
+                [0, 2, 3, 1]
+            } else {
+                [1, 3, 2, 0]
+            };
+            for i in order {
+                let (Some(p), Some(v)) = (pairings.get(i), samples.get_mut(i)) else {
+                    continue;
+                };
                 v.push(sampled(p.server_pid, || p.client.mbps(p.port, n, o.secs)));
                 // (iperf3 -s listens again a moment after each test)
                 std::thread::sleep(Duration::from_millis(300));
