@@ -233,15 +233,12 @@ impl Scrapes {
     /// be read (a scraper whose request came while the loop was busy
     /// elsewhere is not idle: it is read at the loop's next turn).
     fn idlest(&self, round: Instant) -> Option<usize> {
-        let mut old: Vec<(&usize, &Conn)> = self
-            .conns
+        let waiting = |c: &Conn| matches!(c.stream.peek(&mut [0u8; 1]), Ok(n) if n > 0);
+        self.conns
             .iter()
             .filter(|(_, c)| (c.answer.is_none() || c.draining) && c.since < round)
-            .collect();
-        old.sort_by_key(|(_, c)| c.since);
-        let mut byte = [0u8; 1];
-        old.into_iter()
-            .find(|(_, c)| c.draining || !matches!(c.stream.peek(&mut byte), Ok(n) if n > 0))
+            .filter(|(_, c)| c.draining || !waiting(c))
+            .min_by_key(|(_, c)| c.since)
             .map(|(t, _)| *t)
     }
 
