@@ -5,8 +5,20 @@
 //! idle share of the ticks in between (netperf counts iowait as busy, and so
 //! do we); the system figure is the mean over the CPUs, and the busiest CPU
 //! is reported too.
+//!
+//! A test's own CPU time is counted apart ([`Account`]): every thread that
+//! runs its flows adds what it used, so one test's figure is not its
+//! neighbours' on a netserver running many.
 
-use proto::CpuStats;
+use std::{
+    cell::RefCell,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use proto::{CpuStats, OwnCpu};
 
 /// One CPU's counters (USER_HZ ticks), as the `cpuN` lines list them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -179,6 +191,78 @@ pub fn service_demand(util_pct: f64, num_cpus: u32, units: f64, divisor: f64, el
     util_pct * 10_000.0 / per_second * f64::from(num_cpus.max(1))
 }
 
+/// The CPU time of one test's threads: a thread counts toward the account
+/// it has entered, from entering until leaving (the guard's drop). Threads
+/// the test's thread starts to run its flows ([`carried`]) enter its
+/// account too.
+#[derive(Debug, Default)]
+pub struct Account {
+    user_ns: AtomicU64,
+    system_ns: AtomicU64,
+    /// Whether every thread that entered could read its time.
+    unread: AtomicU64,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Arc<Account>>> = const { RefCell::new(None) };
+}
+
+/// A thread's stay in an account: its time since entering is added when
+/// it is dropped, and the account it was in before is its again.
+#[must_use]
+#[derive(Debug)]
+pub struct Entered {
+    account: Arc<Account>,
+    start: Option<(u64, u64)>,
+    before: Option<Arc<Account>>,
+}
+
+impl Account {
+    /// The calling thread counts toward `account` until the guard drops.
+    pub fn enter(account: &Arc<Account>) -> Entered {
+        let before = CURRENT.with(|c| c.replace(Some(account.clone())));
+        Entered {
+            account: account.clone(),
+            start: crate::sys::thread_cpu_ns(),
+            before,
+        }
+    }
+
+    /// The time counted so far, or `None` where a thread's could not be
+    /// read (a platform that does not count a thread's time).
+    pub fn used(&self) -> Option<OwnCpu> {
+        (self.unread.load(Ordering::Relaxed) == 0).then(|| OwnCpu {
+            user_ns: self.user_ns.load(Ordering::Relaxed),
+            system_ns: self.system_ns.load(Ordering::Relaxed),
+        })
+    }
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        match (self.start, crate::sys::thread_cpu_ns()) {
+            (Some((u0, s0)), Some((u1, s1))) => {
+                let a = &self.account;
+                a.user_ns
+                    .fetch_add(u1.saturating_sub(u0), Ordering::Relaxed);
+                a.system_ns
+                    .fetch_add(s1.saturating_sub(s0), Ordering::Relaxed);
+            }
+            _ => {
+                self.account.unread.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let before = self.before.take();
+        CURRENT.with(|c| *c.borrow_mut() = before);
+    }
+}
+
+/// The account the calling thread is in, for a thread it starts to enter
+/// (`Account::enter`) so that its time counts where its starter's does.
+pub fn carried() -> Option<Arc<Account>> {
+    CURRENT.with(|c| c.borrow().clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,5 +316,45 @@ cpu1 50 0 50 410 0 0 0 0 0 0\n";
         assert!(!a.cpus.is_empty());
         let u = utilisation(&a, &snapshot().unwrap(), 0);
         assert!((0.0..=100.0).contains(&u.util));
+    }
+
+    /// Busy for `ms` of this thread's CPU time (however busy the machine).
+    #[cfg(any(target_os = "linux", target_os = "freebsd", windows))]
+    fn spin(ms: u64) {
+        let used = || crate::sys::thread_cpu_ns().map_or(0, |(u, s)| u + s);
+        let end = used() + ms * 1_000_000;
+        let mut x = 0u64;
+        while used() < end {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "freebsd", windows))]
+    #[test]
+    fn an_account_counts_its_threads_and_no_others() {
+        let a = Arc::new(Account::default());
+        let outsider = std::thread::spawn(|| spin(300));
+        {
+            let _in = Account::enter(&a);
+            spin(100);
+            // a thread started inside carries the account into its own
+            let carried = carried();
+            std::thread::spawn(move || {
+                let _in = carried.as_ref().map(Account::enter);
+                spin(100);
+            })
+            .join()
+            .unwrap();
+        }
+        spin(50);
+        outsider.join().unwrap();
+        let used = a.used().expect("this platform counts a thread's time");
+        let ms = (used.user_ns + used.system_ns) / 1_000_000;
+        // 200 ms spun inside; the outsider's 300 and the 50 after leaving
+        // not counted
+        assert!((200..=240).contains(&ms), "{ms} ms counted");
+        assert!(carried().is_none(), "the thread left the account");
+        let (total, user, system) = used.percent_of(1_000_000_000);
+        assert!((total - user - system).abs() < 1e-9 && (20.0..=24.0).contains(&total));
     }
 }

@@ -57,7 +57,7 @@ pub use session::{
 };
 pub use test::{
     ClientDone, ClientSummary, CpuStats, Direction, Driver, DropSource, Family, FlowCounters,
-    ForeignConnections, Grant, InterimReport, KernelBuffers, LatencyFigures, Limits, Paths,
+    ForeignConnections, Grant, InterimReport, KernelBuffers, LatencyFigures, Limits, OwnCpu, Paths,
     Protocol, RX_MAP_WINDOW, RxFigures, RxPath, SideResults, SideSpec, SocketMemory, TcpSample,
     TcpStats, TestEnd, TestKind, TestSpec, Token, Tuning, TxFigures, URING_BUFFER_MAX,
     URING_BUFFERS, UdpFast, UdpRecvStats, Window, uring_buffer_size, uring_buffers,

@@ -1689,6 +1689,32 @@ pub struct SideResults {
     /// never on the wire.
     #[serde(skip)]
     pub tx: TxFigures,
+    /// The CPU time the test's own threads used, where the platform counts
+    /// a thread's: iperf3's dialect reports it as the server's utilisation
+    /// (a netserver runs many tests at once, so its process's time is not
+    /// one test's). Never on our wire.
+    #[serde(skip)]
+    pub own_cpu: Option<OwnCpu>,
+}
+
+/// CPU time, user and system, in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OwnCpu {
+    pub user_ns: u64,
+    pub system_ns: u64,
+}
+
+impl OwnCpu {
+    /// As iperf3 states its CPU use: (total, user, system), each in percent
+    /// of `elapsed_ns` of one CPU (over 100 where threads ran in parallel).
+    pub fn percent_of(&self, elapsed_ns: u64) -> (f64, f64, f64) {
+        if elapsed_ns == 0 {
+            return (0.0, 0.0, 0.0);
+        }
+        let pct = |ns: u64| ns as f64 * 100.0 / elapsed_ns as f64;
+        let (u, s) = (pct(self.user_ns), pct(self.system_ns));
+        (u + s, u, s)
+    }
 }
 
 /// A sender's `--zerocopy` sends: how many were made, and of them how many

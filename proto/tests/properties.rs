@@ -183,6 +183,7 @@ fn results() -> impl Strategy<Value = SideResults> {
             foreign_connections: Default::default(),
             rx: Default::default(),
             tx: Default::default(),
+            own_cpu: None,
         })
 }
 

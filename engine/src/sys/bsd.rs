@@ -111,6 +111,16 @@ pub fn cpu_ticks() -> Option<Vec<Ticks>> {
     None
 }
 
+/// The calling thread's CPU time so far, user and system, in
+/// nanoseconds: FreeBSD's getrusage RUSAGE_THREAD; elsewhere no count of
+/// a thread's own (`None`).
+pub fn thread_cpu_ns() -> Option<(u64, u64)> {
+    #[cfg(target_os = "freebsd")]
+    return super::unix::rusage_ns(nix::sys::resource::UsageWho::RUSAGE_THREAD);
+    #[cfg(not(target_os = "freebsd"))]
+    None
+}
+
 /// The socket's inode (Linux's /proc/net/udp keys): none here.
 pub fn socket_inode(_sock: &impl Sock) -> Option<u64> {
     None

@@ -789,6 +789,12 @@ pub fn cpu_ticks() -> Option<Vec<crate::cpu::Ticks>> {
         .map(|s| crate::cpu::parse(&s).cpus)
 }
 
+/// The calling thread's CPU time so far, user and system, in
+/// nanoseconds (getrusage RUSAGE_THREAD).
+pub fn thread_cpu_ns() -> Option<(u64, u64)> {
+    super::unix::rusage_ns(nix::sys::resource::UsageWho::RUSAGE_THREAD)
+}
+
 /// The socket's inode: its key in /proc/net/udp.
 pub fn socket_inode(sock: &impl Sock) -> Option<u64> {
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();

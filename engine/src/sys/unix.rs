@@ -678,3 +678,20 @@ pub fn stdin_socket() -> io::Result<Option<Handed>> {
         Handed::Stream(owned.into())
     }))
 }
+
+/// `who`'s CPU time, user and system, in nanoseconds.
+#[cfg(any(target_os = "linux", target_os = "freebsd"))]
+pub(crate) fn rusage_ns(who: nix::sys::resource::UsageWho) -> Option<(u64, u64)> {
+    let u = nix::sys::resource::getrusage(who).ok()?;
+    let ns = |t: nix::sys::time::TimeVal| {
+        u64::try_from(t.tv_sec())
+            .unwrap_or(0)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(
+                u64::try_from(t.tv_usec())
+                    .unwrap_or(0)
+                    .saturating_mul(1_000),
+            )
+    };
+    Some((ns(u.user_time()), ns(u.system_time())))
+}

@@ -216,6 +216,35 @@ pub fn cpu_ticks() -> Option<Vec<crate::cpu::Ticks>> {
     ])
 }
 
+/// The calling thread's CPU time so far, user and system (kernel), in
+/// nanoseconds (GetThreadTimes).
+pub fn thread_cpu_ns() -> Option<(u64, u64)> {
+    use windows_sys::Win32::Foundation::FILETIME;
+    let zero = FILETIME {
+        dwLowDateTime: 0,
+        dwHighDateTime: 0,
+    };
+    let (mut created, mut exited, mut kernel, mut user) = (zero, zero, zero, zero);
+    // SAFETY: the pseudo-handle of the calling thread, and four FILETIMEs
+    // we own to write.
+    let ok = unsafe {
+        windows_sys::Win32::System::Threading::GetThreadTimes(
+            windows_sys::Win32::System::Threading::GetCurrentThread(),
+            &mut created,
+            &mut exited,
+            &mut kernel,
+            &mut user,
+        )
+    };
+    if ok == 0 {
+        return None;
+    }
+    let ns = |t: FILETIME| {
+        ((u64::from(t.dwHighDateTime) << 32) | u64::from(t.dwLowDateTime)).saturating_mul(100)
+    };
+    Some((ns(user), ns(kernel)))
+}
+
 /// The monotonic clock, nanoseconds: QueryPerformanceCounter.
 pub fn monotonic_ns() -> u64 {
     use windows_sys::Win32::System::Performance::{

@@ -183,15 +183,21 @@ pub(crate) fn launch(
                 on_done,
             };
             let start = measure.and_then(|_| engine::cpu::snapshot());
+            // the CPU time of this test's own threads (this one and those
+            // it starts), whatever else the netserver runs
+            let account = std::sync::Arc::new(engine::cpu::Account::default());
+            let entered = engine::cpu::Account::enter(&account);
             // a CPU this host cannot bind to leaves the test unbound, as
             // netserver 2.7 does
             if let Some(Err(e)) = cpu.map(sockopt::pin_current_thread) {
                 log.warn_limited("cpu-bind", &format!("-T: {e}: the test runs unbound"));
             }
             let r = run_sampled(&c, interval, job);
+            drop(entered);
             // -C: our utilisation over the test, from /proc/stat.
             let r = r.map(|mut res| {
                 res.foreign_connections = c.foreign();
+                res.own_cpu = account.used();
                 // (read /proc/stat only when asked to)
                 if let (Some(n), Some(a)) = (measure, start)
                     && let Some(b) = engine::cpu::snapshot()
@@ -230,10 +236,12 @@ fn run_sampled(
         return job(ctl);
     };
     let done = AtomicBool::new(false);
+    let account = engine::cpu::carried();
     thread::scope(|sc| {
         let sampler = thread::Builder::new()
             .name("interim".into())
             .spawn_scoped(sc, || {
+                let _in = account.as_ref().map(engine::cpu::Account::enter);
                 let began = Instant::now();
                 let mut next = began + every;
                 while !done.load(Ordering::Acquire) {

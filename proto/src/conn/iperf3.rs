@@ -192,11 +192,15 @@ impl Iperf3Server {
                 sr
             })
             .collect();
-        let cpu = r.cpu.as_ref();
+        // as iperf3 -s states its own: the CPU time its test's threads
+        // used, in percent of the test's time
+        let (cpu_util_total, cpu_util_user, cpu_util_system) = r
+            .own_cpu
+            .map_or((0.0, 0.0, 0.0), |c| c.percent_of(r.elapsed_ns));
         Results {
-            cpu_util_total: cpu.map_or(0.0, |c| c.util),
-            cpu_util_user: cpu.map_or(0.0, |c| c.user),
-            cpu_util_system: cpu.map_or(0.0, |c| c.system),
+            cpu_util_total,
+            cpu_util_user,
+            cpu_util_system,
             sender_has_retransmits: if receives && !t.bidir { -1 } else { 0 },
             congestion_used: r.tcp.as_ref().map(|c| c.cong_control.clone()),
             streams,

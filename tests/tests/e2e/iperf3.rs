@@ -180,6 +180,57 @@ fn reverse_bidir_and_parallel_carry_the_servers_figures() {
     assert!(text.contains("rsnetperf netserver"), "{}", out);
 }
 
+/// The server's CPU utilisation in iperf3's results (`-J`'s
+/// `remote_total`, `-V`'s "remote/receiver" line) is the test's own: the
+/// CPU time its threads used over its seconds, as `iperf3 -s` states its
+/// process's. Two clients at once: each figure is its own test's (under
+/// the netserver's whole time, which the kernel counts), and together
+/// they are most of it (the rest is the control thread's).
+#[test]
+#[cfg(target_os = "linux")]
+fn the_servers_cpu_utilisation_is_its_tests_own() {
+    if !have_iperf3() {
+        return;
+    }
+    let (ns, port) = netserver(&[]);
+    let proc_dir = std::path::PathBuf::from(format!("/proc/{}", ns.pid()));
+    let before = harness::cpu_ticks(&proc_dir);
+    let runs: Vec<_> = (0..2)
+        .map(|_| thread::spawn(move || client(port, &["-t", "2"])))
+        .collect();
+    let seconds_of_cpu: Vec<f64> = runs
+        .into_iter()
+        .map(|t| {
+            let v = t
+                .join()
+                .unwrap()
+                .unwrap_or_else(|e| panic!("{e}\n{}", ns.log()));
+            let util = &v["end"]["cpu_utilization_percent"];
+            let (total, user, system) = (
+                util["remote_total"].as_f64().unwrap(),
+                util["remote_user"].as_f64().unwrap(),
+                util["remote_system"].as_f64().unwrap(),
+            );
+            assert!((total - user - system).abs() < 0.01, "{util}");
+            let secs = v["end"]["sum_received"]["seconds"].as_f64().unwrap();
+            total / 100.0 * secs
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(200));
+    // the kernel's count of the whole netserver, in 10 ms ticks
+    let whole = (harness::cpu_ticks(&proc_dir) - before) as f64 / 100.0;
+    let ours: f64 = seconds_of_cpu.iter().sum();
+    eprintln!("the tests' own CPU: {seconds_of_cpu:?} s; the netserver's: {whole:.2} s");
+    for s in &seconds_of_cpu {
+        assert!(*s > 0.05, "a receiving test used {s} s of CPU");
+        assert!(*s < whole * 0.8, "{s} s of {whole} s: not its own");
+    }
+    assert!(
+        ours <= whole + 0.05 && ours >= whole * 0.6,
+        "together {ours:.3} s, the netserver {whole:.3} s"
+    );
+}
+
 /// `-b` and `--fq-rate` on a test the netserver sends (`-R`): each stream
 /// paced at the rate asked, by the kernel (SO_MAX_PACING_RATE on the
 /// netserver's sockets), as `iperf3 -s` paces its own. An upper bound only:
