@@ -76,6 +76,10 @@ pub fn apply_side(
             sock.set_keepalive(true)
                 .context(|| "setting SO_KEEPALIVE".to_string())?;
         }
+        if let Some(mss) = side.mss {
+            sys::opt::set_mss(sock, i32::try_from(mss).unwrap_or(i32::MAX))
+                .context(|| format!("setting TCP_MAXSEG to {mss}"))?;
+        }
     }
     if side.dont_route {
         sys::opt::dont_route(sock).context(|| "setting SO_DONTROUTE".to_string())?;

@@ -201,6 +201,11 @@ pub struct SideSpec {
     /// Buffers in the send and receive rings (global `-W`, test `-W`).
     pub send_width: Option<u32>,
     pub recv_width: Option<u32>,
+    /// TCP_MAXSEG on the server's end of each stream: an iperf3 client's
+    /// `-M`, which `iperf3 -s` sets on its listening socket. Never on our
+    /// wire (netperf 2.7's `-G` is the client's own end only).
+    #[serde(skip)]
+    pub mss: Option<u32>,
 }
 
 /// Everything the server needs to run its side of one test.

@@ -190,7 +190,10 @@ pub(crate) fn launch(
             // a CPU this host cannot bind to leaves the test unbound, as
             // netserver 2.7 does
             if let Some(Err(e)) = cpu.map(sockopt::pin_current_thread) {
-                log.warn_limited("cpu-bind", &format!("-T: {e}: the test runs unbound"));
+                log.warn_limited(
+                    "cpu-bind",
+                    &format!("the server's CPU (-T; iperf3's -A N,M): {e}: the test runs unbound"),
+                );
             }
             let r = run_sampled(&c, interval, job);
             drop(entered);

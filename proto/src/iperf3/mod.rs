@@ -90,6 +90,32 @@ mod tests {
     }
 
     #[test]
+    fn mss_and_server_affinity_reach_the_servers_side() {
+        let json = br#"{"tcp":true,"time":1,"MSS":1200,"server_affinity":1}"#;
+        let t = Params::decode(json).unwrap().test(Family::V4).unwrap();
+        assert_eq!(
+            (t.spec.server.mss, t.spec.server.cpu_bind),
+            (Some(1200), Some(1))
+        );
+        let none = Params::decode(br#"{"tcp":true}"#)
+            .unwrap()
+            .test(Family::V4)
+            .unwrap();
+        assert_eq!(
+            (none.spec.server.mss, none.spec.server.cpu_bind),
+            (None, None)
+        );
+        // beyond iperf3's own limits: refused, naming the option
+        for (json, option) in [
+            (&br#"{"tcp":true,"MSS":40000}"#[..], "-M"),
+            (&br#"{"tcp":true,"server_affinity":5000}"#[..], "-A"),
+        ] {
+            let e = Params::decode(json).unwrap().test(Family::V4).unwrap_err();
+            assert!(e.message.contains(option), "{e:?}");
+        }
+    }
+
+    #[test]
     fn messages_are_bounded_before_they_are_read() {
         let m = framed(br#"{"a":1}"#);
         assert_eq!(take_json(&m, 100).unwrap(), Some((&m[4..], m.len())));

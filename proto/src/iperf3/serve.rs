@@ -8,7 +8,7 @@ use crate::{
     test::{Family, TestEnd, TestKind, TestSpec},
 };
 
-use super::wire::{MAX_OMIT, MAX_STREAMS, MAX_TIME, Params};
+use super::wire::{MAX_AFFINITY, MAX_MSS, MAX_OMIT, MAX_STREAMS, MAX_TIME, Params};
 
 /// What an iperf3 test is, beyond the [`TestSpec`] the data path runs.
 #[derive(Clone, Debug, PartialEq)]
@@ -123,6 +123,12 @@ impl Params {
             .map(|t| t as u8)
             .filter(|t| *t > 0);
         spec.server.cong_control = self.congestion.clone().filter(|c| !c.is_empty());
+        // -M: the server's end too, as iperf3 -s sets it on its listener
+        spec.server.mss = whole(self.mss, "-M", f64::from(MAX_MSS))?
+            .map(|m| m as u32)
+            .filter(|m| *m > 0);
+        // -A N,M: the server's test on CPU M, as iperf3 -s pins itself
+        spec.server.cpu_bind = whole(self.server_affinity, "-A", MAX_AFFINITY)?.map(|c| c as u32);
         // what the server sends is paced as the client asked, each stream
         // at -b (UDP's default 1 Mbit/s comes in the parameters) or at
         // --fq-rate, the lower

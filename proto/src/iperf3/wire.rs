@@ -93,6 +93,9 @@ pub fn is_cookie(b: &[u8]) -> bool {
 pub const MAX_TIME: f64 = 86_400.0;
 pub const MAX_OMIT: f64 = 600.0;
 pub const MAX_STREAMS: f64 = 128.0;
+/// The largest `-M` (MAX_MSS) and `-A`'s highest CPU, as iperf3 checks them.
+pub const MAX_MSS: u32 = 32 * 1024 - 1;
+pub const MAX_AFFINITY: f64 = 1024.0;
 
 /// The id of a test's stream `i` (from 0), as both ends number them:
 /// 1, 3, 4, 5, ... (iperf3 skips 2, and its peers must agree).

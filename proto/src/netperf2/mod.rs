@@ -245,6 +245,7 @@ pub fn serve_omni(r: &OmniRequest, control: Family) -> Result<Served, Refusal> {
         recv_offset: r.recv_offset,
         send_width: (r.send_width > 0).then_some(r.send_width),
         recv_width: (r.recv_width > 0).then_some(r.recv_width),
+        mss: None,
     };
     if kind.is_rr() {
         spec.request_size = u32::try_from(r.request_size).unwrap_or(0);

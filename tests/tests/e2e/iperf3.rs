@@ -231,6 +231,40 @@ fn the_servers_cpu_utilisation_is_its_tests_own() {
     );
 }
 
+/// `-M` and `-A N,M`: the netserver sets the client's MSS on its end of
+/// the stream and runs the test on CPU M, as `iperf3 -s` sets its
+/// listener's MSS and pins itself (seen in the netserver's system calls).
+#[test]
+#[cfg(target_os = "linux")]
+fn mss_and_server_affinity_are_set_at_the_servers_end() {
+    if !have_iperf3() || !harness::have_strace() {
+        return;
+    }
+    let ts = harness::TracedServer::start(
+        &["-e", "trace=setsockopt,sched_setaffinity"],
+        &["--iperf3", "0"],
+        "iperf3-mss",
+    );
+    let port = ts.ns.iperf3_port();
+    let v = client(port, &["-t", "1", "-M", "1200", "-A", "0,1"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", ts.ns.log()));
+    assert!(bytes(&v, "sum_received") > 1e5, "{v}");
+    let trace = ts.trace();
+    assert!(
+        trace
+            .lines()
+            .any(|l| l.contains("TCP_MAXSEG, [1200]") && l.contains("= 0")),
+        "{trace}"
+    );
+    // the test's thread on CPU 1: a mask of that CPU alone
+    assert!(
+        trace
+            .lines()
+            .any(|l| l.contains("sched_setaffinity") && l.contains("[1]") && l.contains("= 0")),
+        "{trace}"
+    );
+}
+
 /// `-b` and `--fq-rate` on a test the netserver sends (`-R`): each stream
 /// paced at the rate asked, by the kernel (SO_MAX_PACING_RATE on the
 /// netserver's sockets), as `iperf3 -s` paces its own. An upper bound only:
