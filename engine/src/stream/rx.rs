@@ -38,7 +38,10 @@ const WAKE_CHECK: u32 = 16;
 /// A fast sender of many threads loses by it instead (our --flows 8 into
 /// netserver: 0.88), and so does one flow (TCP_MAERTS 0.85 to 0.90 of
 /// netperf 2.7, with half the context switches): so only iperf3's clients'
-/// streams are received so. The mark follows the flow's rate: 2 ms of it,
+/// streams from one sending thread are received so (3.12's eight; 3.21's
+/// one stream: 1.04 and 1.11 of the same netserver waking for every
+/// packet, geometric means of 30 and 24 alternated pairs, at 0.78 and
+/// 0.82 of its CPU a megabyte). The mark follows the flow's rate: 2 ms of it,
 /// 64 KiB at most, one byte for a slow flow.
 #[derive(Debug, Default)]
 struct Wake {

@@ -90,6 +90,25 @@ mod tests {
     }
 
     #[test]
+    fn streams_from_one_sending_thread_are_woken_in_batches() {
+        for (version, parallel, batched) in [
+            ("3.21", 1, true),
+            ("3.21", 4, false),
+            ("3.12", 1, true),
+            ("3.12", 8, true),
+            ("3.16", 2, false),
+        ] {
+            let json =
+                format!(r#"{{"tcp":true,"parallel":{parallel},"client_version":"{version}"}}"#);
+            let t = Params::decode(json.as_bytes())
+                .unwrap()
+                .test(Family::V4)
+                .unwrap();
+            assert_eq!(t.spec.batch_wakes, batched, "{version} -P {parallel}");
+        }
+    }
+
+    #[test]
     fn mss_and_server_affinity_reach_the_servers_side() {
         let json = br#"{"tcp":true,"time":1,"MSS":1200,"server_affinity":1}"#;
         let t = Params::decode(json).unwrap().test(Family::V4).unwrap();
