@@ -263,6 +263,19 @@ pub fn carried() -> Option<Arc<Account>> {
     CURRENT.with(|c| c.borrow().clone())
 }
 
+/// Start `f` on a scoped thread that counts toward the calling thread's
+/// account: how a test's thread starts the helpers that run its flows.
+pub fn spawn_scoped<'scope, T: Send + 'scope>(
+    sc: &'scope std::thread::Scope<'scope, '_>,
+    f: impl FnOnce() -> T + Send + 'scope,
+) -> std::thread::ScopedJoinHandle<'scope, T> {
+    let account = carried();
+    sc.spawn(move || {
+        let _in = account.as_ref().map(Account::enter);
+        f()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

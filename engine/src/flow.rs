@@ -481,14 +481,12 @@ pub fn together<T: Send, E: Send>(
         return vec![r.unwrap_or_else(|_| Err(panicked()))];
     }
     let go = std::sync::Barrier::new(n);
-    // each thread's CPU time counts toward its starter's test
-    let account = crate::cpu::carried();
     std::thread::scope(|s| {
         let hs: Vec<_> = (0..n)
             .map(|i| {
-                let (f, go, account) = (&f, &go, &account);
-                s.spawn(move || {
-                    let _in = account.as_ref().map(crate::cpu::Account::enter);
+                let (f, go) = (&f, &go);
+                // (its CPU time counts toward its starter's test)
+                crate::cpu::spawn_scoped(s, move || {
                     go.wait();
                     f(i)
                 })

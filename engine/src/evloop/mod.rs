@@ -254,8 +254,6 @@ pub(crate) fn spread<C: Send, R: Send>(
             s.push((i, c));
         }
     }
-    // each thread's CPU time counts toward its starter's test
-    let account = crate::cpu::carried();
     std::thread::scope(|s| {
         let handles: Vec<_> = shares
             .into_iter()
@@ -264,9 +262,9 @@ pub(crate) fn spread<C: Send, R: Send>(
                 let cpu = (!cpus.is_empty())
                     .then(|| cpus.get(t % cpus.len()).copied())
                     .flatten();
-                let (f, account) = (&f, &account);
-                s.spawn(move || {
-                    let _in = account.as_ref().map(crate::cpu::Account::enter);
+                let f = &f;
+                // (its CPU time counts toward its starter's test)
+                crate::cpu::spawn_scoped(s, move || {
                     if let Some(c) = cpu {
                         crate::sockopt::pin_current_thread(c)?;
                     }

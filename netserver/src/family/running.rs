@@ -239,6 +239,7 @@ fn run_sampled(
         return job(ctl);
     };
     let done = AtomicBool::new(false);
+    // (the sampler's CPU time counts toward the test's, as its flows' do)
     let account = engine::cpu::carried();
     thread::scope(|sc| {
         let sampler = thread::Builder::new()

@@ -158,7 +158,8 @@ fn run_flows(
     let others = conns.split_off((spec.flows.max(1) as usize).min(conns.len()));
     let (first, second) = if sends { (send, recv) } else { (recv, send) };
     let (a, b) = std::thread::scope(|sc| {
-        let b = sc.spawn(|| run_flows_on_loops(spec, others, second, conv, ctl));
+        let b =
+            engine::cpu::spawn_scoped(sc, || run_flows_on_loops(spec, others, second, conv, ctl));
         let a = run_flows_on_loops(spec, conns, first, conv, ctl);
         (a, b.join())
     });

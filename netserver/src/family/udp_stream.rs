@@ -324,7 +324,9 @@ pub(crate) fn prepare_handed(
         let recv_role = engine::evloop::udp::UdpRole::Recv;
         let (r, s) = std::thread::scope(|sc| {
             let s = (!send.is_empty()).then(|| {
-                sc.spawn(|| run_udp_flows_counted(&spec, send, count, send_role, conv, &token, ctl))
+                engine::cpu::spawn_scoped(sc, || {
+                    run_udp_flows_counted(&spec, send, count, send_role, conv, &token, ctl)
+                })
             });
             let r = (!recv.is_empty())
                 .then(|| run_udp_flows_on_loops(&spec, recv, recv_role, conv, &token, ctl));

@@ -229,6 +229,25 @@ fn the_servers_cpu_utilisation_is_its_tests_own() {
         ours <= whole + 0.05 && ours >= whole * 0.6,
         "together {ours:.3} s, the netserver {whole:.3} s"
     );
+    // the threads a test starts beside its own count too: the sending
+    // group of a UDP test the netserver sends, and --bidir's second group
+    for asked in ["-u -b 200M -R", "--bidir"] {
+        let args: Vec<&str> = ["-t", "2"].into_iter().chain(asked.split(' ')).collect();
+        let before = harness::cpu_ticks(&proc_dir);
+        let v = client(port, &args).unwrap_or_else(|e| panic!("{e}\n{}", ns.log()));
+        thread::sleep(Duration::from_millis(200));
+        let whole = (harness::cpu_ticks(&proc_dir) - before) as f64 / 100.0;
+        let total = v["end"]["cpu_utilization_percent"]["remote_total"]
+            .as_f64()
+            .unwrap();
+        let secs = v["end"]["sum_sent"]["seconds"].as_f64().unwrap();
+        let own = total / 100.0 * secs;
+        eprintln!("{asked}: the test's own CPU {own:.3} s; the netserver's {whole:.2} s");
+        assert!(
+            own <= whole + 0.05 && own >= whole * 0.6 && own > 0.0,
+            "{asked}: {own:.3} s of the netserver's {whole:.3} s"
+        );
+    }
 }
 
 /// `-M` and `-A N,M`: the netserver sets the client's MSS on its end of
