@@ -14,7 +14,7 @@ use std::{
     cell::RefCell,
     sync::{
         Arc,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
 };
 
@@ -199,8 +199,8 @@ pub fn service_demand(util_pct: f64, num_cpus: u32, units: f64, divisor: f64, el
 pub struct Account {
     user_ns: AtomicU64,
     system_ns: AtomicU64,
-    /// Whether every thread that entered could read its time.
-    unread: AtomicU64,
+    /// A thread that entered could not read its time.
+    unread: AtomicBool,
 }
 
 thread_local! {
@@ -231,7 +231,7 @@ impl Account {
     /// The time counted so far, or `None` where a thread's could not be
     /// read (a platform that does not count a thread's time).
     pub fn used(&self) -> Option<OwnCpu> {
-        (self.unread.load(Ordering::Relaxed) == 0).then(|| OwnCpu {
+        (!self.unread.load(Ordering::Relaxed)).then(|| OwnCpu {
             user_ns: self.user_ns.load(Ordering::Relaxed),
             system_ns: self.system_ns.load(Ordering::Relaxed),
         })
@@ -249,7 +249,7 @@ impl Drop for Entered {
                     .fetch_add(s1.saturating_sub(s0), Ordering::Relaxed);
             }
             _ => {
-                self.account.unread.fetch_add(1, Ordering::Relaxed);
+                self.account.unread.store(true, Ordering::Relaxed);
             }
         }
         let before = self.before.take();

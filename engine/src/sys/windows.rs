@@ -189,12 +189,7 @@ pub fn descriptors() -> (Option<u64>, u64) {
 /// machine's, the busiest CPU unknown, and service demand counts every
 /// CPU, as it must).
 pub fn cpu_ticks() -> Option<Vec<crate::cpu::Ticks>> {
-    use windows_sys::Win32::Foundation::FILETIME;
-    let zero = FILETIME {
-        dwLowDateTime: 0,
-        dwHighDateTime: 0,
-    };
-    let (mut idle, mut kernel, mut user) = (zero, zero, zero);
+    let (mut idle, mut kernel, mut user) = (NO_TIME, NO_TIME, NO_TIME);
     // SAFETY: writes three FILETIMEs we own.
     let ok = unsafe {
         windows_sys::Win32::System::Threading::GetSystemTimes(&mut idle, &mut kernel, &mut user)
@@ -202,8 +197,7 @@ pub fn cpu_ticks() -> Option<Vec<crate::cpu::Ticks>> {
     if ok == 0 {
         return None;
     }
-    let v = |t: FILETIME| (u64::from(t.dwHighDateTime) << 32) | u64::from(t.dwLowDateTime);
-    let (idle, kernel, user) = (v(idle), v(kernel), v(user));
+    let (idle, kernel, user) = (ticks_100ns(idle), ticks_100ns(kernel), ticks_100ns(user));
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     Some(vec![
         crate::cpu::Ticks {
@@ -219,12 +213,7 @@ pub fn cpu_ticks() -> Option<Vec<crate::cpu::Ticks>> {
 /// The calling thread's CPU time so far, user and system (kernel), in
 /// nanoseconds (GetThreadTimes).
 pub fn thread_cpu_ns() -> Option<(u64, u64)> {
-    use windows_sys::Win32::Foundation::FILETIME;
-    let zero = FILETIME {
-        dwLowDateTime: 0,
-        dwHighDateTime: 0,
-    };
-    let (mut created, mut exited, mut kernel, mut user) = (zero, zero, zero, zero);
+    let (mut created, mut exited, mut kernel, mut user) = (NO_TIME, NO_TIME, NO_TIME, NO_TIME);
     // SAFETY: the pseudo-handle of the calling thread, and four FILETIMEs
     // we own to write.
     let ok = unsafe {
@@ -239,10 +228,20 @@ pub fn thread_cpu_ns() -> Option<(u64, u64)> {
     if ok == 0 {
         return None;
     }
-    let ns = |t: FILETIME| {
-        ((u64::from(t.dwHighDateTime) << 32) | u64::from(t.dwLowDateTime)).saturating_mul(100)
-    };
+    let ns = |t| ticks_100ns(t).saturating_mul(100);
     Some((ns(user), ns(kernel)))
+}
+
+/// A FILETIME for a call to write into.
+const NO_TIME: windows_sys::Win32::Foundation::FILETIME =
+    windows_sys::Win32::Foundation::FILETIME {
+        dwLowDateTime: 0,
+        dwHighDateTime: 0,
+    };
+
+/// A FILETIME's count of 100 ns units.
+fn ticks_100ns(t: windows_sys::Win32::Foundation::FILETIME) -> u64 {
+    (u64::from(t.dwHighDateTime) << 32) | u64::from(t.dwLowDateTime)
 }
 
 /// The monotonic clock, nanoseconds: QueryPerformanceCounter.

@@ -125,7 +125,7 @@ impl Params {
             .filter(|t| *t > 0);
         spec.server.cong_control = self.congestion.clone().filter(|c| !c.is_empty());
         // -M: the server's end too, as iperf3 -s sets it on its listener
-        spec.server.mss = whole(self.mss, "-M", f64::from(MAX_MSS))?
+        spec.server.mss = whole(self.mss, "-M", MAX_MSS)?
             .map(|m| m as u32)
             .filter(|m| *m > 0);
         // -A N,M: the server's test on CPU M, as iperf3 -s pins itself

@@ -94,7 +94,7 @@ pub const MAX_TIME: f64 = 86_400.0;
 pub const MAX_OMIT: f64 = 600.0;
 pub const MAX_STREAMS: f64 = 128.0;
 /// The largest `-M` (MAX_MSS) and `-A`'s highest CPU, as iperf3 checks them.
-pub const MAX_MSS: u32 = 32 * 1024 - 1;
+pub const MAX_MSS: f64 = 32_767.0;
 pub const MAX_AFFINITY: f64 = 1024.0;
 
 /// The id of a test's stream `i` (from 0), as both ends number them:

@@ -92,6 +92,28 @@ fn bytes(v: &Value, at: &str) -> f64 {
     v["end"][at]["bytes"].as_f64().unwrap_or(f64::NAN)
 }
 
+/// The server's CPU seconds as iperf3's results state them: its
+/// utilisation (percent of one CPU) over the seconds of the sum `at`.
+fn remote_cpu_seconds(v: &Value, at: &str) -> f64 {
+    let util = &v["end"]["cpu_utilization_percent"];
+    let (total, user, system) = (
+        util["remote_total"].as_f64().unwrap(),
+        util["remote_user"].as_f64().unwrap(),
+        util["remote_system"].as_f64().unwrap(),
+    );
+    assert!((total - user - system).abs() < 0.01, "{util}");
+    total / 100.0 * v["end"][at]["seconds"].as_f64().unwrap()
+}
+
+/// Our netserver serving iperf3 under strace (`trace=` the `calls`), and
+/// its iperf3 port.
+fn traced(calls: &str, tag: &str) -> (harness::TracedServer, u16) {
+    let ts =
+        harness::TracedServer::start(&["-e", &format!("trace={calls}")], &["--iperf3", "0"], tag);
+    let port = ts.ns.iperf3_port();
+    (ts, port)
+}
+
 /// Eight iperf3 clients at once: every one completes against our
 /// netserver, where `iperf3 -s` (one test at a time) refuses the others.
 #[test]
@@ -205,15 +227,7 @@ fn the_servers_cpu_utilisation_is_its_tests_own() {
                 .join()
                 .unwrap()
                 .unwrap_or_else(|e| panic!("{e}\n{}", ns.log()));
-            let util = &v["end"]["cpu_utilization_percent"];
-            let (total, user, system) = (
-                util["remote_total"].as_f64().unwrap(),
-                util["remote_user"].as_f64().unwrap(),
-                util["remote_system"].as_f64().unwrap(),
-            );
-            assert!((total - user - system).abs() < 0.01, "{util}");
-            let secs = v["end"]["sum_received"]["seconds"].as_f64().unwrap();
-            total / 100.0 * secs
+            remote_cpu_seconds(&v, "sum_received")
         })
         .collect();
     thread::sleep(Duration::from_millis(200));
@@ -237,11 +251,7 @@ fn the_servers_cpu_utilisation_is_its_tests_own() {
         let v = client(port, &args).unwrap_or_else(|e| panic!("{e}\n{}", ns.log()));
         thread::sleep(Duration::from_millis(200));
         let whole = (harness::cpu_ticks(&proc_dir) - before) as f64 / 100.0;
-        let total = v["end"]["cpu_utilization_percent"]["remote_total"]
-            .as_f64()
-            .unwrap();
-        let secs = v["end"]["sum_sent"]["seconds"].as_f64().unwrap();
-        let own = total / 100.0 * secs;
+        let own = remote_cpu_seconds(&v, "sum_sent");
         eprintln!("{asked}: the test's own CPU {own:.3} s; the netserver's {whole:.2} s");
         assert!(
             own <= whole + 0.05 && own >= whole * 0.6 && own > 0.0,
@@ -259,12 +269,7 @@ fn mss_and_server_affinity_are_set_at_the_servers_end() {
     if !have_iperf3() || !harness::have_strace() {
         return;
     }
-    let ts = harness::TracedServer::start(
-        &["-e", "trace=setsockopt,sched_setaffinity"],
-        &["--iperf3", "0"],
-        "iperf3-mss",
-    );
-    let port = ts.ns.iperf3_port();
+    let (ts, port) = traced("setsockopt,sched_setaffinity", "iperf3-mss");
     let v = client(port, &["-t", "1", "-M", "1200", "-A", "0,1"])
         .unwrap_or_else(|e| panic!("{e}\n{}", ts.ns.log()));
     assert!(bytes(&v, "sum_received") > 1e5, "{v}");
@@ -660,12 +665,7 @@ fn iperf3_streams_are_received_in_larger_wakes_and_ours_are_not() {
     if !have_iperf3() || !harness::have_strace() {
         return;
     }
-    let ts = harness::TracedServer::start(
-        &["-e", "trace=setsockopt"],
-        &["--iperf3", "0"],
-        "iperf3-wakes",
-    );
-    let port = ts.ns.iperf3_port();
+    let (ts, port) = traced("setsockopt", "iperf3-wakes");
     let v = client(port, &["-P", "2", "-t", "2"]).unwrap();
     // (what was in flight when the client said the test ended is not the
     // server's, by iperf3's definition, as with iperf3 -s)
