@@ -149,6 +149,14 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
             return Ok(());
         }
     };
+    // Signals are taken by one thread with sigwait; every other thread
+    // inherits the blocked mask, so no handler runs at an awkward moment.
+    // Blocked here, before anything below can start a thread (the log's
+    // writer starts at its first line, --metrics's on binding, and so
+    // on): a thread started earlier would take SIGHUP's default action,
+    // which ends the process. The mask survives the fork of detaching.
+    let signals = Signals::block(&[Asked::Interrupt, Asked::Terminate, Asked::Reopen])
+        .map_err(|e| Error::system("cannot block signals", e))?;
     let family = match opts.family {
         AddrFamily::Unspec => "AF_UNSPEC",
         AddrFamily::V4 => "AF_INET",
@@ -222,11 +230,7 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
             .log(1, &format!("metrics at http://{a}/metrics"));
     }
 
-    // Signals are taken by one thread with sigwait; every other thread
-    // inherits the blocked mask, so no handler runs at an awkward moment.
-    let signals = Signals::block(&[Asked::Interrupt, Asked::Terminate, Asked::Reopen])
-        .map_err(|e| Error::system("cannot block signals", e))?;
-    // (after the mask: the log's thread inherits it)
+    // (the mask was set above: the log's thread inherits it)
     opts.config.logger.start();
     if let Some(r) = &opts.config.record {
         r.start();

@@ -12,6 +12,7 @@ mod errors;
 mod exhaustion;
 mod fleet;
 mod flows;
+mod hardening;
 mod iperf3;
 mod lab;
 mod mesh;
