@@ -269,6 +269,34 @@ pub const OPTIONS: &[OptDef] = &[
         "With --key-file, serve netperf 2.7 clients too, which cannot prove the key",
     ),
     OptDef::long_only(
+        "rsa_private_key_path",
+        "rsa-private-key-path",
+        Arity::Required,
+        "file",
+        "iperf3 clients must authenticate as iperf3 -s requires: the RSA private key (PEM, unencrypted) their tokens are decrypted with; with --authorized-users-path",
+    ),
+    OptDef::long_only(
+        "authorized_users_path",
+        "authorized-users-path",
+        Arity::Required,
+        "file",
+        "The iperf3 users file (lines user,sha256 of {user}password, as iperf3's); read again at each test",
+    ),
+    OptDef::long_only(
+        "time_skew_threshold",
+        "time-skew-threshold",
+        Arity::Required,
+        "secs",
+        "How far an iperf3 client's clock may be from ours when it authenticates (default 10)",
+    ),
+    OptDef::long_only(
+        "allow_iperf3_unauthenticated",
+        "allow-iperf3-unauthenticated",
+        Arity::None,
+        "",
+        "With --key-file, serve iperf3 clients without credentials too (they cannot prove the key)",
+    ),
+    OptDef::long_only(
         "fleet",
         "fleet",
         Arity::None,
@@ -371,6 +399,7 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
     };
     let bad = |opt: &str, e: value::ValueError| CliError(format!("{opt}: {e}"));
     let (mut key_file, mut allow_netperf2, mut no_netperf2) = (false, false, false);
+    let mut iperf3_auth = Iperf3AuthArgs::default();
     for occ in &parsed.options {
         let v = occ.value.as_deref().unwrap_or("");
         let spelled = occ.spelled.as_str();
@@ -454,6 +483,12 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
             "allow_netperf2" => allow_netperf2 = true,
             "no_netperf2" => no_netperf2 = true,
             "fleet" => o.config.fleet = true,
+            "rsa_private_key_path" => iperf3_auth.key = Some(PathBuf::from(v)),
+            "authorized_users_path" => iperf3_auth.users = Some(PathBuf::from(v)),
+            "time_skew_threshold" => {
+                iperf3_auth.skew = Some(value::u32_size(v).map_err(|e| bad(spelled, e))?);
+            }
+            "allow_iperf3_unauthenticated" => iperf3_auth.allow = true,
             // the daemon's limits and deadlines; an option in the table
             // that no arm takes is a bug, caught by the test below
             other => {
@@ -471,6 +506,7 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
             "--fleet: third-party tests need the fleet's key: --key-file FILE (the same file on every netserver of the mesh)".into(),
         ));
     }
+    o.config.iperf3_gate = iperf3_auth.gate(key_file)?.map(std::sync::Arc::new);
     // netperf 2.7's protocol can carry a passphrase (in the clear), never
     // a proof of a key file's key
     o.config.netperf2_refused = if no_netperf2 {
@@ -481,6 +517,45 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
         None
     };
     Ok(Invocation::Run(Box::new(o)))
+}
+
+/// The options of the iperf3 port's authentication.
+#[derive(Default)]
+struct Iperf3AuthArgs {
+    key: Option<PathBuf>,
+    users: Option<PathBuf>,
+    skew: Option<u32>,
+    allow: bool,
+}
+
+impl Iperf3AuthArgs {
+    /// Who may test on the iperf3 port: with credentials, those who
+    /// authenticate as iperf3 does; under `--key-file` without them,
+    /// nobody unless `--allow-iperf3-unauthenticated`; else anyone.
+    fn gate(self, key_file: bool) -> Result<Option<crate::iperf3_auth::Iperf3Gate>, CliError> {
+        use crate::iperf3_auth::Iperf3Gate;
+        match (self.key, self.users) {
+            (Some(key), Some(users)) => {
+                if self.allow {
+                    return Err(CliError(
+                        "--allow-iperf3-unauthenticated: iperf3 clients must authenticate where --authorized-users-path is given".into(),
+                    ));
+                }
+                let skew = u64::from(self.skew.unwrap_or(10));
+                Iperf3Gate::credentials(&key, &users, skew)
+                    .map(Some)
+                    .map_err(CliError)
+            }
+            (Some(_), None) | (None, Some(_)) => Err(CliError(
+                "--rsa-private-key-path and --authorized-users-path: iperf3's authentication needs both".into(),
+            )),
+            (None, None) if self.skew.is_some() => Err(CliError(
+                "--time-skew-threshold: only with --rsa-private-key-path and --authorized-users-path".into(),
+            )),
+            (None, None) if key_file && !self.allow => Ok(Some(Iperf3Gate::KeyRequired)),
+            (None, None) => Ok(None),
+        }
+    }
 }
 
 /// How `netserver token` is used.

@@ -73,6 +73,9 @@ pub struct Config {
     /// `--policy`: budgets per address, prefix and daemon, and what one
     /// test may ask (none: nothing refused).
     pub policy: Arc<crate::policy::Policy>,
+    /// Who may test on the iperf3 port (`None`: every client, as iperf3
+    /// -s without credentials).
+    pub iperf3_gate: Option<Arc<crate::iperf3_auth::Iperf3Gate>>,
 }
 
 impl Default for Config {
@@ -102,6 +105,7 @@ impl Default for Config {
             metrics: Arc::default(),
             record: None,
             policy: Arc::default(),
+            iperf3_gate: None,
         }
     }
 }

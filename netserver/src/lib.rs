@@ -33,6 +33,7 @@ pub mod error;
 pub mod family;
 mod fleet;
 mod handoff;
+pub mod iperf3_auth;
 pub mod listener;
 pub mod log;
 pub mod metrics;

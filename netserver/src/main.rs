@@ -224,6 +224,9 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
         None => Logger::discard(),
     };
     opts.config.record = record.map(|f| file_logger(f, 0, netserver::log::Format::Raw, &opts));
+    if let (Some(gate), false) = (&opts.config.iperf3_gate, iperf3.is_empty()) {
+        opts.config.logger.log(1, &gate.describe());
+    }
     if let Some(Ok(a)) = metrics.as_ref().map(|m| m.local_addr()) {
         opts.config
             .logger

@@ -490,6 +490,11 @@ impl Session {
         )
         .announcing(cfg.policy.announced())
         .fleet(cfg.fleet && cfg.key.is_some())
+        .iperf3_auth(
+            cfg.iperf3_gate
+                .clone()
+                .map(|g| g as Arc<dyn proto::iperf3::Iperf3Auth>),
+        )
         .with_netperf2(proto::conn::Netperf2Policy {
             serve: cfg.netperf2_refused.is_none(),
             refused: cfg.netperf2_refused.unwrap_or_default(),

@@ -23,7 +23,7 @@
 //! IPERF_DONE. ACCESS_DENIED (busy) and SERVER_ERROR (iperf3's error
 //! number and an errno) are the server's refusals, in iperf3's words.
 
-use std::time::Instant;
+use std::{sync::Arc, time::Instant};
 
 use super::{ClientConnError, ClientSpeaker, ServerEvent, ServerSpeaker, Shared};
 use crate::{
@@ -53,6 +53,9 @@ enum Phase {
 /// One iperf3 client's session, server side.
 pub(crate) struct Iperf3Server {
     phase: Phase,
+    /// Whether its client may test (`None`: every client may, as iperf3
+    /// -s without credentials).
+    auth: Option<Arc<dyn iperf3::Iperf3Auth>>,
     family: Family,
     cookie: Option<[u8; iperf3::COOKIE_LEN]>,
     test: Option<Iperf3Test>,
@@ -62,9 +65,10 @@ pub(crate) struct Iperf3Server {
 }
 
 impl Iperf3Server {
-    pub(crate) fn new(family: Family) -> Iperf3Server {
+    pub(crate) fn new(family: Family, auth: Option<Arc<dyn iperf3::Iperf3Auth>>) -> Iperf3Server {
         Iperf3Server {
             phase: Phase::Cookie,
+            auth,
             family,
             cookie: None,
             test: None,
@@ -89,9 +93,23 @@ impl Iperf3Server {
 
     /// The parameters came: the test they ask, to prepare.
     fn params(&mut self, s: &mut Shared, json: &[u8], now: Instant) {
-        let test = Params::decode(json)
-            .map_err(|e| ErrorMsg::new(ErrorCode::InvalidRequest, e.to_string()))
-            .and_then(|p| p.test(self.family));
+        let params = Params::decode(json)
+            .map_err(|e| ErrorMsg::new(ErrorCode::InvalidRequest, e.to_string()));
+        // authorized before anything it asks is read, as iperf3 -s does;
+        // refused in iperf3's words ("test authorization failed")
+        if let (Ok(p), Some(auth)) = (&params, &self.auth) {
+            if let Err(why) = auth.check(p.authtoken.as_deref()) {
+                s.event(ServerEvent::AuthFailed);
+                self.error(
+                    s,
+                    errno::IEAUTHTEST,
+                    &format!("test authorization failed: {why}"),
+                    now,
+                );
+                return;
+            }
+        }
+        let test = params.and_then(|p| p.test(self.family));
         match test {
             Ok(t) => {
                 s.log(
@@ -745,6 +763,10 @@ mod tests {
     const WAIT: Duration = Duration::from_secs(5);
 
     fn server(now: Instant) -> ServerConn {
+        server_with(now, None)
+    }
+
+    fn server_with(now: Instant, auth: Option<Arc<dyn iperf3::Iperf3Auth>>) -> ServerConn {
         let t = Timeouts {
             first_bytes: WAIT,
             handshake: WAIT,
@@ -753,6 +775,7 @@ mod tests {
             close_grace: WAIT,
         };
         ServerConn::new("srv", Limits::default(), None, [1; 32], (2, 100), t, now)
+            .iperf3_auth(auth)
             .speaking(Dialect::Iperf3)
     }
 
@@ -884,6 +907,67 @@ mod tests {
         // one test a connection
         let again = TestSpec::new(TestKind::TcpStream, Family::V4);
         assert!(c.setup(again, now, WAIT).is_err());
+    }
+
+    /// Lets through the token "good" alone.
+    struct OnlyGood;
+
+    impl iperf3::Iperf3Auth for OnlyGood {
+        fn check(&self, token: Option<&str>) -> Result<(), String> {
+            match token {
+                Some("good") => Ok(()),
+                Some(_) => Err("wrong credentials".into()),
+                None => Err("no credentials".into()),
+            }
+        }
+    }
+
+    /// A server that requires authentication: a client without a token,
+    /// or with a wrong one, is told iperf3's "test authorization failed"
+    /// (SERVER_ERROR, IEAUTHTEST) before any test is prepared; one with a
+    /// good token is served.
+    #[test]
+    fn a_server_that_requires_authentication_refuses_in_iperf3s_words() {
+        let now = Instant::now();
+        let params = |token: Option<&str>| {
+            let json = match token {
+                Some(t) => format!(r#"{{"tcp":true,"time":1,"authtoken":"{t}"}}"#),
+                None => r#"{"tcp":true,"time":1}"#.to_string(),
+            };
+            let mut b = (json.len() as u32).to_be_bytes().to_vec();
+            b.extend_from_slice(json.as_bytes());
+            b
+        };
+        for (token, served) in [(None, false), (Some("bad"), false), (Some("good"), true)] {
+            let mut s = server_with(now, Some(Arc::new(OnlyGood)));
+            s.handle_bytes(now, &iperf3::cookie_of(&Token([7; 32])));
+            assert_eq!(s.output(), &[state::PARAM_EXCHANGE as u8]);
+            let n = s.output().len();
+            s.consumed(n);
+            s.handle_bytes(now, &params(token));
+            let events = server_events(&mut s);
+            let prepared = events.iter().any(|e| matches!(e, ServerEvent::Prepare(_)));
+            assert_eq!(prepared, served, "{token:?}: {events:?}");
+            if !served {
+                let mut refusal = vec![state::SERVER_ERROR as u8];
+                refusal.extend_from_slice(&errno::IEAUTHTEST.to_be_bytes());
+                refusal.extend_from_slice(&0i32.to_be_bytes());
+                assert_eq!(s.output(), refusal.as_slice(), "{token:?}");
+                assert!(events.contains(&ServerEvent::AuthFailed), "{events:?}");
+                assert!(s.is_closing());
+            }
+        }
+        // without an authorizer a token is ignored, as iperf3 -s does
+        let mut s = server(now);
+        s.handle_bytes(now, &iperf3::cookie_of(&Token([7; 32])));
+        let n = s.output().len();
+        s.consumed(n);
+        s.handle_bytes(now, &params(Some("anything")));
+        assert!(
+            server_events(&mut s)
+                .iter()
+                .any(|e| matches!(e, ServerEvent::Prepare(_)))
+        );
     }
 
     /// Bytes from a server that is not iperf3's, or is hostile: each a

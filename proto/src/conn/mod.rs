@@ -268,6 +268,8 @@ struct Seed {
     announce: crate::ServerLimits,
     /// Third-party tests are run (`--fleet`).
     fleet: bool,
+    /// Whether an iperf3 client may test (`None`: any may).
+    iperf3_auth: Option<std::sync::Arc<dyn crate::iperf3::Iperf3Auth>>,
 }
 
 /// The server end of one control connection.
@@ -324,6 +326,7 @@ impl ServerConn {
                 netperf2: Netperf2Policy::default(),
                 announce: crate::ServerLimits::default(),
                 fleet: false,
+                iperf3_auth: None,
             }),
             speaker: None,
         }
@@ -356,6 +359,18 @@ impl ServerConn {
         if let Some(sp) = &mut self.speaker {
             sp.third_party_ended(&mut self.shared, outcome, now);
         }
+    }
+
+    /// Serve iperf3 clients only as `auth` allows (`--key-file`,
+    /// `--authorized-users-path`).
+    pub fn iperf3_auth(
+        mut self,
+        auth: Option<std::sync::Arc<dyn crate::iperf3::Iperf3Auth>>,
+    ) -> ServerConn {
+        if let Some(seed) = &mut self.seed {
+            seed.iperf3_auth = auth;
+        }
+        self
     }
 
     /// Speak `d` from the first byte, whatever the bytes (a listener of
@@ -538,7 +553,10 @@ impl ServerConn {
                 (seed.cpu, seed.auth),
                 &mut self.shared,
             )),
-            Dialect::Iperf3 => Box::new(iperf3::Iperf3Server::new(seed.netperf2.control_family)),
+            Dialect::Iperf3 => Box::new(iperf3::Iperf3Server::new(
+                seed.netperf2.control_family,
+                seed.iperf3_auth,
+            )),
         });
     }
 

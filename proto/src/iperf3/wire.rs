@@ -30,7 +30,7 @@ pub mod state {
 /// (then an errno); the client prints its own text for each.
 pub mod errno {
     /// "an option you are trying to set is not implemented yet": what this
-    /// server does not do (SCTP, MPTCP, RSA authentication).
+    /// server does not do (SCTP, MPTCP).
     pub const IEUNIMP: i32 = 13;
     /// "unable to receive parameters from client".
     pub const IERECVPARAMS: i32 = 114;
@@ -41,6 +41,9 @@ pub mod errno {
     /// "unable to initialize stream": a test the server could not set up
     /// or run.
     pub const IEINITSTREAM: i32 = 201;
+    /// "test authorization failed": the client did not authenticate as
+    /// the server requires (its RSA-encrypted username and password).
+    pub const IEAUTHTEST: i32 = 142;
 }
 
 /// The datagram a UDP stream's client sends first, and the server's
