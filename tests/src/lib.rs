@@ -205,6 +205,20 @@ impl Drop for Netserver {
     }
 }
 
+/// Whether iperf3 is installed; if not, say so loudly (and fail where
+/// `NETPERF_REQUIRE_IPERF3=1`, as in CI).
+pub fn have_iperf3() -> bool {
+    if Command::new("iperf3").arg("--version").output().is_ok() {
+        return true;
+    }
+    assert!(
+        std::env::var("NETPERF_REQUIRE_IPERF3").as_deref() != Ok("1"),
+        "iperf3 is not installed (apt-get install iperf3) and NETPERF_REQUIRE_IPERF3=1"
+    );
+    eprintln!("!!! SKIPPED: iperf3 is not installed (apt-get install iperf3)");
+    false
+}
+
 /// strace is in CI (`.ci/run` installs it and sets NETPERF_REQUIRE_STRACE):
 /// there a test that needs it fails without it; elsewhere it says it
 /// skipped.

@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use harness::{Netserver, RawClient};
+use harness::{Netserver, RawClient, have_iperf3};
 
 /// A folder of this test's own, removed on drop.
 struct Dir(PathBuf);
@@ -137,23 +137,6 @@ fn sighup_leaves_the_daemon_serving_whatever_threads_its_options_start() {
             );
         }
     }
-}
-
-/// Whether iperf3 is installed (CI requires it).
-fn have_iperf3() -> bool {
-    if std::process::Command::new("iperf3")
-        .arg("--version")
-        .output()
-        .is_ok()
-    {
-        return true;
-    }
-    assert!(
-        std::env::var("NETPERF_REQUIRE_IPERF3").as_deref() != Ok("1"),
-        "iperf3 is not installed and NETPERF_REQUIRE_IPERF3=1"
-    );
-    eprintln!("!!! SKIPPED: iperf3 is not installed");
-    false
 }
 
 /// An iperf3 client's run against `port`: its JSON, or its error.

@@ -16,19 +16,7 @@ use std::{
 use harness::{Netserver, netns::Hosts, run_with_deadline};
 use serde_json::Value;
 
-/// Whether iperf3 is installed; if not, say so loudly (and fail where
-/// `NETPERF_REQUIRE_IPERF3=1`, as in CI).
-fn have_iperf3() -> bool {
-    if Command::new("iperf3").arg("--version").output().is_ok() {
-        return true;
-    }
-    assert!(
-        std::env::var("NETPERF_REQUIRE_IPERF3").as_deref() != Ok("1"),
-        "iperf3 is not installed (apt-get install iperf3) and NETPERF_REQUIRE_IPERF3=1"
-    );
-    eprintln!("!!! SKIPPED: iperf3 is not installed (apt-get install iperf3)");
-    false
-}
+use harness::have_iperf3;
 
 /// Our netserver serving iperf3 too, on a port of its own; and that port.
 fn netserver(extra: &[&str]) -> (Netserver, u16) {
