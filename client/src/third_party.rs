@@ -72,6 +72,24 @@ fn refuse_reaching_out(plan: &Plan, req: &ThirdParty) -> Result<()> {
             "-F: a third-party test reads no file of the netserver's host",
         ),
         (
+            // a list or a file of selectors: whichever, refused alike, so
+            // that the answer says nothing of the host's files
+            plan.selection.is_some(),
+            "-- -o/-O/-k: a third-party test answers with its JSON document; it takes no output selection (a file of the netserver's host or a list)",
+        ),
+        (
+            plan.local_host.is_some()
+                || plan.data_local.is_some()
+                || plan.local_port.is_some()
+                || plan.local_data_port.is_some()
+                || plan.port_range.is_some(),
+            "-L/-- -L/-- -P/-- -p: a third-party test binds no address or port of the netserver's host",
+        ),
+        (
+            plan.observer.is_some(),
+            "--observer: a third-party test asks no other netserver to probe",
+        ),
+        (
             plan.plot.is_some() || plan.json_stream,
             "--plot/--json-stream: a third-party test answers with its JSON document only",
         ),
@@ -163,6 +181,13 @@ mod tests {
             (&["-Z", "x"][..], "-Z"),
             (&["--", "-H", "10.9.9.9"][..], "data goes"),
             (&["-F", "/etc/shadow"][..], "-F"),
+            (&["--", "-k", "/dev/zero"][..], "-o/-O/-k"),
+            (&["--", "-o", "/nonexistent/x"][..], "-o/-O/-k"),
+            (&["--", "-O", "THROUGHPUT"][..], "-o/-O/-k"),
+            (&["-L", "127.0.0.5"][..], "binds no address"),
+            (&["--", "-L", "127.0.0.5"][..], "binds no address"),
+            (&["--", "-P", "5000,5001"][..], "binds no address"),
+            (&["--observer", "127.0.0.1:9"][..], "--observer"),
             (&["--plot", "/tmp/x.svg"][..], "--plot"),
             (&["--iperf3"][..], "--dialect"),
             (&["-d"][..], "-d"),

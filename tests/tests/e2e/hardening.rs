@@ -257,3 +257,74 @@ fn the_key_guards_the_iperf3_port() {
     let (ok, said) = iperf3_client(ns.iperf3_port(), &[], None);
     assert!(ok && received(&said) > 0.0, "{said}");
 }
+
+/// The resident memory of a process, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A third-party request names no file of the daemon's host: `-- -k
+/// /dev/zero` took the daemon to 969 MB (the memory cgroup killed it),
+/// and `-- -k /nonexistent/x` told the requester whether a path exists.
+/// Both are refused, in the same words, before anything is read; so is
+/// every option that names a path, an address or a port of the host.
+#[test]
+fn a_fleet_request_naming_a_file_is_refused() {
+    let dir = Dir::new("fleet-file");
+    let key = dir.key("fleet.key", "a fleet key for the hardening tests\n");
+    let fleet = || Netserver::start(&["--fleet", "--key-file", &key]);
+    let (a, b) = (fleet(), fleet());
+    let hosts = format!("127.0.0.1:{},127.0.0.1:{}", a.port(), b.port());
+    let mesh = |test: &[&str]| {
+        let mut c = std::process::Command::new(harness::bin("netperf"));
+        c.args([
+            "mesh",
+            "--hosts",
+            &hosts,
+            "-l",
+            "1",
+            "--key-file",
+            &key,
+            "--",
+        ])
+        .args(test);
+        harness::run_with_deadline(c, Duration::from_secs(60))
+    };
+    let before = rss_kib(a.pid()).max(rss_kib(b.pid()));
+    let mut said = Vec::new();
+    for test in [
+        &["-k", "/dev/zero"][..],
+        &["-k", "/nonexistent/x"],
+        &["-o", "/etc/hostname"],
+        &["-O", "/dev/zero"],
+    ] {
+        let out = mesh(test);
+        assert!(!out.success(), "{test:?}: {}", out.stdout);
+        assert!(out.stderr.contains("-o/-O/-k"), "{test:?}: {}", out.stderr);
+        // what it says of the path: nothing (the same words for each)
+        let words: Vec<String> = out
+            .stderr
+            .lines()
+            .filter(|l| l.contains("-o/-O/-k"))
+            .map(|l| l.replace(test[1], "PATH"))
+            .collect();
+        said.push(words);
+    }
+    assert!(said.windows(2).all(|w| w[0] == w[1]), "{said:?}");
+    for ns in [&a, &b] {
+        assert!(alive(ns), "a netserver died:\n{}", ns.log());
+        let rss = rss_kib(ns.pid());
+        assert!(
+            rss < before + 64 * 1024,
+            "{rss} KiB resident after the requests (before {before})"
+        );
+    }
+    // and a request of what a third-party test may do still runs
+    let out = mesh(&["-m", "16K"]);
+    assert!(out.success(), "{}{}", out.stdout, out.stderr);
+}
