@@ -27,7 +27,11 @@ pub(crate) type Cookie = [u8; COOKIE_LEN];
 /// them in turn).
 #[derive(Debug, Default)]
 pub(crate) struct Handoff {
-    tcp: Mutex<HashMap<Cookie, SyncSender<TcpStream>>>,
+    /// By cookie: the address of the test's control connection (its
+    /// streams must come from there: the cookie crosses the control
+    /// connection in the clear, and is never enough alone), and where
+    /// its streams go.
+    tcp: Mutex<HashMap<Cookie, (IpAddr, SyncSender<TcpStream>)>>,
     udp: Mutex<VecDeque<UdpRoute>>,
 }
 
@@ -41,11 +45,11 @@ struct UdpRoute {
 }
 
 impl Handoff {
-    /// A test expects `n` connections presenting `cookie`.
-    pub(crate) fn expect(&self, cookie: Cookie, n: usize) -> Receiver<TcpStream> {
+    /// A test expects `n` connections from `from` presenting `cookie`.
+    pub(crate) fn expect(&self, cookie: Cookie, from: IpAddr, n: usize) -> Receiver<TcpStream> {
         let (tx, rx) = mpsc::sync_channel(n.max(1));
         if let Ok(mut m) = self.tcp.lock() {
-            m.insert(cookie, tx);
+            m.insert(cookie, (from.to_canonical(), tx));
         }
         rx
     }
@@ -88,24 +92,28 @@ impl Handoff {
         }
     }
 
-    /// Whether a test expects connections presenting `cookie`.
-    pub(crate) fn expects(&self, cookie: &[u8]) -> bool {
-        let Ok(c) = Cookie::try_from(cookie) else {
-            return false;
-        };
-        self.tcp.lock().is_ok_and(|m| m.contains_key(&c))
+    /// Whether a test expects connections presenting `cookie`, and from
+    /// `from` (`Some(false)`: the cookie of a test of another address).
+    pub(crate) fn expects(&self, cookie: &[u8], from: IpAddr) -> Option<bool> {
+        let c = Cookie::try_from(cookie).ok()?;
+        let m = self.tcp.lock().ok()?;
+        m.get(&c).map(|(at, _)| *at == from.to_canonical())
     }
 
-    /// Hand `stream`, which presented `cookie`, to the test expecting it:
-    /// `Err` gives it back when none does (a new session's control
-    /// connection). One over what the test expects is closed.
+    /// Hand `stream`, which presented `cookie`, to the test expecting it
+    /// from the stream's address: `Err` gives it back when none does (a
+    /// new session's control connection). One over what the test expects
+    /// is closed.
     pub(crate) fn hand(&self, cookie: &[u8], stream: TcpStream) -> Result<(), TcpStream> {
         let Ok(m) = self.tcp.lock() else {
             return Err(stream);
         };
-        let Some(tx) = Cookie::try_from(cookie).ok().and_then(|c| m.get(&c)) else {
+        let Some((at, tx)) = Cookie::try_from(cookie).ok().and_then(|c| m.get(&c)) else {
             return Err(stream);
         };
+        if stream.peer_addr().map(|p| p.ip().to_canonical()).ok() != Some(*at) {
+            return Err(stream);
+        }
         match tx.try_send(stream) {
             // (a stream over the count, or for a test that ended: closed)
             Ok(()) | Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => Ok(()),
@@ -132,7 +140,19 @@ mod tests {
         let h = Handoff::default();
         let cookie = *b"abcdefghijklmnopqrstuvwxyz234567abcd\0";
         assert!(h.hand(&cookie, conn()).is_err(), "nobody expects it yet");
-        let rx = h.expect(cookie, 2);
+        // the test's control connection came from 127.0.0.2: a stream
+        // from 127.0.0.1 with its cookie is not the test's
+        let rx = h.expect(cookie, "127.0.0.2".parse().unwrap(), 2);
+        assert_eq!(
+            h.expects(&cookie, "127.0.0.1".parse().unwrap()),
+            Some(false)
+        );
+        assert!(h.hand(&cookie, conn()).is_err(), "another address");
+        h.forget(&cookie);
+        let rx_other = rx;
+        assert!(rx_other.try_recv().is_err());
+        let rx = h.expect(cookie, "127.0.0.1".parse().unwrap(), 2);
+        assert_eq!(h.expects(&cookie, "127.0.0.1".parse().unwrap()), Some(true));
         for _ in 0..3 {
             assert!(h.hand(&cookie, conn()).is_ok());
         }

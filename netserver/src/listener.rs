@@ -720,8 +720,23 @@ fn admit(
 fn hand_over(stream: TcpStream, shared: &Shared) -> Option<TcpStream> {
     let mut cookie = [0u8; proto::iperf3::COOKIE_LEN];
     let n = stream.peek(&mut cookie).unwrap_or(0);
-    if n < cookie.len() || !shared.handoff.expects(&cookie) {
-        return Some(stream);
+    let from = stream.peer_addr().ok()?;
+    match shared.handoff.expects(&cookie, from.ip()) {
+        _ if n < cookie.len() => return Some(stream),
+        None => return Some(stream),
+        Some(true) => {}
+        // a test's cookie from another address than its control
+        // connection's: never that test's stream (the cookie crossed the
+        // control connection in the clear), and no session either
+        Some(false) => {
+            shared.config.logger.warn_limited(
+                "iperf3-cookie",
+                &format!(
+                    "{from}: an iperf3 stream with the cookie of another address's test: closed"
+                ),
+            );
+            return None;
+        }
     }
     // (the cookie is there, peeked: this read takes it and nothing more)
     if std::io::Read::read_exact(&mut &stream, &mut cookie).is_err()

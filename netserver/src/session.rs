@@ -914,7 +914,7 @@ impl Session {
             let handoff = &self.shared.handoff;
             match spec.kind.protocol() {
                 proto::Protocol::Tcp => family::data::HandedSocks::Tcp(family::data::Handed {
-                    streams: handoff.expect(cookie, streams),
+                    streams: handoff.expect(cookie, self.peer.ip(), streams),
                     all_in,
                 }),
                 proto::Protocol::Udp => family::data::HandedSocks::Udp(family::data::Handed {

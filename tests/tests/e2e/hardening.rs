@@ -328,3 +328,124 @@ fn a_fleet_request_naming_a_file_is_refused() {
     let out = mesh(&["-m", "16K"]);
     assert!(out.success(), "{}{}", out.stdout, out.stderr);
 }
+
+/// iperf3's state bytes this test speaks.
+mod iperf3_state {
+    pub const TEST_START: u8 = 1;
+    pub const TEST_RUNNING: u8 = 2;
+    pub const TEST_END: u8 = 4;
+    pub const PARAM_EXCHANGE: u8 = 9;
+    pub const CREATE_STREAMS: u8 = 10;
+    pub const EXCHANGE_RESULTS: u8 = 13;
+    pub const DISPLAY_RESULTS: u8 = 14;
+    pub const IPERF_DONE: u8 = 16;
+}
+
+fn read_state(s: &mut std::net::TcpStream) -> u8 {
+    let mut b = [0u8; 1];
+    std::io::Read::read_exact(s, &mut b).expect("a state byte");
+    b[0]
+}
+
+fn write_json(s: &mut std::net::TcpStream, v: &serde_json::Value) {
+    let text = v.to_string();
+    let mut frame = (text.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(text.as_bytes());
+    std::io::Write::write_all(s, &frame).unwrap();
+}
+
+fn read_json(s: &mut std::net::TcpStream) -> serde_json::Value {
+    let mut len = [0u8; 4];
+    std::io::Read::read_exact(s, &mut len).unwrap();
+    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+    std::io::Read::read_exact(s, &mut body).unwrap();
+    serde_json::from_slice(&body).unwrap()
+}
+
+/// A TCP connection to `port` from `local`.
+fn connect_from(local: &str, port: u16) -> std::net::TcpStream {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let at: std::net::SocketAddr = format!("{local}:0").parse().unwrap();
+    s.bind(&at.into()).unwrap();
+    let to: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    s.connect(&to.into()).unwrap();
+    s.into()
+}
+
+/// An iperf3 stream is taken only from its control connection's address:
+/// a stream from 127.0.0.7 presenting the cookie of a client at 127.0.0.1
+/// (it crosses the control connection in the clear) is closed, and the
+/// client's own stream is its test's, its bytes exactly the server's
+/// figure. Before, the thief's stream was counted as the victim's.
+#[test]
+fn a_stream_with_a_stolen_cookie_from_another_address_is_refused() {
+    use iperf3_state::*;
+    use std::io::{Read, Write};
+    let ns = Netserver::start(&["--iperf3", "0"]);
+    let port = ns.iperf3_port();
+    let mut cookie = b"hardeningtestcookieabcdefghijklmnopq".to_vec();
+    cookie.push(0);
+    assert_eq!(cookie.len(), 37);
+
+    let mut ctl = connect_from("127.0.0.1", port);
+    ctl.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    ctl.write_all(&cookie).unwrap();
+    assert_eq!(read_state(&mut ctl), PARAM_EXCHANGE);
+    write_json(
+        &mut ctl,
+        &serde_json::json!({"tcp": true, "time": 2, "parallel": 1, "len": 131072, "client_version": "3.12"}),
+    );
+    assert_eq!(read_state(&mut ctl), CREATE_STREAMS);
+
+    // the thief, first, from another address of the host
+    let mut thief = connect_from("127.0.0.7", port);
+    thief.write_all(&cookie).unwrap();
+    let _ = thief.write_all(&[0x55; 65536]);
+    thief
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    let mut b = [0u8; 16];
+    match thief.read(&mut b) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("the thief's stream was kept: {other:?}\n{}", ns.log()),
+    }
+
+    // the client's own stream
+    let mut stream = connect_from("127.0.0.1", port);
+    stream.write_all(&cookie).unwrap();
+    assert_eq!(read_state(&mut ctl), TEST_START);
+    assert_eq!(read_state(&mut ctl), TEST_RUNNING);
+    let sent: u64 = 8 << 20;
+    let block = vec![0xaa_u8; 1 << 16];
+    for _ in 0..(sent / block.len() as u64) {
+        stream.write_all(&block).unwrap();
+    }
+    thread::sleep(Duration::from_millis(500));
+    ctl.write_all(&[TEST_END]).unwrap();
+    assert_eq!(read_state(&mut ctl), EXCHANGE_RESULTS);
+    write_json(
+        &mut ctl,
+        &serde_json::json!({"cpu_util_total": 0, "cpu_util_user": 0, "cpu_util_system": 0,
+            "sender_has_retransmits": 0, "streams": [{"id": 1, "bytes": sent, "retransmits": 0,
+            "jitter": 0, "errors": 0, "packets": 0, "start_time": 0, "end_time": 1}]}),
+    );
+    let server = read_json(&mut ctl);
+    let got = server["streams"][0]["bytes"].as_u64().unwrap_or(0);
+    assert_eq!(
+        got, sent,
+        "the server's figure is the client's stream alone: {server}"
+    );
+    assert_eq!(
+        server["streams"].as_array().map_or(0, Vec::len),
+        1,
+        "{server}"
+    );
+    assert_eq!(read_state(&mut ctl), DISPLAY_RESULTS);
+    ctl.write_all(&[IPERF_DONE]).unwrap();
+    assert!(
+        ns.wait_for_log("cookie of another address", Duration::from_secs(5)),
+        "{}",
+        ns.log()
+    );
+}
