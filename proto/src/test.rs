@@ -709,6 +709,20 @@ impl TestSpec {
             }
             _ => {}
         }
+        // a client that ends the test itself (iperf3's -t and -O) is held
+        // to the same limit as netperf's -l
+        if let Some(ms) = self.client_ends_after_ms
+            && ms > limits.max_duration_ms
+        {
+            return Err(SpecError::new(
+                "-t (test length)",
+                format!(
+                    "{} s is more than this netserver's limit of {} s (netserver --max-test-length)",
+                    ms.div_ceil(1000),
+                    limits.max_duration_ms / 1000
+                ),
+            ));
+        }
         if let Some(w) = self.window {
             let TestEnd::Time { millis } = self.end else {
                 return Err(SpecError::new(

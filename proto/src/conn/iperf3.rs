@@ -50,12 +50,17 @@ enum Phase {
     Done,
 }
 
+/// How long after the length it said an iperf3 client has to end its test.
+const END_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// One iperf3 client's session, server side.
 pub(crate) struct Iperf3Server {
     phase: Phase,
     /// Whether its client may test (`None`: every client may, as iperf3
     /// -s without credentials).
     auth: Option<Arc<dyn iperf3::Iperf3Auth>>,
+    /// What one test may ask of this daemon, as for every dialect.
+    limits: crate::Limits,
     family: Family,
     cookie: Option<[u8; iperf3::COOKIE_LEN]>,
     test: Option<Iperf3Test>,
@@ -65,10 +70,15 @@ pub(crate) struct Iperf3Server {
 }
 
 impl Iperf3Server {
-    pub(crate) fn new(family: Family, auth: Option<Arc<dyn iperf3::Iperf3Auth>>) -> Iperf3Server {
+    pub(crate) fn new(
+        family: Family,
+        auth: Option<Arc<dyn iperf3::Iperf3Auth>>,
+        limits: crate::Limits,
+    ) -> Iperf3Server {
         Iperf3Server {
             phase: Phase::Cookie,
             auth,
+            limits,
             family,
             cookie: None,
             test: None,
@@ -126,6 +136,15 @@ impl Iperf3Server {
                 spec.bidir = t.bidir;
                 spec.udp_counters64 = t.udp64;
                 spec.client_ends_after_ms = Some((u64::from(t.time) + u64::from(t.omit)) * 1000);
+                // the daemon's limits, as for a test of any dialect
+                if let Err(e) = spec.validate(&self.limits) {
+                    if e.field.starts_with("-t") {
+                        let code = iperf3::too_long_errno(t.client_version.as_deref());
+                        return self.error(s, code, &e.to_string(), now);
+                    }
+                    let e = ErrorMsg::new(ErrorCode::InvalidRequest, e.to_string());
+                    return self.refuse_test(s, e, now);
+                }
                 self.test = Some(t);
                 self.phase = Phase::Prepared;
                 s.test_requested();
@@ -371,6 +390,30 @@ impl ServerSpeaker for Iperf3Server {
 
     fn stream_cookie(&self) -> Option<[u8; iperf3::COOKIE_LEN]> {
         self.cookie
+    }
+
+    /// A client that said how long it runs (iperf3's -t and -O) and has
+    /// not ended its test a few seconds after: its test ends then (a
+    /// client that counts bytes or blocks is held to the daemon's limit).
+    fn own_deadline(&self) -> Option<Instant> {
+        if self.phase != Phase::Running {
+            return None;
+        }
+        let t = self.test.as_ref()?;
+        let secs = u64::from(t.time) + u64::from(t.omit);
+        if t.time == 0 {
+            return None;
+        }
+        Some(self.started? + std::time::Duration::from_secs(secs) + END_GRACE)
+    }
+
+    fn own_timeout(&mut self, s: &mut Shared, now: Instant) {
+        let secs = self.test.as_ref().map_or(0, |t| t.time + t.omit);
+        let why = format!(
+            "the client did not end its {secs} s test within {} s of its end",
+            END_GRACE.as_secs()
+        );
+        self.error(s, errno::IEMESSAGE, &why, now);
     }
 
     fn streams_ready(&mut self, s: &mut Shared, now: Instant) {
@@ -968,6 +1011,61 @@ mod tests {
                 .iter()
                 .any(|e| matches!(e, ServerEvent::Prepare(_)))
         );
+    }
+
+    /// A client that said -t 2 and never says TEST_END: its test ends
+    /// 2 s + the grace after it began (not at the daemon's limit), and it
+    /// is told; one longer than the daemon's limit is refused by
+    /// validation (`TestSpec::validate`).
+    #[test]
+    fn a_client_that_does_not_end_its_test_is_ended_after_its_length() {
+        let now = Instant::now();
+        let (mut s, mut c) = (server(now), client(now));
+        shuttle(&mut s, &mut c, now);
+        let mut spec = TestSpec::new(TestKind::TcpStream, Family::V4);
+        spec.end = TestEnd::Time { millis: 2000 };
+        c.setup(spec, now, WAIT).unwrap();
+        shuttle(&mut s, &mut c, now);
+        let asked = server_events(&mut s)
+            .into_iter()
+            .find_map(|e| match e {
+                ServerEvent::Prepare(p) => Some(p),
+                _ => None,
+            })
+            .expect("prepared");
+        assert_eq!(asked.client_ends_after_ms, Some(2000));
+        let limits = Limits {
+            max_duration_ms: 1000,
+            ..Limits::default()
+        };
+        let e = asked.validate(&limits).unwrap_err().to_string();
+        assert!(e.contains("-t") && e.contains("--max-test-length"), "{e}");
+        s.granted(
+            Grant {
+                data_port: 1,
+                token: Token([0; 32]),
+                send_buf: 0,
+                recv_buf: 0,
+                send_size: 0,
+                recv_size: 0,
+                send_width: 1,
+                recv_width: 1,
+                measure_cpu: false,
+                num_cpus: 1,
+            },
+            now,
+        );
+        s.streams_ready(now);
+        let end = now + Duration::from_secs(2) + END_GRACE;
+        assert_eq!(s.poll_timeout(), end);
+        s.handle_timeout(end - Duration::from_millis(1));
+        assert!(!s.is_closing());
+        let n = s.output().len();
+        s.consumed(n);
+        s.handle_timeout(end);
+        assert!(server_events(&mut s).contains(&ServerEvent::AbortTest));
+        assert_eq!(s.output().first(), Some(&(state::SERVER_ERROR as u8)));
+        assert!(s.is_closing());
     }
 
     /// Bytes from a server that is not iperf3's, or is hostile: each a

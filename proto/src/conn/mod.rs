@@ -556,6 +556,7 @@ impl ServerConn {
             Dialect::Iperf3 => Box::new(iperf3::Iperf3Server::new(
                 seed.netperf2.control_family,
                 seed.iperf3_auth,
+                seed.limits,
             )),
         });
     }

@@ -36,19 +36,38 @@ pub struct Iperf3Test {
 /// own), or one too old to say its version. Anything else (a newer iperf3,
 /// our netperf --iperf3) sends from several.
 pub fn one_sending_thread(client_version: Option<&str>) -> bool {
-    let Some(v) = client_version else {
+    if client_version.is_none() {
         return true;
-    };
-    let mut parts = v.trim().split('.').map(|p| {
+    }
+    match version_of(client_version) {
+        Some((3, minor)) => minor < 16,
+        Some((major, _)) => major < 3,
+        None => false,
+    }
+}
+
+/// The version a client says (`client_version`), as (major, minor).
+fn version_of(client_version: Option<&str>) -> Option<(u32, u32)> {
+    let mut parts = client_version?.trim().split('.').map(|p| {
         p.chars()
             .take_while(char::is_ascii_digit)
             .collect::<String>()
             .parse::<u32>()
+            .ok()
     });
-    match (parts.next(), parts.next()) {
-        (Some(Ok(3)), Some(Ok(minor))) => minor < 16,
-        (Some(Ok(major)), _) => major < 3,
-        _ => false,
+    Some((parts.next()??, parts.next().flatten().unwrap_or(0)))
+}
+
+/// The iperf3 error number that says "your test is longer than this
+/// server allows" in a client's own words: 3.20 and later have one
+/// (IEMAXSERVERTESTDURATIONEXCEEDED); earlier ones print "test duration
+/// too long" for IEDURATION.
+pub fn too_long_errno(client_version: Option<&str>) -> i32 {
+    match version_of(client_version) {
+        Some((major, minor)) if (major, minor) >= (3, 20) => {
+            super::errno::IEMAXSERVERTESTDURATIONEXCEEDED
+        }
+        _ => super::errno::IEDURATION,
     }
 }
 

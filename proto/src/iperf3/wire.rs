@@ -44,6 +44,12 @@ pub mod errno {
     /// "test authorization failed": the client did not authenticate as
     /// the server requires (its RSA-encrypted username and password).
     pub const IEAUTHTEST: i32 = 142;
+    /// "test duration too long (maximum = 86400 seconds)": a test longer
+    /// than the server allows, to a client before 3.20.
+    pub const IEDURATION: i32 = 5;
+    /// "client's requested duration exceeds the server's maximum
+    /// permitted limit" (3.20 and later).
+    pub const IEMAXSERVERTESTDURATIONEXCEEDED: i32 = 37;
 }
 
 /// The datagram a UDP stream's client sends first, and the server's

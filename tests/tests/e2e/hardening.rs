@@ -449,3 +449,60 @@ fn a_stream_with_a_stolen_cookie_from_another_address_is_refused() {
         ns.log()
     );
 }
+
+/// `--max-test-length` holds for iperf3's clients as for netperf's: `-t
+/// 10` under a 4 s limit is refused with the limit named (it ran 10 s);
+/// `-t 3` runs. A client that never says TEST_END is ended a few seconds
+/// after the length it said (it was cut at the limit plus 20 s).
+#[test]
+fn the_test_length_limit_holds_for_iperf3_clients() {
+    if !have_iperf3() {
+        return;
+    }
+    use iperf3_state::*;
+    use std::io::Write;
+    let ns = Netserver::start(&["--iperf3", "0", "--max-test-length", "4"]);
+    let port = ns.iperf3_port();
+    let start = Instant::now();
+    let (ok, said) = iperf3_client(port, &["-t", "10"], None);
+    // in the client's own words (3.12: IEDURATION; 3.20 and later have
+    // one for a server's limit), and the limit named in the daemon's log
+    assert!(!ok && said.contains("test duration too long"), "{said}");
+    assert!(
+        ns.wait_for_log("--max-test-length", Duration::from_secs(5)),
+        "{}",
+        ns.log()
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        start.elapsed()
+    );
+    let (ok, said) = iperf3_client(port, &["-t", "3"], None);
+    assert!(ok && received(&said) > 0.0, "{said}");
+
+    // a raw client of -t 1 that never ends its test
+    let mut cookie = b"lengthlimittestcookieabcdefghijklmno".to_vec();
+    cookie.push(0);
+    let mut ctl = connect_from("127.0.0.1", port);
+    ctl.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    ctl.write_all(&cookie).unwrap();
+    assert_eq!(read_state(&mut ctl), PARAM_EXCHANGE);
+    write_json(
+        &mut ctl,
+        &serde_json::json!({"tcp": true, "time": 1, "parallel": 1}),
+    );
+    assert_eq!(read_state(&mut ctl), CREATE_STREAMS);
+    let mut stream = connect_from("127.0.0.1", port);
+    stream.write_all(&cookie).unwrap();
+    assert_eq!(read_state(&mut ctl), TEST_START);
+    assert_eq!(read_state(&mut ctl), TEST_RUNNING);
+    let began = Instant::now();
+    // SERVER_ERROR (-2) comes at its length and the grace, not the limit
+    assert_eq!(read_state(&mut ctl), 0xfe);
+    let took = began.elapsed();
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(6),
+        "{took:?}"
+    );
+}
