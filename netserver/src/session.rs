@@ -600,7 +600,10 @@ impl Session {
     /// test if it told.
     fn write_record(&mut self, client: Option<proto::ClientSummary>) {
         if let (Some(f), Some(rec)) = (self.record.take(), &self.shared.config.record) {
-            let client = client.map(|c| c.validated(&self.shared.config.limits));
+            let client = client.map(|c| {
+                c.validated(&self.shared.config.limits)
+                    .and_then(|c| c.checked_against(&f.server, f.spec.kind, f.spec.flows))
+            });
             rec.raw(record::line(&f, client.as_ref()), Some(f.peer.ip()));
         }
     }

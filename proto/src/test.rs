@@ -1453,6 +1453,11 @@ pub struct ClientDone {
     pub datagrams_sent: u64,
 }
 
+/// Bytes one flow's sending and receiving queues may hold (the largest
+/// socket buffer a test may ask, [`Limits`]'s default): what one end may
+/// have counted that the other did not when the test ended.
+const IN_FLIGHT_PER_FLOW: u64 = 512 * 1024 * 1024;
+
 /// What netperf made of a test, sent after its results to a netserver
 /// whose hello names `summary` (the netserver's `--record` writes it
 /// beside its own figures). Nothing answers it.
@@ -1527,6 +1532,78 @@ impl ClientSummary {
             }
         }
         self.local.flows = Vec::new();
+        Ok(self)
+    }
+
+    /// The summary held against what the netserver measured of the same
+    /// test (`server`, of a test of `kind` with `flows` data connections):
+    /// the client's interval like the server's (half to twice it, and a
+    /// second), no more bytes received than the server sent, no fewer
+    /// sent than it received (and over TCP no more than its receive
+    /// queues and the network could hold besides), no more transactions
+    /// than the server answered. A client's rate is thereby bounded by
+    /// the netserver's own figures; a summary out of them is left out,
+    /// naming the field.
+    pub fn checked_against(
+        self,
+        server: &SideResults,
+        kind: TestKind,
+        flows: u32,
+    ) -> Result<ClientSummary, SpecError> {
+        let bad = |field: &str, problem: String| Err(SpecError::new(field, problem));
+        let (c, sv) = (&self.local, server);
+        let (lo, hi) = (
+            sv.elapsed_ns / 2,
+            sv.elapsed_ns
+                .saturating_mul(2)
+                .saturating_add(1_000_000_000),
+        );
+        if !(lo..=hi).contains(&c.elapsed_ns) {
+            return bad(
+                "local.elapsed_ns",
+                format!(
+                    "{} ns, where the netserver measured {} ns",
+                    c.elapsed_ns, sv.elapsed_ns
+                ),
+            );
+        }
+        // bytes a flow's queues and path may hold that one end counted and
+        // the other did not (send and receive buffers, at most)
+        let in_flight = u64::from(flows.max(1)).saturating_mul(2 * IN_FLIGHT_PER_FLOW);
+        if c.bytes_received > sv.bytes_sent {
+            return bad(
+                "local.bytes_received",
+                format!(
+                    "{} bytes, more than the netserver sent ({})",
+                    c.bytes_received, sv.bytes_sent
+                ),
+            );
+        }
+        let sent_cap = match kind.protocol() {
+            Protocol::Tcp => sv.bytes_received.saturating_add(in_flight),
+            // datagrams may be lost on the way: what arrived says nothing
+            // of an upper bound but the elapsed time's at 1 Tbit/s
+            Protocol::Udp => c.elapsed_ns.saturating_mul(125).max(sv.bytes_received),
+        };
+        if c.bytes_sent < sv.bytes_received || c.bytes_sent > sent_cap {
+            return bad(
+                "local.bytes_sent",
+                format!(
+                    "{} bytes, where the netserver received {} (and at most {sent_cap} could have been sent)",
+                    c.bytes_sent, sv.bytes_received
+                ),
+            );
+        }
+        let answered = sv.transactions.saturating_add(u64::from(flows.max(1)));
+        if kind.is_rr() && c.transactions > answered {
+            return bad(
+                "local.transactions",
+                format!(
+                    "{}, more than the netserver answered ({})",
+                    c.transactions, sv.transactions
+                ),
+            );
+        }
         Ok(self)
     }
 }
@@ -2093,5 +2170,79 @@ mod tests {
         s.server.send_buf = None;
         s.flows = 16_384;
         assert!(s.socket_memory(&k, 100_000_000).is_err());
+    }
+}
+
+#[cfg(test)]
+mod summary_tests {
+    use super::*;
+
+    fn server(elapsed_ns: u64, received: u64, sent: u64, transactions: u64) -> SideResults {
+        SideResults {
+            elapsed_ns,
+            bytes_received: received,
+            bytes_sent: sent,
+            transactions,
+            ..SideResults::default()
+        }
+    }
+
+    fn said(elapsed_ns: u64, sent: u64, received: u64, transactions: u64) -> ClientSummary {
+        ClientSummary {
+            local: server(elapsed_ns, received, sent, transactions),
+            ..ClientSummary::default()
+        }
+    }
+
+    /// A client's summary is held against the netserver's own figures of
+    /// the same test: an honest one passes; the attack's 1.48e29 bit/s
+    /// (bytes the server never saw, or an interval of nanoseconds) is
+    /// left out naming the field.
+    #[test]
+    fn a_clients_rates_are_bounded_by_the_netservers_figures() {
+        let sv = server(10_000_000_000, 10_000_000_000, 0, 0);
+        let ok = said(10_001_000_000, 10_004_000_000, 0, 0);
+        assert!(ok.checked_against(&sv, TestKind::TcpStream, 1).is_ok());
+        for (forged, field) in [
+            (said(10_000_000_000, u64::MAX, 0, 0), "local.bytes_sent"),
+            (said(1, 10_004_000_000, 0, 0), "local.elapsed_ns"),
+            (
+                said(10_000_000_000, 5_000_000_000, 0, 0),
+                "local.bytes_sent",
+            ),
+            (
+                said(10_000_000_000, 10_000_000_000, 1, 0),
+                "local.bytes_received",
+            ),
+        ] {
+            let e = forged
+                .checked_against(&sv, TestKind::TcpStream, 1)
+                .unwrap_err();
+            assert_eq!(e.field, field, "{e}");
+        }
+        // UDP: a sender may have sent far more than arrived, not more than
+        // 1 Tbit/s over its interval
+        let sv = server(10_000_000_000, 1_000_000, 0, 0);
+        assert!(
+            said(10_000_000_000, 900_000_000, 0, 0)
+                .checked_against(&sv, TestKind::UdpStream, 1)
+                .is_ok()
+        );
+        assert!(
+            said(10_000_000_000, 2_000_000_000_000, 0, 0)
+                .checked_against(&sv, TestKind::UdpStream, 1)
+                .is_err()
+        );
+        // RR: no more transactions than the netserver answered
+        let sv = server(10_000_000_000, 100, 100, 100);
+        assert!(
+            said(10_000_000_000, 100, 100, 100)
+                .checked_against(&sv, TestKind::TcpRr, 1)
+                .is_ok()
+        );
+        let e = said(10_000_000_000, 100, 100, 1_000_000)
+            .checked_against(&sv, TestKind::TcpRr, 1)
+            .unwrap_err();
+        assert_eq!(e.field, "local.transactions");
     }
 }

@@ -506,3 +506,51 @@ fn the_test_length_limit_holds_for_iperf3_clients() {
         "{took:?}"
     );
 }
+
+/// The record's client block keeps no forged rate: a summary whose names
+/// are all well formed but whose figures the netserver's own contradict
+/// (1.48e29 bit/s: u64::MAX/2 bytes in a nanosecond) is left out, and the
+/// line says which field; an honest client's summary is kept.
+#[test]
+fn forged_rates_are_not_recorded() {
+    let dir = Dir::new("forged");
+    let record = dir.path("record.jsonl");
+    let ns = Netserver::start(&["--record", &record]);
+    let (mut c, server) = RawClient::after_one_byte(ns.addr());
+    let mut forged = proto::ClientSummary::default();
+    forged.local.elapsed_ns = 1;
+    forged.local.bytes_sent = u64::MAX / 2;
+    c.send(&proto::ClientMsg::Summary(Box::new(forged)));
+    c.send(&proto::ClientMsg::Bye);
+    let (mut c, _) = RawClient::after_one_byte(ns.addr());
+    let mut honest = proto::ClientSummary::default();
+    honest.local.elapsed_ns = server.elapsed_ns;
+    honest.local.bytes_sent = 1;
+    c.send(&proto::ClientMsg::Summary(Box::new(honest)));
+    c.send(&proto::ClientMsg::Bye);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let lines = loop {
+        let text = std::fs::read_to_string(&record).unwrap_or_default();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        if lines.len() >= 2 || Instant::now() > deadline {
+            break lines;
+        }
+        thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let forged = &lines[0];
+    assert!(forged["local"].is_null(), "{forged}");
+    assert!(forged["client"]["throughput"].is_null(), "{forged}");
+    let why = forged["client"]["invalid"].as_str().unwrap_or_default();
+    assert!(why.starts_with("local.elapsed_ns"), "{forged}");
+    assert!(!forged.to_string().contains("e29"), "{forged}");
+    let honest = &lines[1];
+    assert_eq!(honest["local"]["bytes_sent"], 1, "{honest}");
+    assert!(
+        honest["client"]["throughput"]["value"].as_f64().is_some(),
+        "{honest}"
+    );
+}
