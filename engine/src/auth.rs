@@ -47,6 +47,15 @@ impl Key {
         Ok(Key(p.as_bytes().to_vec()))
     }
 
+    /// Whether the key is too long to guess at any rate (16 bytes or more:
+    /// every key file's; a `-Z` passphrase that long): then an address's
+    /// wrong attempts, held while their refusals wait their turn, may make
+    /// room for its newcomers (a newcomer with the right key is never kept
+    /// out), the verdicts that frees being worthless to a guesser.
+    pub fn unguessable(&self) -> bool {
+        self.0.len() >= 16
+    }
+
     /// Read a key file: its contents, surrounding white space removed. The
     /// file must not be readable by its group or by others.
     pub fn from_file(path: &Path) -> Result<Key, EngineError> {

@@ -301,12 +301,25 @@ impl Sessions {
         for s in self.live.values() {
             *held.entry(s.peer.ip()).or_insert(0) += 1;
         }
+        // a wrong attempt waiting for its refusal's turn makes room first,
+        // where the key cannot be guessed anyway: a guesser's held
+        // attempts never keep the right key out of its address
+        let held_go = self
+            .shared
+            .config
+            .key
+            .as_ref()
+            .is_some_and(engine::auth::Key::unguessable);
         self.live
             .iter()
-            .filter(|(_, s)| s.test.is_none() && !s.core.is_closing())
+            .filter(|(_, s)| {
+                let waiting_refusal = held_go && s.hold.is_some();
+                s.test.is_none() && (waiting_refusal || !s.core.is_closing())
+            })
             .filter(|(_, s)| ip.is_none_or(|ip| s.peer.ip() == ip))
             .max_by_key(|(_, s)| {
                 (
+                    held_go && s.hold.is_some(),
                     held.get(&s.peer.ip()).copied().unwrap_or(0),
                     std::cmp::Reverse(s.idle_since),
                 )

@@ -50,8 +50,9 @@ impl FdShares {
     /// eighth of the limit; a descriptor a session, `max_sessions` of them
     /// and at most a quarter of the limit; the waiting room, at most an
     /// eighth), the rest for tests; a test may hold a quarter of that (or
-    /// up to 1024 of it) unless `per_test` says otherwise, an address twice
-    /// a test's.
+    /// up to 1024 of it, never more than a third) unless `per_test` says
+    /// otherwise, an address twice a test's but at most a third of the
+    /// tests' (so that a third address always finds its share free).
     pub fn split(
         open_files: u64,
         max_sessions: usize,
@@ -63,8 +64,12 @@ impl FdShares {
         let sessions = (max_sessions as u64).min(open_files / 4).max(1);
         let waiting = (max_pending as u64).min(open_files / 8).max(1);
         let tests = open_files.saturating_sub(fixed + sessions + waiting);
+        // an address holds at most a third of what tests have, so that two
+        // cannot take it all (unless the administrator's test share is
+        // larger: then that is what one address may hold)
+        let third = (tests / 3).max(1);
         let per_test = per_test
-            .unwrap_or((tests / 4).max(tests.min(1024)))
+            .unwrap_or((tests / 4).max(tests.min(1024)).min(third))
             .min(tests);
         FdShares {
             open_files,
@@ -72,7 +77,11 @@ impl FdShares {
             waiting: usize::try_from(waiting).unwrap_or(usize::MAX),
             tests,
             per_test,
-            per_address: per_test.saturating_mul(2).min(tests),
+            per_address: per_test
+                .saturating_mul(2)
+                .min(third)
+                .max(per_test)
+                .min(tests),
             tests_per_address,
         }
     }
@@ -127,7 +136,7 @@ impl FdRefusal {
             FdRefusal::PerAddress { need, held, shares } => ErrorMsg::new(
                 ErrorCode::Busy,
                 format!(
-                    "netserver is busy: tests from your address hold {held} of the {} file descriptors an address may (twice --max-test-fds); this one needs {need}; try again when they end",
+                    "netserver is busy: tests from your address hold {held} of the {} file descriptors an address may (a third of those for tests, or twice --max-test-fds where that is larger); this one needs {need}; try again when they end",
                     shares.per_address
                 ),
             ),
@@ -245,13 +254,20 @@ mod tests {
         );
         assert_eq!(s.tests, 20_000 - 96 - 256 - 2_500);
         assert_eq!(s.per_test, s.tests / 4);
-        assert_eq!(s.per_address, s.per_test * 2);
-        // a small limit: every part in proportion, a test may take all
-        // that tests have
+        assert_eq!(s.per_address, s.tests / 3);
+        // a small limit: every part in proportion, a test (and an
+        // address) a third of what tests have: two addresses at their
+        // shares leave a third's share free
         let s = FdShares::split(1024, 256, 4096, None, 64);
         assert_eq!((s.sessions, s.waiting), (256, 128));
         assert_eq!(s.tests, 1024 - 96 - 256 - 128);
-        assert_eq!(s.per_test, s.tests);
+        assert_eq!((s.per_test, s.per_address), (s.tests / 3, s.tests / 3));
+        assert!(s.tests - 2 * s.per_address >= s.per_test);
+        // the finding's limit: 1398 for tests, of which two addresses took
+        // all but 2
+        let s = FdShares::split(1398 + 96 + 256 + 200, 256, 200, None, 64);
+        assert_eq!(s.tests, 1398);
+        assert!(s.tests - 2 * s.per_address >= s.per_test, "{s:?}");
         let s = FdShares::split(200, 500, 500, Some(500), 64);
         assert_eq!((s.sessions, s.waiting), (50, 25));
         assert_eq!((s.tests, s.per_test), (100, 100));
@@ -259,6 +275,8 @@ mod tests {
 
     #[test]
     fn a_test_an_address_and_the_daemon_each_have_a_share() {
+        // (an administrator's test share of 4,000, above a third's 5,716:
+        // an address twice that, 8,000)
         let d = Arc::new(Descriptors::new(FdShares::split(
             20_000,
             256,
@@ -273,25 +291,29 @@ mod tests {
             text.contains("--max-test-fds") && text.contains("20000"),
             "{text}"
         );
+        // an address: a third of the tests' 17,148 (5,716)
         let a1 = d.reserve(A, 4_000).unwrap();
-        let a2 = d.reserve(A, 4_000).unwrap();
         assert!(matches!(
-            d.reserve(A, 1).unwrap_err(),
-            FdRefusal::PerAddress { held: 8_000, .. }
+            d.reserve(A, 4_000).unwrap_err(),
+            FdRefusal::PerAddress { held: 4_000, .. }
         ));
+        let a2 = d.reserve(A, 1_716).unwrap();
         // another address is not held back by A
         let b1 = d.reserve(B, 4_000).unwrap();
-        let b2 = d.reserve(B, 3_000).unwrap();
-        assert_eq!(d.in_use(), 15_000);
-        // the daemon's budget (17,148) is nearly spent
+        let b2 = d.reserve(B, 1_716).unwrap();
+        assert_eq!(d.in_use(), 11_432);
+        // two addresses at their shares: a third is served
         let c = IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 3));
+        let c1 = d.reserve(c, 4_000).unwrap();
+        // and the daemon's budget is nearly spent
+        let e = IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 4));
         assert!(matches!(
-            d.reserve(c, 4_000).unwrap_err(),
-            FdRefusal::Daemon { free: 2_148, .. }
+            d.reserve(e, 4_000).unwrap_err(),
+            FdRefusal::Daemon { free: 1_716, .. }
         ));
-        drop((a1, b2));
-        assert_eq!(d.in_use(), 8_000);
-        let _c = d.reserve(c, 4_000).unwrap();
+        drop((a1, b2, c1));
+        assert_eq!(d.in_use(), 5_716);
+        let _e = d.reserve(e, 4_000).unwrap();
         // tests an address runs at once
         let small: Vec<_> = (0..2).map(|_| d.reserve(B, 1).unwrap()).collect();
         assert!(matches!(

@@ -554,3 +554,135 @@ fn forged_rates_are_not_recorded() {
         "{honest}"
     );
 }
+
+/// Two addresses that each take the largest test the netserver allows
+/// (as an attacker would: asked for 10,000 flows, told the share, then
+/// asked for all of it) leave a third address its share: each address
+/// holds at most a third of the descriptors for tests. Before, two such
+/// addresses left "2 of the 1398 for tests free".
+#[test]
+fn a_third_address_is_served_while_two_hold_their_share() {
+    let Some(ns) = Netserver::start_with_nofile(1000, &["-L", "0.0.0.0"]) else {
+        return;
+    };
+    let port = ns.port().to_string();
+    let netperf_from = |local: &str, flows: u32, secs: &str| {
+        let mut c = std::process::Command::new(harness::bin("netperf"));
+        c.args([
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-L",
+            local,
+            "-l",
+            secs,
+            "-P",
+            "0",
+            "--",
+        ])
+        .args(["-m", "1K", "--flows", &flows.to_string()]);
+        c
+    };
+    // the share, as the refusal of a huge test tells it
+    let probe = harness::run_with_deadline(
+        netperf_from("127.0.0.2", 10_000, "1"),
+        Duration::from_secs(20),
+    );
+    let share: u64 = probe
+        .stderr
+        .split("more than one test may (")
+        .nth(1)
+        .and_then(|r| r.split(':').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no share in: {}", probe.stderr));
+    // 70 descriptors and two a flow, at most the share
+    let flows = u32::try_from((share - 70) / 2).unwrap();
+    let hogs: Vec<std::process::Child> = ["127.0.0.2", "127.0.0.3"]
+        .iter()
+        .map(|a| {
+            netperf_from(a, flows, "5")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(1500));
+    let third = harness::run_with_deadline(
+        netperf_from("127.0.0.4", flows, "1"),
+        Duration::from_secs(30),
+    );
+    let hogs: Vec<std::process::Output> = hogs
+        .into_iter()
+        .map(|h| h.wait_with_output().unwrap())
+        .collect();
+    for h in &hogs {
+        assert!(
+            h.status.success(),
+            "a share's test: {}",
+            String::from_utf8_lossy(&h.stderr)
+        );
+    }
+    assert!(
+        third.success(),
+        "the third address ({flows} flows, a share of {share}): {}",
+        third.stderr
+    );
+    assert!(
+        harness::num(harness::fields(&third.stdout)[4]) > 0.0,
+        "{}",
+        third.stdout
+    );
+}
+
+/// An address whose `--max-per-client` sessions are all wrong attempts
+/// held for their refusals' turns does not keep the right key out: a
+/// newcomer takes a held attempt's place (the key file's 16 bytes and
+/// more cannot be guessed at any rate of verdicts).
+#[test]
+fn held_wrong_attempts_make_room_for_the_right_key() {
+    let dir = Dir::new("held-room");
+    let right = dir.key("right", "the right key, 32 bytes long....");
+    let wrong = dir.key("wrong", "a wrong key, also long enough...");
+    let ns = Netserver::start(&["--key-file", &right, "--max-per-client", "4"]);
+    let port = ns.port().to_string();
+    // five wrong keys told at once, then four held: the address's cap
+    let mut held = Vec::new();
+    for _ in 0..9 {
+        let mut c = std::process::Command::new(harness::bin("netperf"));
+        c.args([
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--key-file",
+            &wrong,
+            "-l",
+            "1",
+            "-P",
+            "0",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+        held.push(c.spawn().unwrap());
+        thread::sleep(Duration::from_millis(50));
+    }
+    thread::sleep(Duration::from_millis(500));
+    let t0 = Instant::now();
+    let out = harness::netperf_at(
+        &port,
+        &["--key-file", &right, "-t", "TCP_RR", "-l", "1", "-P", "0"],
+    );
+    assert!(
+        out.success(),
+        "the right key kept out: {}\n{}",
+        out.stderr,
+        ns.log()
+    );
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    assert!(ns.log().contains("wait their turn"), "{}", ns.log());
+    for mut h in held {
+        let _ = h.kill();
+        let _ = h.wait();
+    }
+}
