@@ -89,6 +89,19 @@ mod tests {
             .test(Family::V4)
             .unwrap_err();
         assert_eq!(e.code, ErrorCode::Unsupported, "{e:?}");
+        // an upload's -b is the test's rate, as netperf's --rate (what a
+        // policy's max_rate holds it to); without -b it is unpaced
+        let up = br#"{"tcp":true,"parallel":2,"bandwidth":1000000}"#;
+        let t = Params::decode(up).unwrap().test(Family::V4).unwrap();
+        assert_eq!(
+            (t.spec.kind, t.spec.rate_bps),
+            (TestKind::TcpStream, Some(2_000_000))
+        );
+        let t = Params::decode(br#"{"tcp":true,"bandwidth":0}"#)
+            .unwrap()
+            .test(Family::V4)
+            .unwrap();
+        assert_eq!(t.spec.rate_bps, None);
         // 3.12's results write -1 as an unsigned 64-bit number
         let r = br#"{"cpu_util_total":1,"streams":[{"id":1,"bytes":10,"retransmits":18446744073709551615,"packets":763}]}"#;
         assert_eq!(client_streams(r), vec![(1, 763)]);

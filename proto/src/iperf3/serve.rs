@@ -155,8 +155,11 @@ impl Params {
         .flatten()
         .filter(|b| *b > 0)
         .min();
+        // the whole test's rate: what the server paces its sends at, and
+        // what the client says it paces its own at (the rate a policy's
+        // max_rate holds a test of any dialect to, as netperf's --rate)
+        spec.rate_bps = rate.map(|r| r.saturating_mul(u64::from(parallel)));
         if reverse || bidir {
-            spec.rate_bps = rate.map(|r| r.saturating_mul(u64::from(parallel)));
             // a sending server stops at the client's count (`-n`, `-k`)
             let num = whole(self.num, "-n", 1e18)?.filter(|n| *n > 0);
             let blocks = whole(self.blockcount, "-k", 1e18)?.filter(|n| *n > 0);
