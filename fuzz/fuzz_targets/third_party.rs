@@ -25,6 +25,9 @@ fuzz_target!(|data: &[u8]| {
         assert!(plan.json);
         assert!(plan.data_host.is_none());
         assert!(plan.fill_file.is_none() && plan.plot.is_none());
+        // nothing in it names a path, an address or a port of the host
+        assert!(plan.selection.is_none() && plan.observer.is_none());
+        assert!(plan.local_host.is_none() && plan.data_local.is_none());
         assert_eq!(plan.host.as_deref(), Some(req.host.as_str()));
         assert_eq!(plan.port, req.port);
         assert!(matches!(plan.auth, Some(client::cli::AuthSource::Given(_))));

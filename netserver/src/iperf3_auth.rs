@@ -63,18 +63,22 @@ impl Iperf3Gate {
     pub fn credentials(key: &Path, users: &Path, skew: u64) -> Result<Iperf3Gate, String> {
         let pem = std::fs::read_to_string(key)
             .map_err(|e| format!("--rsa-private-key-path {}: {e}", key.display()))?;
-        let parsed = rsa::PrivateKey::from_pkcs8_pem(&pem)
-            .map_err(|e| e.to_string())
-            .or_else(|_| rsa::PrivateKey::from_pkcs1_pem(&pem).map_err(|e| e.to_string()))
-            .map_err(|e| {
-                format!(
-                    "--rsa-private-key-path {}: not an unencrypted RSA private key in PEM (PKCS #8 or PKCS #1): {e}",
-                    key.display()
-                )
-            })?;
         read_users(users).map_err(|e| format!("--authorized-users-path {e}"))?;
         // absolute, so that a detached daemon (cwd /) reads the same file
         let users = std::path::absolute(users).unwrap_or_else(|_| users.to_path_buf());
+        Iperf3Gate::with_key(&pem, users, skew)
+            .map_err(|e| format!("--rsa-private-key-path {}: {e}", key.display()))
+    }
+
+    /// The gate of a private key in PEM (PKCS #8 or PKCS #1, unencrypted)
+    /// and a users file.
+    pub fn with_key(pem: &str, users: PathBuf, skew: u64) -> Result<Iperf3Gate, String> {
+        let parsed = rsa::PrivateKey::from_pkcs8_pem(pem)
+            .map_err(|e| e.to_string())
+            .or_else(|_| rsa::PrivateKey::from_pkcs1_pem(pem).map_err(|e| e.to_string()))
+            .map_err(|e| {
+                format!("not an unencrypted RSA private key in PEM (PKCS #8 or PKCS #1): {e}")
+            })?;
         Ok(Iperf3Gate::Credentials {
             key: Box::new(parsed),
             users,
