@@ -27,6 +27,9 @@ complete -c netserver -l idle-timeout -d 'Longest silence of a control connectio
 complete -c netserver -l data-timeout -d 'Data connections must arrive within this of the setup reply (default 10)' -r
 complete -c netserver -l key-file -d 'Require clients to prove they know the key in this file (mode 600)' -r
 complete -c netserver -s Z -d 'Require clients to prove they know this passphrase (never sent by ours; netperf 2.7 clients send it in the clear)' -r
+complete -c netserver -l rsa-private-key-path -d 'iperf3 clients must authenticate as iperf3 -s requires: the RSA private key (PEM, unencrypted) their tokens are decrypted with; with --authorized-users-path' -r
+complete -c netserver -l authorized-users-path -d 'The iperf3 users file (lines user,sha256 of {user}password, as iperf3\'s); read again at each test' -r
+complete -c netserver -l time-skew-threshold -d 'How far an iperf3 client\'s clock may be from ours when it authenticates (default 10)' -r
 complete -c netserver -s h -d 'Display this text'
 complete -c netserver -s D -d 'Do not daemonize: stay in the foreground, log to stderr'
 complete -c netserver -s d -d 'Increase debugging output (raises the verbosity)'
@@ -40,5 +43,6 @@ complete -c netserver -l install-service -d 'Windows: register netserver as a se
 complete -c netserver -l uninstall-service -d 'Windows: remove the service (stopped first)'
 complete -c netserver -l service -d 'Windows: run under the service manager (as --install-service registers it)'
 complete -c netserver -l allow-netperf2 -d 'With --key-file, serve netperf 2.7 clients too, which cannot prove the key'
+complete -c netserver -l allow-iperf3-unauthenticated -d 'With --key-file, serve iperf3 clients without credentials too (they cannot prove the key)'
 complete -c netserver -l fleet -d 'Run third-party tests (netperf mesh) for clients that prove the key: needs --key-file'
 complete -c netserver -l no-netperf2 -d 'Do not serve netperf 2.7 clients (they are told so)'
