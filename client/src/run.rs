@@ -358,12 +358,25 @@ fn refused_options(t: &Test, runs: &Runs) -> Vec<String> {
             let asked = asked.as_ref()?;
             let held = &counts.tcp.as_ref()?.cong_control;
             (!held.is_empty() && held != asked).then(|| {
-                format!(
-                    "{option}{asked}: {whose} kernel refused it and ran {held} (the figures are {held}'s): an unprivileged process may only choose from net.ipv4.tcp_allowed_congestion_control, and the algorithm's module must be loaded"
-                )
+                let why = if whose == "our" {
+                    engine::sockopt::cc_not_applied_here(asked, engine::sys::privileged())
+                } else {
+                    cc_not_applied_at_netserver(asked)
+                };
+                format!("{option}{asked}: {whose} end ran {held} (the figures are {held}'s): {why}")
             })
         })
         .collect()
+}
+
+/// Why the netserver ran another congestion control than `asked`: it
+/// applies only those its host's net.ipv4.tcp_allowed_congestion_control
+/// lists, even as root (so that a remote client cannot make it load a
+/// kernel module); netperf 2.7's, unprivileged, is held to the same list.
+fn cc_not_applied_at_netserver(asked: &str) -> String {
+    format!(
+        "a netserver applies only the algorithms its host's net.ipv4.tcp_allowed_congestion_control lists (ours even as root, so that a client cannot make it load a kernel module): to test {asked}, add it to that list on the netserver's host (sysctl -w net.ipv4.tcp_allowed_congestion_control=\"$(sysctl -n net.ipv4.tcp_allowed_congestion_control) {asked}\", with its module loaded)"
+    )
 }
 
 /// What reached the test's data sockets without being the test's, over

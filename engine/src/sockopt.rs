@@ -165,6 +165,24 @@ pub fn apply_local(
     Ok(())
 }
 
+/// Why this host's kernel ran another congestion control than `asked`,
+/// and the remedy: root may choose any the kernel can load; anyone else
+/// only those net.ipv4.tcp_allowed_congestion_control lists (said with the
+/// list as it is).
+pub fn cc_not_applied_here(asked: &str, root: bool) -> String {
+    if root {
+        return format!(
+            "the kernel has no {asked} (its module is neither built in nor loadable: modprobe tcp_{asked}; net.ipv4.tcp_available_congestion_control lists those it has)"
+        );
+    }
+    let allowed = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+        .map(|a| format!(" ({})", a.trim()))
+        .unwrap_or_default();
+    format!(
+        "an unprivileged process may only choose from net.ipv4.tcp_allowed_congestion_control{allowed}: add {asked} to it on this host (sysctl -w net.ipv4.tcp_allowed_congestion_control=\"$(sysctl -n net.ipv4.tcp_allowed_congestion_control) {asked}\", its module loaded), or run as root"
+    )
+}
+
 /// What a data socket does not have of what was asked of it, read back
 /// from the socket after [`apply_side`] (and [`apply_local`], `local`): a
 /// line each for a warning, naming the option and why. The kernel goes on
@@ -179,11 +197,9 @@ pub fn not_applied(sock: &Socket, side: &SideSpec, local: Option<&LocalOpts>) ->
         && let Some(now) = congestion_control(SockRef::from(sock))
         && &now != cc
     {
-        let allowed = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
-            .map(|a| format!(" ({})", a.trim()))
-            .unwrap_or_default();
         out.push(format!(
-            "-K {cc}: the kernel refused it and runs {now}: an unprivileged process may only choose from net.ipv4.tcp_allowed_congestion_control{allowed}, and the algorithm's module must be loaded"
+            "-K {cc}: the kernel refused it and runs {now}: {}",
+            cc_not_applied_here(cc, sys::privileged())
         ));
     }
     if local.is_some_and(|l| l.so_debug) && matches!(sys::opt::debugging(sock), Ok(false)) {

@@ -11,7 +11,7 @@ use crate::{admission::MemoryBudget, config::Config};
 
 /// Every option netserver takes: the source of its help and man page.
 pub const OPTIONS: &[OptDef] = &[
-    OptDef::flag("help", 'h', "Display this text"),
+    OptDef::flag("help", 'h', "Display this text").with_long("help"),
     OptDef::flag(
         "foreground",
         'D',

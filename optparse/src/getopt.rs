@@ -64,6 +64,12 @@ impl OptDef {
         }
     }
 
+    /// A long name besides the short one (`-h`, `--help`).
+    pub const fn with_long(mut self, long: &'static str) -> OptDef {
+        self.long = Some(long);
+        self
+    }
+
     pub const fn with_arity(mut self, arity: Arity) -> OptDef {
         self.arity = arity;
         self

@@ -79,7 +79,7 @@ pub const OPTIONS: &[OptDef] = &[
         "lfill[,rfill]",
         "Fill send buffers with data from this file",
     ),
-    OptDef::flag("help", 'h', "Display this text"),
+    OptDef::flag("help", 'h', "Display this text").with_long("help"),
     OptDef::value(
         "host",
         'H',

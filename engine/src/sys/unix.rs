@@ -167,6 +167,13 @@ pub fn system_out_of_descriptors(e: &io::Error) -> bool {
 }
 
 /// The soft and hard limits of open descriptors (RLIMIT_NOFILE).
+/// Whether this process runs as root (may choose any congestion control
+/// whose module the kernel can load).
+pub fn privileged() -> bool {
+    // SAFETY: geteuid takes nothing and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
 pub fn open_files_limit() -> (u64, u64) {
     let mut lim = libc::rlimit {
         rlim_cur: 0,

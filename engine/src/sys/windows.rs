@@ -647,3 +647,9 @@ pub fn activated_listeners() -> io::Result<Option<Vec<std::net::TcpListener>>> {
 pub fn stdin_socket() -> io::Result<Option<Handed>> {
     Ok(None)
 }
+
+/// Whether this process runs as root: no such thing here (congestion
+/// control is Linux's option).
+pub fn privileged() -> bool {
+    false
+}

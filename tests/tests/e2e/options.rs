@@ -989,3 +989,53 @@ fn rate_paces_a_tcp_sender_at_either_end() {
         }
     }
 }
+
+/// `--help` is what a newcomer types first: on both programs it prints
+/// what `-h` prints, and exits 0 (netperf 2.7 prints its usage too; ours
+/// said "unknown option --help").
+#[test]
+fn help_prints_the_usage_on_both_programs() {
+    for program in ["netperf", "netserver"] {
+        let run = |arg: &str| {
+            let mut c = Command::new(bin(program));
+            c.arg(arg);
+            run_with_deadline(c, Duration::from_secs(10))
+        };
+        let (long, short) = (run("--help"), run("-h"));
+        assert!(long.success(), "{program} --help: {long}");
+        assert!(long.stdout.contains("Usage"), "{program} --help: {long}");
+        assert_eq!(long.stdout, short.stdout, "{program}: --help and -h differ");
+    }
+}
+
+/// A congestion control the netserver keeps off (it applies only those in
+/// its host's net.ipv4.tcp_allowed_congestion_control, even as root) is
+/// said with the end, the reason and the remedy; not as an unprivileged
+/// process's lot, which a root daemon's is not.
+#[test]
+fn a_congestion_control_the_netserver_keeps_off_is_said_with_its_remedy() {
+    let read = |f: &str| std::fs::read_to_string(f).unwrap_or_default();
+    let allowed = read("/proc/sys/net/ipv4/tcp_allowed_congestion_control");
+    let Some(off) = read("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .split_whitespace()
+        .find(|a| !allowed.split_whitespace().any(|b| b == *a))
+        .map(str::to_string)
+    else {
+        eprintln!("!!! SKIPPED: every available congestion control is allowed here");
+        return;
+    };
+    let ns = Netserver::start(&[]);
+    let k = format!(",{off}");
+    let out = ns.netperf(&["-t", "TCP_STREAM", "-l", "1", "-P", "0", "--", "-K", &k]);
+    assert!(out.success(), "{out}");
+    let line = out
+        .stderr
+        .lines()
+        .find(|l| l.contains(&format!("-K ,{off}: ")))
+        .unwrap_or_else(|| panic!("no -K line: {out}"))
+        .to_string();
+    assert!(line.contains("the netserver's end ran"), "{line}");
+    assert!(line.contains("tcp_allowed_congestion_control"), "{line}");
+    assert!(line.contains("on the netserver's host"), "{line}");
+    assert!(!line.contains("unprivileged process may only"), "{line}");
+}

@@ -251,14 +251,24 @@ fn what_a_normal_users_kernel_refuses_is_said() {
         "{out}"
     );
     if let Some(a) = &refused {
+        // the reason and the remedy, for each end
         assert!(
             out.stderr
-                .contains(&format!("-K {a}: our kernel refused it")),
+                .contains("an unprivileged process may only choose"),
             "{out}"
         );
         assert!(
             out.stderr
-                .contains(&format!("-K ,{a}: the netserver's kernel refused it")),
+                .contains("add it to that list on the netserver's host"),
+            "{out}"
+        );
+        assert!(
+            out.stderr.contains(&format!("-K {a}: our end ran")),
+            "{out}"
+        );
+        assert!(
+            out.stderr
+                .contains(&format!("-K ,{a}: the netserver's end ran")),
             "{out}"
         );
         assert!(
