@@ -179,6 +179,13 @@ pub const OPTIONS: &[OptDef] = &[
         "Log lines as text (default) or as one JSON object each",
     ),
     OptDef::long_only(
+        "pid_file",
+        "pid-file",
+        Arity::Required,
+        "file",
+        "Write the daemon's process id to this file (after detaching; removed at exit)",
+    ),
+    OptDef::long_only(
         "record",
         "record",
         Arity::Required,
@@ -342,6 +349,8 @@ pub struct ServerOptions {
     pub log_format: crate::log::Format,
     /// `--record`.
     pub record_file: Option<PathBuf>,
+    /// `--pid-file`.
+    pub pid_file: Option<PathBuf>,
     /// `--metrics`.
     pub metrics: Option<std::net::SocketAddr>,
     /// `--iperf3`: the address (`None`: -L's, or every address) and port.
@@ -392,6 +401,7 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
         log_file: None,
         log_format: crate::log::Format::Text,
         record_file: None,
+        pid_file: None,
         metrics: None,
         iperf3: None,
         max_file_size: crate::log::Limits::default().file_size,
@@ -440,6 +450,10 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
                 }
             }
             "record" => o.record_file = Some(PathBuf::from(v)),
+            // absolute: the daemon detaches to /
+            "pid_file" => {
+                o.pid_file = Some(std::path::absolute(v).unwrap_or_else(|_| PathBuf::from(v)));
+            }
             "policy" => {
                 // absolute, so that SIGHUP reads the same file after detaching
                 let p = std::path::absolute(v).unwrap_or_else(|_| PathBuf::from(v));

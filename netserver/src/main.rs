@@ -216,6 +216,16 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
             Err(e) => return Err(Error::system("cannot detach", e)),
         }
     }
+    // the daemon's own pid (after the fork), for whoever stops it
+    let pid_file = opts
+        .pid_file
+        .as_ref()
+        .map(|p| {
+            std::fs::write(p, format!("{}\n", std::process::id()))
+                .map(|()| p.clone())
+                .map_err(|e| Error::Setup(format!("--pid-file {}: {e}", p.display())))
+        })
+        .transpose()?;
     opts.config.logger = match log_file {
         Some(f) => file_logger(f, opts.verbosity, opts.log_format, &opts),
         None if opts.foreground => {
@@ -276,6 +286,9 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
         netserver::serve(all, opts.config, shutdown).map_err(|e| Error::system("accept loop", e));
     if let Some(r) = record {
         r.sync(Duration::from_secs(2));
+    }
+    if let Some(p) = pid_file {
+        let _ = std::fs::remove_file(p);
     }
     // the last lines (why it stopped) reach the log before the process ends
     log.sync(Duration::from_secs(2));

@@ -205,8 +205,10 @@ fn netserver_version_and_bad_options() {
 #[test]
 fn netserver_detaches_without_dash_d() {
     let port = free_port();
+    let pid_file = std::env::temp_dir().join(format!("np-detach-{}.pid", std::process::id()));
     let mut cmd = Command::new(bin("netserver"));
-    cmd.args(["-p", &port.to_string(), "-L", "127.0.0.1"]);
+    cmd.args(["-p", &port.to_string(), "-L", "127.0.0.1", "--pid-file"])
+        .arg(&pid_file);
     let out = run_with_deadline(cmd, Duration::from_secs(10));
     assert!(out.success(), "{out}");
     assert!(
@@ -215,13 +217,34 @@ fn netserver_detaches_without_dash_d() {
         "{out}"
     );
     let res = netperf_at(&port.to_string(), &["-l", "1", "-P", "0"]);
-    // stop the daemon: find it by its port
-    let _ = Command::new("sh")
-        .args([
-            "-c",
-            &format!("fuser -k -TERM {port}/tcp 2>/dev/null || pkill -f 'netserver -p {port} '"),
-        ])
-        .status();
+    // stop the daemon this test started, by its pid (the detached child's,
+    // from --pid-file), and no other process
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .expect("the pid file")
+        .trim()
+        .parse()
+        .expect("a pid");
+    let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    assert!(
+        cmdline.contains("netserver"),
+        "pid {pid} is not the netserver: {cmdline:?}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    let t0 = std::time::Instant::now();
+    while std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && t0.elapsed() < Duration::from_secs(5)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "still running"
+    );
+    assert!(!pid_file.exists(), "the pid file outlived the daemon");
     res.ok();
 }
 
