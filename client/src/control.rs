@@ -295,8 +295,12 @@ impl Control {
             match self.ctl.next_event().map_err(|e| self.describe(e))? {
                 ClientEvent::Granted(g) => return Ok(g),
                 ClientEvent::Queued { ahead, limit_secs } => eprintln!(
-                    "netperf: the netserver runs one test at a time (--schedule exclusive): {ahead} {} ahead of this one; waiting at most {limit_secs} s for its turn",
-                    if ahead == 1 { "test" } else { "tests" }
+                    "netperf: the netserver runs one client host's tests at a time (--schedule exclusive): {ahead} {} ahead of this one; waiting at most {limit_secs} s for its turn",
+                    if ahead == 1 {
+                        "host's turn"
+                    } else {
+                        "hosts' turns"
+                    }
                 ),
                 other => bail!("unexpected {other:?} in answer to a test request"),
             }

@@ -137,6 +137,10 @@ pub struct Metrics {
     sockets_used: Gauge,
     sockets_limit: Gauge,
     waiting: Gauge,
+    /// The tests running in the current host's turn, and the turns begun
+    /// (`--schedule exclusive`).
+    turn_tests: Gauge,
+    turns: Counter,
     /// How long tests waited for their turn (`--schedule exclusive`).
     turn_waits: Histogram,
     /// The policy's counts (`--policy`): scopes remembered, and the
@@ -165,6 +169,9 @@ pub struct Held {
     pub sockets_limit: u64,
     /// Tests waiting their turn (`--schedule exclusive`).
     pub waiting: u64,
+    /// Tests running in the current host's turn, and turns begun.
+    pub turn_tests: u64,
+    pub turns: u64,
     /// The policy's scopes remembered, the daemon's tests and bytes today.
     pub policy_scopes: u64,
     pub policy_tests: u64,
@@ -205,6 +212,8 @@ impl Metrics {
             sockets_used: Gauge::default(),
             sockets_limit: Gauge::default(),
             waiting: Gauge::default(),
+            turn_tests: Gauge::default(),
+            turns: Counter::default(),
             turn_waits: Histogram::new(exponential_buckets(0.1, 2.0, 12)),
             policy_scopes: Gauge::default(),
             policy_tests: Gauge::default(),
@@ -291,6 +300,11 @@ impl Metrics {
             m.log_dropped.clone(),
         );
         registry.register(
+            "netserver_turns",
+            "Turns begun: each a client host's tests at once (--schedule exclusive)",
+            m.turns.clone(),
+        );
+        registry.register(
             "netserver_record_lines_dropped",
             "--record lines dropped because the file's writer did not keep up",
             m.record_dropped.clone(),
@@ -307,7 +321,7 @@ impl Metrics {
             Unit::Seconds,
             self.turn_waits.clone(),
         );
-        let held: [(&str, &str, Option<Unit>, &Gauge); 12] = [
+        let held: [(&str, &str, Option<Unit>, &Gauge); 13] = [
             (
                 "netserver_policy_scopes",
                 "Client addresses, prefixes and tokens whose use the policy remembers (--policy; at most max_entries)",
@@ -331,6 +345,12 @@ impl Metrics {
                 "Tests waiting their turn (--schedule exclusive)",
                 None,
                 &self.waiting,
+            ),
+            (
+                "netserver_turn_tests",
+                "Tests running in the turn of the client host that holds it (--schedule exclusive: a turn is a host's, its tests at once)",
+                None,
+                &self.turn_tests,
             ),
             (
                 "netserver_memory_budget_used",
@@ -432,6 +452,8 @@ impl Metrics {
         self.sockets_used.set(to_i64(held.sockets_used));
         self.sockets_limit.set(to_i64(held.sockets_limit));
         self.waiting.set(to_i64(held.waiting));
+        self.turn_tests.set(to_i64(held.turn_tests));
+        catch_up(&self.turns, held.turns);
         self.policy_scopes.set(to_i64(held.policy_scopes));
         self.policy_tests.set(to_i64(held.policy_tests));
         self.policy_bytes.set(to_i64(held.policy_bytes));

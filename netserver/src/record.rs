@@ -25,6 +25,9 @@ pub(crate) struct Finished {
     pub server: SideResults,
     /// A UDP sender's datagrams, as the client said when it was done.
     pub datagrams_sent: Option<u64>,
+    /// The turn it ran in (`--schedule exclusive`): the client host whose
+    /// turn it was, and when the turn began.
+    pub turn: Option<(std::net::IpAddr, SystemTime)>,
 }
 
 /// A side's counters for the record: the per-flow counters left out
@@ -107,6 +110,7 @@ pub(crate) fn line(
         "elapsed_s": f.server.elapsed_ns as f64 / 1e9,
         "throughput": rate(kind, &f.server, units),
         "loss": loss,
+        "turn": f.turn.map(|(host, since)| json!({ "host": host.to_string(), "start": rfc3339(since) })),
         "client": said,
         "local": summary.map(|c| side(&c.local)),
         "remote": side(&f.server),
@@ -143,6 +147,7 @@ mod tests {
                 ..Default::default()
             },
             datagrams_sent: Some(1000),
+            turn: None,
         };
         let client = ClientSummary {
             local: SideResults {

@@ -147,6 +147,8 @@ impl Scrapes {
             sockets_used: shared.config.socket_budget.in_use(),
             sockets_limit: shared.config.socket_budget.limit(),
             waiting: shared.turns.waiting() as u64,
+            turn_tests: shared.turns.holder().0.map_or(0, |(_, _, n)| n as u64),
+            turns: shared.turns.holder().1,
             policy_scopes: shared.config.policy.remembered() as u64,
             policy_tests: shared
                 .config

@@ -58,13 +58,11 @@ pub(crate) fn timeouts(cfg: &crate::config::Config) -> Timeouts {
 }
 
 /// How a test's worker tells the loop it has finished (`tokens`), or
-/// that the streams the listener hands it are all in (`ready`); and whose
-/// turn it is to run a test (`turns`, `--schedule exclusive`).
+/// that the streams the listener hands it are all in (`ready`).
 struct Finished {
     waker: Arc<Waker>,
     tokens: Mutex<Vec<usize>>,
     ready: Mutex<Vec<usize>>,
-    turns: Mutex<Vec<usize>>,
 }
 
 impl Finished {
@@ -75,11 +73,6 @@ impl Finished {
 
     fn push_ready(&self, token: usize) {
         Self::queue(&self.ready, token);
-        let _ = self.waker.wake();
-    }
-
-    fn push_turn(&self, token: usize) {
-        Self::queue(&self.turns, token);
         let _ = self.waker.wake();
     }
 
@@ -118,7 +111,6 @@ impl Sessions {
                 waker,
                 tokens: Mutex::new(Vec::new()),
                 ready: Mutex::new(Vec::new()),
-                turns: Mutex::new(Vec::new()),
             }),
             again: Vec::new(),
         }
@@ -219,17 +211,23 @@ impl Sessions {
         for token in std::mem::take(&mut self.again) {
             self.read(registry, token);
         }
-        for token in Finished::take(&self.finished.turns) {
-            match self.live.get_mut(&token) {
-                Some(s) => {
-                    s.take_turn();
-                    self.settle(registry, token, Ok(()));
-                }
-                // (gone meanwhile: the turn passes on)
-                None => {
-                    if let Some(next) = self.shared.turns.done(token) {
-                        self.finished.push_turn(next);
+        if let Some(began) = self.shared.turns.hand_over(now) {
+            self.shared.config.logger.log(
+                2,
+                &format!(
+                    "{}'s turn begins: {} tests waited for it (--schedule exclusive)",
+                    began.host,
+                    began.sessions.len()
+                ),
+            );
+            for token in began.sessions {
+                match self.live.get_mut(&token) {
+                    Some(s) => {
+                        s.take_turn();
+                        self.settle(registry, token, Ok(()));
                     }
+                    // (gone meanwhile: no test of its in the turn)
+                    None => self.shared.turns.done(token, now),
                 }
             }
         }
@@ -548,11 +546,10 @@ impl Session {
         })
     }
 
-    /// Its test is done (or it gave up waiting): the turn passes on.
+    /// Its test is done (or it gave up waiting): its host's turn passes
+    /// on when this was its last test (after the grace).
     fn turn_done(&self) {
-        if let Some(next) = self.shared.turns.done(self.token) {
-            self.finished.push_turn(next);
-        }
+        self.shared.turns.done(self.token, Instant::now());
     }
 
     /// Its turn came: the test that waited for it starts.
@@ -580,7 +577,7 @@ impl Session {
     fn turn_expired(&mut self) {
         if let Some((spec, since)) = self.waiting.take() {
             let text = format!(
-                "netserver runs one test at a time (--schedule exclusive): {} waited {} s for its turn, the longest it may (--max-wait); try again later",
+                "netserver runs one client host's tests at a time (--schedule exclusive): {} waited {} s for its host's turn, the longest it may (--max-wait); try again later",
                 spec.kind,
                 since.elapsed().as_secs()
             );
@@ -625,6 +622,12 @@ impl Session {
     fn results_sent(&mut self, r: &proto::SideResults) {
         self.idle_since = Instant::now();
         self.forget_streams();
+        // the turn it ran in (`--schedule exclusive`), for the record
+        let turn = self
+            .shared
+            .turns
+            .turn_of(self.token)
+            .map(|(host, since)| (host, SystemTime::now() - since.elapsed()));
         self.turn_done();
         let Some(mut t) = self.test.take() else {
             return;
@@ -678,6 +681,7 @@ impl Session {
                 end: SystemTime::now(),
                 server: r.clone(),
                 datagrams_sent: self.datagrams_sent.take(),
+                turn,
             });
             // a client that will not say what it made of it: now
             if !self.core.peer_can("summary") {
@@ -726,7 +730,7 @@ impl Session {
                 ServerEvent::Prepare(spec) => {
                     self.write_record(None);
                     let now = Instant::now();
-                    match self.shared.turns.ask(self.token, now) {
+                    match self.shared.turns.ask(self.token, self.peer.ip(), now) {
                         crate::admission::Turn::Go => self.prepare(&spec),
                         crate::admission::Turn::Wait(ahead) => {
                             let limit = self.shared.turns.max_wait().as_secs();

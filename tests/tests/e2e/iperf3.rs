@@ -346,8 +346,9 @@ fn udp_loss_is_exact_against_the_kernels_counters() {
     assert_eq!(lost, dropped + overflow, "{}", v["end"]);
 }
 
-/// `--schedule exclusive`: three iperf3 clients at once take turns: every
-/// one completes, and the record's intervals do not overlap.
+/// `--schedule exclusive`: three iperf3 clients at once, from three hosts
+/// (addresses), take turns: every one completes, and the record's
+/// intervals do not overlap.
 #[test]
 fn exclusive_tests_take_turns() {
     if !have_iperf3() {
@@ -355,8 +356,8 @@ fn exclusive_tests_take_turns() {
     }
     let rec = Recorded::start("turns", &["--schedule", "exclusive"]);
     let (ns, port) = (&rec.ns, rec.port);
-    let runs: Vec<_> = (0..3)
-        .map(|_| thread::spawn(move || client(port, &["-t", "1"])))
+    let runs: Vec<_> = (2..5)
+        .map(|i| thread::spawn(move || client(port, &["-t", "1", "-B", &format!("127.0.0.{i}")])))
         .collect();
     for r in runs {
         r.join()

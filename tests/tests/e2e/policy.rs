@@ -484,9 +484,9 @@ fn budgets_survive_a_restart() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// `--schedule exclusive` with three of our netperf clients at once: each
-/// runs, one after another (the record's spans do not overlap), and those
-/// that waited were told their place.
+/// `--schedule exclusive` with three of our netperf clients at once, from
+/// three hosts (addresses): each runs, one after another (the record's
+/// spans do not overlap), and those that waited were told their place.
 #[test]
 fn exclusive_turns_with_three_netperf_clients() {
     let d = dir("turns");
@@ -498,10 +498,16 @@ fn exclusive_turns_with_three_netperf_clients() {
         record.to_str().unwrap(),
     ]);
     let port = ns.port().to_string();
-    let runs: Vec<_> = (0..3)
-        .map(|_| {
+    let runs: Vec<_> = (2..5)
+        .map(|i| {
             let port = port.clone();
-            thread::spawn(move || netperf_at(&port, &["-t", "TCP_STREAM", "-l", "1", "-P", "0"]))
+            let from = format!("127.0.0.{i}");
+            thread::spawn(move || {
+                netperf_at(
+                    &port,
+                    &["-L", &from, "-t", "TCP_STREAM", "-l", "1", "-P", "0"],
+                )
+            })
         })
         .collect();
     let outs: Vec<Output> = runs.into_iter().map(|r| r.join().unwrap()).collect();
@@ -511,7 +517,9 @@ fn exclusive_turns_with_three_netperf_clients() {
     let told = outs
         .iter()
         .filter(|o| {
-            stderr(o).contains("the netserver runs one test at a time (--schedule exclusive):")
+            stderr(o).contains(
+                "the netserver runs one client host's tests at a time (--schedule exclusive):",
+            )
         })
         .count();
     assert!(told >= 1, "nobody was told to wait");
