@@ -216,16 +216,7 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
             Err(e) => return Err(Error::system("cannot detach", e)),
         }
     }
-    // the daemon's own pid (after the fork), for whoever stops it
-    let pid_file = opts
-        .pid_file
-        .as_ref()
-        .map(|p| {
-            std::fs::write(p, format!("{}\n", std::process::id()))
-                .map(|()| p.clone())
-                .map_err(|e| Error::Setup(format!("--pid-file {}: {e}", p.display())))
-        })
-        .transpose()?;
+    let pid_file = write_pid_file(opts.pid_file.as_deref())?;
     opts.config.logger = match log_file {
         Some(f) => file_logger(f, opts.verbosity, opts.log_format, &opts),
         None if opts.foreground => {
@@ -293,6 +284,17 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
     // the last lines (why it stopped) reach the log before the process ends
     log.sync(Duration::from_secs(2));
     r
+}
+
+/// `--pid-file`: the daemon's own pid (after the fork), for whoever stops
+/// it; the file's path, to remove at exit.
+fn write_pid_file(path: Option<&std::path::Path>) -> Result<Option<std::path::PathBuf>, Error> {
+    let Some(p) = path else {
+        return Ok(None);
+    };
+    std::fs::write(p, format!("{}\n", std::process::id()))
+        .map_err(|e| Error::Setup(format!("--pid-file {}: {e}", p.display())))?;
+    Ok(Some(p.to_path_buf()))
 }
 
 /// The one thread that takes the daemon's signals (the others have them
