@@ -3,7 +3,8 @@
 //! prints. The work is the client library's ([`client`], re-exported here
 //! under the same module names); this crate adds what only the program
 //! has: the netserver it embeds when none answers on loopback, and the
-//! words before the options (`netperf plot`, `netperf mesh`).
+//! words before the options (`netperf plot`, `netperf mesh`, `netperf
+//! compare`).
 //!
 //! Dependencies run one way: `client` knows no netserver; `netperf`
 //! depends on `client` and on the netserver library (embedding);
@@ -11,6 +12,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod compare;
 pub mod mesh;
 
 pub use client::{
@@ -24,6 +26,11 @@ use cli::Invocation;
 
 /// The netperf program, given its arguments (without the program name).
 pub fn main_with(args: &[String]) -> ExitCode {
+    // ours: `netperf compare ...` judges two runs, or runs two setups
+    if let Some(("compare", rest)) = args.split_first().map(|(a, r)| (a.as_str(), r)) {
+        control::set_embedder(embed);
+        return compare::main(rest);
+    }
     // ours: `netperf mesh ...` runs its tests on the netservers, and never
     // embeds one
     if let Some(("mesh", rest)) = args.split_first().map(|(a, r)| (a.as_str(), r)) {

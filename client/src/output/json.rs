@@ -44,6 +44,21 @@ pub fn document(r: &Results<'_>) -> Document {
         command_line: t.command_line.clone(),
         test: t.label().into(),
         options: options(t, m),
+        environment: EnvironmentJson {
+            local: engine::sys::host_facts(Some(r.server.local.ip())),
+            remote: RemoteFacts {
+                software: r.server.software.clone(),
+                congestion_control: m
+                    .remote
+                    .counts
+                    .tcp
+                    .as_ref()
+                    .map(|t| t.cong_control.clone())
+                    .filter(|c| !c.is_empty()),
+                send_buf: m.remote.send_buf,
+                recv_buf: m.remote.recv_buf,
+            },
+        },
         control: ControlJson {
             local: r.server.local.to_string(),
             remote: r.server.remote.to_string(),

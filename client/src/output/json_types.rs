@@ -40,6 +40,28 @@ pub struct Document {
     /// Queueing delay each way (`--one-way`, and under load where the
     /// netserver answers probes).
     pub one_way: Option<OneWayJson>,
+    /// What both ends were, for comparing runs (`netperf compare`); a
+    /// document from before it has none.
+    #[serde(default)]
+    pub environment: EnvironmentJson,
+}
+
+/// What each end was while the test ran: our host's facts, and what the
+/// netserver's end told of itself (its software, its sockets' congestion
+/// control and buffers).
+#[derive(Serialize, Deserialize, Debug, Default, Clone, PartialEq)]
+pub struct EnvironmentJson {
+    pub local: engine::sys::HostFacts,
+    pub remote: RemoteFacts,
+}
+
+/// The netserver's end as its results and hello tell it.
+#[derive(Serialize, Deserialize, Debug, Default, Clone, PartialEq)]
+pub struct RemoteFacts {
+    pub software: String,
+    pub congestion_control: Option<String>,
+    pub send_buf: u32,
+    pub recv_buf: u32,
 }
 
 /// Queueing delay each way: percentiles by phase, and every probe.

@@ -841,3 +841,55 @@ pub fn tcp_memory_limit() -> Option<u64> {
         .ok()?;
     Some(pages.saturating_mul(page_size() as u64))
 }
+
+/// What this host is (see [`super::HostFacts`]), `local` the address its
+/// traffic leaves from (its interface's MTU and speed).
+pub fn host_facts(local: Option<std::net::IpAddr>) -> super::HostFacts {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .ok()
+            .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
+            .filter(|s| !s.is_empty())
+    };
+    let cpu_model = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|c| {
+        c.lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, m)| m.trim().to_string())
+    });
+    let interface = local.and_then(interface_of);
+    let net = |f: &str| {
+        interface
+            .as_ref()
+            .and_then(|i| read(&format!("/sys/class/net/{i}/{f}")))
+    };
+    super::HostFacts {
+        platform: super::PLATFORM.into(),
+        kernel: read("/proc/sys/kernel/osrelease"),
+        cpu_model,
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        governor: read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+        mtu: net("mtu").and_then(|m| m.parse().ok()),
+        // (a virtual interface says -1, or nothing)
+        speed_mbps: net("speed").and_then(|m| m.parse().ok()),
+        interface,
+        congestion_control: read("/proc/sys/net/ipv4/tcp_congestion_control"),
+        tcp_rmem: read("/proc/sys/net/ipv4/tcp_rmem"),
+        tcp_wmem: read("/proc/sys/net/ipv4/tcp_wmem"),
+        rmem_max: read("/proc/sys/net/core/rmem_max"),
+        wmem_max: read("/proc/sys/net/core/wmem_max"),
+    }
+}
+
+/// The interface holding `ip`.
+fn interface_of(ip: std::net::IpAddr) -> Option<String> {
+    let ip = ip.to_canonical();
+    nix::ifaddrs::getifaddrs().ok()?.find_map(|a| {
+        let addr = a.address?;
+        let holds = match ip {
+            std::net::IpAddr::V4(v4) => addr.as_sockaddr_in().is_some_and(|s| s.ip() == v4),
+            std::net::IpAddr::V6(v6) => addr.as_sockaddr_in6().is_some_and(|s| s.ip() == v6),
+        };
+        holds.then_some(a.interface_name)
+    })
+}

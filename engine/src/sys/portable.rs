@@ -293,6 +293,16 @@ pub fn page_size() -> usize {
     4096
 }
 
+/// What this host is: what is portable of it (its platform and CPUs);
+/// the rest only Linux's reader tells.
+pub fn host_facts(_local: Option<std::net::IpAddr>) -> super::HostFacts {
+    super::HostFacts {
+        platform: super::PLATFORM.into(),
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        ..super::HostFacts::default()
+    }
+}
+
 /// io_uring is Linux's: `--io-uring` says so where the ring is set up.
 pub mod uring {
     use std::{io, time::Duration};
