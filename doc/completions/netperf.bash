@@ -23,7 +23,7 @@ _netperf() {
 
     case "${cmd}" in
         netperf)
-            opts="-a -A -b -B -c -C -d -D -f -F -h -H -i -I -j -k -K -l -L -n -N -o -O -p -P -r -s -S -T -v -V -W -w -y -Y -Z -4 -6 -t --version --token --json --json-stream --plot --dialect --iperf3 --key-file"
+            opts="-a -A -b -B -c -C -d -D -f -F -h -H -i -I -j -k -K -l -L -n -N -o -O -p -P -r -s -S -T -v -V -W -w -y -Y -Z -4 -6 -t --help --version --token --json --json-stream --plot --dialect --iperf3 --key-file"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

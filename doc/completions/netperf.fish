@@ -46,7 +46,7 @@ REM_CPU\t''
 UUID\t''
 RPM\t''"
 complete -c netperf -s d -d 'Increase debugging output'
-complete -c netperf -s h -d 'Display this text'
+complete -c netperf -s h -l help -d 'Display this text'
 complete -c netperf -s j -d 'Time each send and receive of stream tests too (the _RR tests are always timed)'
 complete -c netperf -s N -d 'No control connection (not supported)'
 complete -c netperf -s r -d 'Declare confidence on the result alone, ignoring CPU'

@@ -10,7 +10,7 @@ complete -c netserver -l max-test-length -d 'Longest test a client may run (defa
 complete -c netserver -l max-flows -d 'Most flows (data connections) in one test (default 16384)' -r
 complete -c netserver -l max-test-fds -d 'Most file descriptors one test may hold (default a quarter of what the open-files limit leaves for tests; an address\'s tests together twice that)' -r
 complete -c netserver -l max-tests-per-client -d 'Most tests one client address may run at once (default 64)' -r
-complete -c netserver -l schedule -d 'shared (default): tests run at once; exclusive: one data test at a time, the others waiting their turn in order (every dialect: ours, netperf 2.7\'s, iperf3\'s)' -r
+complete -c netserver -l schedule -d 'shared (default): tests run at once; exclusive: one client host\'s tests at a time (its tests join its turn, which ends a second after its last), other hosts waiting their turn in order (every dialect: ours, netperf 2.7\'s, iperf3\'s)' -r
 complete -c netserver -l max-wait -d 'With --schedule exclusive, the longest a test waits its turn before it is refused (default 60)' -r
 complete -c netserver -l memory-cap -d 'Most buffer memory one session may use (default 64M)' -r
 complete -c netserver -l memory-budget -d 'Most buffer memory all running tests together may use (default a quarter of the host\'s memory, at most 64G)' -r
@@ -18,6 +18,7 @@ complete -c netserver -l socket-budget -d 'Most kernel socket memory (send and r
 complete -c netserver -l log-file -d 'Append log lines to this file (default: stderr, or nothing when detached)' -r
 complete -c netserver -l max-file-size -d 'Most bytes --log-file and --record each hold; further lines are dropped and counted until SIGHUP opens a new file (default 1G)' -r
 complete -c netserver -l log-format -d 'Log lines as text (default) or as one JSON object each' -r
+complete -c netserver -l pid-file -d 'Write the daemon\'s process id to this file (after detaching; removed at exit)' -r
 complete -c netserver -l record -d 'Append a JSON line to this file after each completed test, with both ends\' figures' -r
 complete -c netserver -l policy -d 'Budgets per client address, per prefix and for the daemon, and what one test may ask (TOML; read again on SIGHUP; see doc/service.md)' -r
 complete -c netserver -l iperf3 -d 'Also serve iperf3 3.x clients on this port (iperf3\'s own is 5201), many at once; with no address, on -L\'s address or every address' -r
@@ -30,7 +31,7 @@ complete -c netserver -s Z -d 'Require clients to prove they know this passphras
 complete -c netserver -l rsa-private-key-path -d 'iperf3 clients must authenticate as iperf3 -s requires: the RSA private key (PEM, unencrypted) their tokens are decrypted with; with --authorized-users-path' -r
 complete -c netserver -l authorized-users-path -d 'The iperf3 users file (lines user,sha256 of {user}password, as iperf3\'s); read again at each test' -r
 complete -c netserver -l time-skew-threshold -d 'How far an iperf3 client\'s clock may be from ours when it authenticates (default 10)' -r
-complete -c netserver -s h -d 'Display this text'
+complete -c netserver -s h -l help -d 'Display this text'
 complete -c netserver -s D -d 'Do not daemonize: stay in the foreground, log to stderr'
 complete -c netserver -s d -d 'Increase debugging output (raises the verbosity)'
 complete -c netserver -s f -d 'Accepted for netperf compatibility (sessions are threads)'

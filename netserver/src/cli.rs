@@ -127,7 +127,7 @@ pub const OPTIONS: &[OptDef] = &[
         "schedule",
         Arity::Required,
         "shared|exclusive",
-        "shared (default): tests run at once; exclusive: one data test at a time, the others waiting their turn in order (every dialect: ours, netperf 2.7's, iperf3's)",
+        "shared (default): tests run at once; exclusive: one client host's tests at a time (its tests join its turn, which ends a second after its last), other hosts waiting their turn in order (every dialect: ours, netperf 2.7's, iperf3's)",
     ),
     OptDef::long_only(
         "max_wait",

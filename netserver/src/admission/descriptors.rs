@@ -24,6 +24,10 @@ use proto::{ErrorCode, ErrorMsg};
 /// metrics endpoint (64 connections at most) and a margin.
 pub(crate) const CONTROL_FIXED: u64 = 32 + 64;
 
+/// Descriptors a small test holds (one flow: its socket, the waiting
+/// room's 32, an event loop's): no share is smaller.
+const SMALL_TEST: u64 = 64;
+
 /// How the open-files limit is split, and the shares of tests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FdShares {
@@ -52,7 +56,8 @@ impl FdShares {
     /// eighth), the rest for tests; a test may hold a quarter of that (or
     /// up to 1024 of it, never more than a third) unless `per_test` says
     /// otherwise, an address twice a test's but at most a third of the
-    /// tests' (so that a third address always finds its share free).
+    /// tests' (so that a third address always finds its share free; a
+    /// third is never less than a small test's 64).
     pub fn split(
         open_files: u64,
         max_sessions: usize,
@@ -67,7 +72,9 @@ impl FdShares {
         // an address holds at most a third of what tests have, so that two
         // cannot take it all (unless the administrator's test share is
         // larger: then that is what one address may hold)
-        let third = (tests / 3).max(1);
+        // (at least what a small test holds, so that a tiny limit still
+        // runs one: 64)
+        let third = (tests / 3).max(SMALL_TEST).min(tests);
         let per_test = per_test
             .unwrap_or((tests / 4).max(tests.min(1024)).min(third))
             .min(tests);

@@ -11,6 +11,7 @@ mod dropin;
 mod errors;
 mod exhaustion;
 mod fleet;
+mod flent;
 mod flows;
 mod hardening;
 mod iperf3;
