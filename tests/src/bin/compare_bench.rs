@@ -6,7 +6,7 @@
 //! condition's verdict counts and the time to a decision (min, median,
 //! max); asserts nothing. bench/compare builds and runs it (root).
 //!
-//! compare_bench [--trials N] [--secs S] [--max-time S] [--loopback-only]
+//! compare_bench [--trials N] [--secs S] [--max-time S] [--loopback-only | --namespaces-only]
 
 use std::{
     path::PathBuf,
@@ -26,6 +26,7 @@ struct Opts {
     secs: u32,
     max_time: u32,
     loopback_only: bool,
+    namespaces_only: bool,
 }
 
 fn opts() -> Opts {
@@ -34,6 +35,7 @@ fn opts() -> Opts {
         secs: 1,
         max_time: 120,
         loopback_only: false,
+        namespaces_only: false,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut it = args.iter();
@@ -48,6 +50,7 @@ fn opts() -> Opts {
             "--secs" => o.secs = num() as u32,
             "--max-time" => o.max_time = num() as u32,
             "--loopback-only" => o.loopback_only = true,
+            "--namespaces-only" => o.namespaces_only = true,
             other => panic!("unknown option {other}"),
         }
     }
@@ -118,7 +121,7 @@ fn main() {
     );
     let l = o.secs.to_string();
     // loopback: one netserver, the same test twice
-    {
+    if !o.namespaces_only {
         let mut ns = Command::new(&netserver);
         ns.args(["-D", "-p", "0", "-L", "127.0.0.1", "-v", "0"]);
         let ns = harness::Netserver::spawn(ns);
