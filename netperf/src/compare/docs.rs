@@ -126,10 +126,13 @@ pub fn load(path: &Path) -> Result<Run> {
                 i + 1
             )
         })?;
-        // --json-stream's interval lines are not documents: its last line is
-        if doc.get("schema").is_none() && doc.get("event").is_some() {
-            continue;
-        }
+        // --json-stream's lines are events: its last carries the document,
+        // the others (start, interim, iteration) are skipped
+        let doc = match (doc.get("event"), doc.get("document")) {
+            (Some(_), Some(d)) => d.clone(),
+            (Some(_), None) => continue,
+            (None, _) => doc,
+        };
         run.add(&doc, &format!("{name}: line {}", i + 1))?;
     }
     if run.test.is_empty() {
@@ -215,13 +218,20 @@ mod tests {
         );
         // several, a line each (as --json-stream appends them)
         let many = dir.join("many.jsonl");
+        // (and as --json-stream writes them: events, the last carrying the
+        // document)
         let lines: Vec<String> = (0..4)
             .map(|i| doc("TCP_RR", &[f64::from(i)], "6.8").to_string())
-            .chain(["{\"event\":\"interval\"}".to_string()])
+            .chain([
+                "{\"event\":\"start\",\"schema\":\"rsnetperf-result/1\"}".to_string(),
+                "{\"event\":\"interim\",\"rate\":1.0}".to_string(),
+                serde_json::json!({"event": "end", "document": doc("TCP_RR", &[9.0], "6.8")})
+                    .to_string(),
+            ])
             .collect();
         std::fs::write(&many, lines.join("\n")).unwrap();
         let r2 = load(&many).unwrap();
-        assert_eq!((r2.headline.len(), r2.p50.len()), (4, 4));
+        assert_eq!((r2.headline.len(), r2.p50.len()), (5, 5));
         // what differs between them
         let d = environment_differences(&r, &r2);
         assert_eq!(d, vec!["local.kernel: 6.1 -> 6.8".to_string()]);

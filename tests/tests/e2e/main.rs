@@ -6,6 +6,7 @@ mod accuracy;
 mod attacks;
 mod bottleneck;
 mod bugs27;
+mod compare;
 mod confidence;
 mod dropin;
 mod errors;
