@@ -114,8 +114,12 @@ pub fn run(a: &str, b: &str, effect: f64, max_secs: u64) -> Result<(Run, Run)> {
             } else {
                 (&args_b, &mut new, "--b")
             };
-            let doc = sample(args, which)?;
-            run.add(&doc, which)?;
+            let doc = sample(args, which);
+            // a run that Ctrl-C cut short is no sample of its setup
+            if stop.is_set() {
+                break;
+            }
+            run.add(&doc?, which)?;
         }
         let decided = decided(&base, &new, effect);
         if tty {
