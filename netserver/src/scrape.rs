@@ -138,6 +138,7 @@ impl Scrapes {
             self.accept(registry);
             return;
         }
+        let turn = shared.turns.holder();
         let held = || Held {
             sessions: sessions as u64,
             memory_used: shared.config.memory_budget.in_use(),
@@ -147,8 +148,8 @@ impl Scrapes {
             sockets_used: shared.config.socket_budget.in_use(),
             sockets_limit: shared.config.socket_budget.limit(),
             waiting: shared.turns.waiting() as u64,
-            turn_tests: shared.turns.holder().0.map_or(0, |(_, _, n)| n as u64),
-            turns: shared.turns.holder().1,
+            turn_tests: turn.0.map_or(0, |(_, _, n)| n as u64),
+            turns: turn.1,
             policy_scopes: shared.config.policy.remembered() as u64,
             policy_tests: shared
                 .config

@@ -143,6 +143,9 @@ impl Turns {
     /// A turn whose grace ran out passes to the host that has waited
     /// longest: all its waiting sessions begin at once.
     pub(crate) fn hand_over(&self, now: Instant) -> Option<Began> {
+        if self.schedule == Schedule::Shared {
+            return None;
+        }
         let mut s = self.state.lock().ok()?;
         if s.holder
             .as_ref()

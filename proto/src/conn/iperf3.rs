@@ -847,6 +847,22 @@ mod tests {
         }
     }
 
+    /// A grant of one data port, as a netserver makes it.
+    fn a_grant() -> Grant {
+        Grant {
+            data_port: 1,
+            token: Token([0; 32]),
+            send_buf: 0,
+            recv_buf: 0,
+            send_size: 0,
+            recv_size: 0,
+            send_width: 1,
+            recv_width: 1,
+            measure_cpu: false,
+            num_cpus: 1,
+        }
+    }
+
     fn server_events(s: &mut ServerConn) -> Vec<ServerEvent> {
         std::iter::from_fn(|| s.poll_event()).collect()
     }
@@ -876,21 +892,7 @@ mod tests {
         assert_eq!((asked.kind, asked.flows), (TestKind::TcpStream, 2));
         // the streams present the cookie the client's token makes
         assert_eq!(s.stream_cookie(), Some(iperf3::cookie_of(&Token([7; 32]))));
-        s.granted(
-            Grant {
-                data_port: 1,
-                token: Token([0; 32]),
-                send_buf: 0,
-                recv_buf: 0,
-                send_size: 0,
-                recv_size: 0,
-                send_width: 1,
-                recv_width: 1,
-                measure_cpu: false,
-                num_cpus: 1,
-            },
-            now,
-        );
+        s.granted(a_grant(), now);
         let ev = shuttle(&mut s, &mut c, now);
         let [ClientEvent::Granted(g)] = ev.as_slice() else {
             panic!("{ev:?}")
@@ -1040,21 +1042,7 @@ mod tests {
         };
         let e = asked.validate(&limits).unwrap_err().to_string();
         assert!(e.contains("-t") && e.contains("--max-test-length"), "{e}");
-        s.granted(
-            Grant {
-                data_port: 1,
-                token: Token([0; 32]),
-                send_buf: 0,
-                recv_buf: 0,
-                send_size: 0,
-                recv_size: 0,
-                send_width: 1,
-                recv_width: 1,
-                measure_cpu: false,
-                num_cpus: 1,
-            },
-            now,
-        );
+        s.granted(a_grant(), now);
         s.streams_ready(now);
         let end = now + Duration::from_secs(2) + END_GRACE;
         assert_eq!(s.poll_timeout(), end);
