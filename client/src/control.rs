@@ -351,6 +351,12 @@ impl Control {
         self.ctl.core().take_interims()
     }
 
+    /// The netserver's host facts told with the test just finished (a
+    /// netserver that names `facts`).
+    pub fn take_facts(&mut self) -> Option<Box<proto::facts::HostFacts>> {
+        self.ctl.core().take_facts()
+    }
+
     /// Learn the netserver's CPU count and meter rate if the hello did not
     /// say them (netperf 2.7's CPU_CALIBRATE, for REM_CPU).
     pub fn calibrate(&mut self) -> Result<()> {

@@ -1091,6 +1091,12 @@ impl Session {
             && outcome.is_ok()
         {
             self.core.interim(t.take_interims());
+            if self.core.wants_facts() {
+                // what this host is now (a sysctl or an offload may have
+                // changed since the last test): a few small files read
+                self.core
+                    .host_facts(engine::sys::host_facts(Some(self.local.ip())));
+            }
         }
         if outcome.is_err()
             && let Some(t) = self.test.take()

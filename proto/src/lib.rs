@@ -18,6 +18,8 @@
 //! - [`capabilities`]: what the peer can do, typed ([`Capabilities`],
 //!   [`Feature`]).
 //! - [`dialect`]: which protocol a connection speaks, from its first bytes.
+//! - [`facts`]: what a host is, for comparing runs (the netserver tells its
+//!   own before a test's results).
 //! - [`error`]: [`ProtoError`], [`SpecError`].
 //!
 //! The wire format is specified in `doc/protocol.md`.
@@ -38,6 +40,7 @@ pub mod codec;
 pub mod conn;
 pub mod dialect;
 pub mod error;
+pub mod facts;
 pub mod frame;
 pub mod iperf3;
 pub mod message;

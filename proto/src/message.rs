@@ -69,6 +69,7 @@ pub const CAPABILITIES: &[&str] = &[
     "paths",
     "queue",
     "stamps",
+    "facts",
 ];
 
 impl Hello {
@@ -238,6 +239,10 @@ pub enum ServerMsg {
     ThirdPartyPart(String),
     /// The last part of a third-party test's JSON document: the test ran.
     ThirdPartyResult(String),
+    /// The netserver's host as it is at a test's end (kernel, CPU,
+    /// interface, offloads, sysctls), before the results: sent only to a
+    /// client whose hello names `facts`.
+    Facts(Box<crate::facts::HostFacts>),
 }
 
 /// Why the server refused or ended something.
@@ -331,6 +336,7 @@ impl ServerMsg {
             ServerMsg::Queued { .. } => "Queued",
             ServerMsg::ThirdPartyPart(_) => "ThirdPartyPart",
             ServerMsg::ThirdPartyResult(_) => "ThirdPartyResult",
+            ServerMsg::Facts(_) => "Facts",
         }
     }
 

@@ -527,9 +527,13 @@ impl RawClient {
         let mut b = [0u8; 8];
         let _ = d.read(&mut b);
         c.send(&proto::ClientMsg::Done(proto::ClientDone::default()));
-        match c.recv(Duration::from_secs(5)) {
-            Some(proto::ServerMsg::Results(r)) => (c, r),
-            other => panic!("no results: {other:?}"),
+        loop {
+            match c.recv(Duration::from_secs(5)) {
+                Some(proto::ServerMsg::Results(r)) => return (c, r),
+                // (the host's facts go first: the hello named `facts`)
+                Some(proto::ServerMsg::Facts(_)) => {}
+                other => panic!("no results: {other:?}"),
+            }
         }
     }
 

@@ -225,6 +225,7 @@ fn run_test(
     trace.ended(plan, protocol);
     let remote = d.finish(fam.done(&local), &local.counts, results_wait(plan))?;
     let remote_interim = d.take_interims();
+    let remote_facts = d.take_facts();
     debug::hp(|| "remote results obtained".into());
     fam.check(plan, &local, &remote, d.caps())?;
     if d.caps().summary {
@@ -274,6 +275,7 @@ fn run_test(
         lost: local.lost,
         flows: local.flows,
         remote_interim,
+        remote_facts,
         interim,
         scenario: None,
         one_way: None,

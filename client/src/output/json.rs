@@ -57,6 +57,7 @@ pub fn document(r: &Results<'_>) -> Document {
                     .filter(|c| !c.is_empty()),
                 send_buf: m.remote.send_buf,
                 recv_buf: m.remote.recv_buf,
+                host: m.remote_facts.as_deref().cloned(),
             },
         },
         control: ControlJson {

@@ -55,13 +55,16 @@ pub struct EnvironmentJson {
     pub remote: RemoteFacts,
 }
 
-/// The netserver's end as its results and hello tell it.
+/// The netserver's end as its results and hello tell it, and its host as
+/// it tells it (a netserver that names `facts`; else `host` is absent).
 #[derive(Serialize, Deserialize, Debug, Default, Clone, PartialEq)]
 pub struct RemoteFacts {
     pub software: String,
     pub congestion_control: Option<String>,
     pub send_buf: u32,
     pub recv_buf: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<engine::sys::HostFacts>,
 }
 
 /// Queueing delay each way: percentiles by phase, and every probe.

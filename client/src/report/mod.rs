@@ -88,6 +88,8 @@ pub struct Measurement {
     pub remote_interim: Vec<proto::InterimReport>,
     /// Our interim samples (`-D`, `--json`, `--plot`), when they are kept.
     pub interim: Vec<Sample>,
+    /// The netserver's host at the test's end, where it tells it.
+    pub remote_facts: Option<Box<proto::facts::HostFacts>>,
     /// `--under-load` or `-t RPM`: what the test ran beside and around
     /// the phase measured here.
     pub scenario: Option<Scenario>,

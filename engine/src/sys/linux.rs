@@ -872,6 +872,9 @@ pub fn host_facts(local: Option<std::net::IpAddr>) -> super::HostFacts {
         mtu: net("mtu").and_then(|m| m.parse().ok()),
         // (a virtual interface says -1, or nothing)
         speed_mbps: net("speed").and_then(|m| m.parse().ok()),
+        tso: interface.as_deref().and_then(|i| offload(i, ETHTOOL_GTSO)),
+        gso: interface.as_deref().and_then(|i| offload(i, ETHTOOL_GGSO)),
+        gro: interface.as_deref().and_then(|i| offload(i, ETHTOOL_GGRO)),
         interface,
         congestion_control: read("/proc/sys/net/ipv4/tcp_congestion_control"),
         tcp_rmem: read("/proc/sys/net/ipv4/tcp_rmem"),
@@ -879,6 +882,40 @@ pub fn host_facts(local: Option<std::net::IpAddr>) -> super::HostFacts {
         rmem_max: read("/proc/sys/net/core/rmem_max"),
         wmem_max: read("/proc/sys/net/core/wmem_max"),
     }
+}
+
+/// ethtool's legacy requests for one offload's state (linux/ethtool.h):
+/// still answered by every driver, and one `u32` each way.
+const ETHTOOL_GTSO: u32 = 0x1e;
+const ETHTOOL_GGSO: u32 = 0x23;
+const ETHTOOL_GGRO: u32 = 0x2b;
+
+/// Whether offload `cmd` is on at interface `name` (SIOCETHTOOL, as
+/// `ethtool -k` reads it); `None` where the interface or the driver does
+/// not say.
+fn offload(name: &str, cmd: u32) -> Option<bool> {
+    #[repr(C)]
+    struct EthtoolValue {
+        cmd: u32,
+        data: u32,
+    }
+    let mut value = EthtoolValue { cmd, data: 0 };
+    // SAFETY: an all-zero ifreq is valid (a name and a union of plain
+    // data)
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    let bytes = name.as_bytes();
+    if bytes.len() >= req.ifr_name.len() {
+        return None;
+    }
+    for (d, b) in req.ifr_name.iter_mut().zip(bytes) {
+        *d = *b as libc::c_char;
+    }
+    req.ifr_ifru.ifru_data = (&raw mut value).cast();
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).ok()?;
+    // SAFETY: SIOCETHTOOL reads the request's name and writes at most the
+    // ethtool_value its data points to, which lives until the call ends
+    let rc = unsafe { libc::ioctl(raw(&sock), libc::SIOCETHTOOL, &raw mut req) };
+    (rc == 0).then_some(value.data != 0)
 }
 
 /// The interface holding `ip`.

@@ -46,31 +46,9 @@ pub const PLATFORM: &str = if cfg!(target_os = "linux") {
     "this system"
 };
 
-/// What a host is, for comparing two runs (`netperf compare`): what can
-/// change a figure besides the change being measured. Each `None` where
-/// this platform does not tell.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct HostFacts {
-    pub platform: String,
-    pub kernel: Option<String>,
-    pub cpu_model: Option<String>,
-    pub cpus: u32,
-    /// CPU 0's frequency governor (`performance`, `powersave`, ...).
-    pub governor: Option<String>,
-    /// The interface that carries traffic from the given address, its
-    /// MTU and speed (Mbit/s, where the driver says).
-    pub interface: Option<String>,
-    pub mtu: Option<u32>,
-    pub speed_mbps: Option<u64>,
-    /// TCP's default congestion control, and the socket buffer sysctls
-    /// (net.ipv4.tcp_rmem and tcp_wmem: min default max; net.core.rmem_max
-    /// and wmem_max).
-    pub congestion_control: Option<String>,
-    pub tcp_rmem: Option<String>,
-    pub tcp_wmem: Option<String>,
-    pub rmem_max: Option<String>,
-    pub wmem_max: Option<String>,
-}
+/// What a host is, for comparing two runs: the type is the control
+/// protocol's (the netserver tells its own, `ServerMsg::Facts`).
+pub use proto::facts::HostFacts;
 
 /// An option of Linux's own, asked for where this is not Linux: `Some`
 /// line naming the option and the platform (`None` on Linux).

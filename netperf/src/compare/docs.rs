@@ -141,19 +141,27 @@ pub fn load(path: &Path) -> Result<Run> {
     Ok(run)
 }
 
-/// An environment's facts as (name, value) pairs, both ends'.
+/// An environment's facts as (name, value) pairs, both ends' (the
+/// netserver's host facts as `remote.host.kernel` and the like).
 fn environment(env: &Value) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for (end, facts) in [("local", &env["local"]), ("remote", &env["remote"])] {
-        if let Some(o) = facts.as_object() {
-            for (k, v) in o {
-                let text = match v {
-                    Value::Null => continue,
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                out.push((format!("{end}.{k}"), text));
+    fn flatten(prefix: &str, v: &Value, depth: usize, out: &mut Vec<(String, String)>) {
+        let text = match v {
+            Value::Null => return,
+            Value::Object(o) if depth < 3 => {
+                for (k, v) in o {
+                    flatten(&format!("{prefix}.{k}"), v, depth + 1, out);
+                }
+                return;
             }
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        out.push((prefix.to_string(), text));
+    }
+    let mut out = Vec::new();
+    for end in ["local", "remote"] {
+        if env[end].is_object() {
+            flatten(end, &env[end], 0, &mut out);
         }
     }
     out
@@ -201,7 +209,7 @@ mod tests {
             "result": { "value": values.iter().sum::<f64>() / values.len() as f64, "units": "10^6bits/s" },
             "iterations": values.iter().map(|v| serde_json::json!({ "value": v })).collect::<Vec<_>>(),
             "latency_usec": if test == "TCP_RR" { serde_json::json!({ "p50": 40.0, "p99": 90.0 }) } else { Value::Null },
-            "environment": { "local": { "kernel": kernel, "cpus": 2 }, "remote": { "software": "x" } },
+            "environment": { "local": { "kernel": kernel, "cpus": 2 }, "remote": { "software": "x", "host": { "kernel": format!("{kernel}-srv"), "gso": true } } },
         })
     }
 
@@ -234,7 +242,13 @@ mod tests {
         assert_eq!((r2.headline.len(), r2.p50.len()), (5, 5));
         // what differs between them
         let d = environment_differences(&r, &r2);
-        assert_eq!(d, vec!["local.kernel: 6.1 -> 6.8".to_string()]);
+        assert_eq!(
+            d,
+            vec![
+                "local.kernel: 6.1 -> 6.8".to_string(),
+                "remote.host.kernel: 6.1-srv -> 6.8-srv".to_string()
+            ]
+        );
         // mixed tests, and files that are not documents
         let mixed = dir.join("mixed.jsonl");
         std::fs::write(

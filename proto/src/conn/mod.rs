@@ -218,6 +218,9 @@ pub(crate) trait ServerSpeaker: Send {
     /// The test's interim reports, to go before its results where the
     /// dialect has them (netperf 2.7's has not).
     fn interim(&mut self, _reports: Vec<InterimReport>) {}
+    /// The host's facts at the test's end, to go before its results where
+    /// the client reads them (ours, naming `facts`).
+    fn host_facts(&mut self, _facts: crate::facts::HostFacts) {}
     /// Tell the client `err`, in its framing (the core closes after).
     fn tell(&mut self, s: &mut Shared, err: &ErrorMsg);
     /// A deadline of the dialect's own, and what to do at it.
@@ -601,6 +604,21 @@ impl ServerConn {
         }
     }
 
+    /// Whether the client reads the host's facts with a test's results
+    /// (then give them, [`ServerConn::host_facts`], before
+    /// [`ServerConn::test_ended`]; else they need not be read).
+    pub fn wants_facts(&self) -> bool {
+        self.peer_can("facts")
+    }
+
+    /// The host's facts, sent before the test's results to a client that
+    /// reads them.
+    pub fn host_facts(&mut self, facts: crate::facts::HostFacts) {
+        if let Some(sp) = &mut self.speaker {
+            sp.host_facts(facts);
+        }
+    }
+
     /// The server's side of the test ended.
     pub fn test_ended(&mut self, outcome: Result<SideResults, ErrorMsg>, now: Instant) {
         if let Err(e) = &outcome {
@@ -663,6 +681,10 @@ pub(crate) trait ClientSpeaker: Send {
     /// The server's interim reports of the last test, taken.
     fn take_interims(&mut self) -> Vec<InterimReport> {
         Vec::new()
+    }
+    /// The server's host facts told with the last test's results, taken.
+    fn take_facts(&mut self) -> Option<Box<crate::facts::HostFacts>> {
+        None
     }
     /// Tell the server what we made of the last test, if it takes that.
     fn summary(&mut self, _summary: ClientSummary, _out: &mut Vec<u8>) {}
@@ -824,6 +846,12 @@ impl ClientConn {
     /// taken: they arrive before its results.
     pub fn take_interims(&mut self) -> Vec<InterimReport> {
         self.speaker.take_interims()
+    }
+
+    /// The netserver's host as it told it with the last test's results
+    /// (`facts`), taken; `None` from a netserver that does not tell.
+    pub fn take_facts(&mut self) -> Option<Box<crate::facts::HostFacts>> {
+        self.speaker.take_facts()
     }
 
     pub fn output(&self) -> &[u8] {

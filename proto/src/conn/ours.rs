@@ -13,6 +13,7 @@ use crate::{
     capabilities::Capabilities,
     codec,
     error::ProtoError,
+    facts::HostFacts,
     frame,
     message::{ClientMsg, ErrorCode, ErrorMsg, ServerMsg, ThirdParty},
     session::{
@@ -71,6 +72,8 @@ pub(crate) struct OurServer {
     sealer: Option<Box<dyn Sealer>>,
     /// The running test's interim reports, sent before its results.
     interims: Vec<InterimReport>,
+    /// The host's facts at the test's end, sent before its results.
+    facts: Option<Box<HostFacts>>,
 }
 
 impl OurServer {
@@ -85,6 +88,7 @@ impl OurServer {
             session: ServerSession::new(software, limits, auth, nonce).with_cpu_info(cpu.0, cpu.1),
             sealer: None,
             interims: Vec::new(),
+            facts: None,
         }
     }
 
@@ -116,6 +120,9 @@ impl OurServer {
     /// Results, with what was turned away from the data port and per-flow
     /// counters in frames of their own first, when there are some.
     fn send_results(&mut self, s: &mut Shared, mut r: Box<SideResults>) {
+        if let Some(facts) = self.facts.take() {
+            self.send(s, &ServerMsg::Facts(facts));
+        }
         if r.foreign_connections.closed > 0 && self.session.peer_can("foreign") {
             self.send(s, &ServerMsg::Foreign(r.foreign_connections));
         }
@@ -270,6 +277,13 @@ impl ServerSpeaker for OurServer {
         self.send(s, &m);
     }
 
+    fn host_facts(&mut self, facts: HostFacts) {
+        // only a client that reads them
+        if self.session.peer_can("facts") {
+            self.facts = Some(Box::new(facts));
+        }
+    }
+
     fn interim(&mut self, reports: Vec<InterimReport>) {
         // only a client that asked for them, which it does of a server
         // that names `interim`
@@ -319,6 +333,8 @@ pub(crate) struct OurClient {
     rx: RxFigures,
     /// The turn queue's place, from a `Queued` frame, until taken.
     queued: Option<(u32, u32)>,
+    /// The netserver's host, from a `Facts` frame, until taken.
+    facts: Option<Box<HostFacts>>,
     /// A third-party test's JSON document, from its parts so far.
     third_party: String,
 }
@@ -343,6 +359,7 @@ impl OurClient {
             interims: Vec::new(),
             rx: RxFigures::default(),
             queued: None,
+            facts: None,
             third_party: String::new(),
         };
         let start = out.len();
@@ -371,6 +388,10 @@ impl OurClient {
             }
             ServerMsg::Received(rx) => {
                 self.rx = *rx;
+                return Ok(true);
+            }
+            ServerMsg::Facts(f) => {
+                self.facts = Some(Box::new((**f).clone().bounded()));
                 return Ok(true);
             }
             ServerMsg::Queued { ahead, limit_secs } => {
@@ -441,8 +462,13 @@ impl ClientSpeaker for OurClient {
         self.queued.take()
     }
 
+    fn take_facts(&mut self) -> Option<Box<HostFacts>> {
+        self.facts.take()
+    }
+
     fn setup(&mut self, spec: TestSpec, out: &mut Vec<u8>) -> Result<(), ClientConnError> {
         self.interims.clear();
+        self.facts = None;
         let m = self.session.setup(spec)?;
         self.send(&m, out)
     }

@@ -90,3 +90,119 @@ fn two_command_lines_run_here_interleaved() {
     assert_eq!(out.status.code(), Some(4), "{out}");
     assert!(out.stderr.contains("NO_SUCH_TEST"), "{out}");
 }
+
+/// Each end's host in the document, the netserver's as it told it: what
+/// `ethtool -k` reads of each end's interface (a second instrument), and a
+/// change at the netserver's end between two runs (its GRO turned off, its
+/// tcp_rmem changed) named by `compare` before its verdict.
+#[test]
+fn the_netservers_host_is_in_the_fingerprint_and_its_changes_are_named() {
+    let Some(h) = harness::netns::Hosts::new("netservers_host_in_the_fingerprint") else {
+        return;
+    };
+    if std::process::Command::new("ethtool")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert_ne!(
+            std::env::var("NETPERF_REQUIRE_NETNS").as_deref(),
+            Ok("1"),
+            "ethtool is not installed (apt-get install ethtool)"
+        );
+        eprintln!("!!! SKIPPED: ethtool is not installed");
+        return;
+    }
+    let ns = h.netserver(harness::netns::A4, &[]);
+    let dir = std::env::temp_dir().join(format!("np-compare-host-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |name: &str| {
+        let mut c = h.command(&h.b, &bin("netperf"));
+        c.args(["-H", harness::netns::A4, "-p", &ns.port().to_string()])
+            .args(["-l", "1", "-i", "3,3", "--json"]);
+        let out = run_with_deadline(c, Duration::from_secs(60));
+        assert!(out.success(), "{out}");
+        let path = dir.join(name);
+        std::fs::write(&path, &out.stdout).unwrap();
+        let d: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+        (path, d)
+    };
+    // what ethtool says of an offload at an interface
+    let ethtool = |ns: &str, dev: &str, feature: &str| -> bool {
+        let out = h.exec(ns, &["ethtool", "-k", dev]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{feature}:")))
+            .unwrap_or_else(|| panic!("{feature} in {text}"));
+        line.split_whitespace().nth(1) == Some("on")
+    };
+    let (before, d) = run("before.json");
+    let (local, remote) = (
+        &d["environment"]["local"],
+        &d["environment"]["remote"]["host"],
+    );
+    assert_eq!(local["interface"], h.dev_b.as_str(), "{d}");
+    assert_eq!(remote["interface"], h.dev_a.as_str(), "{d}");
+    for (end, ns_, dev) in [(local, &h.b, &h.dev_b), (remote, &h.a, &h.dev_a)] {
+        for (key, feature) in [
+            ("tso", "tcp-segmentation-offload"),
+            ("gso", "generic-segmentation-offload"),
+            ("gro", "generic-receive-offload"),
+        ] {
+            assert_eq!(
+                end[key].as_bool(),
+                Some(ethtool(ns_, dev, feature)),
+                "{key} at {dev}: {end}"
+            );
+        }
+        assert_eq!(end["mtu"], 1500, "{end}");
+    }
+    assert_eq!(remote["platform"], "Linux", "{d}");
+    assert!(
+        remote["kernel"].as_str().is_some_and(|k| !k.is_empty()),
+        "{d}"
+    );
+    // the netserver's host changes: GRO off, another tcp_rmem
+    let was_gro = ethtool(&h.a, &h.dev_a, "generic-receive-offload");
+    h.exec(
+        &h.a,
+        &[
+            "ethtool",
+            "-K",
+            &h.dev_a,
+            "gro",
+            if was_gro { "off" } else { "on" },
+        ],
+    );
+    h.exec(
+        &h.a,
+        &["sysctl", "-q", "-w", "net.ipv4.tcp_rmem=4096 65536 1048576"],
+    );
+    let (after, d2) = run("after.json");
+    assert_eq!(
+        d2["environment"]["remote"]["host"]["gro"].as_bool(),
+        Some(!was_gro),
+        "{d2}"
+    );
+    let out = compare(&[before.to_str().unwrap(), after.to_str().unwrap()]);
+    assert!(out.status.code().is_some_and(|c| c < 4), "{out}");
+    let said: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("environment:"))
+        .collect();
+    assert!(
+        said.iter()
+            .any(|l| l.contains(&format!("remote.host.gro: {was_gro} -> {}", !was_gro))),
+        "{out}"
+    );
+    assert!(
+        said.iter()
+            .any(|l| l.contains("remote.host.tcp_rmem:") && l.contains("-> 4096 65536 1048576")),
+        "{out}"
+    );
+    // nothing of our own end changed
+    assert!(!said.iter().any(|l| l.contains(" local.")), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
