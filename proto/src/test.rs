@@ -1458,6 +1458,14 @@ pub struct ClientDone {
 /// have counted that the other did not when the test ended.
 const IN_FLIGHT_PER_FLOW: u64 = 512 * 1024 * 1024;
 
+/// How much shorter than half the netserver's interval a client's may be
+/// (the spans the two clocks cover differ by a round trip and a wake).
+const SPAN_SLACK_NS: u64 = 1_000_000;
+
+/// No test's interval, at either end, is shorter than this (a system
+/// call takes longer).
+const SHORTEST_NS: u64 = 100;
+
 /// What netperf made of a test, sent after its results to a netserver
 /// whose hello names `summary` (the netserver's `--record` writes it
 /// beside its own figures). Nothing answers it.
@@ -1537,8 +1545,9 @@ impl ClientSummary {
 
     /// The summary held against what the netserver measured of the same
     /// test (`server`, of a test of `kind` with `flows` data connections):
-    /// the client's interval like the server's (half to twice it, and a
-    /// second), no more bytes received than the server sent, no fewer
+    /// the client's interval like the server's (half to twice it, a
+    /// millisecond less and a second more, never under 100 ns),
+    /// no more bytes received than the server sent, no fewer
     /// sent than it received (and over TCP no more than its receive
     /// queues and the network could hold besides), no more transactions
     /// than the server answered. A client's rate is thereby bounded by
@@ -1552,8 +1561,14 @@ impl ClientSummary {
     ) -> Result<ClientSummary, SpecError> {
         let bad = |field: &str, problem: String| Err(SpecError::new(field, problem));
         let (c, sv) = (&self.local, server);
+        // the two clocks cover different spans (the client's from its
+        // first send, the server's from its accept): on a test of
+        // microseconds that is more than half; no test of either end is
+        // shorter than 100 ns
         let (lo, hi) = (
-            sv.elapsed_ns / 2,
+            (sv.elapsed_ns / 2)
+                .saturating_sub(SPAN_SLACK_NS)
+                .max(SHORTEST_NS),
             sv.elapsed_ns
                 .saturating_mul(2)
                 .saturating_add(1_000_000_000),
@@ -2207,6 +2222,10 @@ mod summary_tests {
             (said(10_000_000_000, u64::MAX, 0, 0), "local.bytes_sent"),
             (said(1, 10_004_000_000, 0, 0), "local.elapsed_ns"),
             (
+                said(4_000_000_000, 10_004_000_000, 0, 0),
+                "local.elapsed_ns",
+            ),
+            (
                 said(10_000_000_000, 5_000_000_000, 0, 0),
                 "local.bytes_sent",
             ),
@@ -2220,6 +2239,18 @@ mod summary_tests {
                 .unwrap_err();
             assert_eq!(e.field, field, "{e}");
         }
+        // a test of microseconds: the client's span may be well under
+        // half the server's, not under 100 ns
+        let sv = server(5_239, 1, 0, 0);
+        assert!(
+            said(2_221, 1, 0, 0)
+                .checked_against(&sv, TestKind::TcpStream, 1)
+                .is_ok()
+        );
+        let e = said(1, 1, 0, 0)
+            .checked_against(&sv, TestKind::TcpStream, 1)
+            .unwrap_err();
+        assert_eq!(e.field, "local.elapsed_ns");
         // UDP: a sender may have sent far more than arrived, not more than
         // 1 Tbit/s over its interval
         let sv = server(10_000_000_000, 1_000_000, 0, 0);

@@ -331,44 +331,88 @@ impl std::fmt::Display for Output {
     }
 }
 
-/// Run a program to completion with a deadline (killed after it).
+/// Run a program to completion with a deadline (killed after it, with
+/// every process it started: it runs in a process group of its own).
+///
+/// Its output is read until its end or, once the program has exited, for
+/// at most [`DRAIN`] more: a process it left running (Wine's services,
+/// which live while any program of the prefix does) may hold the pipes
+/// open, and a test must not wait on them.
 pub fn run_with_deadline(mut cmd: Command, limit: Duration) -> Output {
+    use std::os::unix::process::CommandExt;
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stderr(Stdio::piped())
+        .process_group(0);
     let mut child = cmd.spawn().expect("spawn");
-    let mut out = child.stdout.take().expect("stdout");
-    let mut err = child.stderr.take().expect("stderr");
-    let t_out = thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let t_err = thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
+    let out = drain(child.stdout.take().expect("stdout"));
+    let err = drain(child.stderr.take().expect("stderr"));
     let deadline = Instant::now() + limit;
     let status = loop {
         if let Some(s) = child.try_wait().expect("wait") {
             break s;
         }
         if Instant::now() >= deadline {
+            kill_group(&child);
             let _ = child.kill();
             let s = child.wait().expect("wait");
-            let stdout = t_out.join().unwrap_or_default();
-            let stderr = t_err.join().unwrap_or_default();
             panic!(
-                "{cmd:?} did not finish within {limit:?}\n--- stdout ---\n{stdout}--- stderr ---\n{stderr}status {s}"
+                "{cmd:?} did not finish within {limit:?}\n--- stdout ---\n{}--- stderr ---\n{}status {s}",
+                out.take(),
+                err.take()
             );
         }
         thread::sleep(Duration::from_millis(10));
     };
     Output {
         status,
-        stdout: t_out.join().unwrap_or_default(),
-        stderr: t_err.join().unwrap_or_default(),
+        stdout: out.take(),
+        stderr: err.take(),
+    }
+}
+
+/// How long a program's output is read after it exited, when something
+/// it started still holds its pipes.
+pub const DRAIN: Duration = Duration::from_secs(3);
+
+/// A pipe read to its end on a thread of its own.
+struct Drained {
+    text: Arc<Mutex<Vec<u8>>>,
+    done: mpsc::Receiver<()>,
+}
+
+fn drain(mut pipe: impl Read + Send + 'static) -> Drained {
+    let text = Arc::new(Mutex::new(Vec::new()));
+    let (tx, done) = mpsc::channel();
+    let into = Arc::clone(&text);
+    thread::spawn(move || {
+        let mut buf = [0u8; 8192];
+        while let Ok(n @ 1..) = pipe.read(&mut buf) {
+            into.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend_from_slice(&buf[..n]);
+        }
+        let _ = tx.send(());
+    });
+    Drained { text, done }
+}
+
+impl Drained {
+    /// What came: to the pipe's end, or what came within [`DRAIN`].
+    fn take(&self) -> String {
+        let _ = self.done.recv_timeout(DRAIN);
+        let bytes = self.text.lock().unwrap_or_else(|e| e.into_inner());
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+/// SIGKILL to the process group `child` leads.
+fn kill_group(child: &Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
     }
 }
 
