@@ -912,9 +912,13 @@ fn offload(name: &str, cmd: u32) -> Option<bool> {
     }
     req.ifr_ifru.ifru_data = (&raw mut value).cast();
     let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).ok()?;
+    // (the request's type is glibc's c_ulong, musl's c_int: the number fits
+    // either)
+    #[allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap)]
+    let request = libc::SIOCETHTOOL as _;
     // SAFETY: SIOCETHTOOL reads the request's name and writes at most the
     // ethtool_value its data points to, which lives until the call ends
-    let rc = unsafe { libc::ioctl(raw(&sock), libc::SIOCETHTOOL, &raw mut req) };
+    let rc = unsafe { libc::ioctl(raw(&sock), request, &raw mut req) };
     (rc == 0).then_some(value.data != 0)
 }
 
