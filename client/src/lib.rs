@@ -25,6 +25,10 @@
 //!   and [`progress`] observe the run as it goes.
 //! - [`third_party`]: a test run on a client's behalf by a `netserver
 //!   --fleet` (meshes): the request as a checked plan, its JSON document.
+//! - [`limits`]: what a netserver's policy allows one test, told in its
+//!   hello: the plan fitted to it before the first request.
+//! - [`one_way`]: one-way delay probes beside a test (`--under-load`,
+//!   `-t RPM`, `--one-way`), and `--observer`.
 //! - [`confidence`]: `-I`/`-i`; [`debug`]: `-d`: netperf 2.7's debug
 //!   lines, and ours; [`interrupt`]: Ctrl-C ends a test early with its
 //!   results.

@@ -354,3 +354,72 @@ fn architecture_md_names_every_module() {
         missing.join("\n")
     );
 }
+
+/// Each crate's `# Layout` (its lib.rs's first doc comment) names every
+/// module the crate declares at its top, as `name` or [`name`].
+#[test]
+fn every_crates_layout_names_its_modules() {
+    let mut missing = Vec::new();
+    for c in CRATES {
+        let lib = root().join(c).join("src/lib.rs");
+        let text = fs::read_to_string(&lib).expect("lib.rs");
+        let layout: String = text
+            .lines()
+            .take_while(|l| l.starts_with("//!") || l.trim().is_empty())
+            .skip_while(|l| !l.contains("# Layout"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(!layout.is_empty(), "{c}/src/lib.rs has no # Layout");
+        let declared = text.lines().filter_map(|l| {
+            let l = l.trim();
+            let rest = l
+                .strip_prefix("pub mod ")
+                .or_else(|| l.strip_prefix("pub(crate) mod "))
+                .or_else(|| l.strip_prefix("mod "))?;
+            // (an inline module is the crate's own scaffolding)
+            rest.strip_suffix(';').map(str::to_string)
+        });
+        for m in declared {
+            if !layout.contains(&format!("`{m}`")) && !layout.contains(&format!("`{m}::")) {
+                missing.push(format!("{c}: {m}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "these modules are not in their crate's # Layout:\n{}",
+        missing.join("\n")
+    );
+}
+
+/// Every path doc/architecture.md names in backquotes (`a/b.rs`, `a/b/`)
+/// exists: from the workspace's root, or under a crate's `src/`.
+#[test]
+fn architecture_md_names_no_path_that_is_gone() {
+    let doc = fs::read_to_string(root().join("doc/architecture.md")).expect("architecture.md");
+    let mut gone = Vec::new();
+    for quoted in doc.split('`').skip(1).step_by(2) {
+        let is_path = quoted.contains('/')
+            && !quoted.contains(' ')
+            && !quoted.contains("://")
+            && (quoted.ends_with(".rs") || quoted.ends_with(".md") || quoted.ends_with('/'))
+            && quoted
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || "/._-".contains(ch));
+        if !is_path {
+            continue;
+        }
+        let found = root().join(quoted).exists()
+            || CRATES
+                .iter()
+                .any(|c| root().join(c).join("src").join(quoted).exists());
+        if !found {
+            gone.push(quoted.to_string());
+        }
+    }
+    assert!(
+        gone.is_empty(),
+        "doc/architecture.md names paths that are gone:\n{}",
+        gone.join("\n")
+    );
+}

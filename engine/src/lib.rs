@@ -28,7 +28,13 @@
 //! - [`sockopt`]: socket buffers, TCP_NODELAY, TOS, priority, congestion
 //!   control, keepalive, TCP_INFO.
 //! - [`buffer`]: rings of send buffers.
-//! - [`timer`]: the stop flag and the thread that raises it.
+//! - [`timer`]: the stop flag and the thread that raises it;
+//!   [`clock`]: the monotonic clock as plain nanoseconds.
+//! - [`drive`]: which driver runs a test's flows (blocking, event loops,
+//!   io_uring), one choice from the test's spec;
+//!   [`uring`]: the stream tests through io_uring (`--io-uring`).
+//! - [`token`]: short-lived tokens (`netserver token`), as text.
+//! - [`error`]: the data path's errors.
 //! - [`live`]: counters readable while a test runs.
 //! - [`sys`]: the only unsafe code: thin system-call wrappers, one file a
 //!   platform (`sys/linux.rs`; a portable fallback elsewhere).

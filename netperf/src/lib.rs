@@ -6,6 +6,13 @@
 //! words before the options (`netperf plot`, `netperf mesh`, `netperf
 //! compare`).
 //!
+//! # Layout
+//! - [`compare`]: `netperf compare`, two runs (or two setups run here,
+//!   interleaved) judged SAME, SLOWER, FASTER or UNKNOWN.
+//! - [`mesh`]: `netperf mesh`, a test between every ordered pair of a
+//!   lab's netservers, run by the netservers themselves.
+//! - the client library's modules, re-exported under their names.
+//!
 //! Dependencies run one way: `client` knows no netserver; `netperf`
 //! depends on `client` and on the netserver library (embedding);
 //! `netserver` depends on `client` (third-party tests, `--fleet`).

@@ -16,8 +16,25 @@
 //! - [`family`]: the server's side of each test family (`stream`, `rr`,
 //!   `udp_stream`), what they share (`TestCtl`, data sockets), and `proof`:
 //!   the waiting room where data connections prove they are the test's.
-//! - [`cli`]: netserver's options; [`log`]: the daemon's log lines, through
-//!   a queue to a writer thread.
+//! - [`cli`]: netserver's options; [`config`]: what shapes the daemon
+//!   (limits, deadlines, keys, log); [`log`]: the daemon's log lines,
+//!   through a queue to a writer thread.
+//! - [`admission`]: what the daemon admits, counted before anything is
+//!   allocated: sessions in all and by address, buffer memory, file
+//!   descriptors, the turns of `--schedule exclusive`.
+//! - [`policy`]: `--policy FILE`, budgets per address, per prefix and for
+//!   the daemon, kept across restarts.
+//! - [`shared`]: what every session and the accept loop share;
+//!   [`shutdown`]: the one stop signal they all see.
+//! - `handoff`: data connections that come to a session's own port and
+//!   are handed to its test (iperf3's streams, by cookie);
+//!   [`iperf3_auth`]: who may test on the iperf3 port.
+//! - `fleet`: third-party tests (`--fleet`), run with the client
+//!   library's lifecycle.
+//! - [`metrics`]: what `--metrics` counts; `scrape`: its HTTP endpoint on
+//!   the control loop; `record`: `--record FILE`, a JSON line a test.
+//! - [`error`]: what goes wrong, and who is told (a test's client, or the
+//!   operator).
 //! - `main.rs`: the command line, daemonizing and signals.
 
 #![forbid(unsafe_code)]
@@ -159,7 +176,7 @@ fn keep_policy_state(shared: &Arc<Shared>) -> Option<thread::JoinHandle<()>> {
     let log = shared.config.logger.clone();
     let save = move || {
         if let Err(e) = policy.save() {
-            log.warn_limited("policy", &e);
+            log.warn_limited("policy", &e.to_string());
         }
     };
     thread::Builder::new()

@@ -12,6 +12,8 @@
 //! - [`getopt`]: the parser: [`OptDef`], [`parse`], [`Parsed`].
 //! - [`value`]: netperf's value syntax: sizes with K/M/G and k/m/g suffixes,
 //!   `a,b` pairs in both of netperf's flavours, floats.
+//! - [`clap`]: the same option table as a clap command, for man pages and
+//!   shell completions (parsing stays with [`parse`]).
 
 #![forbid(unsafe_code)]
 

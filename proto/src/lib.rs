@@ -14,7 +14,10 @@
 //!   framing, sealing and deadlines ([`conn::ServerConn`], [`conn::ClientConn`]);
 //!   the dialect a connection speaks is a value inside it, a speaker of
 //!   ours (`conn::ours`) or of netperf 2.7 (`conn::netperf2`), never a branch.
-//! - [`netperf2`]: netperf 2.7's fixed-layout messages, both ways.
+//! - [`netperf2`]: netperf 2.7's fixed-layout messages, both ways;
+//!   [`iperf3`]: iperf3's control protocol, as its clients speak it.
+//! - [`stamp`]: one-way delay probes (`UDP_STAMP`), a probe's and its
+//!   answer's bytes.
 //! - [`capabilities`]: what the peer can do, typed ([`Capabilities`],
 //!   [`Feature`]).
 //! - [`dialect`]: which protocol a connection speaks, from its first bytes.
