@@ -457,8 +457,9 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
             "policy" => {
                 // absolute, so that SIGHUP reads the same file after detaching
                 let p = std::path::absolute(v).unwrap_or_else(|_| PathBuf::from(v));
-                o.config.policy =
-                    std::sync::Arc::new(crate::policy::Policy::load(&p).map_err(CliError)?);
+                o.config.policy = std::sync::Arc::new(
+                    crate::policy::Policy::load(&p).map_err(|e| CliError(e.to_string()))?,
+                );
             }
             "max_file_size" => {
                 let n = value::byte_size(v).map_err(|e| bad(spelled, e))?;

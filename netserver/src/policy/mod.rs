@@ -33,15 +33,71 @@ pub fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// Why the policy could not be read, reloaded or its state kept: each
+/// names the file (and, for a policy's text, the line) at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("--policy {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The text is not a policy (`message` names the line).
+    #[error("--policy {}: {message}", path.display())]
+    Invalid { path: PathBuf, message: String },
+    /// The state file cannot be read, or is not a state.
+    #[error("--policy: state_file {message}")]
+    State { message: String },
+    #[error("--policy: state_file {}: {source}", path.display())]
+    Save {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// What one test asked beyond what the policy allows one test.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TestLimit {
+    #[error("this netserver's policy limits tests to {max} s ({asked} s asked)")]
+    TooLong { max: u64, asked: u64 },
+    #[error(
+        "this netserver's policy limits tests to {max} s, which a count (-l -N) cannot promise: give the test's length in seconds"
+    )]
+    Counted { max: u64 },
+    #[error("this netserver's policy allows at most {max} flows a test ({asked} asked)")]
+    TooManyFlows { max: u32, asked: u32 },
+    #[error(
+        "this netserver's policy allows at most {max} bits/s a test: pace the test at it (netperf: --rate; iperf3: -b), an unpaced stream is refused"
+    )]
+    Unpaced { max: u64 },
+}
+
+/// Why a client's token does not admit its test.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TokenRefusal {
+    /// Not a token at all (what is wrong with it).
+    #[error("{0}")]
+    Malformed(String),
+    #[error("netserver policy: token {id:016x} expired {ago} s ago; ask for a new one")]
+    Expired { id: u64, ago: u64 },
+    #[error("netserver policy: token {id:016x} is for clients in {prefix}/{len}, not {ip}")]
+    Elsewhere {
+        id: u64,
+        prefix: IpAddr,
+        len: u8,
+        ip: IpAddr,
+    },
+}
+
 /// Why a test was refused by the policy.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PolicyRefusal {
     /// It asked more than one test may.
-    Test(String),
+    Test(TestLimit),
     /// A budget is used up.
     Budget(OverBudget),
     /// The client's token has expired, or is not for its address.
-    Token(String),
+    Token(TokenRefusal),
 }
 
 impl PolicyRefusal {
@@ -58,7 +114,8 @@ impl PolicyRefusal {
 impl std::fmt::Display for PolicyRefusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            PolicyRefusal::Test(s) | PolicyRefusal::Token(s) => f.write_str(s),
+            PolicyRefusal::Test(t) => t.fmt(f),
+            PolicyRefusal::Token(t) => t.fmt(f),
             PolicyRefusal::Budget(o) => o.fmt(f),
         }
     }
@@ -109,11 +166,11 @@ impl Policy {
 
     /// Read the policy at `path`, and the counts its state file kept; an
     /// error names the file and the line at fault.
-    pub fn load(path: &Path) -> Result<Policy, String> {
+    pub fn load(path: &Path) -> Result<Policy, PolicyError> {
         let file = read(path)?;
         let mut ledger = Ledger::new(file.max_entries());
         if let Some(state_file) = &file.daemon.state_file {
-            let kept = state::load(state_file).map_err(|e| format!("--policy: state_file {e}"))?;
+            let kept = state::load(state_file).map_err(|message| PolicyError::State { message })?;
             ledger.restore(kept.uses, unix_now());
             ledger.restore_tokens(kept.tokens, unix_now());
         }
@@ -126,7 +183,7 @@ impl Policy {
 
     /// SIGHUP: read the file again. On an error the policy in force stays,
     /// and the error (naming the line) is returned for the log.
-    pub fn reload(&self) -> Result<Option<String>, String> {
+    pub fn reload(&self) -> Result<Option<String>, PolicyError> {
         let Some(path) = &self.path else {
             return Ok(None);
         };
@@ -216,7 +273,7 @@ impl Policy {
         let token = token
             .map(Token::parse)
             .transpose()
-            .map_err(PolicyRefusal::Token)?;
+            .map_err(|e| PolicyRefusal::Token(TokenRefusal::Malformed(e)))?;
         if let Some(t) = &token {
             check_token(t, ip, now).map_err(PolicyRefusal::Token)?;
         }
@@ -257,7 +314,7 @@ impl Policy {
     }
 
     /// Write the state file, if the policy names one.
-    pub fn save(&self) -> Result<(), String> {
+    pub fn save(&self) -> Result<(), PolicyError> {
         let file = self.current();
         let Some(path) = &file.daemon.state_file else {
             return Ok(());
@@ -272,7 +329,10 @@ impl Policy {
             uses,
             tokens,
         };
-        state::save(path, &s).map_err(|e| format!("--policy: state_file {}: {e}", path.display()))
+        state::save(path, &s).map_err(|source| PolicyError::Save {
+            path: path.clone(),
+            source,
+        })
     }
 
     /// Whether a state file is kept.
@@ -289,11 +349,15 @@ fn unmapped(ip: IpAddr) -> IpAddr {
     }
 }
 
-fn read(path: &Path) -> Result<PolicyFile, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("--policy {}: {e}", path.display()))?;
-    let mut file =
-        PolicyFile::parse(&text).map_err(|e| format!("--policy {}: {e}", path.display()))?;
+fn read(path: &Path) -> Result<PolicyFile, PolicyError> {
+    let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut file = PolicyFile::parse(&text).map_err(|message| PolicyError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    })?;
     // a relative state file is beside the policy
     if let (Some(state), Some(dir)) = (&mut file.daemon.state_file, path.parent())
         && state.is_relative()
@@ -304,48 +368,41 @@ fn read(path: &Path) -> Result<PolicyFile, String> {
 }
 
 /// A token's expiry and prefix, against the client and the clock.
-fn check_token(t: &Token, ip: IpAddr, now: u64) -> Result<(), String> {
+fn check_token(t: &Token, ip: IpAddr, now: u64) -> Result<(), TokenRefusal> {
     if now >= t.expires {
-        return Err(format!(
-            "netserver policy: token {:016x} expired {} s ago; ask for a new one",
-            t.id,
-            now - t.expires
-        ));
+        return Err(TokenRefusal::Expired {
+            id: t.id,
+            ago: now - t.expires,
+        });
     }
     if !t.admits(ip) {
-        let (p, l) = t.prefix.unwrap_or((ip, 0));
-        return Err(format!(
-            "netserver policy: token {:016x} is for clients in {p}/{l}, not {ip}",
-            t.id
-        ));
+        let (prefix, len) = t.prefix.unwrap_or((ip, 0));
+        return Err(TokenRefusal::Elsewhere {
+            id: t.id,
+            prefix,
+            len,
+            ip,
+        });
     }
     Ok(())
 }
 
 /// The test fitted to what one test may ask, or why it cannot be.
-fn fit(limits: &file::TestLimits, spec: &mut TestSpec) -> Result<(), String> {
+fn fit(limits: &file::TestLimits, spec: &mut TestSpec) -> Result<(), TestLimit> {
     if let Some(max) = limits.max_seconds {
         match spec.asked_seconds() {
-            Some(s) if s > max => {
-                return Err(format!(
-                    "this netserver's policy limits tests to {max} s ({s} s asked)"
-                ));
-            }
+            Some(asked) if asked > max => return Err(TestLimit::TooLong { max, asked }),
             Some(_) => {}
-            None => {
-                return Err(format!(
-                    "this netserver's policy limits tests to {max} s, which a count (-l -N) cannot promise: give the test's length in seconds"
-                ));
-            }
+            None => return Err(TestLimit::Counted { max }),
         }
     }
     if let Some(max) = limits.max_flows
         && spec.flows > max
     {
-        return Err(format!(
-            "this netserver's policy allows at most {max} flows a test ({} asked)",
-            spec.flows
-        ));
+        return Err(TestLimit::TooManyFlows {
+            max,
+            asked: spec.flows,
+        });
     }
     if let Some(max) = limits.max_rate {
         let server_sends = matches!(spec.kind, TestKind::TcpMaerts | TestKind::UdpMaerts);
@@ -355,9 +412,7 @@ fn fit(limits: &file::TestLimits, spec: &mut TestSpec) -> Result<(), String> {
             spec.rate_bps = Some(spec.rate_bps.map_or(max, |r| r.min(max)));
         }
         if client_sends && spec.rate_bps.is_none_or(|r| r > max) {
-            return Err(format!(
-                "this netserver's policy allows at most {max} bits/s a test: pace the test at it (netperf: --rate; iperf3: -b), an unpaced stream is refused"
-            ));
+            return Err(TestLimit::Unpaced { max });
         }
     }
     Ok(())
@@ -384,19 +439,25 @@ mod tests {
             max_rate: Some(1_000_000),
         };
         let e = fit(&l, &mut spec(TestKind::TcpRr, 60)).unwrap_err();
-        assert!(e.contains("limits tests to 30 s (60 s asked)"), "{e}");
+        assert_eq!(e, TestLimit::TooLong { max: 30, asked: 60 });
+        assert!(
+            e.to_string().contains("limits tests to 30 s (60 s asked)"),
+            "{e}"
+        );
         let mut counted = spec(TestKind::TcpRr, 0);
         counted.end = TestEnd::Transactions(10);
-        assert!(fit(&l, &mut counted).unwrap_err().contains("a count"));
+        let e = fit(&l, &mut counted).unwrap_err();
+        assert_eq!(e, TestLimit::Counted { max: 30 });
+        assert!(e.to_string().contains("a count"));
         let mut many = spec(TestKind::TcpRr, 10);
         many.flows = 5;
-        assert!(fit(&l, &mut many).unwrap_err().contains("at most 4 flows"));
+        let e = fit(&l, &mut many).unwrap_err();
+        assert_eq!(e, TestLimit::TooManyFlows { max: 4, asked: 5 });
+        assert!(e.to_string().contains("at most 4 flows"));
         // a stream the client sends must come paced
-        assert!(
-            fit(&l, &mut spec(TestKind::UdpStream, 10))
-                .unwrap_err()
-                .contains("--rate")
-        );
+        let e = fit(&l, &mut spec(TestKind::UdpStream, 10)).unwrap_err();
+        assert_eq!(e, TestLimit::Unpaced { max: 1_000_000 });
+        assert!(e.to_string().contains("--rate"));
         let mut paced = spec(TestKind::TcpStream, 10);
         paced.rate_bps = Some(500_000);
         fit(&l, &mut paced).unwrap();
@@ -407,7 +468,10 @@ mod tests {
         // an iperf3 client's own length counts
         let mut iperf3 = spec(TestKind::TcpRr, 0);
         iperf3.client_ends_after_ms = Some(40_000);
-        assert!(fit(&l, &mut iperf3).unwrap_err().contains("40 s asked"));
+        assert_eq!(
+            fit(&l, &mut iperf3).unwrap_err(),
+            TestLimit::TooLong { max: 30, asked: 40 }
+        );
     }
 
     #[test]
