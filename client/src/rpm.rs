@@ -292,6 +292,38 @@ pub fn goodput_of(seen: &[(Instant, u64, u64)]) -> (f64, f64) {
 /// The longest the ramp may take before the probes begin anyway.
 const RAMP_MAX: Duration = Duration::from_secs(10);
 
+/// What the ramp's load flows read: round-trip times (Unix seconds,
+/// microseconds) and each flow's TCP_INFO readings.
+type LoadReadings = (Vec<(f64, u32)>, Vec<under_load::Readings>);
+
+/// The ramp's load flows, ended: their round-trip times and TCP_INFO
+/// readings (each flow a test of its own, numbered in start order, `dirs`
+/// a round), or the first failure.
+fn joined(
+    loads: impl Iterator<Item = thread::Result<Result<under_load::Load>>>,
+    dirs: usize,
+) -> Result<LoadReadings> {
+    let mut failed = None;
+    let (mut rtt_at, mut readings) = (Vec::new(), Vec::new());
+    for (n, load) in loads.enumerate() {
+        match load {
+            Ok(Ok(l)) => {
+                rtt_at.extend(l.rtt_at);
+                readings.extend(l.readings.into_iter().map(|mut r| {
+                    r.flow = n / dirs.max(1);
+                    r
+                }));
+            }
+            Ok(Err(e)) => failed = failed.or(Some(e)),
+            Err(_) => failed = failed.or(Some(anyhow!("the load's thread failed"))),
+        }
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok((rtt_at, readings)),
+    }
+}
+
 /// The draft's ramp: a flow a direction, then another each second (each
 /// flow a test of its own) until the goodput's moving average is stable
 /// ([`saturated`]), the flows reach their limit or [`RAMP_MAX`] passes;
@@ -393,26 +425,10 @@ fn ramped(
                 },
             ))
         });
-        let mut failed = None;
-        let (mut rtt_at, mut readings) = (Vec::new(), Vec::new());
-        for (n, (_, _, h)) in flows.into_iter().enumerate() {
-            match h.join() {
-                Ok(Ok(l)) => {
-                    rtt_at.extend(l.rtt_at);
-                    // each flow a test of its own: numbered in start order
-                    readings.extend(l.readings.into_iter().map(|mut r| {
-                        r.flow = n / dirs.len().max(1);
-                        r
-                    }));
-                }
-                Ok(Err(e)) => failed = failed.or(Some(e)),
-                Err(_) => failed = failed.or(Some(anyhow!("the load's thread failed"))),
-            }
-        }
+        let loads = flows.into_iter().map(|(_, _, h)| h.join());
+        let joined = joined(loads, dirs.len());
         let (probed, (from, to), mut done) = probed?;
-        if let Some(e) = failed {
-            return Err(anyhow!("-t RPM: {e:#}"));
-        }
+        let (rtt_at, readings) = joined.map_err(|e| anyhow!("-t RPM: {e:#}"))?;
         done.own = while_probing(&rtt_at, from, to);
         done.readings = readings;
         Ok((probed, done))

@@ -420,56 +420,6 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
             "foreground" => o.foreground = true,
             "debug" => o.verbosity = o.verbosity.saturating_add(1),
             "no_fork" | "no_debug" => {}
-            "listen" => {
-                let (host, fam) = value::pair_explicit(v);
-                if let Some(h) = host {
-                    o.bind = Some(h.to_string());
-                }
-                if let Some(f) = fam {
-                    o.family = value::address_family(f).map_err(|e| bad(spelled, e))?;
-                }
-            }
-            "port" => o.port = value::port(v).map_err(|e| bad(spelled, e))?,
-            "ipv4" => o.family = AddrFamily::V4,
-            "ipv6" => o.family = AddrFamily::V6,
-            "verbosity" => {
-                let n = value::int(v).map_err(|e| bad(spelled, e))?;
-                o.verbosity = n.clamp(0, 9) as u8;
-            }
-            "num_cpus" => o.config.num_cpus = value::u32_size(v).map_err(|e| bad(spelled, e))?,
-            "log_file" => o.log_file = Some(PathBuf::from(v)),
-            "log_format" => {
-                o.log_format = match v {
-                    "text" => crate::log::Format::Text,
-                    "json" => crate::log::Format::Json,
-                    _ => {
-                        return Err(CliError(format!(
-                            "{spelled}: '{v}' is not a log format: text or json"
-                        )));
-                    }
-                }
-            }
-            "record" => o.record_file = Some(PathBuf::from(v)),
-            // absolute: the daemon detaches to /
-            "pid_file" => {
-                o.pid_file = Some(std::path::absolute(v).unwrap_or_else(|_| PathBuf::from(v)));
-            }
-            "policy" => {
-                // absolute, so that SIGHUP reads the same file after detaching
-                let p = std::path::absolute(v).unwrap_or_else(|_| PathBuf::from(v));
-                o.config.policy = std::sync::Arc::new(
-                    crate::policy::Policy::load(&p).map_err(|e| CliError(e.to_string()))?,
-                );
-            }
-            "max_file_size" => {
-                let n = value::byte_size(v).map_err(|e| bad(spelled, e))?;
-                if n < 1 << 16 {
-                    return Err(CliError(format!("{spelled}: '{v}' is less than 64K")));
-                }
-                o.max_file_size = n as u64;
-            }
-            "metrics" => o.metrics = Some(metrics_addr(spelled, v)?),
-            "iperf3" => o.iperf3 = Some(iperf3_addr(spelled, v)?),
             "key_file" => {
                 key_file = true;
                 o.config.key = Some(
@@ -507,7 +457,9 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
             // the daemon's limits and deadlines; an option in the table
             // that no arm takes is a bug, caught by the test below
             other => {
-                if !limit(other, spelled, v, &mut o.config)? {
+                if !daemon_option(other, spelled, v, &mut o)?
+                    && !limit(other, spelled, v, &mut o.config)?
+                {
                     return Err(CliError(format!(
                         "internal error: option '{other}' has no handler"
                     )));
@@ -532,6 +484,71 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
         None
     };
     Ok(Invocation::Run(Box::new(o)))
+}
+
+/// Where the daemon listens, what it says and where (`-L`, `-p`, `-v`,
+/// `--log-file`, `--metrics`, ...): whether `id` was one of those.
+fn daemon_option(
+    id: &str,
+    spelled: &str,
+    v: &str,
+    o: &mut ServerOptions,
+) -> Result<bool, CliError> {
+    let bad = |opt: &str, e: value::ValueError| CliError(format!("{opt}: {e}"));
+    match id {
+        "listen" => {
+            let (host, fam) = value::pair_explicit(v);
+            if let Some(h) = host {
+                o.bind = Some(h.to_string());
+            }
+            if let Some(f) = fam {
+                o.family = value::address_family(f).map_err(|e| bad(spelled, e))?;
+            }
+        }
+        "port" => o.port = value::port(v).map_err(|e| bad(spelled, e))?,
+        "ipv4" => o.family = AddrFamily::V4,
+        "ipv6" => o.family = AddrFamily::V6,
+        "verbosity" => {
+            let n = value::int(v).map_err(|e| bad(spelled, e))?;
+            o.verbosity = n.clamp(0, 9) as u8;
+        }
+        "num_cpus" => o.config.num_cpus = value::u32_size(v).map_err(|e| bad(spelled, e))?,
+        "log_file" => o.log_file = Some(PathBuf::from(v)),
+        "log_format" => {
+            o.log_format = match v {
+                "text" => crate::log::Format::Text,
+                "json" => crate::log::Format::Json,
+                _ => {
+                    return Err(CliError(format!(
+                        "{spelled}: '{v}' is not a log format: text or json"
+                    )));
+                }
+            }
+        }
+        "record" => o.record_file = Some(PathBuf::from(v)),
+        // absolute: the daemon detaches to /
+        "pid_file" => {
+            o.pid_file = Some(std::path::absolute(v).unwrap_or_else(|_| PathBuf::from(v)));
+        }
+        "policy" => {
+            // absolute, so that SIGHUP reads the same file after detaching
+            let p = std::path::absolute(v).unwrap_or_else(|_| PathBuf::from(v));
+            o.config.policy = std::sync::Arc::new(
+                crate::policy::Policy::load(&p).map_err(|e| CliError(e.to_string()))?,
+            );
+        }
+        "max_file_size" => {
+            let n = value::byte_size(v).map_err(|e| bad(spelled, e))?;
+            if n < 1 << 16 {
+                return Err(CliError(format!("{spelled}: '{v}' is less than 64K")));
+            }
+            o.max_file_size = n as u64;
+        }
+        "metrics" => o.metrics = Some(metrics_addr(spelled, v)?),
+        "iperf3" => o.iperf3 = Some(iperf3_addr(spelled, v)?),
+        _ => return Ok(false),
+    }
+    Ok(true)
 }
 
 /// The options of the iperf3 port's authentication.

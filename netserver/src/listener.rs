@@ -277,11 +277,11 @@ pub(crate) fn accept_loop(
     first: Option<(TcpStream, SocketAddr)>,
     shared: &Arc<Shared>,
 ) -> io::Result<()> {
-    let mut poll = Poll::new()?;
+    let poll = Poll::new()?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
     let _sub = shared.shutdown.subscribe(waker.clone());
     // each listener with how the loop watches it
-    let mut listeners: Vec<(TcpListener, Watch, Origin)> = listeners
+    let listeners: Vec<(TcpListener, Watch, Origin)> = listeners
         .into_iter()
         .enumerate()
         .map(|(i, (l, origin))| {
@@ -296,144 +296,252 @@ pub(crate) fn accept_loop(
             Ok((l, w, origin))
         })
         .collect::<io::Result<_>>()?;
-    let mut events = Events::with_capacity(256);
-    let mut room = WaitingRoom::new();
-    let mut sessions = session::Sessions::new(shared.clone(), waker);
-    let mut scrapes = scrape::Scrapes::new(metrics, poll.registry())?;
-    let mut udp = UdpStreams::new(udp, poll.registry())?;
-    if let Some((stream, peer)) = first {
-        let token = room.new_token();
-        sessions.start(poll.registry(), stream, peer, token, Origin::Control, None);
-    }
     let first_bytes = shared.config.first_byte_timeout;
-    let silent = format!(
-        "no whole first message received within {} s",
-        first_bytes.as_secs()
-    );
-    // After a resource error we stop accepting until this instant, then try
-    // every listener again (mio is edge-triggered: no new event would come
-    // for connections already queued).
-    let mut retry_at: Option<Instant> = None;
-    // Once shutting down: until when the sessions may take to end.
-    let mut stopping: Option<Instant> = None;
-    let mut trim = Trim::default();
+    let mut l = ControlLoop {
+        scrapes: scrape::Scrapes::new(metrics, poll.registry())?,
+        udp: UdpStreams::new(udp, poll.registry())?,
+        poll,
+        listeners,
+        room: WaitingRoom::new(),
+        sessions: session::Sessions::new(shared.clone(), waker),
+        shared: shared.clone(),
+        first_bytes,
+        silent: format!(
+            "no whole first message received within {} s",
+            first_bytes.as_secs()
+        ),
+        retry_at: None,
+        stopping: None,
+        trim: Trim::default(),
+    };
+    if let Some((stream, peer)) = first {
+        let token = l.room.new_token();
+        l.sessions.start(
+            l.poll.registry(),
+            stream,
+            peer,
+            token,
+            Origin::Control,
+            None,
+        );
+    }
+    let mut events = Events::with_capacity(256);
     loop {
         let now = Instant::now();
-        if shared.shutdown.is_triggered() && stopping.is_none() {
-            stopping = Some(now + SHUTDOWN_WAIT);
-            scrapes.stop(poll.registry());
-            stop_accepting(&mut listeners, &poll, &mut room, &mut sessions, now);
-        }
-        if listeners.is_empty() && sessions.len() == 0 {
+        let Some(timeout) = l.before_waiting(now) else {
             return Ok(());
+        };
+        match l.poll.poll(&mut events, timeout) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                l.sessions.drop_all(l.poll.registry());
+                return Err(e);
+            }
         }
-        if stopping.is_some_and(|t| now >= t) {
-            sessions.drop_all(poll.registry());
-            return Ok(());
+        let woken = l.on_events(&events);
+        l.after_waking(woken);
+    }
+}
+
+/// What the control loop holds between its waits.
+struct ControlLoop {
+    poll: Poll,
+    listeners: Vec<(TcpListener, Watch, Origin)>,
+    room: WaitingRoom,
+    sessions: session::Sessions,
+    scrapes: scrape::Scrapes,
+    udp: UdpStreams,
+    shared: Arc<Shared>,
+    /// How long a connection may take to send its whole first message,
+    /// and what it is told when it has not.
+    first_bytes: Duration,
+    silent: String,
+    /// After a resource error we stop accepting until this instant, then
+    /// try every listener again (mio is edge-triggered: no new event would
+    /// come for connections already queued).
+    retry_at: Option<Instant>,
+    /// Once shutting down: until when the sessions may take to end.
+    stopping: Option<Instant>,
+    trim: Trim,
+}
+
+/// What a wait's events left to do: listeners with connections to accept,
+/// waiting connections whose first message is in (or whose peer closed),
+/// and those with a part of it.
+#[derive(Default)]
+struct Woken {
+    ready: Vec<usize>,
+    serve: Vec<usize>,
+    parts: Vec<usize>,
+}
+
+impl ControlLoop {
+    /// Before a wait: shutting down, and how long to wait; `None` when the
+    /// loop is over (nothing left to serve, or the sessions' time to end
+    /// is up).
+    fn before_waiting(&mut self, now: Instant) -> Option<Option<Duration>> {
+        if self.shared.shutdown.is_triggered() && self.stopping.is_none() {
+            self.stopping = Some(now + SHUTDOWN_WAIT);
+            self.scrapes.stop(self.poll.registry());
+            stop_accepting(
+                &mut self.listeners,
+                &self.poll,
+                &mut self.room,
+                &mut self.sessions,
+                now,
+            );
         }
-        trim.tick(sessions.len() == 0 && shared.workers.alive() == 0, now);
+        if self.listeners.is_empty() && self.sessions.len() == 0 {
+            return None;
+        }
+        if self.stopping.is_some_and(|t| now >= t) {
+            self.sessions.drop_all(self.poll.registry());
+            return None;
+        }
+        self.trim.tick(
+            self.sessions.len() == 0 && self.shared.workers.alive() == 0,
+            now,
+        );
         let wake_at = [
-            retry_at,
-            room.next_deadline(first_bytes),
-            sessions.next_deadline(),
-            stopping,
-            trim.at,
-            scrapes.next_deadline(),
+            self.retry_at,
+            self.room.next_deadline(self.first_bytes),
+            self.sessions.next_deadline(),
+            self.stopping,
+            self.trim.at,
+            self.scrapes.next_deadline(),
         ]
         .into_iter()
         .flatten()
         .min();
-        let timeout = if sessions.has_more() || scrapes.has_more() {
+        Some(if self.sessions.has_more() || self.scrapes.has_more() {
             Some(Duration::ZERO)
         } else {
             wake_at.map(|t| t.saturating_duration_since(now))
-        };
-        match poll.poll(&mut events, timeout) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                sessions.drop_all(poll.registry());
-                return Err(e);
-            }
-        }
-        let mut ready: Vec<usize> = Vec::new();
-        // waiting connections whose first message is in, and those with
-        // a part of it
-        let (mut serve, mut parts) = (Vec::new(), Vec::new());
-        for ev in events.iter() {
+        })
+    }
+
+    /// Each event to its owner: a session, a UDP stream, a scrape, a
+    /// waiting connection, a listener.
+    fn on_events(&mut self, events: &Events) -> Woken {
+        let mut w = Woken::default();
+        for ev in events {
             match ev.token() {
                 WAKE => {}
-                Token(t) if sessions.owns(t) => sessions.on_event(poll.registry(), ev),
-                Token(t) if udp.owns(t) => udp.on_readable(t, shared),
-                Token(t) if scrapes.owns(t) => {
-                    scrapes.on_event(poll.registry(), ev, shared, sessions.len());
+                Token(t) if self.sessions.owns(t) => {
+                    self.sessions.on_event(self.poll.registry(), ev);
+                }
+                Token(t) if self.udp.owns(t) => self.udp.on_readable(t, &self.shared),
+                Token(t) if self.scrapes.owns(t) => {
+                    let n = self.sessions.len();
+                    self.scrapes
+                        .on_event(self.poll.registry(), ev, &self.shared, n);
                 }
                 Token(t) if t >= FIRST_WAITING => {
                     // its whole first message (or its end): a session's
                     // to serve; a part of it waits on, for the rest
                     if ev.is_read_closed() {
-                        serve.push(t);
+                        w.serve.push(t);
                     } else {
-                        match room.first_message(t) {
-                            First::In => serve.push(t),
-                            First::Part => parts.push(t),
+                        match self.room.first_message(t) {
+                            First::In => w.serve.push(t),
+                            First::Part => w.parts.push(t),
                             First::Nothing => {}
                         }
                     }
                 }
-                Token(i) => ready.push(i),
+                Token(i) => w.ready.push(i),
             }
         }
+        w
+    }
+
+    /// After a wait: first messages served, deadlines kept, connections
+    /// accepted.
+    fn after_waking(&mut self, w: Woken) {
+        let Woken {
+            mut ready,
+            mut serve,
+            parts,
+        } = w;
         let now = Instant::now();
         for t in parts {
-            room.look_again(&poll, t, now, None);
+            self.room.look_again(&self.poll, t, now, None);
         }
-        for (t, waited) in room.due_again(now) {
-            match room.first_message(t) {
+        for (t, waited) in self.room.due_again(now) {
+            match self.room.first_message(t) {
                 First::In => serve.push(t),
                 // no longer watched: only a peek finds what comes next
-                First::Part | First::Nothing => room.look_again(&poll, t, now, Some(waited)),
+                First::Part | First::Nothing => {
+                    self.room.look_again(&self.poll, t, now, Some(waited));
+                }
             }
         }
-        for t in serve {
-            if let Some((stream, peer, origin)) = room.leave(&poll, t) {
-                // an iperf3 test's stream, presenting its session's cookie
-                let stream = match origin {
-                    Origin::Iperf3 => match hand_over(stream, shared) {
-                        Some(s) => s,
-                        None => continue,
-                    },
-                    Origin::Control => stream,
-                };
-                admit(stream, peer, t, origin, shared, &poll, &mut sessions);
-            }
-        }
-        sessions.on_wake(poll.registry(), now);
-        scrapes.expire(poll.registry(), now);
-        if let Some(cutoff) = now.checked_sub(first_bytes) {
-            let closed = room.expire(&poll, cutoff, ErrorCode::Timeout, &silent);
-            if closed > 0 {
-                shared.config.logger.log(
-                    2,
-                    &format!(
-                        "closed {closed} connections that sent no whole first message within {} ms",
-                        first_bytes.as_millis()
-                    ),
-                );
-            }
-        }
-        if let Some(t) = retry_at {
+        self.serve(serve);
+        self.sessions.on_wake(self.poll.registry(), now);
+        self.scrapes.expire(self.poll.registry(), now);
+        self.expire_silent(now);
+        if let Some(t) = self.retry_at {
             if now < t {
-                continue;
+                return;
             }
-            retry_at = None;
-            ready = (0..listeners.len()).collect();
+            self.retry_at = None;
+            ready = (0..self.listeners.len()).collect();
         }
         for i in ready {
-            let Some(l) = listeners.get(i) else { continue };
-            if let Some(backoff) = drain(l, shared, &poll, &mut room, &sessions) {
-                retry_at = Some(Instant::now() + backoff);
+            let Some(l) = self.listeners.get(i) else {
+                continue;
+            };
+            if let Some(backoff) =
+                drain(l, &self.shared, &self.poll, &mut self.room, &self.sessions)
+            {
+                self.retry_at = Some(Instant::now() + backoff);
             }
+        }
+    }
+
+    /// Waiting connections whose first message is in: each a session (an
+    /// iperf3 test's stream, presenting its session's cookie, to its test).
+    fn serve(&mut self, tokens: Vec<usize>) {
+        for t in tokens {
+            let Some((stream, peer, origin)) = self.room.leave(&self.poll, t) else {
+                continue;
+            };
+            let stream = match origin {
+                Origin::Iperf3 => match hand_over(stream, &self.shared) {
+                    Some(s) => s,
+                    None => continue,
+                },
+                Origin::Control => stream,
+            };
+            admit(
+                stream,
+                peer,
+                t,
+                origin,
+                &self.shared,
+                &self.poll,
+                &mut self.sessions,
+            );
+        }
+    }
+
+    /// Connections that sent no whole first message in time, closed.
+    fn expire_silent(&mut self, now: Instant) {
+        let Some(cutoff) = now.checked_sub(self.first_bytes) else {
+            return;
+        };
+        let closed = self
+            .room
+            .expire(&self.poll, cutoff, ErrorCode::Timeout, &self.silent);
+        if closed > 0 {
+            self.shared.config.logger.log(
+                2,
+                &format!(
+                    "closed {closed} connections that sent no whole first message within {} ms",
+                    self.first_bytes.as_millis()
+                ),
+            );
         }
     }
 }

@@ -128,26 +128,7 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
             l
         }
         Start::StdinListener(l) => vec![l],
-        Start::Inetd(conn) => {
-            // stdout and stderr are the client's connection too: nothing
-            // may be printed; the log goes only to --log-file.
-            opts.config.logger = match &opts.log_file {
-                Some(path) => file_logger(open_log(path)?, opts.verbosity, opts.log_format, &opts),
-                None => Logger::discard(),
-            };
-            opts.config.record = open_record(&opts)?;
-            // (an error printed on stderr would go to the client)
-            let log = opts.config.logger.clone();
-            let record = opts.config.record.clone();
-            if let Err(e) = netserver::serve_one(conn, opts.config) {
-                log.log(1, &format!("inetd connection: {e}"));
-            }
-            log.sync(Duration::from_secs(2));
-            if let Some(r) = record {
-                r.sync(Duration::from_secs(2));
-            }
-            return Ok(());
-        }
+        Start::Inetd(conn) => return serve_inetd(opts, conn),
     };
     // Signals are taken by one thread with sigwait; every other thread
     // inherits the blocked mask, so no handler runs at an awkward moment.
@@ -157,31 +138,8 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
     // which ends the process. The mask survives the fork of detaching.
     let signals = Signals::block(&[Asked::Interrupt, Asked::Terminate, Asked::Reopen])
         .map_err(|e| Error::system("cannot block signals", e))?;
-    let family = match opts.family {
-        AddrFamily::Unspec => "AF_UNSPEC",
-        AddrFamily::V4 => "AF_INET",
-        AddrFamily::V6 => "AF_INET6",
-    };
-    let mut out = io::stdout().lock();
-    let _ = writeln!(
-        out,
-        "Starting netserver with host '{}' port '{}' and family {family}",
-        opts.bind.as_deref().unwrap_or("IN(6)ADDR_ANY"),
-        opts.port
-    );
-    for l in &listeners {
-        if let Ok(a) = l.local_addr() {
-            let _ = writeln!(out, "listening on {a}");
-        }
-    }
     let iperf3 = bind_iperf3(&opts, &listeners)?;
-    for l in &iperf3 {
-        if let Ok(a) = l.local_addr() {
-            let _ = writeln!(out, "iperf3 listening on {a}");
-        }
-    }
-    let _ = out.flush();
-    drop(out);
+    print_banner(&opts, &listeners, &iperf3);
 
     // absolute, so that SIGHUP reopens the same path after detaching (cwd /)
     let log_path = opts
@@ -204,17 +162,7 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
         None => None,
     };
     if !opts.foreground {
-        // Detach as netserver does: fork, new session, cwd /, stdio to
-        // /dev/null. No thread exists yet, so forking is safe. (Windows
-        // cannot: it stays in the foreground, as netperf 2.7's does there.)
-        match engine::sys::detach() {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Unsupported => {
-                eprintln!("netserver: {e}; serving in the foreground");
-                opts.foreground = true;
-            }
-            Err(e) => return Err(Error::system("cannot detach", e)),
-        }
+        opts.foreground = detach()?;
     }
     let pid_file = write_pid_file(opts.pid_file.as_deref())?;
     opts.config.logger = match log_file {
@@ -284,6 +232,70 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
     // the last lines (why it stopped) reach the log before the process ends
     log.sync(Duration::from_secs(2));
     r
+}
+
+/// Detach as netserver does: fork, new session, cwd /, stdio to
+/// /dev/null. No thread exists yet, so forking is safe. Whether this
+/// stays in the foreground after all (Windows cannot detach: it stays,
+/// as netperf 2.7's does there).
+fn detach() -> Result<bool, Error> {
+    match engine::sys::detach() {
+        Ok(()) => Ok(false),
+        Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+            eprintln!("netserver: {e}; serving in the foreground");
+            Ok(true)
+        }
+        Err(e) => Err(Error::system("cannot detach", e)),
+    }
+}
+
+/// inetd's connection (standard input), served alone. Its stdout and
+/// stderr are the client's connection too: nothing may be printed; the
+/// log goes only to --log-file.
+fn serve_inetd(mut opts: ServerOptions, conn: std::net::TcpStream) -> Result<(), Error> {
+    opts.config.logger = match &opts.log_file {
+        Some(path) => file_logger(open_log(path)?, opts.verbosity, opts.log_format, &opts),
+        None => Logger::discard(),
+    };
+    opts.config.record = open_record(&opts)?;
+    // (an error printed on stderr would go to the client)
+    let log = opts.config.logger.clone();
+    let record = opts.config.record.clone();
+    if let Err(e) = netserver::serve_one(conn, opts.config) {
+        log.log(1, &format!("inetd connection: {e}"));
+    }
+    log.sync(Duration::from_secs(2));
+    if let Some(r) = record {
+        r.sync(Duration::from_secs(2));
+    }
+    Ok(())
+}
+
+/// netserver 2.7's first line, and where we listen.
+fn print_banner(opts: &ServerOptions, listeners: &[TcpListener], iperf3: &[TcpListener]) {
+    let family = match opts.family {
+        AddrFamily::Unspec => "AF_UNSPEC",
+        AddrFamily::V4 => "AF_INET",
+        AddrFamily::V6 => "AF_INET6",
+    };
+    let mut out = io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "Starting netserver with host '{}' port '{}' and family {family}",
+        opts.bind.as_deref().unwrap_or("IN(6)ADDR_ANY"),
+        opts.port
+    );
+    for l in listeners {
+        if let Ok(a) = l.local_addr() {
+            let _ = writeln!(out, "listening on {a}");
+        }
+    }
+    for l in iperf3 {
+        if let Ok(a) = l.local_addr() {
+            let _ = writeln!(out, "iperf3 listening on {a}");
+        }
+    }
+    let _ = out.flush();
 }
 
 /// `--pid-file`: the daemon's own pid (after the fork), for whoever stops

@@ -230,69 +230,7 @@ impl Metrics {
                 ("protocol", proto::PROTOCOL_VERSION.to_string()),
             ]),
         );
-        registry.register(
-            "netserver_sessions_accepted",
-            "Control sessions admitted (before their hello and authentication, which may still refuse them)",
-            m.accepted.clone(),
-        );
-        registry.register(
-            "netserver_sessions_active",
-            "Control sessions open now",
-            m.active.clone(),
-        );
-        registry.register(
-            "netserver_sessions_refused",
-            "Sessions (or tests) turned away, by reason",
-            m.refused.clone(),
-        );
-        registry.register(
-            "netserver_tests_started",
-            "Tests whose data path was set up",
-            m.started.clone(),
-        );
-        registry.register(
-            "netserver_tests_completed",
-            "Tests whose results went out",
-            m.completed.clone(),
-        );
-        registry.register(
-            "netserver_tests_failed",
-            "Tests that started and ended without results",
-            m.failed.clone(),
-        );
-        registry.register(
-            "netserver_tests_active",
-            "Tests running now",
-            m.tests_active.clone(),
-        );
-        registry.register_with_unit(
-            "netserver_sent",
-            "Bytes this netserver's side of completed tests sent",
-            Unit::Bytes,
-            m.sent_bytes.clone(),
-        );
-        registry.register_with_unit(
-            "netserver_received",
-            "Bytes this netserver's side of completed tests received",
-            Unit::Bytes,
-            m.received_bytes.clone(),
-        );
-        registry.register(
-            "netserver_sent_datagrams",
-            "Datagrams this netserver's side of completed UDP tests sent",
-            m.sent_datagrams.clone(),
-        );
-        registry.register(
-            "netserver_received_datagrams",
-            "Datagrams this netserver's side of completed UDP tests received",
-            m.received_datagrams.clone(),
-        );
-        registry.register_with_unit(
-            "netserver_test_duration",
-            "Measured interval of completed tests",
-            Unit::Seconds,
-            m.duration.clone(),
-        );
+        m.register_counts(&mut registry);
         m.register_held(&mut registry);
         registry.register(
             "netserver_log_lines_dropped",
@@ -310,6 +248,73 @@ impl Metrics {
             m.record_dropped.clone(),
         );
         Metrics { registry, ..m }
+    }
+
+    /// The counters of sessions and tests, and the bytes their tests moved.
+    fn register_counts(&self, registry: &mut Registry) {
+        registry.register(
+            "netserver_sessions_accepted",
+            "Control sessions admitted (before their hello and authentication, which may still refuse them)",
+            self.accepted.clone(),
+        );
+        registry.register(
+            "netserver_sessions_active",
+            "Control sessions open now",
+            self.active.clone(),
+        );
+        registry.register(
+            "netserver_sessions_refused",
+            "Sessions (or tests) turned away, by reason",
+            self.refused.clone(),
+        );
+        registry.register(
+            "netserver_tests_started",
+            "Tests whose data path was set up",
+            self.started.clone(),
+        );
+        registry.register(
+            "netserver_tests_completed",
+            "Tests whose results went out",
+            self.completed.clone(),
+        );
+        registry.register(
+            "netserver_tests_failed",
+            "Tests that started and ended without results",
+            self.failed.clone(),
+        );
+        registry.register(
+            "netserver_tests_active",
+            "Tests running now",
+            self.tests_active.clone(),
+        );
+        registry.register_with_unit(
+            "netserver_sent",
+            "Bytes this netserver's side of completed tests sent",
+            Unit::Bytes,
+            self.sent_bytes.clone(),
+        );
+        registry.register_with_unit(
+            "netserver_received",
+            "Bytes this netserver's side of completed tests received",
+            Unit::Bytes,
+            self.received_bytes.clone(),
+        );
+        registry.register(
+            "netserver_sent_datagrams",
+            "Datagrams this netserver's side of completed UDP tests sent",
+            self.sent_datagrams.clone(),
+        );
+        registry.register(
+            "netserver_received_datagrams",
+            "Datagrams this netserver's side of completed UDP tests received",
+            self.received_datagrams.clone(),
+        );
+        registry.register_with_unit(
+            "netserver_test_duration",
+            "Measured interval of completed tests",
+            Unit::Seconds,
+            self.duration.clone(),
+        );
     }
 
     /// The gauges of what the daemon holds, read when a scraper asks.

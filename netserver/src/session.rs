@@ -727,30 +727,7 @@ impl Session {
                     );
                 }
                 ServerEvent::Established => {}
-                ServerEvent::Prepare(spec) => {
-                    self.write_record(None);
-                    let now = Instant::now();
-                    match self.shared.turns.ask(self.token, self.peer.ip(), now) {
-                        crate::admission::Turn::Go => self.prepare(&spec),
-                        crate::admission::Turn::Wait(ahead) => {
-                            let limit = self.shared.turns.max_wait().as_secs();
-                            self.shared.config.logger.event(
-                                1,
-                                &self.about("queued"),
-                                &format!(
-                                    "{}: {} waits its turn, {ahead} ahead (--schedule exclusive)",
-                                    self.peer, spec.kind
-                                ),
-                            );
-                            self.core.queued(
-                                u32::try_from(ahead).unwrap_or(u32::MAX),
-                                u32::try_from(limit).unwrap_or(u32::MAX),
-                                now,
-                            );
-                            self.waiting = Some((spec, now));
-                        }
-                    }
-                }
+                ServerEvent::Prepare(spec) => self.prepare_in_turn(spec),
                 ServerEvent::ClientDone(done) => {
                     self.datagrams_sent = Some(done.datagrams_sent);
                     if let Some(t) = &self.test {
@@ -772,21 +749,7 @@ impl Session {
                     // (counted failed)
                     self.tally = None;
                 }
-                ServerEvent::AuthFailed => {
-                    self.shared.config.metrics.refused(Refused::Auth);
-                    let now = Instant::now();
-                    let at = self.shared.failures.refusal_at(self.peer.ip(), now);
-                    if at > now {
-                        self.hold = Some(at);
-                        log.warn_limited(
-                            "auth-slow",
-                            &format!(
-                                "{}: its address failed to authenticate too often lately: refusals of wrong keys from it wait their turn (one a second); right keys are served at once",
-                                self.peer
-                            ),
-                        );
-                    }
-                }
+                ServerEvent::AuthFailed => self.auth_failed(),
                 ServerEvent::ProtocolError => {
                     self.shared.config.metrics.refused(Refused::Protocol);
                 }
@@ -811,6 +774,51 @@ impl Session {
                 ServerEvent::ResultsSent(r) => self.results_sent(&r),
                 ServerEvent::ThirdParty(req) => self.third_party(*req),
             }
+        }
+    }
+
+    /// A test asked: prepared now, or when its host's turn comes
+    /// (`--schedule exclusive`), the client told its place.
+    fn prepare_in_turn(&mut self, spec: Box<proto::TestSpec>) {
+        self.write_record(None);
+        let now = Instant::now();
+        match self.shared.turns.ask(self.token, self.peer.ip(), now) {
+            crate::admission::Turn::Go => self.prepare(&spec),
+            crate::admission::Turn::Wait(ahead) => {
+                let limit = self.shared.turns.max_wait().as_secs();
+                self.shared.config.logger.event(
+                    1,
+                    &self.about("queued"),
+                    &format!(
+                        "{}: {} waits its turn, {ahead} ahead (--schedule exclusive)",
+                        self.peer, spec.kind
+                    ),
+                );
+                self.core.queued(
+                    u32::try_from(ahead).unwrap_or(u32::MAX),
+                    u32::try_from(limit).unwrap_or(u32::MAX),
+                    now,
+                );
+                self.waiting = Some((spec, now));
+            }
+        }
+    }
+
+    /// A wrong key: counted; its address's refusals paced once it fails
+    /// too often.
+    fn auth_failed(&mut self) {
+        self.shared.config.metrics.refused(Refused::Auth);
+        let now = Instant::now();
+        let at = self.shared.failures.refusal_at(self.peer.ip(), now);
+        if at > now {
+            self.hold = Some(at);
+            self.shared.config.logger.warn_limited(
+                "auth-slow",
+                &format!(
+                    "{}: its address failed to authenticate too often lately: refusals of wrong keys from it wait their turn (one a second); right keys are served at once",
+                    self.peer
+                ),
+            );
         }
     }
 

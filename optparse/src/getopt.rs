@@ -211,40 +211,7 @@ fn parse_with(
             break;
         }
         if let Some(long) = word.strip_prefix("--") {
-            let (name, glued) = match long.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_string())),
-                None => (long, None),
-            };
-            let def = defs
-                .iter()
-                .find(|d| d.long == Some(name))
-                .ok_or_else(|| OptError::Unknown(format!("--{name}")))?;
-            let spelled = format!("--{name}");
-            let value = match def.arity {
-                Arity::None => {
-                    if glued.is_some() {
-                        return Err(OptError::UnexpectedValue(spelled));
-                    }
-                    None
-                }
-                Arity::Required => match glued {
-                    Some(v) => Some(v),
-                    None => {
-                        let v = args
-                            .get(i)
-                            .ok_or_else(|| OptError::MissingValue(spelled.clone()))?;
-                        i += 1;
-                        Some(v.clone())
-                    }
-                },
-                Arity::OptionalNumeric => glued.or_else(|| take_if(args, &mut i, starts_digit)),
-                Arity::OptionalWord => glued.or_else(|| take_if(args, &mut i, not_option)),
-            };
-            out.options.push(Occurrence {
-                id: def.id,
-                spelled,
-                value,
-            });
+            out.options.push(long_option(defs, long, args, &mut i)?);
             continue;
         }
         let Some(cluster) = word.strip_prefix('-').filter(|c| !c.is_empty()) else {
@@ -306,6 +273,50 @@ fn parse_with(
         }
     }
     Ok((out, warnings))
+}
+
+/// `--name`, `--name=value` or `--name value` (`long` without its
+/// dashes; `i` past it, and past a value taken from the next word).
+fn long_option(
+    defs: &[OptDef],
+    long: &str,
+    args: &[String],
+    i: &mut usize,
+) -> Result<Occurrence, OptError> {
+    let (name, glued) = match long.split_once('=') {
+        Some((n, v)) => (n, Some(v.to_string())),
+        None => (long, None),
+    };
+    let def = defs
+        .iter()
+        .find(|d| d.long == Some(name))
+        .ok_or_else(|| OptError::Unknown(format!("--{name}")))?;
+    let spelled = format!("--{name}");
+    let value = match def.arity {
+        Arity::None => {
+            if glued.is_some() {
+                return Err(OptError::UnexpectedValue(spelled));
+            }
+            None
+        }
+        Arity::Required => match glued {
+            Some(v) => Some(v),
+            None => {
+                let v = args
+                    .get(*i)
+                    .ok_or_else(|| OptError::MissingValue(spelled.clone()))?;
+                *i += 1;
+                Some(v.clone())
+            }
+        },
+        Arity::OptionalNumeric => glued.or_else(|| take_if(args, i, starts_digit)),
+        Arity::OptionalWord => glued.or_else(|| take_if(args, i, not_option)),
+    };
+    Ok(Occurrence {
+        id: def.id,
+        spelled,
+        value,
+    })
 }
 
 fn starts_digit(s: &str) -> bool {

@@ -258,72 +258,9 @@ impl ServerSession {
 
     pub fn handle(&mut self, msg: ClientMsg) -> ServerAction {
         match (self.state, msg) {
-            (ServerState::AwaitHello, ClientMsg::Hello(hello)) => {
-                self.peer_software = hello.software.clone();
-                self.peer_capabilities = hello.capabilities.clone();
-                if let Err(e) = hello.check() {
-                    return ServerAction::ReplyAndClose(self.protocol_error(&e));
-                }
-                // a token: its holder proves the whole token, not our key
-                if let Some(payload) = hello
-                    .capabilities
-                    .iter()
-                    .find_map(|c| c.strip_prefix(TOKEN_NAME))
-                    && let Some(auth) = &self.auth
-                {
-                    let Some(key) = auth.for_token(payload) else {
-                        self.state = ServerState::Closed;
-                        return ServerAction::ReplyAndClose(ServerMsg::Error(ErrorMsg::new(
-                            ErrorCode::Auth,
-                            "authentication failed: the token is not one this netserver makes",
-                        )));
-                    };
-                    self.auth = Some(key);
-                    self.token = Some(payload.to_string());
-                }
-                let challenge = self.auth.as_ref().map(|_| self.nonce);
-                self.state = match challenge {
-                    Some(server_nonce) => ServerState::AwaitAuth { server_nonce },
-                    None => ServerState::Idle,
-                };
-                let mut hello = Hello::new(self.software.clone());
-                hello.capabilities.extend(self.announced.names());
-                if self.fleet {
-                    hello.capabilities.push(FLEET.into());
-                }
-                ServerAction::Reply(ServerMsg::Hello(ServerHello {
-                    hello,
-                    challenge,
-                    num_cpus: self.cpu.0,
-                    cpu_rate: self.cpu.1,
-                }))
-            }
+            (ServerState::AwaitHello, ClientMsg::Hello(hello)) => self.hello(&hello),
             (ServerState::AwaitAuth { server_nonce }, ClientMsg::Auth { nonce, proof }) => {
-                let Some(auth) = &self.auth else {
-                    self.state = ServerState::Closed;
-                    return ServerAction::ReplyAndClose(ServerMsg::Error(ErrorMsg::new(
-                        ErrorCode::Auth,
-                        "authentication state lost",
-                    )));
-                };
-                if nonce == server_nonce
-                    || !auth.verify(Role::Client, &server_nonce, &nonce, &proof)
-                {
-                    self.state = ServerState::Closed;
-                    let why = if self.token.is_some() {
-                        "authentication failed: the token was not signed with this netserver's key, or was altered"
-                    } else {
-                        "authentication failed: the key does not match"
-                    };
-                    return ServerAction::ReplyAndClose(ServerMsg::Error(ErrorMsg::new(
-                        ErrorCode::Auth,
-                        why,
-                    )));
-                }
-                let proof = auth.proof(Role::Server, &server_nonce, &nonce);
-                self.authenticated = Some((server_nonce, nonce));
-                self.state = ServerState::Idle;
-                ServerAction::Reply(ServerMsg::AuthOk { proof })
+                self.auth(server_nonce, nonce, &proof)
             }
             (ServerState::Idle, ClientMsg::SetupWindowed(mut spec, window)) => {
                 spec.window = Some(window);
@@ -373,6 +310,76 @@ impl ServerSession {
             }
             (_, msg) => self.unexpected(&msg),
         }
+    }
+
+    /// The client's hello: checked, a token's key taken, ours answered
+    /// (with a challenge where a key is required).
+    fn hello(&mut self, hello: &Hello) -> ServerAction {
+        self.peer_software = hello.software.clone();
+        self.peer_capabilities = hello.capabilities.clone();
+        if let Err(e) = hello.check() {
+            return ServerAction::ReplyAndClose(self.protocol_error(&e));
+        }
+        // a token: its holder proves the whole token, not our key
+        if let Some(payload) = hello
+            .capabilities
+            .iter()
+            .find_map(|c| c.strip_prefix(TOKEN_NAME))
+            && let Some(auth) = &self.auth
+        {
+            let Some(key) = auth.for_token(payload) else {
+                self.state = ServerState::Closed;
+                return ServerAction::ReplyAndClose(ServerMsg::Error(ErrorMsg::new(
+                    ErrorCode::Auth,
+                    "authentication failed: the token is not one this netserver makes",
+                )));
+            };
+            self.auth = Some(key);
+            self.token = Some(payload.to_string());
+        }
+        let challenge = self.auth.as_ref().map(|_| self.nonce);
+        self.state = match challenge {
+            Some(server_nonce) => ServerState::AwaitAuth { server_nonce },
+            None => ServerState::Idle,
+        };
+        let mut hello = Hello::new(self.software.clone());
+        hello.capabilities.extend(self.announced.names());
+        if self.fleet {
+            hello.capabilities.push(FLEET.into());
+        }
+        ServerAction::Reply(ServerMsg::Hello(ServerHello {
+            hello,
+            challenge,
+            num_cpus: self.cpu.0,
+            cpu_rate: self.cpu.1,
+        }))
+    }
+
+    /// The client's proof of the key, and ours back.
+    fn auth(&mut self, server_nonce: [u8; 32], nonce: [u8; 32], proof: &[u8; 32]) -> ServerAction {
+        let Some(auth) = &self.auth else {
+            self.state = ServerState::Closed;
+            return ServerAction::ReplyAndClose(ServerMsg::Error(ErrorMsg::new(
+                ErrorCode::Auth,
+                "authentication state lost",
+            )));
+        };
+        if nonce == server_nonce || !auth.verify(Role::Client, &server_nonce, &nonce, proof) {
+            self.state = ServerState::Closed;
+            let why = if self.token.is_some() {
+                "authentication failed: the token was not signed with this netserver's key, or was altered"
+            } else {
+                "authentication failed: the key does not match"
+            };
+            return ServerAction::ReplyAndClose(ServerMsg::Error(ErrorMsg::new(
+                ErrorCode::Auth,
+                why,
+            )));
+        }
+        let proof = auth.proof(Role::Server, &server_nonce, &nonce);
+        self.authenticated = Some((server_nonce, nonce));
+        self.state = ServerState::Idle;
+        ServerAction::Reply(ServerMsg::AuthOk { proof })
     }
 
     /// A third-party request: refused unless this server runs them and

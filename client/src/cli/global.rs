@@ -472,53 +472,8 @@ fn run_option(
             let prev = st.iterations.unwrap_or((None, None));
             st.iterations = Some((max.or(prev.0), min.or(prev.1)));
         }
-        "confidence" => {
-            let (level, width) = value::pair(v);
-            let level = level.map(value::float).transpose().map_err(|e| bad(o, e))?;
-            // netperf 2.7 takes a width that is 0 or not a number as 5%
-            let width = match (width, v.contains(',')) {
-                (Some(w), true) => match value::atof(w) {
-                    r if r.value > 0.0 => {
-                        taken(o, w, r.clean, r.value, &mut plan.warnings);
-                        Some(r.value)
-                    }
-                    _ => {
-                        plan.warnings.push(format!(
-                            "warning: {o} width '{w}' is not more than 0: 5%, as netperf 2.7 takes it"
-                        ));
-                        None
-                    }
-                },
-                _ => None,
-            };
-            let prev = st.level_width.unwrap_or((None, None));
-            st.level_width = Some((level.or(prev.0), width.or(prev.1)));
-        }
-        "length" => {
-            let r = value::convert(v).map_err(|e| bad(o, e))?;
-            let n = r.value;
-            // (`30s`, `30secs` are seconds, as netperf 2.7's manual says)
-            let seconds = ["seconds", "secs", "sec", "s"]
-                .iter()
-                .find_map(|u| v.trim().strip_suffix(u))
-                .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
-            taken(
-                o,
-                v,
-                r.clean || seconds,
-                if n == 0 {
-                    "0: the test runs until it is interrupted".to_string()
-                } else {
-                    n.to_string()
-                },
-                &mut plan.warnings,
-            );
-            plan.length = if n < 0 {
-                Length::Count(n.unsigned_abs())
-            } else {
-                Length::Seconds(n as u64)
-            };
-        }
+        "confidence" => confidence_option(o, v, plan, st)?,
+        "length" => plan.length = length(o, v, &mut plan.warnings)?,
         "local_host" => {
             let (host, fam) = value::pair_explicit(v);
             if let Some(h) = host {
@@ -564,6 +519,58 @@ fn run_option(
         _ => return output_option(occ, plan, st),
     }
     Ok(None)
+}
+
+/// `-I LEVEL,WIDTH`. netperf 2.7 takes a width that is 0 or not a number
+/// as 5%.
+fn confidence_option(o: &str, v: &str, plan: &mut Plan, st: &mut Asked) -> Result<(), CliError> {
+    let (level, width) = value::pair(v);
+    let level = level.map(value::float).transpose().map_err(|e| bad(o, e))?;
+    let width = match (width, v.contains(',')) {
+        (Some(w), true) => match value::atof(w) {
+            r if r.value > 0.0 => {
+                taken(o, w, r.clean, r.value, &mut plan.warnings);
+                Some(r.value)
+            }
+            _ => {
+                plan.warnings.push(format!(
+                    "warning: {o} width '{w}' is not more than 0: 5%, as netperf 2.7 takes it"
+                ));
+                None
+            }
+        },
+        _ => None,
+    };
+    let prev = st.level_width.unwrap_or((None, None));
+    st.level_width = Some((level.or(prev.0), width.or(prev.1)));
+    Ok(())
+}
+
+/// `-l`: seconds, or a count when negative (`30s`, `30secs` are seconds,
+/// as netperf 2.7's manual says).
+fn length(o: &str, v: &str, warnings: &mut Vec<String>) -> Result<Length, CliError> {
+    let r = value::convert(v).map_err(|e| bad(o, e))?;
+    let n = r.value;
+    let seconds = ["seconds", "secs", "sec", "s"]
+        .iter()
+        .find_map(|u| v.trim().strip_suffix(u))
+        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+    taken(
+        o,
+        v,
+        r.clean || seconds,
+        if n == 0 {
+            "0: the test runs until it is interrupted".to_string()
+        } else {
+            n.to_string()
+        },
+        warnings,
+    );
+    Ok(if n < 0 {
+        Length::Count(n.unsigned_abs())
+    } else {
+        Length::Seconds(n as u64)
+    })
 }
 
 /// CPU binding, verbosity, priorities, and this netperf's own options.

@@ -134,6 +134,36 @@ fn finish_rpm(plan: &mut Plan) -> Result<(), CliError> {
 /// Checks of the whole plan, once everything is read.
 fn finish(plan: &mut Plan) -> Result<(), CliError> {
     finish_rpm(plan)?;
+    check_scenarios(plan)?;
+    // --json-stream's last line holds the --json document
+    if plan.json_stream {
+        plan.json = true;
+    }
+    // netperf 2.7: a send-only test with -r sends requests of that size.
+    if plan.request_size_given
+        && plan.test.direction() == proto::Direction::Send
+        && plan.local.send_size.is_none()
+    {
+        plan.local.send_size = Some(plan.request_size);
+    }
+    check_paths(plan)?;
+    // TCP_MSS: one connection, whatever -l says.
+    if plan.name == TestName::TcpMss {
+        plan.length = Length::Count(1);
+    }
+    // netperf 2.7 uses our send width for the netserver's send ring too.
+    if plan.remote.send_width.is_none() {
+        plan.remote.send_width = plan.local.send_width;
+    }
+    if plan.remote.recv_width.is_none() {
+        plan.remote.recv_width = plan.local.recv_width;
+    }
+    Ok(())
+}
+
+/// What runs beside or around the test (`--under-load`, `--one-way`,
+/// `--observer`) and the key, against the test asked.
+fn check_scenarios(plan: &Plan) -> Result<(), CliError> {
     if plan.under_load.is_some() {
         if !plan.test.is_rr() {
             return Err(CliError(format!(
@@ -174,19 +204,12 @@ fn finish(plan: &mut Plan) -> Result<(), CliError> {
     if let (Some(_), Some(why)) = (&plan.auth, plan.dialect.refuses_key()) {
         return Err(CliError(format!("-Z, --key-file: {why}")));
     }
-    // --json-stream's last line holds the --json document
-    if plan.json_stream {
-        plan.json = true;
-    }
-    // netperf 2.7: a send-only test with -r sends requests of that size.
-    if plan.request_size_given
-        && plan.test.direction() == proto::Direction::Send
-        && plan.local.send_size.is_none()
-    {
-        plan.local.send_size = Some(plan.request_size);
-    }
-    // our fast paths, refused before anything is printed where they do
-    // not apply
+    Ok(())
+}
+
+/// Our fast paths, refused before anything is printed where they do not
+/// apply (another test, each other, this platform).
+fn check_paths(plan: &Plan) -> Result<(), CliError> {
     if (plan.udp_batch > 1 || plan.udp_gso.is_some()) && plan.test != TestKind::UdpStream {
         return Err(CliError(format!(
             "--batch, --gso: only UDP_STREAM has them ({} was asked for)",
@@ -260,17 +283,6 @@ fn finish(plan: &mut Plan) -> Result<(), CliError> {
         }
     }) {
         return Err(CliError(why));
-    }
-    // TCP_MSS: one connection, whatever -l says.
-    if plan.name == TestName::TcpMss {
-        plan.length = Length::Count(1);
-    }
-    // netperf 2.7 uses our send width for the netserver's send ring too.
-    if plan.remote.send_width.is_none() {
-        plan.remote.send_width = plan.local.send_width;
-    }
-    if plan.remote.recv_width.is_none() {
-        plan.remote.recv_width = plan.local.recv_width;
     }
     Ok(())
 }

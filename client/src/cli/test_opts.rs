@@ -423,7 +423,6 @@ fn option(
 ) -> Result<Option<Invocation>, CliError> {
     let v = occ.value.as_deref().unwrap_or("");
     let o = occ.spelled.as_str();
-    let omni = plan.name == TestName::Omni;
     match occ.id {
         "help" => return Ok(Some(Invocation::TestHelp)),
         optparse::BAD_OPTION | "ipv4" => plan.data_family = AddrFamily::V4,
@@ -446,55 +445,12 @@ fn option(
         }
         "connection_test" => shape.connection = true,
         "cork" => plan.local_only.cork = true,
-        "direction" if plan.name == TestName::Rpm => {
-            let (up, down) = match v.to_ascii_lowercase().as_str() {
-                "up" => (true, false),
-                "down" => (false, true),
-                "both" => (true, true),
-                _ => {
-                    return Err(CliError(format!(
-                        "{o}: '{v}' is not a direction of the load: up, down or both"
-                    )));
-                }
-            };
-            let was = plan.rpm.unwrap_or(super::RPM_LOAD);
-            plan.rpm = Some(UnderLoad { up, down, ..was });
-        }
-        "direction" => {
-            if !omni {
-                // netperf 2.7 reads -d for OMNI only; a named test keeps
-                // its direction.
-                return Ok(None);
-            }
-            let (bits, unknown) = test_name::parse_direction(v);
-            for u in unknown {
-                plan.warnings.push(format!(
-                    "warning: {o} '{u}' is not a direction; read as 0, as netperf 2.7 does (send, recv, rr or a number)"
-                ));
-            }
-            shape.explicit = Some(bits);
-        }
+        "direction" => return direction(o, v, plan, shape),
         "nodelay" => {
             plan.local.nodelay = true;
             plan.remote.nodelay = true;
         }
-        "recv_timeout" => {
-            // netperf takes whole seconds; fractions are ours (-e
-            // 0.01). 0, or not a number, is no timeout, as in 2.7.
-            let r = value::atof(v);
-            if r.value == 0.0 {
-                taken(o, v, r.clean, "0: no timeout", &mut plan.warnings);
-                plan.recv_timeout = None;
-                return Ok(None);
-            }
-            if !(0.001..=3600.0).contains(&r.value) {
-                return Err(CliError(format!(
-                    "{o}: '{v}' is not between 0.001 and 3600 seconds (0: no timeout)"
-                )));
-            }
-            taken(o, v, r.clean, r.value, &mut plan.warnings);
-            plan.recv_timeout = Some(std::time::Duration::from_secs_f64(r.value));
-        }
+        "recv_timeout" => recv_timeout(o, v, plan)?,
         "mtu_discover" => plan.local_only.mtu_discover = true,
         "fastopen" => plan.local_only.fastopen = true,
         "so_debug" => plan.local_only.so_debug = true,
@@ -518,23 +474,7 @@ fn option(
         // netperf 2.7 stores -j and never uses it; -l is a multicast
         // TTL, -w nothing, -U and -B change nothing on Linux.
         "parallel" | "multicast_ttl" | "wait" | "dont_give_up" | "pktinfo" => {}
-        "keyval" | "csv" | "human" => {
-            let style = match occ.id {
-                "keyval" => SelectorStyle::KeyVal,
-                "csv" => SelectorStyle::Csv,
-                _ => SelectorStyle::Columns,
-            };
-            if occ.value.as_deref() == Some("?") {
-                return Ok(Some(Invocation::ListSelectors {
-                    one_line: style != SelectorStyle::Columns,
-                    ours: plan.verbosity >= 3,
-                }));
-            }
-            plan.selection = Some(Selection {
-                style,
-                spec: occ.value.clone(),
-            });
-        }
+        "keyval" | "csv" | "human" => return Ok(selection(occ, plan)),
         "cong_control" => {
             let (l, r) = value::pair(v);
             plan.local.cong_control = l.map(str::to_string);
@@ -557,6 +497,145 @@ fn option(
     Ok(None)
 }
 
+/// `-d`: RPM's load's direction, or OMNI's (a named test keeps its own,
+/// as netperf 2.7 reads -d for OMNI only).
+fn direction(
+    o: &str,
+    v: &str,
+    plan: &mut Plan,
+    shape: &mut Shape,
+) -> Result<Option<Invocation>, CliError> {
+    if plan.name == TestName::Rpm {
+        let (up, down) = match v.to_ascii_lowercase().as_str() {
+            "up" => (true, false),
+            "down" => (false, true),
+            "both" => (true, true),
+            _ => {
+                return Err(CliError(format!(
+                    "{o}: '{v}' is not a direction of the load: up, down or both"
+                )));
+            }
+        };
+        let was = plan.rpm.unwrap_or(super::RPM_LOAD);
+        plan.rpm = Some(UnderLoad { up, down, ..was });
+        return Ok(None);
+    }
+    if plan.name != TestName::Omni {
+        return Ok(None);
+    }
+    let (bits, unknown) = test_name::parse_direction(v);
+    for u in unknown {
+        plan.warnings.push(format!(
+            "warning: {o} '{u}' is not a direction; read as 0, as netperf 2.7 does (send, recv, rr or a number)"
+        ));
+    }
+    shape.explicit = Some(bits);
+    Ok(None)
+}
+
+/// `-e`: the receive timeout. netperf takes whole seconds; fractions are
+/// ours (-e 0.01). 0, or not a number, is no timeout, as in 2.7.
+fn recv_timeout(o: &str, v: &str, plan: &mut Plan) -> Result<(), CliError> {
+    let r = value::atof(v);
+    if r.value == 0.0 {
+        taken(o, v, r.clean, "0: no timeout", &mut plan.warnings);
+        plan.recv_timeout = None;
+        return Ok(());
+    }
+    if !(0.001..=3600.0).contains(&r.value) {
+        return Err(CliError(format!(
+            "{o}: '{v}' is not between 0.001 and 3600 seconds (0: no timeout)"
+        )));
+    }
+    taken(o, v, r.clean, r.value, &mut plan.warnings);
+    plan.recv_timeout = Some(std::time::Duration::from_secs_f64(r.value));
+    Ok(())
+}
+
+/// `-k`, `-o`, `-O`: the output selectors (a list, a file, or `?`).
+fn selection(occ: &Occurrence, plan: &mut Plan) -> Option<Invocation> {
+    let style = match occ.id {
+        "keyval" => SelectorStyle::KeyVal,
+        "csv" => SelectorStyle::Csv,
+        _ => SelectorStyle::Columns,
+    };
+    if occ.value.as_deref() == Some("?") {
+        return Some(Invocation::ListSelectors {
+            one_line: style != SelectorStyle::Columns,
+            ours: plan.verbosity >= 3,
+        });
+    }
+    plan.selection = Some(Selection {
+        style,
+        spec: occ.value.clone(),
+    });
+    None
+}
+
+/// `-m` and `-M`: a classic test's one size, OMNI's pair (for `-M` the
+/// netserver's receive size first).
+fn message_sizes(occ: &Occurrence, plan: &mut Plan, shape: &mut Shape) -> Result<(), CliError> {
+    let v = occ.value.as_deref().unwrap_or("");
+    let o = occ.spelled.as_str();
+    let (first, second) = if plan.name.takes_omni_options() {
+        value::pair_explicit(v)
+    } else {
+        (Some(v), None)
+    };
+    let size = |x: &str, warnings: &mut Vec<String>| -> Result<Option<u32>, CliError> {
+        Ok(Some(unsigned(o, x, warnings)?).filter(|&n| n > 0))
+    };
+    if occ.id == "send_size" {
+        if let Some(l) = first {
+            plan.local.send_size = size(l, &mut plan.warnings)?;
+            shape.implied |= test_name::XMIT;
+        }
+        if let Some(r) = second {
+            plan.remote.send_size = size(r, &mut plan.warnings)?;
+            shape.implied |= test_name::RECV;
+        }
+    } else {
+        // netperf: the first value is the remote receive size.
+        if let Some(r) = first {
+            plan.remote.recv_size = size(r, &mut plan.warnings)?;
+            shape.implied |= test_name::XMIT;
+        }
+        if let Some(l) = second {
+            plan.local.recv_size = size(l, &mut plan.warnings)?;
+            shape.implied |= test_name::RECV;
+        }
+    }
+    Ok(())
+}
+
+/// `-s` and `-S`: socket buffers. netperf 2.7 sets a buffer of 0 or
+/// more (0: the kernel's least), and leaves a negative one.
+fn buffers(occ: &Occurrence, plan: &mut Plan) -> Result<(), CliError> {
+    let v = occ.value.as_deref().unwrap_or("");
+    let o = occ.spelled.as_str();
+    let (s, r) = value::pair(v);
+    let mut buf = |x: &str| -> Result<Option<u32>, CliError> {
+        let n = num(o, x, &mut plan.warnings)?;
+        Ok(u32::try_from(n).ok())
+    };
+    let (send, recv) = (
+        s.map(&mut buf).transpose()?.flatten(),
+        r.map(&mut buf).transpose()?.flatten(),
+    );
+    let side = if occ.id == "local_bufs" {
+        &mut plan.local
+    } else {
+        &mut plan.remote
+    };
+    if s.is_some() {
+        side.send_buf = send;
+    }
+    if r.is_some() {
+        side.recv_buf = recv;
+    }
+    Ok(())
+}
+
 /// Sizes, ports, pacing, buffers, protocol.
 fn size_option(
     occ: &Occurrence,
@@ -565,41 +644,8 @@ fn size_option(
 ) -> Result<Option<Invocation>, CliError> {
     let v = occ.value.as_deref().unwrap_or("");
     let o = occ.spelled.as_str();
-    let omni_options = plan.name.takes_omni_options();
     match occ.id {
-        "send_size" => {
-            let (l, r) = if omni_options {
-                value::pair_explicit(v)
-            } else {
-                (Some(v), None)
-            };
-            if let Some(l) = l {
-                plan.local.send_size = Some(unsigned(o, l, &mut plan.warnings)?).filter(|&n| n > 0);
-                shape.implied |= test_name::XMIT;
-            }
-            if let Some(r) = r {
-                plan.remote.send_size =
-                    Some(unsigned(o, r, &mut plan.warnings)?).filter(|&n| n > 0);
-                shape.implied |= test_name::RECV;
-            }
-        }
-        "recv_size" => {
-            // netperf: the first value is the remote receive size.
-            let (r, l) = if omni_options {
-                value::pair_explicit(v)
-            } else {
-                (Some(v), None)
-            };
-            if let Some(r) = r {
-                plan.remote.recv_size =
-                    Some(unsigned(o, r, &mut plan.warnings)?).filter(|&n| n > 0);
-                shape.implied |= test_name::XMIT;
-            }
-            if let Some(l) = l {
-                plan.local.recv_size = Some(unsigned(o, l, &mut plan.warnings)?).filter(|&n| n > 0);
-                shape.implied |= test_name::RECV;
-            }
-        }
+        "send_size" | "recv_size" => message_sizes(occ, plan, shape)?,
         "local_connected" => plan.local_only.connected_udp = true,
         "remote_connected" => plan.remote_connected_udp = true,
         "port_range" => {
@@ -641,30 +687,7 @@ fn size_option(
         "routing" => {
             shape.routing = Some(atoi(o, v, &mut plan.warnings)? != 0);
         }
-        // netperf 2.7 sets a buffer of 0 or more (0: the kernel's
-        // least), and leaves a negative one
-        "local_bufs" | "remote_bufs" => {
-            let (s, r) = value::pair(v);
-            let mut buf = |x: &str| -> Result<Option<u32>, CliError> {
-                let n = num(o, x, &mut plan.warnings)?;
-                Ok(u32::try_from(n).ok())
-            };
-            let (send, recv) = (
-                s.map(&mut buf).transpose()?.flatten(),
-                r.map(&mut buf).transpose()?.flatten(),
-            );
-            let side = if occ.id == "local_bufs" {
-                &mut plan.local
-            } else {
-                &mut plan.remote
-            };
-            if s.is_some() {
-                side.send_buf = send;
-            }
-            if r.is_some() {
-                side.recv_buf = recv;
-            }
-        }
+        "local_bufs" | "remote_bufs" => buffers(occ, plan)?,
         "socket_type" => shape.socket_type = Some(v.to_string()),
         "protocol" => match test_name::parse_protocol(o, v)? {
             test_name::ProtocolWord::Known(p) => {
@@ -734,49 +757,8 @@ fn our_option(
         }
         "io_uring" => plan.uring = true,
         "no_latency" => plan.latency = false,
-        "flows" => {
-            let n = value::int(v).map_err(|e| bad(o, e))?;
-            if !(1..=MAX_FLOWS as i64).contains(&n) {
-                return Err(CliError(format!(
-                    "{o}: '{v}': flows go from 1 to {MAX_FLOWS}"
-                )));
-            }
-            plan.flows = n as u32;
-            if plan.name == TestName::Rpm {
-                // a fixed load, not the draft's ramp
-                let was = plan.rpm.unwrap_or(super::RPM_LOAD);
-                plan.rpm = Some(UnderLoad {
-                    flows: n as u32,
-                    ramp: false,
-                    ..was
-                });
-            }
-        }
-        "under_load" => {
-            let (n, dir) = value::pair_explicit(v);
-            let n = value::int(n.unwrap_or("")).map_err(|e| bad(o, e))?;
-            if !(1..=64).contains(&n) {
-                return Err(CliError(format!(
-                    "{o}: '{v}': 1 to 64 load flows a direction"
-                )));
-            }
-            let (up, down) = match dir.map(str::to_ascii_lowercase).as_deref() {
-                None | Some("up") => (true, false),
-                Some("down") => (false, true),
-                Some("both") => (true, true),
-                Some(d) => {
-                    return Err(CliError(format!(
-                        "{o}: '{d}' is not a direction: up, down or both"
-                    )));
-                }
-            };
-            plan.under_load = Some(UnderLoad {
-                flows: n as u32,
-                ramp: false,
-                up,
-                down,
-            });
-        }
+        "flows" => flows(o, v, plan)?,
+        "under_load" => plan.under_load = Some(under_load(o, v)?),
         "threads" => {
             let n = value::int(v).map_err(|e| bad(o, e))?;
             if n < 1 {
@@ -803,6 +785,54 @@ fn our_option(
         other => return Err(unhandled(other)),
     }
     Ok(None)
+}
+
+/// `--flows N` (for RPM, a fixed load of N flows a direction, not the
+/// draft's ramp).
+fn flows(o: &str, v: &str, plan: &mut Plan) -> Result<(), CliError> {
+    let n = value::int(v).map_err(|e| bad(o, e))?;
+    if !(1..=MAX_FLOWS as i64).contains(&n) {
+        return Err(CliError(format!(
+            "{o}: '{v}': flows go from 1 to {MAX_FLOWS}"
+        )));
+    }
+    plan.flows = n as u32;
+    if plan.name == TestName::Rpm {
+        let was = plan.rpm.unwrap_or(super::RPM_LOAD);
+        plan.rpm = Some(UnderLoad {
+            flows: n as u32,
+            ramp: false,
+            ..was
+        });
+    }
+    Ok(())
+}
+
+/// `--under-load N[,up|down|both]`.
+fn under_load(o: &str, v: &str) -> Result<UnderLoad, CliError> {
+    let (n, dir) = value::pair_explicit(v);
+    let n = value::int(n.unwrap_or("")).map_err(|e| bad(o, e))?;
+    if !(1..=64).contains(&n) {
+        return Err(CliError(format!(
+            "{o}: '{v}': 1 to 64 load flows a direction"
+        )));
+    }
+    let (up, down) = match dir.map(str::to_ascii_lowercase).as_deref() {
+        None | Some("up") => (true, false),
+        Some("down") => (false, true),
+        Some("both") => (true, true),
+        Some(d) => {
+            return Err(CliError(format!(
+                "{o}: '{d}' is not a direction: up, down or both"
+            )));
+        }
+    };
+    Ok(UnderLoad {
+        flows: n as u32,
+        ramp: false,
+        up,
+        down,
+    })
 }
 
 /// Turn the name's defaults and what `--` said into the data path.

@@ -259,15 +259,9 @@ fn run_test(
         remote: Side {
             counts: remote,
             asked: spec.server,
-            send_buf: grant.send_buf,
-            recv_buf: grant.recv_buf,
-            send_size: rs.send_size,
-            recv_size: rs.recv_size,
-            send_width: rs.send_width,
-            recv_width: rs.recv_width,
             addr: Some(to),
-            tos: None,
             rtt_over_time: rtts(remote_interim.iter().map(|r| &r.tcp)),
+            ..granted(&grant, &rs)
         },
         mss: local.mss,
         send_errors: local.send_errors,
@@ -280,6 +274,20 @@ fn run_test(
         scenario: None,
         one_way: None,
     })
+}
+
+/// The netserver's side as its grant and the family's sizes say.
+fn granted(grant: &Grant, rs: &Resolved) -> Side {
+    Side {
+        send_buf: grant.send_buf,
+        recv_buf: grant.recv_buf,
+        send_size: rs.send_size,
+        recv_size: rs.recv_size,
+        send_width: rs.send_width,
+        recv_width: rs.recv_width,
+        tos: None,
+        ..Side::default()
+    }
 }
 
 /// The family's data phase. Where the other end sends until it is told

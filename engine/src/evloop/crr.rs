@@ -188,26 +188,8 @@ fn drive(
                 _ => return Err(EngineError::Invalid("TCP_CRR: no connection open".into())),
             },
             Conn::Connecting(c) => {
-                // (writable: connected, or failed)
-                if let Some(e) = c
-                    .take_error()
-                    .map_err(|e| EngineError::io("connecting", e))?
-                {
-                    return Err(EngineError::io(format!("connect to {}", f.p.server), e));
-                }
-                match c.peer_addr() {
-                    Ok(_) => {
-                        if f.machine.counters.transactions == 0 && f.out.mss.is_none() {
-                            f.out.mss = crate::sockopt::mss(socket2::SockRef::from(&c));
-                        }
-                        f.machine.connected();
-                        f.conn = Conn::Open(c);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::NotConnected => {
-                        f.conn = Conn::Connecting(c);
-                        return Ok(());
-                    }
-                    Err(e) => return Err(EngineError::io(format!("connect to {}", f.p.server), e)),
+                if !connecting(f, c)? {
+                    return Ok(());
                 }
             }
             Conn::Open(c) => match f.machine.next() {
@@ -256,35 +238,76 @@ fn drive(
                 }
             },
             Conn::Closing(c) => {
-                let mut scratch = [0u8; 64];
-                match (&c).read(&mut scratch) {
-                    Ok(0) => {}
-                    Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {}
-                    Ok(_) => {
-                        f.conn = Conn::Closing(c);
-                        continue;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        f.conn = Conn::Closing(c);
-                        return Ok(());
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {
-                        f.conn = Conn::Closing(c);
-                        continue;
-                    }
-                    Err(e) => return Err(EngineError::io("closing a connection", e)),
-                }
-                // (closing the socket takes it off the event loop)
-                drop(c);
-                f.machine.closed();
-                if timing {
-                    let now = clock::now_ns();
-                    lat.record(now.wrapping_sub(f.last_ns));
-                    f.last_ns = now;
+                if !closing(f, c, timing, lat)? {
+                    return Ok(());
                 }
             }
         }
     }
+}
+
+/// A connection being made, writable: connected (its MSS read once), or
+/// failed; whether to go on (false: still connecting).
+fn connecting(f: &mut Flow, c: TcpStream) -> Result<bool, EngineError> {
+    if let Some(e) = c
+        .take_error()
+        .map_err(|e| EngineError::io("connecting", e))?
+    {
+        return Err(EngineError::io(format!("connect to {}", f.p.server), e));
+    }
+    match c.peer_addr() {
+        Ok(_) => {
+            if f.machine.counters.transactions == 0 && f.out.mss.is_none() {
+                f.out.mss = crate::sockopt::mss(socket2::SockRef::from(&c));
+            }
+            f.machine.connected();
+            f.conn = Conn::Open(c);
+            Ok(true)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotConnected => {
+            f.conn = Conn::Connecting(c);
+            Ok(false)
+        }
+        Err(e) => Err(EngineError::io(format!("connect to {}", f.p.server), e)),
+    }
+}
+
+/// A connection read to its end (or its reset), then closed: the
+/// transaction's end, timed where asked; whether to go on (false: it
+/// would block).
+fn closing(
+    f: &mut Flow,
+    c: TcpStream,
+    timing: bool,
+    lat: &mut Latency,
+) -> Result<bool, EngineError> {
+    let mut scratch = [0u8; 64];
+    match (&c).read(&mut scratch) {
+        Ok(0) => {}
+        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {}
+        Ok(_) => {
+            f.conn = Conn::Closing(c);
+            return Ok(true);
+        }
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            f.conn = Conn::Closing(c);
+            return Ok(false);
+        }
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+            f.conn = Conn::Closing(c);
+            return Ok(true);
+        }
+        Err(e) => return Err(EngineError::io("closing a connection", e)),
+    }
+    // (closing the socket takes it off the event loop)
+    drop(c);
+    f.machine.closed();
+    if timing {
+        let now = clock::now_ns();
+        lat.record(now.wrapping_sub(f.last_ns));
+        f.last_ns = now;
+    }
+    Ok(true)
 }
 
 /// Add what a flow did since it last added to the run's live counters.

@@ -756,157 +756,221 @@ fn drive(
     lat: &mut Latency,
     now_ns: &mut u64,
 ) -> Result<(), EngineError> {
-    let Mode {
-        timing,
-        lockstep,
-        max_steps,
-        return_at,
-        blocking,
-    } = mode;
-    for call in 0..max_steps {
+    for call in 0..mode.max_steps {
         // (the clock once every few calls, not on every one)
-        if call % 16 == 15 && return_at.is_some_and(|t| Instant::now() >= t) {
+        if call % 16 == 15 && mode.return_at.is_some_and(|t| Instant::now() >= t) {
             return Ok(());
         }
-        if s.phase == Phase::Done {
+        let next = match s.phase {
+            Phase::Done => Next::Yield,
+            Phase::Closing => closing_step(s, bufs)?,
+            _ => match s.machine {
+                Machine::Send(..) => send_step(s, bufs, stopping, mode.blocking)?,
+                Machine::Recv(..) => recv_step(s, bufs, mode.blocking)?,
+                Machine::Req(..) => req_step(s, bufs, stopping, mode, (lat, now_ns))?,
+                Machine::Resp(_) => resp_step(s, bufs, mode.lockstep)?,
+            },
+        };
+        if next == Next::Yield {
             return Ok(());
-        }
-        if s.phase == Phase::Closing {
-            match step((&s.sock).read(bufs.rx()), "receive")? {
-                Step::Did(0) => finish(s),
-                Step::Did(usize::MAX) | Step::Did(_) => {}
-                Step::Wait => return Ok(()),
-            }
-            continue;
-        }
-        match &mut s.machine {
-            Machine::Send(f, zc) => {
-                if stopping {
-                    f.stop();
-                }
-                let Some(want) = f.next_len() else {
-                    if let Some(z) = zc {
-                        z.finish(&s.sock);
-                    }
-                    half_close(s)?;
-                    continue;
-                };
-                let out = bufs.out.as_slice();
-                let buf = out.get(..want).unwrap_or(out);
-                let sent = match zc {
-                    // (a blocking flow waits a moment for the kernel's room,
-                    // then looks at the clock)
-                    Some(z) => z.send(&s.sock, buf, blocking.then_some(ZcSender::WAIT_MS)),
-                    None => (&s.sock).write(buf),
-                };
-                match step(sent, "send")? {
-                    Step::Did(usize::MAX) => {}
-                    Step::Did(n) => f.sent(n),
-                    Step::Wait => return Ok(()),
-                }
-            }
-            Machine::Recv(f, r) => match step(r.read(&s.sock, bufs.rx(), !blocking), "receive")? {
-                Step::Did(usize::MAX) => {}
-                Step::Did(n) => {
-                    s.last_progress = Instant::now();
-                    if f.received(n) {
-                        let _ = s.sock.shutdown(Shutdown::Write);
-                        finish(s);
-                    }
-                }
-                Step::Wait => return Ok(()),
-            },
-            Machine::Req(f, sent_at) => {
-                if stopping {
-                    f.stop();
-                }
-                match f.next() {
-                    Io::Send { offset, len } => {
-                        let buf = bufs
-                            .out
-                            .as_slice()
-                            .get(offset..offset + len)
-                            .unwrap_or_default();
-                        match step((&s.sock).write(buf), "send")? {
-                            Step::Did(usize::MAX) => {}
-                            Step::Did(n) => {
-                                if offset == 0 && timing {
-                                    sent_at.push(0, *now_ns);
-                                }
-                                f.sent(n);
-                                if lockstep && n >= len {
-                                    return Ok(());
-                                }
-                            }
-                            Step::Wait => return Ok(()),
-                        }
-                    }
-                    Io::Recv { offset, len } => {
-                        let buf = bufs.inb_at(offset..offset + len);
-                        match step((&s.sock).read(buf), "receive")? {
-                            Step::Did(usize::MAX) => {}
-                            Step::Did(0) => {
-                                return Err(EngineError::Invalid(format!(
-                                    "data connection {}: the peer closed it during the test",
-                                    s.index
-                                )));
-                            }
-                            Step::Did(n) => {
-                                s.last_progress = Instant::now();
-                                if f.received(n) && timing {
-                                    *now_ns = clock::now_ns();
-                                    let t0 = sent_at.pop_oldest().unwrap_or(*now_ns);
-                                    lat.record(now_ns.wrapping_sub(t0));
-                                }
-                            }
-                            Step::Wait => return Ok(()),
-                        }
-                    }
-                    Io::Done | Io::Connect | Io::Close => half_close(s)?,
-                }
-            }
-            Machine::Resp(f) => match f.next() {
-                Io::Recv { offset, len } => {
-                    let buf = bufs.inb_at(offset..offset + len);
-                    match step((&s.sock).read(buf), "receive")? {
-                        Step::Did(usize::MAX) => {}
-                        Step::Did(n) => {
-                            s.last_progress = Instant::now();
-                            f.received(n).map_err(|_| {
-                                EngineError::Invalid(format!(
-                                    "data connection {}: the peer closed it in the middle of a request",
-                                    s.index
-                                ))
-                            })?;
-                        }
-                        Step::Wait => return Ok(()),
-                    }
-                }
-                Io::Send { offset, len } => {
-                    let buf = bufs
-                        .out
-                        .as_slice()
-                        .get(offset..offset + len)
-                        .unwrap_or_default();
-                    match step((&s.sock).write(buf), "send")? {
-                        Step::Did(usize::MAX) => {}
-                        Step::Did(n) => {
-                            f.sent(n);
-                            if lockstep && n >= len {
-                                return Ok(());
-                            }
-                        }
-                        Step::Wait => return Ok(()),
-                    }
-                }
-                Io::Done | Io::Connect | Io::Close => {
-                    let _ = s.sock.shutdown(Shutdown::Write);
-                    finish(s);
-                }
-            },
         }
     }
     Ok(())
+}
+
+/// What a flow's step leaves its driver to do: go on calling, or return
+/// (its socket would block, its message is out in lockstep, it is done).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Next {
+    Go,
+    Yield,
+}
+
+impl From<Step> for Next {
+    fn from(s: Step) -> Next {
+        match s {
+            Step::Did(_) => Next::Go,
+            Step::Wait => Next::Yield,
+        }
+    }
+}
+
+/// Our side is shut: read to the peer's end.
+#[inline]
+fn closing_step(s: &mut Slot, bufs: &mut Buffers) -> Result<Next, EngineError> {
+    let st = step((&s.sock).read(bufs.rx()), "receive")?;
+    if let Step::Did(0) = st {
+        finish(s);
+    }
+    Ok(st.into())
+}
+
+/// A sender's next write (through zero copy where asked), or its end.
+#[inline]
+fn send_step(
+    s: &mut Slot,
+    bufs: &mut Buffers,
+    stopping: bool,
+    blocking: bool,
+) -> Result<Next, EngineError> {
+    let Machine::Send(f, zc) = &mut s.machine else {
+        return Ok(Next::Go);
+    };
+    if stopping {
+        f.stop();
+    }
+    let Some(want) = f.next_len() else {
+        if let Some(z) = zc {
+            z.finish(&s.sock);
+        }
+        half_close(s)?;
+        return Ok(Next::Go);
+    };
+    let out = bufs.out.as_slice();
+    let buf = out.get(..want).unwrap_or(out);
+    let sent = match zc {
+        // (a blocking flow waits a moment for the kernel's room, then
+        // looks at the clock)
+        Some(z) => z.send(&s.sock, buf, blocking.then_some(ZcSender::WAIT_MS)),
+        None => (&s.sock).write(buf),
+    };
+    let st = step(sent, "send")?;
+    if let Step::Did(n) = st
+        && n != usize::MAX
+    {
+        f.sent(n);
+    }
+    Ok(st.into())
+}
+
+/// A receiver's next read.
+#[inline]
+fn recv_step(s: &mut Slot, bufs: &mut Buffers, blocking: bool) -> Result<Next, EngineError> {
+    let Machine::Recv(f, r) = &mut s.machine else {
+        return Ok(Next::Go);
+    };
+    let st = step(r.read(&s.sock, bufs.rx(), !blocking), "receive")?;
+    if let Step::Did(n) = st
+        && n != usize::MAX
+    {
+        s.last_progress = Instant::now();
+        if f.received(n) {
+            let _ = s.sock.shutdown(Shutdown::Write);
+            finish(s);
+        }
+    }
+    Ok(st.into())
+}
+
+/// A requester's next write or read, its latency timed where asked.
+#[inline]
+fn req_step(
+    s: &mut Slot,
+    bufs: &mut Buffers,
+    stopping: bool,
+    mode: Mode,
+    (lat, now_ns): (&mut Latency, &mut u64),
+) -> Result<Next, EngineError> {
+    let Machine::Req(f, sent_at) = &mut s.machine else {
+        return Ok(Next::Go);
+    };
+    if stopping {
+        f.stop();
+    }
+    match f.next() {
+        Io::Send { offset, len } => {
+            let buf = bufs
+                .out
+                .as_slice()
+                .get(offset..offset + len)
+                .unwrap_or_default();
+            let st = step((&s.sock).write(buf), "send")?;
+            if let Step::Did(n) = st
+                && n != usize::MAX
+            {
+                if offset == 0 && mode.timing {
+                    sent_at.push(0, *now_ns);
+                }
+                f.sent(n);
+                if mode.lockstep && n >= len {
+                    return Ok(Next::Yield);
+                }
+            }
+            Ok(st.into())
+        }
+        Io::Recv { offset, len } => {
+            let buf = bufs.inb_at(offset..offset + len);
+            let st = step((&s.sock).read(buf), "receive")?;
+            match st {
+                Step::Did(0) => Err(EngineError::Invalid(format!(
+                    "data connection {}: the peer closed it during the test",
+                    s.index
+                ))),
+                Step::Did(n) if n != usize::MAX => {
+                    s.last_progress = Instant::now();
+                    if f.received(n) && mode.timing {
+                        *now_ns = clock::now_ns();
+                        let t0 = sent_at.pop_oldest().unwrap_or(*now_ns);
+                        lat.record(now_ns.wrapping_sub(t0));
+                    }
+                    Ok(Next::Go)
+                }
+                st => Ok(st.into()),
+            }
+        }
+        Io::Done | Io::Connect | Io::Close => {
+            half_close(s)?;
+            Ok(Next::Go)
+        }
+    }
+}
+
+/// A responder's next read or write, or its end.
+#[inline]
+fn resp_step(s: &mut Slot, bufs: &mut Buffers, lockstep: bool) -> Result<Next, EngineError> {
+    let Machine::Resp(f) = &mut s.machine else {
+        return Ok(Next::Go);
+    };
+    match f.next() {
+        Io::Recv { offset, len } => {
+            let buf = bufs.inb_at(offset..offset + len);
+            let st = step((&s.sock).read(buf), "receive")?;
+            if let Step::Did(n) = st
+                && n != usize::MAX
+            {
+                s.last_progress = Instant::now();
+                f.received(n).map_err(|_| {
+                    EngineError::Invalid(format!(
+                        "data connection {}: the peer closed it in the middle of a request",
+                        s.index
+                    ))
+                })?;
+            }
+            Ok(st.into())
+        }
+        Io::Send { offset, len } => {
+            let buf = bufs
+                .out
+                .as_slice()
+                .get(offset..offset + len)
+                .unwrap_or_default();
+            let st = step((&s.sock).write(buf), "send")?;
+            if let Step::Did(n) = st
+                && n != usize::MAX
+            {
+                f.sent(n);
+                if lockstep && n >= len {
+                    return Ok(Next::Yield);
+                }
+            }
+            Ok(st.into())
+        }
+        Io::Done | Io::Connect | Io::Close => {
+            let _ = s.sock.shutdown(Shutdown::Write);
+            finish(s);
+            Ok(Next::Go)
+        }
+    }
 }
 
 /// Our side is done sending: shut it, and wait for the peer's end (where

@@ -155,30 +155,35 @@ pub fn tcp_requester(
             }
         }
     }
-    if p.spin {
-        let _ = conn.set_nonblocking(false);
-    }
-    conn.shutdown(Shutdown::Write)
-        .map_err(|e| EngineError::io("shutting down the data connection", e))?;
-    // Wait for the responder's end-of-file, so that its count is final.
-    conn.set_read_timeout(Some(Duration::from_secs(30)))
-        .map_err(|e| EngineError::io("setting a receive timeout", e))?;
-    let mut scratch = [0u8; 64];
-    loop {
-        match (&*conn).read(&mut scratch) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => break,
-            Err(e) => return Err(EngineError::io("waiting for the netserver to close", e)),
-        }
-    }
+    close_and_wait(conn, p.spin)?;
     Ok(RrOutcome {
         counters: flow.counters,
         elapsed: start.elapsed(),
         latency: lat.summary(),
         ..RrOutcome::default()
     })
+}
+
+/// The requester's end: our side shut, then the responder's end-of-file
+/// awaited, so that its count is final.
+fn close_and_wait(conn: &TcpStream, spin: bool) -> Result<(), EngineError> {
+    if spin {
+        let _ = conn.set_nonblocking(false);
+    }
+    conn.shutdown(Shutdown::Write)
+        .map_err(|e| EngineError::io("shutting down the data connection", e))?;
+    conn.set_read_timeout(Some(Duration::from_secs(30)))
+        .map_err(|e| EngineError::io("setting a receive timeout", e))?;
+    let mut scratch = [0u8; 64];
+    loop {
+        match (&*conn).read(&mut scratch) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(()),
+            Err(e) => return Err(EngineError::io("waiting for the netserver to close", e)),
+        }
+    }
 }
 
 /// TCP responder (netserver's side of TCP_RR): answer each request until

@@ -89,23 +89,10 @@ fn udp_requester_one(
         }
         seq += 1;
         let sent_at = last;
-        loop {
-            match link.send(&req) {
-                Ok(n) => {
-                    out.counters.send_calls += 1;
-                    out.counters.bytes_sent += n as u64;
-                    break;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // A full queue, a firewall or an ICMP error: this
-                // transaction is lost.
-                Err(e) if transient(&e) => {
-                    out.lost += 1;
-                    last = clock::now_ns();
-                    continue 'transactions;
-                }
-                Err(e) => return Err(EngineError::io("UDP send", e)),
-            }
+        if !send_request(&link, &req, &mut out)? {
+            out.lost += 1;
+            last = clock::now_ns();
+            continue;
         }
         let deadline = p.spin.then(|| Instant::now() + timeout);
         // Others' datagrams must not keep restarting the receive timeout:
@@ -164,6 +151,25 @@ fn udp_requester_one(
         let _ = sock.set_nonblocking(false);
     }
     Ok(out)
+}
+
+/// One request sent (again where a signal interrupted the call); false
+/// where the kernel refused it for a passing reason (a full queue, a
+/// firewall, an ICMP error): its transaction is lost.
+#[inline]
+fn send_request(link: &Link<'_>, req: &[u8], out: &mut RrOutcome) -> Result<bool, EngineError> {
+    loop {
+        match link.send(req) {
+            Ok(n) => {
+                out.counters.send_calls += 1;
+                out.counters.bytes_sent += n as u64;
+                return Ok(true);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if transient(&e) => return Ok(false),
+            Err(e) => return Err(EngineError::io("UDP send", e)),
+        }
+    }
 }
 
 /// UDP requester in burst mode: `burst + 1` requests in flight, each

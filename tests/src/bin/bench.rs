@@ -680,58 +680,64 @@ fn iperf3_pairings(o: &Opts, netperf: &Path) {
     );
     println!("|---|---|---|---|---|");
     for n in [1usize, 8] {
-        let mut samples: Vec<Vec<Sample>> = pairings.iter().map(|_| Vec::new()).collect();
-        // The two pairings of one client run next to each other, which one
-        // first alternating round by round (iperf3's client against iperf3
-        // -s, then against ours, ours against ours, ours against iperf3 -s;
-        // the next round the other way round), so that neither a drift of
-        // the machine's speed nor a place in the round favours a server.
-        for round in 0..o.runs {
-            let order = if round % 2 == 0 {
-                [0, 2, 3, 1]
-            } else {
-                [1, 3, 2, 0]
+        pairings_rows(o, &pairings, n);
+    }
+}
+
+/// The rows of `n` streams: every pairing's figures over the rounds,
+/// and our server's and client's ratios to iperf3's.
+fn pairings_rows(o: &Opts, pairings: &[Pairing<'_>], n: usize) {
+    let mut samples: Vec<Vec<Sample>> = pairings.iter().map(|_| Vec::new()).collect();
+    // The two pairings of one client run next to each other, which one
+    // first alternating round by round (iperf3's client against iperf3
+    // -s, then against ours, ours against ours, ours against iperf3 -s;
+    // the next round the other way round), so that neither a drift of
+    // the machine's speed nor a place in the round favours a server.
+    for round in 0..o.runs {
+        let order = if round % 2 == 0 {
+            [0, 2, 3, 1]
+        } else {
+            [1, 3, 2, 0]
+        };
+        for i in order {
+            let (Some(p), Some(v)) = (pairings.get(i), samples.get_mut(i)) else {
+                continue;
             };
-            for i in order {
-                let (Some(p), Some(v)) = (pairings.get(i), samples.get_mut(i)) else {
-                    continue;
-                };
-                v.push(sampled(p.server_pid, || p.client.mbps(p.port, n, o.secs)));
-                // (iperf3 -s listens again a moment after each test)
-                std::thread::sleep(Duration::from_millis(300));
-            }
+            v.push(sampled(p.server_pid, || p.client.mbps(p.port, n, o.secs)));
+            // (iperf3 -s listens again a moment after each test)
+            std::thread::sleep(Duration::from_millis(300));
         }
-        for (p, v) in pairings.iter().zip(&samples) {
-            let s = spread(v.iter().map(|s| s.figure).collect());
-            let mb: f64 = v.iter().map(|s| s.figure * o.secs as f64 / 8.0).sum();
-            let per_mb = |cpu: f64| if mb > 0.0 { cpu * 1e6 / mb } else { f64::NAN };
-            println!(
-                "| {} | {n} | {:.0} ({:.0} .. {:.0}) | {:.1} | {:.1} |",
-                p.name,
-                s.median,
-                s.min,
-                s.max,
-                per_mb(v.iter().map(|s| s.client_cpu).sum()),
-                per_mb(v.iter().map(|s| s.server_cpu).sum()),
-            );
-        }
-        // the same client, our server over iperf3's (rounds alternate them)
-        for (what, ours, theirs) in [
-            ("iperf3 -c: netserver --iperf3 / iperf3 -s", 2, 0),
-            ("iperf3 -s: netperf --iperf3 / iperf3 -c", 1, 0),
-        ] {
-            let r = spread(
-                samples[ours]
-                    .iter()
-                    .zip(&samples[theirs])
-                    .map(|(a, b)| a.figure / b.figure)
-                    .collect(),
-            );
-            println!(
-                "| ratio, {what} | {n} | **{:.2}** ({:.2} .. {:.2}) | | |",
-                r.median, r.min, r.max
-            );
-        }
+    }
+    for (p, v) in pairings.iter().zip(&samples) {
+        let s = spread(v.iter().map(|s| s.figure).collect());
+        let mb: f64 = v.iter().map(|s| s.figure * o.secs as f64 / 8.0).sum();
+        let per_mb = |cpu: f64| if mb > 0.0 { cpu * 1e6 / mb } else { f64::NAN };
+        println!(
+            "| {} | {n} | {:.0} ({:.0} .. {:.0}) | {:.1} | {:.1} |",
+            p.name,
+            s.median,
+            s.min,
+            s.max,
+            per_mb(v.iter().map(|s| s.client_cpu).sum()),
+            per_mb(v.iter().map(|s| s.server_cpu).sum()),
+        );
+    }
+    // the same client, our server over iperf3's (rounds alternate them)
+    for (what, ours, theirs) in [
+        ("iperf3 -c: netserver --iperf3 / iperf3 -s", 2, 0),
+        ("iperf3 -s: netperf --iperf3 / iperf3 -c", 1, 0),
+    ] {
+        let r = spread(
+            samples[ours]
+                .iter()
+                .zip(&samples[theirs])
+                .map(|(a, b)| a.figure / b.figure)
+                .collect(),
+        );
+        println!(
+            "| ratio, {what} | {n} | **{:.2}** ({:.2} .. {:.2}) | | |",
+            r.median, r.min, r.max
+        );
     }
 }
 
@@ -785,43 +791,7 @@ fn baseline(o: &Opts, dir: &Path) {
             r.median, r.min, r.max
         );
     }
-    println!("\nPer TCP_RR transaction on the client:");
-    let show = |what: &str, a: Option<f64>, b: Option<f64>| match (a, b) {
-        (Some(a), Some(b)) => println!(
-            "  {what:<26} this {a:.4}, baseline {b:.4} ({:+.2}%)",
-            (a / b - 1.0) * 100.0
-        ),
-        _ => println!("  {what:<26} (strace or valgrind not available)"),
-    };
-    show(
-        "system calls (strace -c)",
-        syscalls_per_transaction(&netperf, port),
-        syscalls_per_transaction(&base, base_port),
-    );
-    println!("\nUser-space instructions per operation on the client (callgrind, two run lengths):");
-    for (label, test, counts, unit, extra) in [
-        (
-            "TCP_RR a transaction",
-            "TCP_RR",
-            (1_000, 11_000),
-            1,
-            &[][..],
-        ),
-        ("TCP_CRR a transaction", "TCP_CRR", (200, 2_200), 1, &[]),
-        (
-            "TCP_STREAM a 16 KiB send",
-            "TCP_STREAM",
-            (1_000, 11_000),
-            16_384,
-            &["-m", "16K"],
-        ),
-    ] {
-        show(
-            label,
-            instructions(&netperf, port, test, counts, unit, extra),
-            instructions(&base, base_port, test, counts, unit, extra),
-        );
-    }
+    per_operation_beside((&netperf, port), (&base, base_port));
     println!("\nMany flows, this build beside the baseline (CPU microseconds a unit at each end):");
     let rows: [(&str, &[usize], f64); 4] = [
         ("TCP_RR", &[2, 8, 100], 1.0),
@@ -856,6 +826,54 @@ fn baseline(o: &Opts, dir: &Path) {
             );
         }
     }
+    footprints_beside(o, (&netperf, port), (&base, base_port));
+}
+
+/// System calls and instructions an operation costs the client, this
+/// build (`ours`: netperf and its netserver's port) beside the baseline.
+fn per_operation_beside((netperf, port): (&Path, u16), (base, base_port): (&Path, u16)) {
+    println!("\nPer TCP_RR transaction on the client:");
+    let show = |what: &str, a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => println!(
+            "  {what:<26} this {a:.4}, baseline {b:.4} ({:+.2}%)",
+            (a / b - 1.0) * 100.0
+        ),
+        _ => println!("  {what:<26} (strace or valgrind not available)"),
+    };
+    show(
+        "system calls (strace -c)",
+        syscalls_per_transaction(netperf, port),
+        syscalls_per_transaction(base, base_port),
+    );
+    println!("\nUser-space instructions per operation on the client (callgrind, two run lengths):");
+    for (label, test, counts, unit, extra) in [
+        (
+            "TCP_RR a transaction",
+            "TCP_RR",
+            (1_000, 11_000),
+            1,
+            &[][..],
+        ),
+        ("TCP_CRR a transaction", "TCP_CRR", (200, 2_200), 1, &[]),
+        (
+            "TCP_STREAM a 16 KiB send",
+            "TCP_STREAM",
+            (1_000, 11_000),
+            16_384,
+            &["-m", "16K"],
+        ),
+    ] {
+        show(
+            label,
+            instructions(netperf, port, test, counts, unit, extra),
+            instructions(base, base_port, test, counts, unit, extra),
+        );
+    }
+}
+
+/// The client's footprint with many flows, this build beside the
+/// baseline.
+fn footprints_beside(o: &Opts, (netperf, port): (&Path, u16), (base, base_port): (&Path, u16)) {
     println!(
         "\nThe client's footprint with many flows (peak resident memory and threads over the run):"
     );
@@ -867,8 +885,8 @@ fn baseline(o: &Opts, dir: &Path) {
         for n in [100usize, 1000] {
             let extra = ["--flows".to_string(), n.to_string()];
             let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-            let (a_rss, a_thr) = footprint_of(&netperf, port, test, o.secs, &extra);
-            let (b_rss, b_thr) = footprint_of(&base, base_port, test, o.secs, &extra);
+            let (a_rss, a_thr) = footprint_of(netperf, port, test, o.secs, &extra);
+            let (b_rss, b_thr) = footprint_of(base, base_port, test, o.secs, &extra);
             println!("{test:<8} {n:>6}  {a_rss:>12} {a_thr:>8}  {b_rss:>12} {b_thr:>8}");
         }
     }
@@ -1305,46 +1323,7 @@ fn every_test(o: &Opts, netperf: &Path, ns: &Netserver, doc: &mut Doc) {
             "datagrams/s",
             r,
         );
-        doc.line("| *fast paths, ours beside netperf 2.7's plain path* | | | | | | |");
-        for (label, extra) in [
-            (
-                "UDP_STREAM -m 1024 --batch 64",
-                &["-m", "1024", "--batch", "64"][..],
-            ),
-            (
-                "UDP_STREAM -m 1024 --gso 64K",
-                &["-m", "1024", "--gso", "64K"],
-            ),
-            (
-                "UDP_STREAM -m 1024 --batch 8 --gso 64K",
-                &["-m", "1024", "--batch", "8", "--gso", "64K"],
-            ),
-        ] {
-            let r = alternate(
-                o.runs,
-                || udp_received(netperf, port, secs, extra),
-                || udp_received(&refbin, rport, secs, &["-m", "1024"]),
-            );
-            table_row(
-                doc,
-                label,
-                "netperf 2.7 UDP_STREAM -m 1024",
-                "datagrams/s",
-                r,
-            );
-        }
-        let r = alternate(
-            o.runs,
-            || tps(netperf, port, "TCP_STREAM", &["--zerocopy"]),
-            || tps(&refbin, rport, "TCP_STREAM", &[]),
-        );
-        table_row(
-            doc,
-            "TCP_STREAM --zerocopy",
-            "netperf 2.7 TCP_STREAM",
-            "10^6bits/s",
-            r,
-        );
+        fast_paths(o, (netperf, port), (&refbin, rport), doc);
     } else {
         doc.line("| (no netperf 2.7: set NETPERF_REF to the directory of a netperf 2.7 build) | | | | | | |");
     }
@@ -1373,6 +1352,56 @@ fn every_test(o: &Opts, netperf: &Path, ns: &Netserver, doc: &mut Doc) {
     other_peers(o, netperf, port, doc);
     per_operation(doc, netperf, ns, reference.as_ref());
     daemon_cost(doc, o, netperf, ns, reference.as_ref());
+}
+
+/// Our fast paths beside netperf 2.7's plain path.
+fn fast_paths(
+    o: &Opts,
+    (netperf, port): (&Path, u16),
+    (refbin, rport): (&Path, u16),
+    doc: &mut Doc,
+) {
+    let secs = o.secs;
+    doc.line("| *fast paths, ours beside netperf 2.7's plain path* | | | | | | |");
+    for (label, extra) in [
+        (
+            "UDP_STREAM -m 1024 --batch 64",
+            &["-m", "1024", "--batch", "64"][..],
+        ),
+        (
+            "UDP_STREAM -m 1024 --gso 64K",
+            &["-m", "1024", "--gso", "64K"],
+        ),
+        (
+            "UDP_STREAM -m 1024 --batch 8 --gso 64K",
+            &["-m", "1024", "--batch", "8", "--gso", "64K"],
+        ),
+    ] {
+        let r = alternate(
+            o.runs,
+            || udp_received(netperf, port, secs, extra),
+            || udp_received(refbin, rport, secs, &["-m", "1024"]),
+        );
+        table_row(
+            doc,
+            label,
+            "netperf 2.7 UDP_STREAM -m 1024",
+            "datagrams/s",
+            r,
+        );
+    }
+    let r = alternate(
+        o.runs,
+        || netperf_tps(netperf, port, "TCP_STREAM", secs, &["--zerocopy"]),
+        || netperf_tps(refbin, rport, "TCP_STREAM", secs, &[]),
+    );
+    table_row(
+        doc,
+        "TCP_STREAM --zerocopy",
+        "netperf 2.7 TCP_STREAM",
+        "10^6bits/s",
+        r,
+    );
 }
 
 /// One stream run at `-v 2`: Mbit/s, the client's voluntary context
@@ -1656,6 +1685,17 @@ fn per_operation(
         };
         doc.line(format!("| {label} | {oc} | {os} | {rc} | {rs} |"));
     }
+    instructions_per_operation(doc, netperf, port, reference);
+}
+
+/// User-space instructions per operation on the client, ours beside
+/// netperf 2.7's (callgrind).
+fn instructions_per_operation(
+    doc: &mut Doc,
+    netperf: &Path,
+    port: u16,
+    reference: Option<&(PathBuf, u16, Guard)>,
+) {
     doc.line("");
     doc.line("User-space instructions per operation on the client (callgrind; the difference between two run lengths, so start-up cancels out):");
     doc.line("");

@@ -1415,6 +1415,81 @@ fn report_after(pid: Option<u32>, before: Option<Footprint>, o: &Opts, label: &s
     }
 }
 
+/// The sessions run, its figures printed: whether none failed.
+fn sessions_report(o: &Opts, pid: Option<u32>) -> bool {
+    println!(
+        "sessions: TCP_RR of one transaction, {} workers, at most {} sessions and {} s",
+        o.workers, o.sessions, o.seconds
+    );
+    let cpu = CpuMeter::start(pid);
+    let (mut t, elapsed, shared) = session_run(o);
+    let rate = t.ok as f64 / elapsed.as_secs_f64().max(1e-9);
+    println!(
+        "  completed {}, failed {}, busy answers {} in {:.2} s: {rate:.0} sessions/s",
+        t.ok,
+        t.failed,
+        shared.busy.load(Ordering::Relaxed),
+        elapsed.as_secs_f64()
+    );
+    println!("  session time: {}", times_line(&mut t));
+    cpu.report(t.ok + t.failed, elapsed);
+    if let Ok(e) = shared.errors.lock() {
+        e.print("  ");
+    }
+    println!(
+        "summary sessions: completed={} failed={} rate={rate:.0} p50_ms={:.3} p99_ms={:.3}",
+        t.ok,
+        t.failed,
+        percentile_ms(&t.times_us, 50.0),
+        percentile_ms(&t.times_us, 99.0)
+    );
+    t.failed == 0
+}
+
+/// The mixed run, its figures printed: whether none failed.
+fn mixed_report(o: &Opts, pid: Option<u32>, secs: f64) -> bool {
+    println!(
+        "mixed: {} for {secs} s, {} workers, {}% killed (seed {})",
+        MIXED_KINDS.map(|k| k.name()).join(", "),
+        o.mixed_workers,
+        o.kill_percent,
+        o.seed
+    );
+    let cpu = CpuMeter::start(pid);
+    let (mut kinds, elapsed, shared) = mixed_run(o, secs);
+    let mut all = Tally::default();
+    for (k, t) in MIXED_KINDS.iter().zip(kinds.iter_mut()) {
+        let times = times_line(t);
+        println!(
+            "  {:<10}  completed {:>6}, failed {:>4}, killed {:>5}; {times}",
+            k.name(),
+            t.ok,
+            t.failed,
+            t.killed,
+        );
+        all.add(t);
+    }
+    println!(
+        "  all         completed {:>6}, failed {:>4}, killed {:>5} in {:.2} s ({:.0} sessions/s); busy answers {}; UDP_STREAM datagrams not counted by the netserver {}",
+        all.ok,
+        all.failed,
+        all.killed,
+        elapsed.as_secs_f64(),
+        (all.ok + all.killed) as f64 / elapsed.as_secs_f64().max(1e-9),
+        shared.busy.load(Ordering::Relaxed),
+        shared.udp_lost.load(Ordering::Relaxed)
+    );
+    cpu.report(all.ok + all.failed + all.killed, elapsed);
+    if let Ok(e) = shared.errors.lock() {
+        e.print("  ");
+    }
+    println!(
+        "summary mixed: completed={} failed={} killed={}",
+        all.ok, all.failed, all.killed
+    );
+    all.failed == 0
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let o = match parse_args(&args) {
@@ -1457,33 +1532,7 @@ fn main() -> ExitCode {
         println!("soak: cannot read /proc/{p}: its footprint is not watched");
     }
     if o.session_run {
-        println!(
-            "sessions: TCP_RR of one transaction, {} workers, at most {} sessions and {} s",
-            o.workers, o.sessions, o.seconds
-        );
-        let cpu = CpuMeter::start(pid);
-        let (mut t, elapsed, shared) = session_run(&o);
-        let rate = t.ok as f64 / elapsed.as_secs_f64().max(1e-9);
-        println!(
-            "  completed {}, failed {}, busy answers {} in {:.2} s: {rate:.0} sessions/s",
-            t.ok,
-            t.failed,
-            shared.busy.load(Ordering::Relaxed),
-            elapsed.as_secs_f64()
-        );
-        println!("  session time: {}", times_line(&mut t));
-        cpu.report(t.ok + t.failed, elapsed);
-        if let Ok(e) = shared.errors.lock() {
-            e.print("  ");
-        }
-        println!(
-            "summary sessions: completed={} failed={} rate={rate:.0} p50_ms={:.3} p99_ms={:.3}",
-            t.ok,
-            t.failed,
-            percentile_ms(&t.times_us, 50.0),
-            percentile_ms(&t.times_us, 99.0)
-        );
-        ok &= t.failed == 0;
+        ok &= sessions_report(&o, pid);
         ok &= report_after(pid, before, &o, "sessions-footprint");
         // the mixed run is compared with the same idle state
         if let Some(p) = pid
@@ -1493,46 +1542,7 @@ fn main() -> ExitCode {
         }
     }
     if let Some(secs) = o.mixed {
-        println!(
-            "mixed: {} for {secs} s, {} workers, {}% killed (seed {})",
-            MIXED_KINDS.map(|k| k.name()).join(", "),
-            o.mixed_workers,
-            o.kill_percent,
-            o.seed
-        );
-        let cpu = CpuMeter::start(pid);
-        let (mut kinds, elapsed, shared) = mixed_run(&o, secs);
-        let mut all = Tally::default();
-        for (k, t) in MIXED_KINDS.iter().zip(kinds.iter_mut()) {
-            let times = times_line(t);
-            println!(
-                "  {:<10}  completed {:>6}, failed {:>4}, killed {:>5}; {times}",
-                k.name(),
-                t.ok,
-                t.failed,
-                t.killed,
-            );
-            all.add(t);
-        }
-        println!(
-            "  all         completed {:>6}, failed {:>4}, killed {:>5} in {:.2} s ({:.0} sessions/s); busy answers {}; UDP_STREAM datagrams not counted by the netserver {}",
-            all.ok,
-            all.failed,
-            all.killed,
-            elapsed.as_secs_f64(),
-            (all.ok + all.killed) as f64 / elapsed.as_secs_f64().max(1e-9),
-            shared.busy.load(Ordering::Relaxed),
-            shared.udp_lost.load(Ordering::Relaxed)
-        );
-        cpu.report(all.ok + all.failed + all.killed, elapsed);
-        if let Ok(e) = shared.errors.lock() {
-            e.print("  ");
-        }
-        println!(
-            "summary mixed: completed={} failed={} killed={}",
-            all.ok, all.failed, all.killed
-        );
-        ok &= all.failed == 0;
+        ok &= mixed_report(&o, pid, secs);
         ok &= report_after(pid, before, &o, "mixed-footprint");
     }
     if ok {

@@ -91,6 +91,32 @@ fn two_command_lines_run_here_interleaved() {
     assert!(out.stderr.contains("NO_SUCH_TEST"), "{out}");
 }
 
+/// Whether ethtool is here (else the test says so and skips, or fails
+/// where the namespace tests must run).
+fn have_ethtool() -> bool {
+    if Command::new("ethtool").arg("--version").output().is_ok() {
+        return true;
+    }
+    assert_ne!(
+        std::env::var("NETPERF_REQUIRE_NETNS").as_deref(),
+        Ok("1"),
+        "ethtool is not installed (apt-get install ethtool)"
+    );
+    eprintln!("!!! SKIPPED: ethtool is not installed");
+    false
+}
+
+/// What ethtool says of an offload at an interface in namespace `ns`.
+fn offload_on(h: &harness::netns::Hosts, ns: &str, dev: &str, feature: &str) -> bool {
+    let out = h.exec(ns, &["ethtool", "-k", dev]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{feature}:")))
+        .unwrap_or_else(|| panic!("{feature} in {text}"));
+    line.split_whitespace().nth(1) == Some("on")
+}
+
 /// Each end's host in the document, the netserver's as it told it: what
 /// `ethtool -k` reads of each end's interface (a second instrument), and a
 /// change at the netserver's end between two runs (its GRO turned off, its
@@ -100,17 +126,7 @@ fn the_netservers_host_is_in_the_fingerprint_and_its_changes_are_named() {
     let Some(h) = harness::netns::Hosts::new("netservers_host_in_the_fingerprint") else {
         return;
     };
-    if std::process::Command::new("ethtool")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        assert_ne!(
-            std::env::var("NETPERF_REQUIRE_NETNS").as_deref(),
-            Ok("1"),
-            "ethtool is not installed (apt-get install ethtool)"
-        );
-        eprintln!("!!! SKIPPED: ethtool is not installed");
+    if !have_ethtool() {
         return;
     }
     let ns = h.netserver(harness::netns::A4, &[]);
@@ -127,16 +143,7 @@ fn the_netservers_host_is_in_the_fingerprint_and_its_changes_are_named() {
         let d: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
         (path, d)
     };
-    // what ethtool says of an offload at an interface
-    let ethtool = |ns: &str, dev: &str, feature: &str| -> bool {
-        let out = h.exec(ns, &["ethtool", "-k", dev]);
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let line = text
-            .lines()
-            .find(|l| l.starts_with(&format!("{feature}:")))
-            .unwrap_or_else(|| panic!("{feature} in {text}"));
-        line.split_whitespace().nth(1) == Some("on")
-    };
+    let ethtool = |ns: &str, dev: &str, feature: &str| offload_on(&h, ns, dev, feature);
     let (before, d) = run("before.json");
     let (local, remote) = (
         &d["environment"]["local"],
