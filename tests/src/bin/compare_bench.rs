@@ -11,7 +11,8 @@
 //! (min, median, max); asserts nothing. bench/compare builds and runs it
 //! (root).
 //!
-//! compare_bench [--trials N] [--secs S] [--max-time S] [--loopback-only | --namespaces-only]
+//! compare_bench [--trials N] [--secs S] [--max-time S] [--quota PCT]
+//!               [--loopback-only | --loopback-slower-only | --namespaces-only]
 
 use std::{
     path::PathBuf,
@@ -31,7 +32,11 @@ struct Opts {
     secs: u32,
     max_time: u32,
     loopback_only: bool,
+    /// Only the loopback condition against the held netserver.
+    slower_only: bool,
     namespaces_only: bool,
+    /// The share of a CPU the slower loopback netserver is held to.
+    quota: u32,
 }
 
 fn opts() -> Opts {
@@ -40,7 +45,9 @@ fn opts() -> Opts {
         secs: 1,
         max_time: 120,
         loopback_only: false,
+        slower_only: false,
         namespaces_only: false,
+        quota: QUOTA,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut it = args.iter();
@@ -55,6 +62,11 @@ fn opts() -> Opts {
             "--secs" => o.secs = num() as u32,
             "--max-time" => o.max_time = num() as u32,
             "--loopback-only" => o.loopback_only = true,
+            "--loopback-slower-only" => {
+                o.loopback_only = true;
+                o.slower_only = true;
+            }
+            "--quota" => o.quota = num().clamp(10, 100) as u32,
             "--namespaces-only" => o.namespaces_only = true,
             other => panic!("unknown option {other}"),
         }
@@ -148,10 +160,10 @@ fn condition(name: &str, o: &Opts, make: &dyn Fn() -> Command, a: &str, b: &str)
     );
 }
 
-/// The share of a CPU the slower netserver is held to, percent: its
-/// sender uses all of one unheld, and at this quota sends about 5% less
-/// (the bench prints what it measured).
-const QUOTA: u32 = 92;
+/// The share of a CPU the slower netserver is held to, percent (its
+/// sender uses all of one unheld): 95 sent 4.1% less on the development
+/// machine, 92 8.4% (the bench prints what it measured).
+const QUOTA: u32 = 95;
 
 /// A process held to `percent` of a CPU in a cgroup of its own (cgroup v2's
 /// cpu.max, or v1's cpu controller), until dropped.
@@ -226,16 +238,18 @@ fn main() {
         ns.args(["-D", "-p", "0", "-L", "127.0.0.1", "-v", "0"]);
         let ns = harness::Netserver::spawn(ns);
         let a = format!("-H 127.0.0.1 -p {} -t TCP_MAERTS -l {l} -P 0", ns.port());
-        condition("loopback A/A", &o, &|| Command::new(&netperf), &a, &a);
+        if !o.slower_only {
+            condition("loopback A/A", &o, &|| Command::new(&netperf), &a, &a);
+        }
         // B: a second netserver, its sending held to a share of a CPU
         let mut slow = Command::new(&netserver);
         slow.args(["-D", "-p", "0", "-L", "127.0.0.1", "-v", "0"]);
         let slow = harness::Netserver::spawn(slow);
-        match Throttle::new(slow.pid(), QUOTA) {
+        match Throttle::new(slow.pid(), o.quota) {
             Ok(_held) => {
                 let b = format!("-H 127.0.0.1 -p {} -t TCP_MAERTS -l {l} -P 0", slow.port());
                 condition(
-                    &format!("loopback vs a netserver held to {QUOTA}% of a CPU"),
+                    &format!("loopback vs a netserver held to {}% of a CPU", o.quota),
                     &o,
                     &|| Command::new(&netperf),
                     &a,
