@@ -211,16 +211,14 @@ fn observe(
     let req = proto::ThirdParty {
         host: target.ip().to_string(),
         port: target.port(),
-        args: [
-            "-t",
-            "UDP_RR",
-            "-l",
-            &secs.max(1).to_string(),
-            "--",
-            "--one-way",
-        ]
-        .map(String::from)
-        .to_vec(),
+        test: proto::ThirdPartyTest {
+            test: proto::ThirdPartyKind::UdpRr,
+            length: proto::ThirdPartyLength::Seconds(
+                u32::try_from(secs.max(1)).unwrap_or(u32::MAX),
+            ),
+            one_way: true,
+            ..proto::ThirdPartyTest::default()
+        },
     };
     let json = conn
         .control

@@ -2,14 +2,16 @@
 //! this library's lifecycle, against another netserver on a client's
 //! behalf and answers with the run's JSON document (`netperf mesh`).
 //!
-//! What makes it safe to offer: the request's options are netperf's own,
-//! parsed by the same grammar, less those that would reach beyond the two
-//! netservers (a data address of its own, files read or written, another
-//! dialect, keys); the test proves this netserver's key to the other one,
-//! and requires its proof back, before any data moves, and its data goes
-//! to the address that proved it. No netserver answers a stranger's
-//! request to send data somewhere (netperf 2.7's netserver does: HP's
-//! flaw F4).
+//! What makes it safe to offer: the request is typed
+//! ([`proto::ThirdPartyTest`]): it can say which test, how long, how many
+//! iterations and the shape of its traffic (sizes, buffers, flows, pacing),
+//! and nothing that would reach beyond the two netservers (a data address
+//! of its own, a file read or written, an output, another dialect, a key).
+//! The netserver makes its plan from that value alone; the test proves
+//! this netserver's key to the other one, and requires its proof back,
+//! before any data moves, and its data goes to the address that proved it.
+//! No netserver answers a stranger's request to send data somewhere
+//! (netperf 2.7's netserver does: HP's flaw F4).
 
 use std::{
     io::Write,
@@ -17,99 +19,242 @@ use std::{
 };
 
 use anyhow::{Result, anyhow, bail};
-use proto::ThirdParty;
+use optparse::value;
+use proto::{ThirdParty, ThirdPartyKind, ThirdPartyLength, ThirdPartyTest};
 
 use crate::{
     cli::{AuthSource, DialectChoice, Invocation, Plan},
     output::Out,
 };
 
-/// The plan a third-party request asks for, checked: its own options
-/// parsed as netperf's, with the other netserver as `-H`/`-p`, `key` as
-/// the key, and the JSON document as the output.
+/// The options after `--` a third-party test takes.
+const TEST_OPTIONS: &str =
+    "-m, -M, -s, -S, -r, -b, -D, -K, -4, -6, --flows, --rate, --one-way, --warmup, --cooldown";
+
+/// The typed request for `test` of `length` seconds (negative: a count,
+/// as `-l`), with netperf's global options `global` (`-i`, `-I`) and its
+/// test options `options` (after `--`), each read as netperf reads it. An
+/// option a third-party test cannot take is refused by name: nothing
+/// else can be carried.
+pub fn request(
+    test: &str,
+    length: i64,
+    global: &[String],
+    options: &[String],
+) -> Result<ThirdPartyTest> {
+    let Some(kind) = ThirdPartyKind::from_name(test) else {
+        bail!(
+            "-t {test}: a third-party test is one of {}",
+            ThirdPartyKind::ALL.map(ThirdPartyKind::name).join(", ")
+        );
+    };
+    let mut t = ThirdPartyTest {
+        test: kind,
+        length: match u64::try_from(length) {
+            Ok(s) => ThirdPartyLength::Seconds(u32::try_from(s).unwrap_or(u32::MAX)),
+            Err(_) => ThirdPartyLength::Count(length.unsigned_abs()),
+        },
+        ..ThirdPartyTest::default()
+    };
+    let g = optparse::parse(crate::cli::global::OPTIONS, global).map_err(|e| anyhow!("{e}"))?;
+    for occ in &g.options {
+        let v = occ.value.as_deref().unwrap_or("");
+        match occ.id {
+            "iterations" => t.iterations = pair_of(&occ.spelled, v, int)?,
+            "confidence" => t.confidence = pair_of(&occ.spelled, v, float)?,
+            _ => bail!(
+                "{}: a third-party test takes -i and -I of netperf's global options",
+                occ.spelled
+            ),
+        }
+    }
+    let o = optparse::parse(crate::cli::test_opts::OPTIONS, options).map_err(|e| anyhow!("{e}"))?;
+    for occ in &o.options {
+        test_option(
+            &mut t,
+            &occ.spelled,
+            occ.id,
+            occ.value.as_deref().unwrap_or(""),
+        )?;
+    }
+    t.check().map_err(|e| anyhow!(e))?;
+    Ok(t)
+}
+
+/// One test option into the typed request, or why it cannot be one.
+fn test_option(t: &mut ThirdPartyTest, o: &str, id: &str, v: &str) -> Result<()> {
+    match id {
+        "send_size" => t.send_size = Some(size(o, v)?),
+        "recv_size" => t.recv_size = Some(size(o, v)?),
+        "local_bufs" => t.local_bufs = pair_of(o, v, buffer)?,
+        "remote_bufs" => t.remote_bufs = pair_of(o, v, buffer)?,
+        "rr_size" => t.rr_size = pair_of(o, v, |o, x| size(o, x).map(Some))?,
+        "burst" => t.burst = int(o, v)?.unwrap_or(0),
+        "nodelay" => t.nodelay = true,
+        "cong_control" => {
+            let (l, r) = value::pair(v);
+            t.cong_control = (l.map(str::to_string), r.map(str::to_string));
+        }
+        "ipv4" => t.ipv6 = Some(false),
+        "ipv6" => t.ipv6 = Some(true),
+        "flows" => t.flows = int(o, v)?.unwrap_or(1),
+        "rate" => {
+            t.rate_bps = Some(value::bits_per_second(v).map_err(|e| anyhow!("{o}: {e}"))?);
+        }
+        "one_way" => t.one_way = true,
+        "warmup" | "cooldown" => {
+            let secs = value::float(v).map_err(|e| anyhow!("{o}: {e}"))?;
+            if !(0.0..=3600.0).contains(&secs) {
+                bail!("{o}: '{v}' is not between 0 and 3600 seconds");
+            }
+            let ms = (secs * 1000.0).round() as u32;
+            let w = t.window.get_or_insert_with(proto::Window::default);
+            if id == "warmup" {
+                w.warmup_ms = ms;
+            } else {
+                w.cooldown_ms = ms;
+            }
+        }
+        "data_host" => bail!(
+            "-- -H: the test's data goes to the netserver that proved the key, no other address"
+        ),
+        // a list or a file of selectors: whichever, refused alike, so
+        // that the answer says nothing of a host's files
+        "keyval" | "csv" | "human" => bail!(
+            "-- -o/-O/-k: a third-party test answers with its JSON document; it takes no output selection (a file of the netserver's host or a list)"
+        ),
+        "local_data" | "data_port" | "port_range" => bail!(
+            "-- -L/-- -P/-- -p: a third-party test binds no address or port of the netserver's host"
+        ),
+        _ => bail!("-- {o}: not an option a third-party test takes (it takes {TEST_OPTIONS})"),
+    }
+    Ok(())
+}
+
+/// A size with netperf's suffixes (`64K`).
+fn size(o: &str, v: &str) -> Result<u32> {
+    value::u32_size(v).map_err(|e| anyhow!("{o}: {e}"))
+}
+
+/// A socket buffer as netperf sets it: 0 or more (a negative one is left
+/// as the kernel has it: none asked).
+fn buffer(o: &str, v: &str) -> Result<Option<u32>> {
+    let n = value::int(v).map_err(|e| anyhow!("{o}: {e}"))?;
+    Ok(u32::try_from(n).ok())
+}
+
+fn int(o: &str, v: &str) -> Result<Option<u32>> {
+    let n = value::int(v).map_err(|e| anyhow!("{o}: {e}"))?;
+    Ok(Some(u32::try_from(n.max(0)).unwrap_or(u32::MAX)))
+}
+
+fn float(o: &str, v: &str) -> Result<Option<f64>> {
+    value::float(v).map(Some).map_err(|e| anyhow!("{o}: {e}"))
+}
+
+/// netperf's `a,b` pair (a lone value sets both), each side read by `one`.
+fn pair_of<T>(
+    o: &str,
+    v: &str,
+    one: impl Fn(&str, &str) -> Result<Option<T>>,
+) -> Result<(Option<T>, Option<T>)> {
+    let (a, b) = value::pair(v);
+    Ok((
+        a.map(|x| one(o, x)).transpose()?.flatten(),
+        b.map(|x| one(o, x)).transpose()?.flatten(),
+    ))
+}
+
+/// netperf's words for a typed request: what the netserver's plan is
+/// parsed from (every value a number, a test's name or a congestion
+/// control's checked name), and what its record shows.
+pub fn words(req: &ThirdParty) -> Vec<String> {
+    let t = &req.test;
+    let mut w: Vec<String> = vec![
+        "-H".into(),
+        req.host.clone(),
+        "-p".into(),
+        req.port.to_string(),
+        "-t".into(),
+        t.test.name().into(),
+        "-l".into(),
+        match t.length {
+            ThirdPartyLength::Seconds(s) => s.to_string(),
+            ThirdPartyLength::Count(n) => format!("-{n}"),
+        },
+    ];
+    let pair = |(a, b): (Option<String>, Option<String>)| -> Option<String> {
+        (a.is_some() || b.is_some())
+            .then(|| format!("{},{}", a.unwrap_or_default(), b.unwrap_or_default()))
+    };
+    let text =
+        |p: (Option<u32>, Option<u32>)| (p.0.map(|x| x.to_string()), p.1.map(|x| x.to_string()));
+    let push = |w: &mut Vec<String>, opt: &str, v: Option<String>| {
+        if let Some(v) = v {
+            w.push(opt.into());
+            w.push(v);
+        }
+    };
+    push(&mut w, "-i", pair(text(t.iterations)));
+    push(
+        &mut w,
+        "-I",
+        pair((
+            t.confidence.0.map(|x| x.to_string()),
+            t.confidence.1.map(|x| x.to_string()),
+        )),
+    );
+    w.push("--".into());
+    if let Some(v6) = t.ipv6 {
+        w.push(if v6 { "-6" } else { "-4" }.into());
+    }
+    push(&mut w, "-m", t.send_size.map(|n| n.to_string()));
+    push(&mut w, "-M", t.recv_size.map(|n| n.to_string()));
+    push(&mut w, "-s", pair(text(t.local_bufs)));
+    push(&mut w, "-S", pair(text(t.remote_bufs)));
+    push(&mut w, "-r", pair(text(t.rr_size)));
+    push(&mut w, "-b", (t.burst > 0).then(|| t.burst.to_string()));
+    if t.nodelay {
+        w.push("-D".into());
+    }
+    push(&mut w, "-K", pair(t.cong_control.clone()));
+    push(
+        &mut w,
+        "--flows",
+        (t.flows != 1).then(|| t.flows.to_string()),
+    );
+    push(&mut w, "--rate", t.rate_bps.map(|r| r.to_string()));
+    if t.one_way {
+        w.push("--one-way".into());
+    }
+    if let Some(win) = t.window {
+        push(&mut w, "--warmup", Some(ms_as_secs(win.warmup_ms)));
+        push(&mut w, "--cooldown", Some(ms_as_secs(win.cooldown_ms)));
+    }
+    w
+}
+
+fn ms_as_secs(ms: u32) -> String {
+    format!("{}.{:03}", ms / 1000, ms % 1000)
+}
+
+/// The plan a third-party request asks for, checked: its typed test as
+/// netperf's options, with the other netserver as `-H`/`-p`, `key` as the
+/// key, and the JSON document as the output.
 pub fn plan(req: &ThirdParty, key: engine::auth::Key) -> Result<Plan> {
     req.check().map_err(|e| anyhow!(e))?;
-    let mut args = vec![
-        "-H".to_string(),
-        req.host.clone(),
-        "-p".to_string(),
-        req.port.to_string(),
-    ];
-    args.extend(req.args.iter().cloned());
+    let args = words(req);
     let mut plan = match crate::cli::parse(&args) {
         Ok(Invocation::Run(p)) => *p,
-        Ok(_) => bail!("the options ask for no test (help, version or a listing)"),
+        Ok(_) => bail!("the request asks for no test"),
         Err(e) => bail!("{e}"),
     };
-    refuse_reaching_out(&plan, req)?;
     plan.auth = Some(AuthSource::Given(key));
     plan.dialect = DialectChoice::Native;
     plan.json = true;
     plan.verbosity = plan.verbosity.min(1);
     plan.command_line = format!("netperf {}", args.join(" "));
     Ok(plan)
-}
-
-/// Options that would take a third-party test beyond the two netservers
-/// or this host's own business, each refused by name.
-fn refuse_reaching_out(plan: &Plan, req: &ThirdParty) -> Result<()> {
-    let before_test = || req.args.iter().take_while(|a| a.as_str() != "--");
-    let names_server = before_test().any(|a| a.starts_with("-H") || a.starts_with("-p"));
-    if names_server || plan.host.as_deref() != Some(&req.host) || plan.port != req.port {
-        bail!("-H/-p: the request names the other netserver; its options may not");
-    }
-    let refused = [
-        (
-            plan.auth.is_some(),
-            "-Z/--key-file/--token: the netserver proves its own key",
-        ),
-        (
-            plan.data_host.is_some(),
-            "-- -H: the test's data goes to the netserver that proved the key, no other address",
-        ),
-        (
-            plan.fill_file.is_some(),
-            "-F: a third-party test reads no file of the netserver's host",
-        ),
-        (
-            // a list or a file of selectors: whichever, refused alike, so
-            // that the answer says nothing of the host's files
-            plan.selection.is_some(),
-            "-- -o/-O/-k: a third-party test answers with its JSON document; it takes no output selection (a file of the netserver's host or a list)",
-        ),
-        (
-            plan.local_host.is_some()
-                || plan.data_local.is_some()
-                || plan.local_port.is_some()
-                || plan.local_data_port.is_some()
-                || plan.port_range.is_some(),
-            "-L/-- -L/-- -P/-- -p: a third-party test binds no address or port of the netserver's host",
-        ),
-        (
-            plan.observer.is_some(),
-            "--observer: a third-party test asks no other netserver to probe",
-        ),
-        (
-            plan.plot.is_some() || plan.json_stream,
-            "--plot/--json-stream: a third-party test answers with its JSON document only",
-        ),
-        (
-            !matches!(plan.dialect, DialectChoice::Auto | DialectChoice::Native),
-            "--dialect/--iperf3: third-party tests run between netservers of ours",
-        ),
-        (
-            plan.debug > 0,
-            "-d: a third-party test writes no debug lines",
-        ),
-        (
-            plan.name.is_info(),
-            "-t: an information request is no third-party test",
-        ),
-    ];
-    if let Some((_, why)) = refused.iter().find(|(bad, _)| *bad) {
-        bail!("{why}");
-    }
-    Ok(())
 }
 
 /// Run the plan and return its JSON document.
@@ -146,11 +291,15 @@ impl Write for Shared {
 mod tests {
     use super::*;
 
-    fn req(args: &[&str]) -> ThirdParty {
+    fn words_of(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn req(test: ThirdPartyTest) -> ThirdParty {
         ThirdParty {
             host: "198.18.0.2".into(),
             port: 12865,
-            args: args.iter().map(|s| s.to_string()).collect(),
+            test,
         }
     }
 
@@ -160,46 +309,149 @@ mod tests {
 
     #[test]
     fn a_test_and_its_options_become_a_keyed_json_plan() {
-        let p = plan(
-            &req(&["-t", "TCP_RR", "-l", "2", "--", "-r", "64,64"]),
-            key(),
-        )
-        .expect("a plan");
+        let t = request("TCP_RR", 2, &[], &words_of(&["-r", "64,64", "-D"])).unwrap();
+        assert_eq!(t.rr_size, (Some(64), Some(64)));
+        let p = plan(&req(t), key()).expect("a plan");
         assert_eq!(p.host.as_deref(), Some("198.18.0.2"));
         assert_eq!(p.port, 12865);
         assert!(p.json);
         assert_eq!(p.request_size, 64);
+        assert!(p.local.nodelay && p.remote.nodelay);
         assert!(matches!(p.auth, Some(AuthSource::Given(_))));
         assert_eq!(p.dialect, DialectChoice::Native);
     }
 
+    /// What a typed request says is what netperf's words would have said:
+    /// the plan from the request equals the plan from the words.
     #[test]
-    fn options_that_reach_beyond_the_two_netservers_are_refused_by_name() {
-        for (args, word) in [
-            (&["-H", "10.0.0.1"][..], "-H/-p"),
-            (&["-p", "9"][..], "-H/-p"),
-            (&["-Z", "x"][..], "-Z"),
-            (&["--", "-H", "10.9.9.9"][..], "data goes"),
-            (&["-F", "/etc/shadow"][..], "-F"),
-            (&["--", "-k", "/dev/zero"][..], "-o/-O/-k"),
-            (&["--", "-o", "/nonexistent/x"][..], "-o/-O/-k"),
-            (&["--", "-O", "THROUGHPUT"][..], "-o/-O/-k"),
-            (&["-L", "127.0.0.5"][..], "binds no address"),
-            (&["--", "-L", "127.0.0.5"][..], "binds no address"),
-            (&["--", "-P", "5000,5001"][..], "binds no address"),
-            (&["--observer", "127.0.0.1:9"][..], "--observer"),
-            (&["--plot", "/tmp/x.svg"][..], "--plot"),
-            (&["--iperf3"][..], "--dialect"),
-            (&["-d"][..], "-d"),
+    fn the_typed_request_means_what_netperfs_words_mean() {
+        for (test, len, global, opts) in [
+            (
+                "TCP_STREAM",
+                3,
+                &[][..],
+                &["-m", "16K", "-s", "128K", "-S", ",256K"][..],
+            ),
+            ("TCP_MAERTS", 1, &[], &["-M", "32K", "--flows", "4", "-6"]),
+            ("UDP_STREAM", 1, &[], &["-m", "1024", "--rate", "200m"]),
+            (
+                "TCP_RR",
+                -1000,
+                &["-i", "10,3", "-I", "99,5"],
+                &["-r", "1,1", "-b", "4"],
+            ),
+            (
+                "TCP_RR",
+                5,
+                &[],
+                &["--one-way", "--warmup", "0.5", "-K", "reno"],
+            ),
         ] {
-            let e = plan(&req(args), key()).expect_err("refused").to_string();
-            assert!(e.contains(word), "{args:?}: {e}");
+            let t = request(test, len, &words_of(global), &words_of(opts)).unwrap();
+            let typed = plan(&req(t), key()).unwrap();
+            let mut all = words_of(&["-H", "198.18.0.2", "-p", "12865", "-t", test, "-l"]);
+            all.push(len.to_string());
+            all.extend(words_of(global));
+            all.push("--".into());
+            all.extend(words_of(opts));
+            let Ok(Invocation::Run(direct)) = crate::cli::parse(&all) else {
+                panic!("{all:?}")
+            };
+            assert_eq!(
+                format!("{:?}", typed.local),
+                format!("{:?}", direct.local),
+                "{all:?}"
+            );
+            assert_eq!(
+                format!("{:?}", typed.remote),
+                format!("{:?}", direct.remote),
+                "{all:?}"
+            );
+            assert_eq!(
+                (
+                    typed.test,
+                    typed.length,
+                    typed.flows,
+                    typed.rate_bps,
+                    typed.burst
+                ),
+                (
+                    direct.test,
+                    direct.length,
+                    direct.flows,
+                    direct.rate_bps,
+                    direct.burst
+                ),
+                "{all:?}"
+            );
+            assert_eq!(
+                (
+                    typed.request_size,
+                    typed.response_size,
+                    typed.window,
+                    typed.one_way
+                ),
+                (
+                    direct.request_size,
+                    direct.response_size,
+                    direct.window,
+                    direct.one_way
+                ),
+                "{all:?}"
+            );
+            assert_eq!(
+                format!("{:?}", typed.confidence),
+                format!("{:?}", direct.confidence)
+            );
+            assert_eq!(typed.data_family, direct.data_family, "{all:?}");
         }
     }
 
     #[test]
-    fn bad_options_fail_as_netperf_words_them() {
-        let e = plan(&req(&["-t", "NO_SUCH_TEST"]), key()).expect_err("refused");
-        assert!(e.to_string().contains("NO_SUCH_TEST"), "{e}");
+    fn options_that_reach_beyond_the_two_netservers_are_refused_by_name() {
+        for (opts, word) in [
+            (&["-H", "10.9.9.9"][..], "no other address"),
+            (&["-k", "/dev/zero"][..], "-o/-O/-k"),
+            (&["-o", "/nonexistent/x"][..], "-o/-O/-k"),
+            (&["-O", "THROUGHPUT"][..], "-o/-O/-k"),
+            (&["-L", "127.0.0.5"][..], "binds no address"),
+            (&["-P", "5000,5001"][..], "binds no address"),
+            (&["--observer", "127.0.0.1:9"][..], "--observer"),
+            (&["--zerocopy"][..], "--zerocopy"),
+        ] {
+            let e = request("TCP_STREAM", 1, &[], &words_of(opts))
+                .expect_err("refused")
+                .to_string();
+            assert!(e.contains(word), "{opts:?}: {e}");
+        }
+        for global in [
+            &["-F", "/etc/shadow"][..],
+            &["-Z", "x"],
+            &["--plot", "x.svg"],
+        ] {
+            let e = request("TCP_STREAM", 1, &words_of(global), &[])
+                .expect_err("refused")
+                .to_string();
+            assert!(e.contains(global[0]), "{global:?}: {e}");
+        }
+        let e = request("OMNI", 1, &[], &[])
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("TCP_STREAM"), "{e}");
+    }
+
+    /// The netserver checks what it is sent: a host that would read as an
+    /// option, a name that is no congestion control's, a length of 0.
+    #[test]
+    fn a_request_out_of_its_bounds_is_refused() {
+        let mut bad_host = req(ThirdPartyTest::default());
+        bad_host.host = "-Zkey".into();
+        let mut bad_cc = req(ThirdPartyTest::default());
+        bad_cc.test.cong_control = (Some("reno,-F".into()), None);
+        let mut zero = req(ThirdPartyTest::default());
+        zero.test.length = ThirdPartyLength::Seconds(0);
+        for r in [bad_host, bad_cc, zero] {
+            assert!(plan(&r, key()).is_err(), "{r:?}");
+        }
     }
 }

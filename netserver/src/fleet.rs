@@ -45,7 +45,7 @@ impl Running {
             "dialect": "native",
             "role": "third-party",
             "target": format!("{}:{}", self.req.host, self.req.port),
-            "args": self.req.args,
+            "args": client::third_party::words(&self.req).get(4..).unwrap_or_default(),
             "outcome": if ok { "completed" } else { "failed" },
         })
         .to_string()

@@ -830,7 +830,12 @@ impl Session {
             self.peer,
             req.host,
             req.port,
-            escape(&req.args.join(" "))
+            escape(
+                &client::third_party::words(&req)
+                    .get(4..)
+                    .unwrap_or_default()
+                    .join(" ")
+            )
         );
         let Some(key) = self.shared.config.key.clone() else {
             let e = ErrorMsg::new(ErrorCode::Auth, "third-party test refused: no key");

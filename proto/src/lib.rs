@@ -56,7 +56,7 @@ pub use capabilities::{Capabilities, Feature, ServerLimits};
 pub use error::{ProtoError, SpecError};
 pub use message::{
     ClientMsg, ErrorCode, ErrorMsg, Hello, MAGIC, PROTOCOL_VERSION, ServerHello, ServerMsg,
-    ThirdParty,
+    ThirdParty, ThirdPartyKind, ThirdPartyLength, ThirdPartyTest,
 };
 pub use session::{
     Authenticator, ClientError, ClientEvent, ClientSession, Role, ServerAction, ServerSession,

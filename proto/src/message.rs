@@ -15,7 +15,7 @@
 //!   Done(ClientDone)                 ->
 //!                                    <-  Results(SideResults)  or  Error
 //!   --
-//!   ThirdParty{host, port, args}     ->      (a `fleet` server, keyed)
+//!   ThirdParty{host, port, test}     ->      (a `fleet` server, keyed)
 //!                                    <-  ThirdPartyPart(json)...
 //!                                    <-  ThirdPartyResult(json)  or  Error
 //!   Bye                              ->
@@ -150,20 +150,143 @@ pub enum ClientMsg {
 /// A third-party test: the netserver that receives it runs netperf's
 /// test, as a client, against the netserver at `host`:`port`, proving
 /// the same key.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct ThirdParty {
     /// The other netserver (a name or an address).
     pub host: String,
     /// Its control port.
     pub port: u16,
-    /// netperf's options: global ones, then `--` and the test's (no
-    /// `-H`, `-p` or key options: the request names those).
-    pub args: Vec<String>,
+    pub test: ThirdPartyTest,
 }
 
-/// Most arguments a third-party request carries, and longest argument.
-pub const THIRD_PARTY_MAX_ARGS: usize = 256;
-pub const THIRD_PARTY_MAX_ARG: usize = 4096;
+/// What a third-party test may ask, typed: a test between the two
+/// netservers, its length and iterations, and the shape of its traffic,
+/// each as netperf's option of the same name means it. Nothing in it can
+/// name a file, an address, a port or a key of either host, or choose an
+/// output: the answer is the run's JSON document.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ThirdPartyTest {
+    /// `-t`.
+    pub test: ThirdPartyKind,
+    /// `-l`: seconds, or (negative on netperf's command line) a count of
+    /// bytes or transactions.
+    pub length: ThirdPartyLength,
+    /// `-i MAX,MIN` and `-I LEVEL,WIDTH`: a confidence run (each side
+    /// of a pair as netperf's comma leaves it: given, or not).
+    pub iterations: (Option<u32>, Option<u32>),
+    pub confidence: (Option<f64>, Option<f64>),
+    /// `-- -4` or `-- -6`: the data connections' family (else the
+    /// other netserver's address's).
+    pub ipv6: Option<bool>,
+    /// `-- -m`, `-- -M`: netperf's send and receive sizes.
+    pub send_size: Option<u32>,
+    pub recv_size: Option<u32>,
+    /// `-- -s SEND,RECV`, `-- -S SEND,RECV`: the socket buffers here and
+    /// at the other netserver.
+    pub local_bufs: (Option<u32>, Option<u32>),
+    pub remote_bufs: (Option<u32>, Option<u32>),
+    /// `-- -r REQUEST,RESPONSE`.
+    pub rr_size: (Option<u32>, Option<u32>),
+    /// `-- -b`, `-- -D`.
+    pub burst: u32,
+    pub nodelay: bool,
+    /// `-- -K LOCAL,REMOTE`: the congestion control at each end.
+    pub cong_control: (Option<String>, Option<String>),
+    /// `-- --flows`, `-- --rate` (bits/s), `-- --one-way`,
+    /// `-- --warmup`/`--cooldown`.
+    pub flows: u32,
+    pub rate_bps: Option<u64>,
+    pub one_way: bool,
+    pub window: Option<Window>,
+}
+
+impl Default for ThirdPartyTest {
+    fn default() -> ThirdPartyTest {
+        ThirdPartyTest {
+            test: ThirdPartyKind::TcpStream,
+            length: ThirdPartyLength::Seconds(10),
+            iterations: (None, None),
+            confidence: (None, None),
+            ipv6: None,
+            send_size: None,
+            recv_size: None,
+            local_bufs: (None, None),
+            remote_bufs: (None, None),
+            rr_size: (None, None),
+            burst: 0,
+            nodelay: false,
+            cong_control: (None, None),
+            flows: 1,
+            rate_bps: None,
+            one_way: false,
+            window: None,
+        }
+    }
+}
+
+/// The tests a third-party test may be.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThirdPartyKind {
+    TcpStream,
+    TcpMaerts,
+    UdpStream,
+    TcpRr,
+    UdpRr,
+    TcpCrr,
+    TcpCc,
+    Rpm,
+}
+
+impl ThirdPartyKind {
+    pub const ALL: [ThirdPartyKind; 8] = [
+        ThirdPartyKind::TcpStream,
+        ThirdPartyKind::TcpMaerts,
+        ThirdPartyKind::UdpStream,
+        ThirdPartyKind::TcpRr,
+        ThirdPartyKind::UdpRr,
+        ThirdPartyKind::TcpCrr,
+        ThirdPartyKind::TcpCc,
+        ThirdPartyKind::Rpm,
+    ];
+
+    /// netperf's name (`-t`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ThirdPartyKind::TcpStream => "TCP_STREAM",
+            ThirdPartyKind::TcpMaerts => "TCP_MAERTS",
+            ThirdPartyKind::UdpStream => "UDP_STREAM",
+            ThirdPartyKind::TcpRr => "TCP_RR",
+            ThirdPartyKind::UdpRr => "UDP_RR",
+            ThirdPartyKind::TcpCrr => "TCP_CRR",
+            ThirdPartyKind::TcpCc => "TCP_CC",
+            ThirdPartyKind::Rpm => "RPM",
+        }
+    }
+
+    /// From netperf's name, without regard to case.
+    pub fn from_name(name: &str) -> Option<ThirdPartyKind> {
+        ThirdPartyKind::ALL
+            .into_iter()
+            .find(|k| k.name().eq_ignore_ascii_case(name))
+    }
+}
+
+/// A third-party test's length (`-l`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThirdPartyLength {
+    Seconds(u32),
+    /// `-l -N`: bytes (a stream test) or transactions.
+    Count(u64),
+}
+
+/// The longest a third-party test may ask to run: a day (its netserver's
+/// own `--max-test-length` and policy bound it further).
+pub const THIRD_PARTY_MAX_SECONDS: u32 = 86_400;
+/// The most flows, iterations, and characters of a congestion control's
+/// name, a third-party request carries.
+pub const THIRD_PARTY_MAX_FLOWS: u32 = 65_536;
+pub const THIRD_PARTY_MAX_ITERATIONS: u32 = 30;
+pub const THIRD_PARTY_MAX_CC: usize = 16;
 /// Most bytes of a third-party test's JSON document, in all; it travels
 /// in parts of at most [`THIRD_PARTY_PART`] bytes.
 pub const THIRD_PARTY_MAX_RESULT: usize = 16 * 1024 * 1024;
@@ -175,20 +298,69 @@ impl ThirdParty {
         if self.host.is_empty() || self.host.len() > 255 {
             return Err("the other netserver's host name is empty or longer than 255 bytes".into());
         }
+        // a name or an address: nothing an option parser would take for
+        // an option or a second value
+        if self.host.starts_with('-')
+            || !self
+                .host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b".-:_%".contains(&b))
+        {
+            return Err("the other netserver's host is not a host name or an address".into());
+        }
         if self.port == 0 {
             return Err("the other netserver's port is 0".into());
         }
-        if self.args.len() > THIRD_PARTY_MAX_ARGS {
+        self.test.check()
+    }
+}
+
+impl ThirdPartyTest {
+    /// What is wrong with the test asked, before anything runs.
+    pub fn check(&self) -> Result<(), String> {
+        match self.length {
+            ThirdPartyLength::Seconds(s) if s == 0 || s > THIRD_PARTY_MAX_SECONDS => {
+                return Err(format!(
+                    "-l {s}: a third-party test runs 1 to {THIRD_PARTY_MAX_SECONDS} s"
+                ));
+            }
+            ThirdPartyLength::Count(0) => return Err("-l: a count of 0".into()),
+            _ => {}
+        }
+        let (max, min) = self.iterations;
+        if max
+            .into_iter()
+            .chain(min)
+            .any(|n| n > THIRD_PARTY_MAX_ITERATIONS)
+        {
             return Err(format!(
-                "{} options, more than {THIRD_PARTY_MAX_ARGS}",
-                self.args.len()
+                "-i: at most {THIRD_PARTY_MAX_ITERATIONS} iterations"
             ));
         }
-        if let Some(a) = self.args.iter().find(|a| a.len() > THIRD_PARTY_MAX_ARG) {
+        let (level, width) = self.confidence;
+        if level.is_some_and(|l| !(l.is_finite() && (0.0..=100.0).contains(&l)))
+            || width.is_some_and(|w| !(w.is_finite() && w > 0.0 && w <= 100.0))
+        {
+            return Err("-I: a level of 0 to 100 and a width of 0 to 100%".into());
+        }
+        if self.flows == 0 || self.flows > THIRD_PARTY_MAX_FLOWS {
             return Err(format!(
-                "an option of {} bytes, more than {THIRD_PARTY_MAX_ARG}",
-                a.len()
+                "--flows {}: 1 to {THIRD_PARTY_MAX_FLOWS}",
+                self.flows
             ));
+        }
+        let (l, r) = &self.cong_control;
+        if l.iter().chain(r).any(|cc| {
+            cc.is_empty()
+                || cc.len() > THIRD_PARTY_MAX_CC
+                || !cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        }) {
+            return Err("-K: not a congestion control's name".into());
+        }
+        if let Some(w) = self.window
+            && (w.warmup_ms > 3_600_000 || w.cooldown_ms > 3_600_000)
+        {
+            return Err("--warmup/--cooldown: at most 3600 s".into());
         }
         Ok(())
     }

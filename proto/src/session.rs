@@ -782,8 +782,14 @@ impl ClientSession {
     }
 }
 
-/// The hello's name of a server that runs third-party tests.
-pub const FLEET: &str = "fleet";
+/// The hello's name of a server that runs third-party tests, asked as a
+/// typed [`crate::ThirdPartyTest`]. (A netserver of before the typed
+/// request named `fleet` and read netperf's words: a client names neither
+/// to the other, so that neither misreads the other's message.)
+pub const FLEET: &str = "fleet-typed";
+
+/// What a netserver of before the typed request named.
+pub const FLEET_WORDS: &str = "fleet";
 
 /// `text` in pieces of at most `max` bytes, cut at character boundaries.
 fn split_text(text: &str, max: usize) -> Vec<String> {
@@ -1098,7 +1104,7 @@ mod tests {
         crate::ThirdParty {
             host: "198.18.0.12".into(),
             port: 12865,
-            args: vec!["-t".into(), "TCP_STREAM".into()],
+            test: crate::ThirdPartyTest::default(),
         }
     }
 
@@ -1173,14 +1179,23 @@ mod tests {
             "{m:?}"
         );
         // a request out of bounds
-        let (mut server, _) = keyed(true);
-        let mut req = third_party_req();
-        req.args = vec!["x".repeat(crate::message::THIRD_PARTY_MAX_ARG + 1)];
-        let m = reply(server.handle(ClientMsg::ThirdParty(Box::new(req))));
-        assert!(
-            matches!(&m, ServerMsg::Error(e) if e.code == ErrorCode::InvalidRequest),
-            "{m:?}"
-        );
+        for out_of_bounds in [
+            |r: &mut crate::ThirdParty| r.host = "-Z".into(),
+            |r: &mut crate::ThirdParty| r.test.flows = crate::message::THIRD_PARTY_MAX_FLOWS + 1,
+            |r: &mut crate::ThirdParty| r.test.cong_control.0 = Some("x".repeat(17)),
+            |r: &mut crate::ThirdParty| {
+                r.test.length = crate::ThirdPartyLength::Seconds(0);
+            },
+        ] {
+            let (mut server, _) = keyed(true);
+            let mut req = third_party_req();
+            out_of_bounds(&mut req);
+            let m = reply(server.handle(ClientMsg::ThirdParty(Box::new(req))));
+            assert!(
+                matches!(&m, ServerMsg::Error(e) if e.code == ErrorCode::InvalidRequest),
+                "{m:?}"
+            );
+        }
         // a result too large is an error, not a flood
         let (mut server, _) = keyed(true);
         server.handle(ClientMsg::ThirdParty(Box::new(third_party_req())));

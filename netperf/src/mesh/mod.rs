@@ -42,6 +42,9 @@ pub fn main(args: &[String]) -> Result<bool> {
         Asked::Run(o) => *o,
     };
     let (o, rounds) = plan(o)?;
+    // a test a netserver cannot be asked (an option a third-party test
+    // does not take) fails here, named, before any netserver is asked
+    run::request(&o)?;
     // a key file that cannot be read fails here, not at every pair
     if let Some(k) = &o.key_file {
         engine::auth::Key::from_file(k).map_err(|e| anyhow!("{e}"))?;

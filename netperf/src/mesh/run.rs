@@ -54,22 +54,15 @@ fn asked_sends(test: &str) -> bool {
     !test.eq_ignore_ascii_case("TCP_MAERTS")
 }
 
-/// The options a pair's request carries.
-pub fn request_args(o: &MeshOptions) -> Vec<String> {
-    // (netperf's default units: 10^6bits/s for streams, Trans/s for the
-    // request/response tests)
-    let mut args = vec![
-        "-t".to_string(),
-        o.test.clone(),
-        "-l".to_string(),
-        o.length.to_string(),
-    ];
-    args.extend(o.global_options.iter().cloned());
-    if !o.test_options.is_empty() {
-        args.push("--".into());
-        args.extend(o.test_options.iter().cloned());
-    }
-    args
+/// The typed test a pair's request carries, or why the mesh's options
+/// cannot be one (named, before any netserver is asked).
+pub fn request(o: &MeshOptions) -> Result<proto::ThirdPartyTest> {
+    client::third_party::request(
+        &o.test,
+        i64::from(o.length),
+        &o.global_options,
+        &o.test_options,
+    )
 }
 
 /// Run `rounds`, telling `sink` each test's outcome as it comes.
@@ -81,7 +74,7 @@ pub fn run(
 ) -> Result<Ended> {
     let began = Instant::now();
     let mut ended = Ended::default();
-    let args = request_args(o);
+    let test = request(o)?;
     // a confidence run takes up to 30 iterations of its length
     let runs = if o.global_options.is_empty() { 3 } else { 30 };
     let wait = Duration::from_secs(u64::from(o.length) * runs + u64::from(o.timeout));
@@ -112,7 +105,7 @@ pub fn run(
                 sink(&skipped(pair, round.index + 1, t, &o.hosts[h]))?;
                 continue;
             }
-            let (tx, args) = (tx.clone(), args.clone());
+            let (tx, request) = (tx.clone(), test.clone());
             let (from, to) = (o.hosts[pair.from].clone(), o.hosts[pair.to].clone());
             let (key, test) = (o.key_file.clone(), o.test.clone());
             // (1 for the first round, as the progress lines count)
@@ -127,7 +120,7 @@ pub fn run(
                     } else {
                         (&to, &from)
                     };
-                    let r = one(asked, other, key.as_deref(), args, wait);
+                    let r = one(asked, other, key.as_deref(), request, wait);
                     let _ = tx.send(outcome(pair, index, start, began, r));
                 })
                 .context("mesh: no thread for a test")?;
@@ -231,7 +224,7 @@ fn one(
     asked: &Host,
     other: &Host,
     key: Option<&std::path::Path>,
-    args: Vec<String>,
+    test: proto::ThirdPartyTest,
     wait: Duration,
 ) -> Result<Value> {
     let mut words = vec![
@@ -254,7 +247,7 @@ fn one(
     let req = proto::ThirdParty {
         host: other.addr.clone(),
         port: other.port,
-        args,
+        test,
     };
     let json = conn
         .control

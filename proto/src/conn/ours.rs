@@ -484,11 +484,12 @@ impl ClientSpeaker for OurClient {
 
     fn third_party(&mut self, req: ThirdParty, out: &mut Vec<u8>) -> Result<(), ClientConnError> {
         if !self.session.server_can(crate::session::FLEET) {
-            return Err(ClientError::Server(ErrorMsg::new(
-                ErrorCode::Unsupported,
-                "this netserver does not run third-party tests (it was not started with --fleet)",
-            ))
-            .into());
+            let why = if self.session.server_can(crate::session::FLEET_WORDS) {
+                "this netserver runs the third-party tests of an older netperf (its requests were netperf's words, ours are typed): upgrade it"
+            } else {
+                "this netserver does not run third-party tests (it was not started with --fleet)"
+            };
+            return Err(ClientError::Server(ErrorMsg::new(ErrorCode::Unsupported, why)).into());
         }
         self.third_party.clear();
         let m = self.session.third_party(req)?;

@@ -272,7 +272,9 @@ fn rss_kib(pid: u32) -> u64 {
 /// /dev/zero` took the daemon to 969 MB (the memory cgroup killed it),
 /// and `-- -k /nonexistent/x` told the requester whether a path exists.
 /// Both are refused, in the same words, before anything is read; so is
-/// every option that names a path, an address or a port of the host.
+/// every option that names a path, an address or a port of the host: the
+/// request is typed and has nowhere to carry one, so the mesh names the
+/// option before it asks any netserver.
 #[test]
 fn a_fleet_request_naming_a_file_is_refused() {
     let dir = Dir::new("fleet-file");
