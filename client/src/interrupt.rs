@@ -6,7 +6,7 @@
 use std::{
     process,
     sync::{
-        Mutex,
+        Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
     thread,
@@ -65,12 +65,63 @@ impl Drop for Guard {
     }
 }
 
-/// Stop every test running in this process now, as Ctrl-C would (a
-/// netserver's third-party test whose client went away).
-pub fn stop_all() {
-    if let Ok(c) = CURRENT.lock() {
-        for (_, f) in c.iter() {
-            f.set();
+/// The tests of one run, stopped together by whoever holds the group (a
+/// netserver's third-party test, whose client went away), apart from
+/// Ctrl-C and from every other run of the process. A plan names its group
+/// ([`crate::cli::Plan::stop_group`]); each test of the run (each
+/// iteration, each load flow) joins it as it starts.
+#[derive(Clone, Debug, Default)]
+pub struct StopGroup(Arc<Mutex<Members>>);
+
+#[derive(Debug, Default)]
+struct Members {
+    stopped: bool,
+    flags: Vec<StopFlag>,
+}
+
+impl StopGroup {
+    pub fn new() -> StopGroup {
+        StopGroup::default()
+    }
+
+    /// `flag` is raised when the group stops (at once if it has).
+    pub fn join(&self, flag: &StopFlag) {
+        if let Ok(mut m) = self.0.lock() {
+            if m.stopped {
+                flag.set();
+            } else {
+                // (a test that ended keeps its place: the run's tests are
+                // its iterations and load flows, a few dozen at most)
+                m.flags.push(flag.clone());
+            }
         }
+    }
+
+    /// Stop every test of the group, and any that joins later.
+    pub fn stop(&self) {
+        if let Ok(mut m) = self.0.lock() {
+            m.stopped = true;
+            for f in m.flags.drain(..) {
+                f.set();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A group stops its own tests, those that join after, and no other.
+    #[test]
+    fn a_group_stops_its_tests_and_no_others() {
+        let (g, other) = (StopGroup::new(), StopGroup::new());
+        let (a, b, c) = (StopFlag::new(), StopFlag::new(), StopFlag::new());
+        g.join(&a);
+        other.join(&b);
+        g.stop();
+        assert!(a.is_set() && !b.is_set());
+        g.join(&c);
+        assert!(c.is_set(), "a test joining a stopped group stops at once");
     }
 }

@@ -31,7 +31,8 @@
 //!   `-t RPM`, `--one-way`), and `--observer`.
 //! - [`confidence`]: `-I`/`-i`; [`debug`]: `-d`: netperf 2.7's debug
 //!   lines, and ours; [`interrupt`]: Ctrl-C ends a test early with its
-//!   results.
+//!   results, and a run's own `StopGroup` ends its tests alone (a
+//!   netserver's third-party test whose client went away).
 //!
 //! Dependencies go one way, with no circle between modules: `report`
 //! knows none of its readers; `family` writes reports and knows no

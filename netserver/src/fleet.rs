@@ -26,10 +26,17 @@ pub(crate) struct Busy(AtomicBool);
 pub(crate) struct Running {
     pub req: ThirdParty,
     pub start: SystemTime,
+    /// Its tests, to stop when its client goes away.
+    stop: client::interrupt::StopGroup,
     outcome: Arc<Mutex<Option<Result<String, ErrorMsg>>>>,
 }
 
 impl Running {
+    /// Stop it now (its client went away): its own tests, no other.
+    pub fn stop(&self) {
+        self.stop.stop();
+    }
+
     /// Its JSON document or its error, once it ended.
     pub fn try_outcome(&self) -> Option<Result<String, ErrorMsg>> {
         self.outcome.lock().ok()?.take()
@@ -60,7 +67,7 @@ pub(crate) fn start(
     busy: &Arc<Busy>,
     done: impl FnOnce() + Send + 'static,
 ) -> Result<Running, ErrorMsg> {
-    let plan = client::third_party::plan(&req, key).map_err(|e| {
+    let mut plan = client::third_party::plan(&req, key).map_err(|e| {
         ErrorMsg::new(
             ErrorCode::InvalidRequest,
             format!("third-party test refused: {e:#}"),
@@ -72,6 +79,8 @@ pub(crate) fn start(
             "third-party test refused: this netserver runs one already (a mesh puts no host in two tests at once)",
         ));
     }
+    let stop = client::interrupt::StopGroup::new();
+    plan.stop_group = Some(stop.clone());
     let outcome = Arc::new(Mutex::new(None));
     let (slot, target) = (outcome.clone(), format!("{}:{}", req.host, req.port));
     // the test's thread frees the daemon for the next when the test ends
@@ -95,6 +104,7 @@ pub(crate) fn start(
     let running = Running {
         req,
         start: SystemTime::now(),
+        stop,
         outcome,
     };
     match spawned {

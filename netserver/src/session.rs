@@ -445,10 +445,9 @@ struct Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        // its client went away: its third-party test stops now (the only
-        // test of the client library this process runs; one at a time)
+        // its client went away: its third-party test stops now
         if let Some(r) = self.third.take() {
-            client::interrupt::stop_all();
+            r.stop();
             self.shared.config.logger.event(
                 1,
                 &self.about("third-party"),

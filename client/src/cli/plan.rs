@@ -399,6 +399,10 @@ pub struct Plan {
     pub notices: Vec<String>,
     /// Warnings for stderr: options netperf 2.7 tolerates with a word.
     pub warnings: Vec<String>,
+    /// Who else may stop the run's tests, besides Ctrl-C (no option
+    /// sets it: a netserver's third-party test, stopped when its client
+    /// goes away).
+    pub stop_group: Option<crate::interrupt::StopGroup>,
 }
 
 impl Plan {
@@ -478,6 +482,7 @@ impl Plan {
             uuid: None,
             notices: Vec::new(),
             warnings: Vec::new(),
+            stop_group: None,
         }
     }
 

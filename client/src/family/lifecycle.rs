@@ -213,6 +213,9 @@ fn run_test(
     }
     let _timer = fam.timer(plan, &stop, d.caps())?;
     let _int = interrupt::stop_on_interrupt(&stop);
+    if let Some(g) = &plan.stop_group {
+        g.join(&stop);
+    }
     let phase = ctx.begin(plan)?;
     let zc = plan.zerocopy.then(engine::stream::zc::figures);
     let mut local = data_phase(&mut *fam, &r, &ours, d)?;

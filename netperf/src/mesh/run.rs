@@ -15,6 +15,7 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, anyhow, bail};
+use client::output::json_types::Document;
 use engine::timer::StopFlag;
 use serde_json::Value;
 
@@ -165,22 +166,19 @@ fn skipped(pair: Pair, round: usize, t: f64, down: &Host) -> Outcome {
     }
 }
 
-fn outcome(pair: Pair, round: usize, start: f64, began: Instant, r: Result<Value>) -> Outcome {
+fn outcome(pair: Pair, round: usize, start: f64, began: Instant, r: Result<Answer>) -> Outcome {
     let end = began.elapsed().as_secs_f64();
     match r {
-        Ok(doc) => {
-            let result = &doc["result"];
-            Outcome {
-                pair,
-                round,
-                start,
-                end,
-                throughput: result["value"].as_f64(),
-                units: result["units"].as_str().unwrap_or_default().to_string(),
-                error: None,
-                result: Some(doc),
-            }
-        }
+        Ok(a) => Outcome {
+            pair,
+            round,
+            start,
+            end,
+            throughput: Some(a.value),
+            units: a.units,
+            error: None,
+            result: Some(a.whole),
+        },
         Err(e) => Outcome {
             pair,
             round,
@@ -226,7 +224,7 @@ fn one(
     key: Option<&std::path::Path>,
     test: proto::ThirdPartyTest,
     wait: Duration,
-) -> Result<Value> {
+) -> Result<Answer> {
     let mut words = vec![
         "-H".to_string(),
         asked.addr.clone(),
@@ -254,5 +252,27 @@ fn one(
         .third_party(req, wait)
         .with_context(|| format!("{} asked to test against {}", asked.name, other.name))?;
     conn.control.bye();
-    serde_json::from_str(&json).map_err(|e| anyhow!("{}: its JSON document: {e}", asked.name))
+    let bad = |e: serde_json::Error| anyhow!("{}: its JSON document: {e}", asked.name);
+    // read as the document it is (a schema of ours, typed), and kept
+    // whole for the mesh's own document
+    let typed: Document = serde_json::from_str(&json).map_err(bad)?;
+    if typed.schema != client::output::json::SCHEMA {
+        bail!(
+            "{}: its JSON document is not a netperf result ({:?})",
+            asked.name,
+            typed.schema
+        );
+    }
+    Ok(Answer {
+        value: typed.result.value,
+        units: typed.result.units,
+        whole: serde_json::from_str(&json).map_err(bad)?,
+    })
+}
+
+/// A third-party test's answer: its headline, and its whole document.
+struct Answer {
+    value: f64,
+    units: String,
+    whole: Value,
 }
