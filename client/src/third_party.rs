@@ -169,12 +169,20 @@ fn pair_of<T>(
 /// parsed from (every value a number, a test's name or a congestion
 /// control's checked name), and what its record shows.
 pub fn words(req: &ThirdParty) -> Vec<String> {
-    let t = &req.test;
     let mut w: Vec<String> = vec![
         "-H".into(),
         req.host.clone(),
         "-p".into(),
         req.port.to_string(),
+    ];
+    w.extend(test_words(&req.test));
+    w
+}
+
+/// netperf's words for the typed test alone (what a log or a record
+/// shows of a request).
+pub fn test_words(t: &ThirdPartyTest) -> Vec<String> {
+    let mut w: Vec<String> = vec![
         "-t".into(),
         t.test.name().into(),
         "-l".into(),

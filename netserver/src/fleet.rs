@@ -52,7 +52,7 @@ impl Running {
             "dialect": "native",
             "role": "third-party",
             "target": format!("{}:{}", self.req.host, self.req.port),
-            "args": client::third_party::words(&self.req).get(4..).unwrap_or_default(),
+            "args": client::third_party::test_words(&self.req.test),
             "outcome": if ok { "completed" } else { "failed" },
         })
         .to_string()

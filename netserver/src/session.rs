@@ -829,12 +829,7 @@ impl Session {
             self.peer,
             req.host,
             req.port,
-            escape(
-                &client::third_party::words(&req)
-                    .get(4..)
-                    .unwrap_or_default()
-                    .join(" ")
-            )
+            escape(&client::third_party::test_words(&req.test).join(" "))
         );
         let Some(key) = self.shared.config.key.clone() else {
             let e = ErrorMsg::new(ErrorCode::Auth, "third-party test refused: no key");
@@ -1105,9 +1100,9 @@ impl Session {
             self.core.interim(t.take_interims());
             if self.core.wants_facts() {
                 // what this host is now (a sysctl or an offload may have
-                // changed since the last test): a few small files read
+                // changed since the last test)
                 self.core
-                    .host_facts(engine::sys::host_facts(Some(self.local.ip())));
+                    .host_facts(self.shared.host_facts(self.local.ip()));
             }
         }
         if outcome.is_err()

@@ -1,8 +1,12 @@
 //! What every session and the accept loop share.
 
-use std::sync::{
-    Arc,
-    atomic::{AtomicU64, Ordering},
+use std::{
+    net::IpAddr,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
 };
 
 use crate::{
@@ -29,7 +33,15 @@ pub(crate) struct Shared {
     pub turns: crate::admission::Turns,
     /// A third-party test runs (`--fleet`: one at a time).
     pub third_party: Arc<crate::fleet::Busy>,
+    /// The host's facts as last read, for an address, and when.
+    facts: Mutex<Option<(Instant, IpAddr, proto::facts::HostFacts)>>,
 }
+
+/// How long the host's facts read for one test serve the next: a sysctl
+/// or an offload changed between two runs is seen, and a daemon serving
+/// many short tests reads its files (about 30 system calls, on the control
+/// loop) once a second, not once a test.
+const FACTS_FRESH: Duration = Duration::from_secs(1);
 
 impl Shared {
     /// What the sessions of a daemon with `config` share. The open-files
@@ -62,6 +74,24 @@ impl Shared {
             handoff: crate::handoff::Handoff::default(),
             turns,
             third_party: Arc::default(),
+            facts: Mutex::default(),
+        }
+    }
+
+    /// This host's facts, with the interface of `local` (read at most
+    /// once a second for the same address).
+    pub fn host_facts(&self, local: IpAddr) -> proto::facts::HostFacts {
+        let now = Instant::now();
+        let Ok(mut kept) = self.facts.lock() else {
+            return engine::sys::host_facts(Some(local));
+        };
+        match &*kept {
+            Some((at, ip, f)) if *ip == local && now.duration_since(*at) < FACTS_FRESH => f.clone(),
+            _ => {
+                let f = engine::sys::host_facts(Some(local));
+                *kept = Some((now, local, f.clone()));
+                f
+            }
         }
     }
 

@@ -349,6 +349,11 @@ impl Buffers {
     fn inb_at(&mut self, range: std::ops::Range<usize>) -> &mut [u8] {
         self.inb.as_mut_slice().get_mut(range).unwrap_or_default()
     }
+
+    /// `range` of the message to send (empty where it does not fit).
+    fn out_at(&self, range: std::ops::Range<usize>) -> &[u8] {
+        self.out.as_slice().get(range).unwrap_or_default()
+    }
 }
 
 fn buffers(role: Role) -> Buffers {
@@ -716,9 +721,22 @@ const BLOCKING_TICK: Duration = Duration::from_millis(50);
 const BLOCKING_STEPS: usize = 256;
 
 /// What a call on a non-blocking socket says.
+#[derive(Clone, Copy)]
 enum Step {
     Did(usize),
     Wait,
+}
+
+impl Step {
+    /// The bytes a call moved (none where it would block or a signal
+    /// interrupted it).
+    #[inline]
+    fn moved(self) -> Option<usize> {
+        match self {
+            Step::Did(n) if n != usize::MAX => Some(n),
+            _ => None,
+        }
+    }
 }
 
 fn step(r: io::Result<usize>, what: &str) -> Result<Step, EngineError> {
@@ -835,9 +853,7 @@ fn send_step(
         None => (&s.sock).write(buf),
     };
     let st = step(sent, "send")?;
-    if let Step::Did(n) = st
-        && n != usize::MAX
-    {
+    if let Some(n) = st.moved() {
         f.sent(n);
     }
     Ok(st.into())
@@ -850,9 +866,7 @@ fn recv_step(s: &mut Slot, bufs: &mut Buffers, blocking: bool) -> Result<Next, E
         return Ok(Next::Go);
     };
     let st = step(r.read(&s.sock, bufs.rx(), !blocking), "receive")?;
-    if let Step::Did(n) = st
-        && n != usize::MAX
-    {
+    if let Some(n) = st.moved() {
         s.last_progress = Instant::now();
         if f.received(n) {
             let _ = s.sock.shutdown(Shutdown::Write);
@@ -879,15 +893,8 @@ fn req_step(
     }
     match f.next() {
         Io::Send { offset, len } => {
-            let buf = bufs
-                .out
-                .as_slice()
-                .get(offset..offset + len)
-                .unwrap_or_default();
-            let st = step((&s.sock).write(buf), "send")?;
-            if let Step::Did(n) = st
-                && n != usize::MAX
-            {
+            let st = step((&s.sock).write(bufs.out_at(offset..offset + len)), "send")?;
+            if let Some(n) = st.moved() {
                 if offset == 0 && mode.timing {
                     sent_at.push(0, *now_ns);
                 }
@@ -901,12 +908,12 @@ fn req_step(
         Io::Recv { offset, len } => {
             let buf = bufs.inb_at(offset..offset + len);
             let st = step((&s.sock).read(buf), "receive")?;
-            match st {
-                Step::Did(0) => Err(EngineError::Invalid(format!(
+            match st.moved() {
+                Some(0) => Err(EngineError::Invalid(format!(
                     "data connection {}: the peer closed it during the test",
                     s.index
                 ))),
-                Step::Did(n) if n != usize::MAX => {
+                Some(n) => {
                     s.last_progress = Instant::now();
                     if f.received(n) && mode.timing {
                         *now_ns = clock::now_ns();
@@ -915,7 +922,7 @@ fn req_step(
                     }
                     Ok(Next::Go)
                 }
-                st => Ok(st.into()),
+                None => Ok(st.into()),
             }
         }
         Io::Done | Io::Connect | Io::Close => {
@@ -935,9 +942,7 @@ fn resp_step(s: &mut Slot, bufs: &mut Buffers, lockstep: bool) -> Result<Next, E
         Io::Recv { offset, len } => {
             let buf = bufs.inb_at(offset..offset + len);
             let st = step((&s.sock).read(buf), "receive")?;
-            if let Step::Did(n) = st
-                && n != usize::MAX
-            {
+            if let Some(n) = st.moved() {
                 s.last_progress = Instant::now();
                 f.received(n).map_err(|_| {
                     EngineError::Invalid(format!(
@@ -949,15 +954,8 @@ fn resp_step(s: &mut Slot, bufs: &mut Buffers, lockstep: bool) -> Result<Next, E
             Ok(st.into())
         }
         Io::Send { offset, len } => {
-            let buf = bufs
-                .out
-                .as_slice()
-                .get(offset..offset + len)
-                .unwrap_or_default();
-            let st = step((&s.sock).write(buf), "send")?;
-            if let Step::Did(n) = st
-                && n != usize::MAX
-            {
+            let st = step((&s.sock).write(bufs.out_at(offset..offset + len)), "send")?;
+            if let Some(n) = st.moved() {
                 f.sent(n);
                 if lockstep && n >= len {
                     return Ok(Next::Yield);

@@ -17,6 +17,7 @@ use std::{
 use anyhow::{Context as _, Result, anyhow, bail};
 use client::output::json_types::Document;
 use engine::timer::StopFlag;
+use serde::Deserialize as _;
 use serde_json::Value;
 
 use super::{
@@ -255,7 +256,8 @@ fn one(
     let bad = |e: serde_json::Error| anyhow!("{}: its JSON document: {e}", asked.name);
     // read as the document it is (a schema of ours, typed), and kept
     // whole for the mesh's own document
-    let typed: Document = serde_json::from_str(&json).map_err(bad)?;
+    let whole: Value = serde_json::from_str(&json).map_err(bad)?;
+    let typed = Document::deserialize(&whole).map_err(bad)?;
     if typed.schema != client::output::json::SCHEMA {
         bail!(
             "{}: its JSON document is not a netperf result ({:?})",
@@ -266,7 +268,7 @@ fn one(
     Ok(Answer {
         value: typed.result.value,
         units: typed.result.units,
-        whole: serde_json::from_str(&json).map_err(bad)?,
+        whole,
     })
 }
 
