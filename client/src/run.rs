@@ -192,6 +192,14 @@ pub fn drive(plan: &Plan, source: &mut dyn Source, fill: Vec<u8>, out: &Out) -> 
     for l in path_notes(&t, &runs) {
         eprintln!("netperf: {l}");
     }
+    if let Some(tcp) = last.ecn(&t.spec).and_then(|e| e.tcp)
+        && !tcp.negotiated
+    {
+        eprintln!(
+            "netperf: warning: --ecn: TCP did not negotiate ECN: {}",
+            crate::report::ecn::not_negotiated(&tcp)
+        );
+    }
     for l in refused_options(&t, &runs) {
         eprintln!("netperf: warning: {l}");
     }

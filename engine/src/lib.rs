@@ -18,6 +18,7 @@
 //!   beside the test's bytes (ours, or netperf 2.7's), a value.
 //! - [`stream`]: TCP_STREAM, TCP_MAERTS and UDP_STREAM, sender and receiver roles.
 //! - [`netstat`]: the kernel's UDP counters (per socket and per host).
+//! - [`ecn`]: a receiver's count of ECN codepoints, TCP's ECN from TCP_INFO.
 //! - [`rr`]: TCP_RR and UDP_RR, requester and responder.
 //! - [`crr`]: TCP_CRR, a connection per transaction.
 //! - [`cpu`]: CPU utilisation from /proc/stat, service demand.
@@ -58,6 +59,7 @@ pub mod conventions;
 pub mod cpu;
 pub mod crr;
 pub mod drive;
+pub mod ecn;
 pub mod error;
 pub mod evloop;
 pub mod flow;

@@ -26,6 +26,8 @@ pub enum Feature {
     /// One-way delay probes (`UDP_STAMP`): each end's receive and send
     /// times (`--one-way`, the queueing-delay selectors).
     Stamps,
+    /// ECN codepoints marked and counted (`--ecn`).
+    Ecn,
 }
 
 impl Feature {
@@ -37,6 +39,7 @@ impl Feature {
             Feature::SharedPort => "-- -P with one port for both ends",
             Feature::Paths => "--rx-zerocopy, --rx-discard, --io-uring",
             Feature::Stamps => "--one-way (queueing delay each way)",
+            Feature::Ecn => "--ecn",
         }
     }
 }
@@ -66,6 +69,8 @@ pub struct Capabilities {
     pub paths: bool,
     /// It answers one-way delay probes with its own times (`UDP_STAMP`).
     pub stamps: bool,
+    /// It marks its sends and counts ECN codepoints (`--ecn`).
+    pub ecn: bool,
     /// It reports where UDP datagrams were lost, TCP_INFO, and the like
     /// (netperf 2.7's reports counters, buffers, CPU and retransmissions).
     pub details: bool,
@@ -148,6 +153,7 @@ impl Capabilities {
             summary: has("summary"),
             paths: has("paths"),
             stamps: has("stamps"),
+            ecn: has("ecn"),
             details: true,
             exact_counts: true,
             limits: ServerLimits::from_names(names),
@@ -171,6 +177,7 @@ impl Capabilities {
             summary: false,
             paths: false,
             stamps: false,
+            ecn: false,
             details: false,
             exact_counts: false,
             stops_itself: true,
@@ -196,6 +203,7 @@ impl Capabilities {
             summary: false,
             paths: false,
             stamps: false,
+            ecn: false,
             details: false,
             exact_counts: true,
             stops_itself: false,
@@ -236,6 +244,7 @@ impl Capabilities {
             Feature::SharedPort => self.shared_port,
             Feature::Paths => self.paths,
             Feature::Stamps => self.stamps,
+            Feature::Ecn => self.ecn,
         }
     }
 
@@ -249,6 +258,9 @@ impl Capabilities {
         Some(match self.dialect {
             Dialect::Netperf2 if f == Feature::Stamps => format!(
                 "{what}: netperf 2.7's netserver keeps no clock of its own in what it answers, so neither direction's delay can be told; use this suite's netserver at that end"
+            ),
+            Dialect::Netperf2 if f == Feature::Ecn => format!(
+                "{what}: netperf 2.7's netserver neither marks its sends nor reads what arrives; use this suite's netserver at that end"
             ),
             Dialect::Netperf2 if f == Feature::Paths => format!(
                 "{what}: netperf 2.7's netserver moves its data with plain send and recv; use this suite's netserver at that end"

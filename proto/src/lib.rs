@@ -21,6 +21,8 @@
 //! - [`capabilities`]: what the peer can do, typed ([`Capabilities`],
 //!   [`Feature`]).
 //! - [`dialect`]: which protocol a connection speaks, from its first bytes.
+//! - [`ecn`]: ECN codepoints, a receiver's count of them, the path's
+//!   verdict (`--ecn`).
 //! - [`facts`]: what a host is, for comparing runs (the netserver tells its
 //!   own before a test's results).
 //! - [`error`]: [`ProtoError`], [`SpecError`].
@@ -42,6 +44,7 @@ pub mod capabilities;
 pub mod codec;
 pub mod conn;
 pub mod dialect;
+pub mod ecn;
 pub mod error;
 pub mod facts;
 pub mod frame;

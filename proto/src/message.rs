@@ -70,6 +70,7 @@ pub const CAPABILITIES: &[&str] = &[
     "queue",
     "stamps",
     "facts",
+    "ecn",
 ];
 
 impl Hello {
@@ -145,6 +146,10 @@ pub enum ClientMsg {
     /// only to a server whose hello names `fleet`, on a conversation that
     /// proved the key.
     ThirdParty(Box<ThirdParty>),
+    /// A test that marks or counts ECN codepoints (`--ecn`), with
+    /// `SetupPaths`'s settings: sent only to a server whose hello names
+    /// `ecn`.
+    SetupEcn(Box<TestSpec>, Tuning, Paths, crate::ecn::EcnAsk),
 }
 
 /// A third-party test: the netserver that receives it runs netperf's
@@ -415,6 +420,10 @@ pub enum ServerMsg {
     /// interface, offloads, sysctls), before the results: sent only to a
     /// client whose hello names `facts`.
     Facts(Box<crate::facts::HostFacts>),
+    /// What the server saw of ECN (`--ecn`): the codepoints it received,
+    /// its TCP connections' ECN; before the results, only to a client whose
+    /// hello names `ecn`.
+    Ecn(Box<crate::ecn::EcnReport>),
 }
 
 /// Why the server refused or ended something.
@@ -476,6 +485,7 @@ impl ClientMsg {
             ClientMsg::SetupWindowed(..) => "SetupWindowed",
             ClientMsg::SetupTuned(..) => "SetupTuned",
             ClientMsg::SetupPaths(..) => "SetupPaths",
+            ClientMsg::SetupEcn(..) => "SetupEcn",
             ClientMsg::Summary(_) => "Summary",
             ClientMsg::ThirdParty(_) => "ThirdParty",
         }
@@ -509,6 +519,7 @@ impl ServerMsg {
             ServerMsg::ThirdPartyPart(_) => "ThirdPartyPart",
             ServerMsg::ThirdPartyResult(_) => "ThirdPartyResult",
             ServerMsg::Facts(_) => "Facts",
+            ServerMsg::Ecn(_) => "Ecn",
         }
     }
 

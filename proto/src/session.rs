@@ -266,6 +266,10 @@ impl ServerSession {
                 spec.window = Some(window);
                 self.handle(ClientMsg::Setup(spec))
             }
+            (ServerState::Idle, ClientMsg::SetupEcn(mut spec, t, paths, ecn)) => {
+                spec.ecn = Some(ecn);
+                self.handle(ClientMsg::SetupPaths(spec, t, paths))
+            }
             (ServerState::Idle, ClientMsg::SetupPaths(mut spec, t, paths)) => {
                 spec.paths = paths;
                 self.handle(ClientMsg::SetupTuned(spec, t))
@@ -658,6 +662,17 @@ impl ClientSession {
         }
         self.state = ClientState::AwaitGrant;
         Ok(match (spec.window, spec.udp_fast) {
+            (window, udp_fast) if spec.ecn.is_some() => {
+                let (paths, ecn) = (spec.paths, spec.ecn);
+                match ecn {
+                    Some(ecn) => {
+                        ClientMsg::SetupEcn(Box::new(spec), Tuning { window, udp_fast }, paths, ecn)
+                    }
+                    None => {
+                        ClientMsg::SetupPaths(Box::new(spec), Tuning { window, udp_fast }, paths)
+                    }
+                }
+            }
             (window, udp_fast) if spec.paths.is_on() => {
                 let paths = spec.paths;
                 ClientMsg::SetupPaths(Box::new(spec), Tuning { window, udp_fast }, paths)

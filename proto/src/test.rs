@@ -276,6 +276,11 @@ pub struct TestSpec {
     /// `SetupPaths`, to a server that named the `paths` capability.
     #[serde(skip)]
     pub paths: Paths,
+    /// ECN (`--ecn`): what the server marks its sends with and whether it
+    /// counts what it receives. Not part of `Setup` either: it travels in
+    /// `SetupEcn`, to a server that named the `ecn` capability.
+    #[serde(skip)]
+    pub ecn: Option<crate::ecn::EcnAsk>,
     /// The server's receiving flows wake for more than a packet once fast
     /// (iperf3's clients: engine's `Reader::batching`). Not on our wire.
     #[serde(skip)]
@@ -509,6 +514,7 @@ impl TestSpec {
             window: None,
             udp_fast: UdpFast::default(),
             paths: Paths::default(),
+            ecn: None,
             batch_wakes: false,
             bidir: false,
             udp_counters64: false,
@@ -526,6 +532,7 @@ impl TestSpec {
         self.check_server_side()?;
         self.check_paths()?;
         self.check_stamps()?;
+        self.check_ecn()?;
         let memory = self.server_memory();
         if memory > limits.memory_per_session {
             return Err(SpecError::new(
@@ -534,6 +541,51 @@ impl TestSpec {
                     "the test would need {memory} bytes of buffers on the server, more than its limit of {}",
                     limits.memory_per_session
                 ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// ECN (`--ecn`): the tests that carry it, a mark a sender may use, an
+    /// interval a receiver can keep.
+    fn check_ecn(&self) -> Result<(), SpecError> {
+        let Some(ecn) = self.ecn else {
+            return Ok(());
+        };
+        if !matches!(
+            self.kind,
+            TestKind::UdpStream | TestKind::UdpRr | TestKind::TcpStream | TestKind::TcpMaerts
+        ) {
+            return Err(SpecError::new(
+                "--ecn",
+                "ECN is measured by UDP_STREAM, UDP_RR, TCP_STREAM and TCP_MAERTS",
+            ));
+        }
+        if !matches!(
+            ecn.mark,
+            crate::ecn::Codepoint::Ect0 | crate::ecn::Codepoint::Ect1
+        ) {
+            return Err(SpecError::new(
+                "--ecn",
+                "a sender marks with ECT(0) or ECT(1)",
+            ));
+        }
+        if !(10..=3_600_000).contains(&ecn.interval_ms) {
+            return Err(SpecError::new(
+                "--ecn",
+                "its interval is from 10 ms to an hour",
+            ));
+        }
+        if self.flows > 1 || self.window.is_some() || self.bidir {
+            return Err(SpecError::new(
+                "--ecn",
+                "ECN is measured on one flow without a window here: leave out --flows, --warmup and --cooldown",
+            ));
+        }
+        if ecn.count && self.paths.uring {
+            return Err(SpecError::new(
+                "--ecn",
+                "io_uring's receive does not read a datagram's codepoint here: leave out --io-uring",
             ));
         }
         Ok(())
@@ -1806,6 +1858,11 @@ pub struct SideResults {
     /// one test's). Never on our wire.
     #[serde(skip)]
     pub own_cpu: Option<OwnCpu>,
+    /// What this side saw of ECN (`--ecn`). It travels in an `Ecn` frame
+    /// before the results, to a client that names `ecn`, never in this
+    /// message.
+    #[serde(skip)]
+    pub ecn: Option<crate::ecn::EcnReport>,
 }
 
 /// CPU time, user and system, in nanoseconds.

@@ -147,6 +147,7 @@ fn finish(plan: &mut Plan) -> Result<(), CliError> {
         plan.local.send_size = Some(plan.request_size);
     }
     check_paths(plan)?;
+    finish_ecn(plan)?;
     // TCP_MSS: one connection, whatever -l says.
     if plan.name == TestName::TcpMss {
         plan.length = Length::Count(1);
@@ -203,6 +204,44 @@ fn check_scenarios(plan: &Plan) -> Result<(), CliError> {
     }
     if let (Some(_), Some(why)) = (&plan.auth, plan.dialect.refuses_key()) {
         return Err(CliError(format!("-Z, --key-file: {why}")));
+    }
+    Ok(())
+}
+
+/// `--ecn`: the tests that measure it, and our UDP sends' codepoint
+/// beside `-Y`'s DSCP (the netserver marks its own from the request).
+fn finish_ecn(plan: &mut Plan) -> Result<(), CliError> {
+    let Some(mark) = plan.ecn else {
+        return Ok(());
+    };
+    if !matches!(
+        plan.name,
+        TestName::UdpStream | TestName::UdpRr | TestName::TcpStream | TestName::TcpMaerts
+    ) {
+        return Err(CliError(format!(
+            "--ecn: UDP_STREAM, UDP_RR, TCP_STREAM and TCP_MAERTS measure it ({} was asked for)",
+            plan.name.name()
+        )));
+    }
+    if plan.flows > 1 || plan.window.is_some() || plan.under_load.is_some() {
+        return Err(CliError(
+            "--ecn: one flow without a window here: not with --flows, --warmup, --cooldown or --under-load".into(),
+        ));
+    }
+    if plan.uring && plan.test == TestKind::UdpStream {
+        return Err(CliError(
+            "--ecn: io_uring's receive does not read a datagram's codepoint here: leave out --io-uring".into(),
+        ));
+    }
+    if plan.test.protocol() == proto::Protocol::Udp {
+        plan.local.tos = Some((plan.local.tos.unwrap_or(0) & !0x03) | mark.bits());
+    } else if mark == proto::ecn::Codepoint::Ect1 {
+        return Err(CliError(
+            "--ecn ect1: TCP marks ECT(1) only with AccECN and L4S congestion control (Prague), which this netperf does not set; give ect0 (classic ECN, net.ipv4.tcp_ecn)".into(),
+        ));
+    }
+    if let Some(why) = engine::sys::lacks("--ecn") {
+        return Err(CliError(why));
     }
     Ok(())
 }

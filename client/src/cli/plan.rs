@@ -382,6 +382,10 @@ pub struct Plan {
     pub rx: proto::RxPath,
     /// `--io-uring`: both ends move a stream test's data through io_uring.
     pub uring: bool,
+    /// `--ecn`: the codepoint a UDP test's sends carry at both ends, and
+    /// ECN measured (UDP: each datagram's codepoint where it arrives; TCP:
+    /// negotiated, and CE echoed to the sender).
+    pub ecn: Option<proto::ecn::Codepoint>,
     pub spin: bool,
     /// `--flows`: data connections in one test.
     pub flows: u32,
@@ -473,6 +477,7 @@ impl Plan {
             zerocopy: false,
             rx: proto::RxPath::Copy,
             uring: false,
+            ecn: None,
             spin: false,
             flows: 1,
             window: None,

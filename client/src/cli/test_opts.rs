@@ -330,6 +330,13 @@ pub const OPTIONS: &[OptDef] = &[
         "TCP_STREAM, TCP_MAERTS, UDP_STREAM: both ends move the data through io_uring (batched sends, multishot receive)",
     ),
     OptDef::long_only(
+        "ecn",
+        "ecn",
+        Arity::Required,
+        "ect0|ect1",
+        "UDP_STREAM, UDP_RR, TCP_STREAM, TCP_MAERTS: ECN on the path. UDP: both ends' sends carry the codepoint and each end counts the codepoints that arrive (not-ECT, ECT(0), ECT(1), CE), in total and each interval, and says whether the path passes, bleaches or mangles ECN; TCP: whether the connection negotiated ECN (net.ipv4.tcp_ecn) and the packets delivered CE-marked",
+    ),
+    OptDef::long_only(
         "spin",
         "spin",
         Arity::None,
@@ -756,6 +763,13 @@ fn our_option(
             plan.rx = path;
         }
         "io_uring" => plan.uring = true,
+        "ecn" => {
+            plan.ecn = Some(proto::ecn::Codepoint::parse_mark(v).ok_or_else(|| {
+                CliError(format!(
+                    "{o}: '{v}': a sender marks with ect0 or ect1 (CE is a queue's to set)"
+                ))
+            })?)
+        }
         "no_latency" => plan.latency = false,
         "flows" => flows(o, v, plan)?,
         "under_load" => plan.under_load = Some(under_load(o, v)?),

@@ -238,6 +238,9 @@ pub(crate) fn merge(outcomes: Vec<Result<RrOutcome>>, per_flow: bool) -> Result<
         all.stale += o.stale;
         all.elapsed = all.elapsed.max(o.elapsed);
         all.mss = all.mss.or(o.mss);
+        if let Some(e) = &o.ecn {
+            all.ecn.get_or_insert_with(Default::default).merge(e);
+        }
         if let Some(h) = o.histogram {
             match &mut hist {
                 Some(m) => m.merge(&h),

@@ -158,6 +158,9 @@ pub(crate) fn refuse_lacking(plan: &Plan, fam: &dyn Family, caps: &Capabilities)
     if paths_of(plan).is_on() {
         needs.push(Feature::Paths);
     }
+    if plan.ecn.is_some() {
+        needs.push(Feature::Ecn);
+    }
     if let Some(why) = needs.into_iter().find_map(|f| caps.lacks(f)) {
         bail!("{why}");
     }
@@ -463,8 +466,22 @@ pub fn spec_for(plan: &Plan, family: AddrFam) -> Result<TestSpec> {
     spec.flows = plan.flows;
     spec.window = plan.window;
     spec.paths = paths_of(plan);
+    spec.ecn = plan.ecn.map(|mark| proto::ecn::EcnAsk {
+        mark,
+        // the netserver counts what it receives of a UDP test
+        count: matches!(plan.test, TestKind::UdpStream | TestKind::UdpRr),
+        interval_ms: ecn_interval_ms(plan),
+    });
     validate(&spec)?;
     Ok(spec)
+}
+
+/// The interval ECN's codepoints are counted by: the interim interval
+/// (`-D`) where there is one, else a second.
+pub(crate) fn ecn_interval_ms(plan: &Plan) -> u32 {
+    plan.interim
+        .map_or(1000.0, |(secs, _)| (secs * 1000.0).round())
+        .clamp(10.0, 3_600_000.0) as u32
 }
 
 /// The driver our flows run on: the request's choice, as the netserver

@@ -194,6 +194,12 @@ impl Family for Streams {
             ..outcome.results()
         };
         (counts.send_buf_end, counts.recv_buf_end) = sockopt::buffer_sizes(SockRef::from(&conn));
+        if plan.ecn.is_some() {
+            counts.ecn = Some(proto::ecn::EcnReport {
+                tcp: Some(engine::ecn::tcp_report([&conn])?),
+                ..Default::default()
+            });
+        }
         let local = Local {
             counts,
             elapsed: outcome.elapsed,

@@ -211,6 +211,7 @@ impl Family for UdpSend {
                 udp::UdpCalls {
                     fast: ours.udp_fast,
                     uring: plan.uring,
+                    ecn: None,
                 },
             )?;
             local.send_errors = o.failed;
@@ -435,14 +436,20 @@ impl Family for UdpRr {
                 .first()
                 .ok_or_else(|| anyhow::anyhow!("no data socket"))?;
             let params = super::rr::requester(plan, r.ctx.timing, 1, 0);
-            vec![Ok(rr::udp_requester(
-                link(plan, s, r.to)?,
-                &params,
-                &r.conv,
-                timeout,
-                r.stop,
-                &r.ctx.live,
-            )?)]
+            // --ecn: the codepoint of every answer, counted as it arrives
+            let ecn = plan.ecn.map(|_| {
+                std::cell::RefCell::new(engine::ecn::EcnTally::new(
+                    super::lifecycle::ecn_interval_ms(plan),
+                ))
+            });
+            let mut l = link(plan, s, r.to)?;
+            if let Some(tally) = &ecn {
+                engine::ecn::ask_codepoints(s)?;
+                l = l.counting(tally);
+            }
+            let mut o = rr::udp_requester(l, &params, &r.conv, timeout, r.stop, &r.ctx.live)?;
+            o.ecn = ecn.map(|t| t.borrow().report());
+            vec![Ok(o)]
         } else {
             let flows = with_counts(&self.socks, |i| match plan.length {
                 Length::Count(c) => Some(super::context::share(c, n as u32, i)),

@@ -113,6 +113,52 @@ pub fn document(r: &Results<'_>) -> Document {
         under_load: m.load().map(under_load),
         rpm: m.rpm().map(rpm),
         one_way: m.one_way.as_ref().map(one_way),
+        ecn: m.ecn(&t.spec).map(|e| ecn(&e)),
+    }
+}
+
+/// `--ecn`'s figures as the document has them.
+fn ecn(e: &crate::report::ecn::EcnFigures) -> EcnJson {
+    let way = |w: &crate::report::ecn::Way| {
+        let (step, intervals) = w.series.as_ref().map_or((0.0, Vec::new()), |s| {
+            let step = f64::from(s.interval_ms) / 1000.0;
+            let rows = s
+                .intervals
+                .iter()
+                .enumerate()
+                .map(|(i, c)| EcnIntervalJson {
+                    start_seconds: i as f64 * step,
+                    not_ect: c.not_ect,
+                    ect0: c.ect0,
+                    ect1: c.ect1,
+                    ce: c.ce,
+                    ce_fraction: c.ce_fraction(),
+                })
+                .collect();
+            (step, rows)
+        });
+        EcnWayJson {
+            received: w.received,
+            ce_fraction: w.received.ce_fraction(),
+            path: w.verdict.name().into(),
+            interval_seconds: step,
+            intervals,
+        }
+    };
+    EcnJson {
+        sent: e.sent.name().into(),
+        received: e.received(),
+        ce_fraction: e.ce_fraction(),
+        path: e.path().map(|p| p.name().into()),
+        up: e.up.as_ref().map(way),
+        down: e.down.as_ref().map(way),
+        tcp: e.tcp.map(|t| EcnTcpJson {
+            negotiated: t.negotiated,
+            delivered: t.delivered,
+            delivered_ce: t.delivered_ce,
+            local_tcp_ecn: t.local_sysctl,
+            remote_tcp_ecn: t.remote_sysctl,
+        }),
     }
 }
 

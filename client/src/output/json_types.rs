@@ -44,6 +44,59 @@ pub struct Document {
     /// document from before it has none.
     #[serde(default)]
     pub environment: EnvironmentJson,
+    /// `--ecn`: the codepoints that arrived and the path's verdict.
+    pub ecn: Option<EcnJson>,
+}
+
+/// `--ecn`'s figures (doc/json.md): the receivers' counts together, and
+/// each direction's (UDP); TCP's negotiation and CE as its sender saw it.
+#[derive(Serialize, Deserialize, Debug, Default, Clone, PartialEq)]
+#[serde(default)]
+pub struct EcnJson {
+    /// The codepoint the sends carried (`ect0`, `ect1`).
+    pub sent: String,
+    pub received: Option<proto::ecn::EcnCounts>,
+    pub ce_fraction: Option<f64>,
+    /// `passes`, `bleached`, `mangled` or `unknown` (UDP; TCP: absent).
+    pub path: Option<String>,
+    /// Toward the netserver, and toward us (UDP_RR).
+    pub up: Option<EcnWayJson>,
+    pub down: Option<EcnWayJson>,
+    pub tcp: Option<EcnTcpJson>,
+}
+
+/// One direction's datagrams, in total and by interval.
+#[derive(Serialize, Deserialize, Debug, Default, Clone, PartialEq)]
+#[serde(default)]
+pub struct EcnWayJson {
+    pub received: proto::ecn::EcnCounts,
+    pub ce_fraction: f64,
+    pub path: String,
+    pub interval_seconds: f64,
+    pub intervals: Vec<EcnIntervalJson>,
+}
+
+/// One interval's counts, from the direction's first datagram.
+#[derive(Serialize, Deserialize, Debug, Default, Clone, PartialEq)]
+#[serde(default)]
+pub struct EcnIntervalJson {
+    pub start_seconds: f64,
+    pub not_ect: u64,
+    pub ect0: u64,
+    pub ect1: u64,
+    pub ce: u64,
+    pub ce_fraction: f64,
+}
+
+/// TCP's ECN: negotiated, and the sender's packets delivered CE-marked.
+#[derive(Serialize, Deserialize, Debug, Default, Clone, PartialEq)]
+#[serde(default)]
+pub struct EcnTcpJson {
+    pub negotiated: bool,
+    pub delivered: u64,
+    pub delivered_ce: u64,
+    pub local_tcp_ecn: Option<u8>,
+    pub remote_tcp_ecn: Option<u8>,
 }
 
 /// What each end was while the test ran: our host's facts, and what the

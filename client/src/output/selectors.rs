@@ -539,6 +539,13 @@ static SELECTORS: &[Sel] = &[
         |c| opt_int(udp(c, |u, _| u.duplicates))),
     sel!("UDP_JITTER", ["Jitter", "Microseconds", "", ""], F(3) =>
         |c| opt_f(udp(c, |u, _| u.jitter_ns as f64 / 1000.0))),
+    sel!("ECN_CE_FRACTION", ["ECN", "CE", "Fraction", ""], F(6) =>
+        |c| opt_f(c.m.ecn(&c.test.spec).and_then(|e| e.ce_fraction()))),
+    sel!("ECN_PATH", ["ECN", "Path", "", ""], Str =>
+    |c| match c.m.ecn(&c.test.spec).and_then(|e| e.path()) {
+        Some(p) => Value::Str(p.name().into()),
+        None => Value::None,
+    }),
     sel!("FLOWS", ["Flows", "", "", ""], Int => |c| int(c.m.local.flows.len().max(1) as i64)),
     sel!("FLOW_MIN_THROUGHPUT", ["Per Flow", "Minimum", "Throughput", ""], F(2) =>
         |c| f(flow_spread(c).0)),

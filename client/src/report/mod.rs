@@ -6,12 +6,14 @@
 //! - this file: what one iteration measured ([`Measurement`]: a [`Side`]
 //!   each way, the same type for both, so that every `LOCAL_*`/`REMOTE_*`
 //!   comes from one accessor; [`FlowEnd`]; the [`Scenario`] it ran in).
+//! - [`ecn`]: `--ecn`'s figures, each direction's codepoints and verdict.
 //! - [`figures`]: a run's [`Figures`], computed once from a measurement.
 //! - [`scenario`]: `--under-load`'s and `-t RPM`'s own figures.
 //! - [`observe`]: live events ([`Observer`]: interim [`Sample`]s,
 //!   iterations, data phases) and how a rate is counted ([`Rate`]).
 
 pub mod bloat;
+pub mod ecn;
 pub mod figures;
 pub mod observe;
 pub mod one_way;
@@ -99,6 +101,12 @@ pub struct Measurement {
 }
 
 impl Measurement {
+    /// `--ecn`'s figures, where the test asked for them.
+    pub fn ecn(&self, spec: &proto::TestSpec) -> Option<ecn::EcnFigures> {
+        let ask = spec.ecn?;
+        Some(ecn::EcnFigures::of(spec.kind, ask.mark, self))
+    }
+
     /// The load's figures (`--under-load`, and `-t RPM`'s load).
     pub fn load(&self) -> Option<&LoadFigures> {
         match &self.scenario {

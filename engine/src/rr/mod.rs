@@ -90,6 +90,8 @@ pub struct RrOutcome {
     /// TCP_CRR and TCP_CC: the maximum segment size of the first
     /// connection (what netperf 2.7 reports for them).
     pub mss: Option<u32>,
+    /// UDP_RR with `--ecn`: the codepoints of the answers, as they came.
+    pub ecn: Option<proto::ecn::EcnReport>,
 }
 
 impl RrOutcome {
@@ -99,7 +101,10 @@ impl RrOutcome {
 
     /// The requester's side of the results.
     pub fn results(&self) -> proto::SideResults {
-        proto::SideResults::of_flow(&self.counters, crate::flow::nanos(self.elapsed))
+        proto::SideResults {
+            ecn: self.ecn.clone(),
+            ..proto::SideResults::of_flow(&self.counters, crate::flow::nanos(self.elapsed))
+        }
     }
 }
 

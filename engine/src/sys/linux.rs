@@ -142,6 +142,20 @@ pub mod opt {
         }
     }
 
+    /// The TOS byte (IPv4: IP_RECVTOS) and the traffic class (IPv6:
+    /// IPV6_RECVTCLASS, and IP_RECVTOS for the IPv4 peers a dual-stack
+    /// socket has) of each datagram received, in a control message.
+    pub fn recv_codepoint(sock: &impl Sock, v6: bool) -> io::Result<()> {
+        if v6 {
+            set_int_option(sock, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, 1)?;
+            // (an IPv6-only socket may refuse the IPv4 one: it has no use)
+            let _ = set_int_option(sock, libc::IPPROTO_IP, libc::IP_RECVTOS, 1);
+            Ok(())
+        } else {
+            set_int_option(sock, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)
+        }
+    }
+
     /// UDP_GRO on a receiving socket.
     pub fn udp_gro(sock: &impl Sock) -> io::Result<()> {
         set_int_option(sock, libc::SOL_UDP, super::UDP_GRO, 1)
@@ -200,11 +214,12 @@ pub mod opt {
 pub const UDP_SEGMENT: i32 = 103;
 pub const UDP_GRO: i32 = 104;
 
-/// Room for one `int` control message (UDP_GRO's segment size), aligned
-/// as a cmsghdr must be.
+/// Room for two `int` control messages (UDP_GRO's segment size, and the
+/// codepoint IP_RECVTOS or IPV6_RECVTCLASS brings), aligned as a cmsghdr
+/// must be.
 #[derive(Clone, Copy)]
 #[repr(C, align(8))]
-struct Control([u8; 32]);
+struct Control([u8; 64]);
 
 /// `n` messages for sendmmsg(2) or recvmmsg(2), each over its own slot of
 /// `slot` bytes in a buffer this owns. Every pointer the headers hold goes
@@ -252,7 +267,7 @@ impl MsgBatch {
                 n
             ],
             addrs: vec![zero_addr; addrs],
-            ctrl: vec![Control([0; 32]); ctrl],
+            ctrl: vec![Control([0; 64]); ctrl],
         };
         let base = b.data.as_mut_ptr();
         for (i, (h, iov)) in b.hdrs.iter_mut().zip(b.iovs.iter_mut()).enumerate() {
@@ -474,6 +489,103 @@ impl MsgBatch {
         }
         (data, from, gro)
     }
+
+    /// The TOS byte (traffic class) message `i` of the last receive came
+    /// with, where the socket asks for it ([`opt::recv_codepoint`]).
+    pub fn tos(&self, i: usize) -> Option<u8> {
+        self.hdrs.get(i).and_then(|h| tos_of(&h.msg_hdr))
+    }
+}
+
+/// The TOS byte or traffic class among a received message's control
+/// messages.
+fn tos_of(h: &libc::msghdr) -> Option<u8> {
+    let mut tos = None;
+    // SAFETY: the header's control pointer and length describe a control
+    // buffer as the kernel filled it; CMSG_* walk within msg_controllen.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(h);
+        while !c.is_null() {
+            let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
+            if level == libc::IPPROTO_IP && (kind == libc::IP_TOS || kind == libc::IP_RECVTOS) {
+                // IPv4's is one byte
+                tos = Some(std::ptr::read_unaligned(libc::CMSG_DATA(c)));
+            } else if level == libc::IPPROTO_IPV6 && kind == libc::IPV6_TCLASS {
+                let v: libc::c_int = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                tos = Some((v & 0xff) as u8);
+            }
+            c = libc::CMSG_NXTHDR(h, c);
+        }
+    }
+    tos
+}
+
+/// One datagram into `buf` with recvmsg(2): its length, its sender, and
+/// the TOS byte (traffic class) it came with, where the socket asks for it
+/// ([`opt::recv_codepoint`]).
+pub fn recv_marked(
+    sock: &impl Sock,
+    buf: &mut [u8],
+) -> io::Result<(usize, Option<std::net::SocketAddr>, Option<u8>)> {
+    // SAFETY: all-zero is a valid value of these plain C structs.
+    let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut ctrl = Control([0; 64]);
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: as above.
+    let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
+    h.msg_name = (&raw mut addr).cast();
+    h.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as _;
+    h.msg_iov = &raw mut iov;
+    h.msg_iovlen = 1;
+    h.msg_control = ctrl.0.as_mut_ptr().cast();
+    h.msg_controllen = std::mem::size_of::<Control>() as _;
+    // SAFETY: the header points at `buf`, `addr` and `ctrl` with their
+    // lengths; all outlive the call.
+    let n = unsafe { libc::recvmsg(raw(sock), &raw mut h, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let from = socket_addr(&addr, h.msg_namelen as usize);
+    Ok((n as usize, from, tos_of(&h)))
+}
+
+/// TCP's ECN on a connection, from TCP_INFO: whether it was negotiated
+/// (TCPI_OPT_ECN), packets delivered, and those delivered CE-marked.
+pub fn tcp_ecn(sock: &impl Sock) -> io::Result<(bool, u64, u64)> {
+    // SAFETY: tcp_info is plain old data; all-zero is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: the pointer and length describe `info`, which outlives the
+    // call; the kernel writes at most `len` bytes.
+    let rc = unsafe {
+        libc::getsockopt(
+            raw(sock),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&raw mut info).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // a kernel older than tcpi_delivered_ce (4.18) leaves them out
+    let has_ce = len as usize >= std::mem::offset_of!(libc::tcp_info, tcpi_delivered_ce) + 4;
+    if !has_ce {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this kernel's TCP_INFO has no tcpi_delivered_ce (Linux 4.18 and later have)",
+        ));
+    }
+    const TCPI_OPT_ECN: u8 = 8;
+    Ok((
+        info.tcpi_options & TCPI_OPT_ECN != 0,
+        u64::from(info.tcpi_delivered),
+        u64::from(info.tcpi_delivered_ce),
+    ))
 }
 
 /// `SO_ZEROCOPY` (asm-generic/socket.h) and `SO_EE_ORIGIN_ZEROCOPY`
@@ -516,10 +628,10 @@ pub enum ErrQueue {
 
 /// The next entry of the error queue, without waiting.
 pub fn zerocopy_done(sock: &impl Sock) -> io::Result<ErrQueue> {
-    let mut ctrl_big = [Control([0; 32]); 2];
+    let mut ctrl_big = Control([0; 64]);
     // SAFETY: all-zero is a valid msghdr.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_control = ctrl_big.as_mut_ptr().cast();
+    msg.msg_control = ctrl_big.0.as_mut_ptr().cast();
     msg.msg_controllen = std::mem::size_of_val(&ctrl_big) as _;
     // SAFETY: the header describes our control buffer, which outlives the
     // call; there is no data buffer.

@@ -171,6 +171,24 @@ impl MsgBatch {
             .unwrap_or(&[]);
         (data, self.from.get(i).copied().flatten(), None)
     }
+
+    /// No codepoint is read here ([`opt::recv_codepoint`] says so).
+    pub fn tos(&self, _: usize) -> Option<u8> {
+        None
+    }
+}
+
+/// recvmsg(2) with the codepoint: not built here.
+pub fn recv_marked(
+    _sock: &impl Sock,
+    _buf: &mut [u8],
+) -> io::Result<(usize, Option<std::net::SocketAddr>, Option<u8>)> {
+    Err(unsupported("IP_RECVTOS (--ecn's count of codepoints)"))
+}
+
+/// TCP's ECN from TCP_INFO: not read here.
+pub fn tcp_ecn(_sock: &impl Sock) -> io::Result<(bool, u64, u64)> {
+    Err(unsupported("TCP_INFO's ECN counters (--ecn)"))
 }
 
 pub fn send_zerocopy(_sock: &impl Sock, _buf: &[u8]) -> io::Result<usize> {
@@ -234,6 +252,9 @@ pub mod opt {
     }
     pub fn zerocopy(_: &impl Sock) -> io::Result<()> {
         Err(unsupported("SO_ZEROCOPY (--zerocopy)"))
+    }
+    pub fn recv_codepoint(_: &impl Sock, _: bool) -> io::Result<()> {
+        Err(unsupported("IP_RECVTOS (--ecn's count of codepoints)"))
     }
     pub fn udp_gro(_: &impl Sock) -> io::Result<()> {
         Err(unsupported("UDP_GRO"))

@@ -89,7 +89,7 @@ impl<T: engine::sys::Sock> Handed<T> {
         ctl: &TestCtl,
     ) -> Result<Vec<T>, ErrorMsg> {
         let protocol = spec.kind.protocol();
-        let side = server_side(&spec.server, protocol);
+        let side = server_side(spec, protocol);
         let mut socks = Vec::with_capacity(n);
         while socks.len() < n {
             if ctl.is_aborted() {
@@ -223,7 +223,7 @@ pub(crate) fn bind_data(
             ),
         ));
     }
-    let side = server_side(&spec.server, protocol);
+    let side = server_side(spec, protocol);
     let ports = candidate_ports(spec.data_port, cfg.data_ports)?;
     let mut last_err = None;
     for port in ports {
@@ -281,10 +281,13 @@ pub(crate) fn bind_data(
 ///   as root, the daemon could otherwise load and select any. As netperf
 ///   2.7 does with one it cannot set, the test runs with the default, and
 ///   the algorithm in use is what REMOTE_CONG_CONTROL reports;
-/// - a TOS byte without its ECN bits: the server marks its own sends with
-///   a DSCP only (the client's side may set ECN bits, for ECN and L4S tests).
-pub(crate) fn server_side(asked: &SideSpec, protocol: Protocol) -> SideSpec {
-    let mut side = asked.clone();
+/// - the TOS byte as netperf 2.7's netserver sets it, ECN bits included,
+///   but never CE: a congestion signal is a queue's to set, not an end's
+///   (the byte's DSCP goes out not-ECT instead); with `--ecn`, a UDP
+///   test's own sends carry the asked codepoint beside the DSCP (TCP
+///   negotiates its own: the kernel keeps a TCP socket's ECN bits).
+pub(crate) fn server_side(spec: &TestSpec, protocol: Protocol) -> SideSpec {
+    let mut side = spec.server.clone();
     if protocol == Protocol::Tcp
         && let Some(cc) = &side.cong_control
     {
@@ -294,7 +297,15 @@ pub(crate) fn server_side(asked: &SideSpec, protocol: Protocol) -> SideSpec {
             side.cong_control = None;
         }
     }
-    side.tos = side.tos.map(|t| t & !0x03).filter(|&t| t > 0);
+    side.tos = side
+        .tos
+        .map(|t| if t & 0x03 == 0x03 { t & !0x03 } else { t });
+    if let Some(ecn) = spec.ecn
+        && protocol == Protocol::Udp
+    {
+        side.tos = Some((side.tos.unwrap_or(0) & !0x03) | ecn.mark.bits());
+    }
+    side.tos = side.tos.filter(|&t| t > 0);
     side
 }
 

@@ -494,7 +494,7 @@ pub(crate) fn udp_flow_sockets(
     let local = sock
         .local_addr()
         .map_err(|e| failed("UDP data socket", e))?;
-    let side = server_side(&spec.server, Protocol::Udp);
+    let side = server_side(spec, Protocol::Udp);
     let new_socket = || -> std::io::Result<UdpSocket> {
         let s = sockopt::new_socket(spec.family, Protocol::Udp)
             .map_err(|e| std::io::Error::other(e.to_string()))?;

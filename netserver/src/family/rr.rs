@@ -198,6 +198,18 @@ fn udp_rr(a: Answer, ctl: &TestCtl) -> Result<SideResults, ErrorMsg> {
         }
     } else {
         let link = udp_hello(&sock, &expect, spec.connected_udp, deadline, ctl)?;
+        // --ecn: the codepoint of every request, counted as it arrives
+        let ecn = spec
+            .ecn
+            .filter(|e| e.count)
+            .map(|e| std::cell::RefCell::new(engine::ecn::EcnTally::new(e.interval_ms)));
+        let link = match &ecn {
+            Some(tally) => {
+                engine::ecn::ask_codepoints(&sock).map_err(|e| failed("UDP data socket", e))?;
+                link.counting(tally)
+            }
+            None => link,
+        };
         let o = if spec.kind == TestKind::UdpStamp {
             let clock = rr::stamp::skewed(test_skew_ppm(), engine::clock::now_ns());
             rr::stamp_responder(link, &clock, &ctl.stop, &ctl.live)
@@ -206,6 +218,7 @@ fn udp_rr(a: Answer, ctl: &TestCtl) -> Result<SideResults, ErrorMsg> {
         }
         .map_err(|e| failed("UDP data socket", e))?;
         add(&mut results, &o);
+        results.ecn = ecn.map(|t| t.borrow().report());
     }
     results.close_flows();
     (results.send_buf_end, results.recv_buf_end) = sockopt::buffer_sizes(SockRef::from(&sock));

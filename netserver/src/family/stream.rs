@@ -200,6 +200,8 @@ struct End {
     bufs: (u32, u32),
     /// Bytes its receive path took as mapped pages.
     mapped: u64,
+    /// Its ECN, where the test asked (`--ecn`).
+    ecn: Option<Result<proto::ecn::TcpEcn, engine::EngineError>>,
 }
 
 /// A sending test asked for a rate (`--rate`, an iperf3 client's `-b` or
@@ -287,6 +289,7 @@ fn run(
             tcp: sockopt::tcp_stats(&conn),
             bufs: sockopt::buffer_sizes(SockRef::from(&conn)),
             mapped,
+            ecn: spec.ecn.map(|_| engine::ecn::tcp_report([&conn])),
         };
         drop(conn);
         match outcome {
@@ -306,6 +309,15 @@ fn run(
         let (o, end) = r?;
         results.add_flow(&o.counters, engine::flow::nanos(o.elapsed));
         results.rx.mapped_bytes += end.mapped;
+        if let Some(ecn) = end.ecn {
+            let tcp = ecn.map_err(|e| failed("data connection", e))?;
+            results
+                .ecn
+                .get_or_insert_with(Default::default)
+                .tcp
+                .get_or_insert_with(Default::default)
+                .merge(&tcp);
+        }
         if results.tcp.is_none() {
             results.tcp = end.tcp;
             (results.send_buf_end, results.recv_buf_end) = end.bufs;

@@ -86,6 +86,7 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<Prepared, ErrorMsg> {
     }
     let fast = spec.udp_fast;
     let uring = spec.paths.uring;
+    let ecn = spec.ecn.filter(|e| e.count).map(|e| e.interval_ms);
     let peer_port = spec.peer_data_port;
     let job: Job = Box::new(move |ctl: &TestCtl| {
         let sock: UdpSocket = sock.into();
@@ -98,7 +99,7 @@ pub(crate) fn prepare(setup: &Setup<'_>) -> Result<Prepared, ErrorMsg> {
         };
         let link = udp_hello(&sock, &expect, connected, deadline, ctl)?;
         let mut buf = vec![0u8; proto::test::udp_receive_buffer(recv_size) as usize];
-        let calls = udp::UdpCalls { fast, uring };
+        let calls = udp::UdpCalls { fast, uring, ecn };
         let out = udp::receive(link, &mut buf, &token, &conv, ctl, &ctl.live, calls)
             .map_err(|e| failed("UDP data socket", e))?;
         // The socket's own drop counter, read after draining; the host's

@@ -129,6 +129,11 @@ impl OurServer {
         if r.rx != RxFigures::default() && self.session.peer_can("paths") {
             self.send(s, &ServerMsg::Received(r.rx));
         }
+        if let Some(ecn) = r.ecn.take()
+            && self.session.peer_can("ecn")
+        {
+            self.send(s, &ServerMsg::Ecn(Box::new(ecn)));
+        }
         // the interim reports, in frames of their own
         let interims = std::mem::take(&mut self.interims);
         for chunk in interims.chunks(INTERIM_REPORTS_PER_FRAME) {
@@ -331,6 +336,8 @@ pub(crate) struct OurClient {
     interims: Vec<InterimReport>,
     /// What the server's receive path did, from a `Received` frame.
     rx: RxFigures,
+    /// What the server saw of ECN, from an `Ecn` frame.
+    ecn: Option<crate::ecn::EcnReport>,
     /// The turn queue's place, from a `Queued` frame, until taken.
     queued: Option<(u32, u32)>,
     /// The netserver's host, from a `Facts` frame, until taken.
@@ -358,6 +365,7 @@ impl OurClient {
             foreign: ForeignConnections::default(),
             interims: Vec::new(),
             rx: RxFigures::default(),
+            ecn: None,
             queued: None,
             facts: None,
             third_party: String::new(),
@@ -388,6 +396,11 @@ impl OurClient {
             }
             ServerMsg::Received(rx) => {
                 self.rx = *rx;
+                return Ok(true);
+            }
+            ServerMsg::Ecn(e) => {
+                e.check()?;
+                self.ecn = Some((**e).clone());
                 return Ok(true);
             }
             ServerMsg::Facts(f) => {
@@ -437,6 +450,7 @@ impl OurClient {
         r.totals = std::mem::take(&mut self.totals);
         r.foreign_connections = std::mem::take(&mut self.foreign);
         r.rx = std::mem::take(&mut self.rx);
+        r.ecn = self.ecn.take();
         if !r.totals.is_empty() && r.totals.len() != (r.flow_count.max(1) as usize) {
             return Err(ProtoError::Malformed(format!(
                 "results of {} flows carried whole-run counters of {}",
@@ -479,6 +493,7 @@ impl ClientSpeaker for OurClient {
         self.flows.clear();
         self.foreign = ForeignConnections::default();
         self.rx = RxFigures::default();
+        self.ecn = None;
         Ok(())
     }
 

@@ -81,6 +81,11 @@ impl Reporter for Classic {
         }
         self.out
             .emit(table(t, last, r.figures, t.extras).as_bytes())?;
+        // ours: --ecn's counts and verdict (a terminal, -v 3)
+        if let Some(e) = last.ecn(&t.spec).filter(|_| t.extras) {
+            let lines: String = e.lines().iter().map(|l| format!("{l}\n")).collect();
+            self.out.emit(lines.as_bytes())?;
+        }
         // ours, asked for by an option of ours
         self.out
             .emit(under_load_lines(last, r.figures).as_bytes())?;

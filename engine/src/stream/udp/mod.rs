@@ -50,11 +50,18 @@ pub use send::{SendOutcome, Sender, send, send_batch, set_segment};
 pub struct UdpCalls {
     pub fast: proto::UdpFast,
     pub uring: bool,
+    /// A receiver counts each datagram's ECN codepoint, by intervals of
+    /// this many milliseconds (`--ecn`).
+    pub ecn: Option<u32>,
 }
 
 impl From<proto::UdpFast> for UdpCalls {
     fn from(fast: proto::UdpFast) -> UdpCalls {
-        UdpCalls { fast, uring: false }
+        UdpCalls {
+            fast,
+            uring: false,
+            ecn: None,
+        }
     }
 }
 
@@ -122,12 +129,19 @@ pub struct Link<'a> {
     sock: &'a UdpSocket,
     /// `None` when the socket is connected.
     peer: Option<SocketAddr>,
+    /// Where the codepoint of every datagram from the peer is counted
+    /// (`--ecn` on UDP_RR: each end counts what it receives).
+    ecn: Option<&'a std::cell::RefCell<crate::ecn::EcnTally>>,
 }
 
 impl<'a> Link<'a> {
     /// A socket connected to its peer.
     pub fn connected(sock: &'a UdpSocket) -> Link<'a> {
-        Link { sock, peer: None }
+        Link {
+            sock,
+            peer: None,
+            ecn: None,
+        }
     }
 
     /// An unconnected socket and the peer it talks to.
@@ -135,7 +149,15 @@ impl<'a> Link<'a> {
         Link {
             sock,
             peer: Some(peer),
+            ecn: None,
         }
+    }
+
+    /// Count the codepoint of every datagram from the peer into `tally`
+    /// (the socket must hand them: [`crate::ecn::ask_codepoints`]).
+    pub fn counting(mut self, tally: &'a std::cell::RefCell<crate::ecn::EcnTally>) -> Link<'a> {
+        self.ecn = Some(tally);
+        self
     }
 
     pub fn socket(&self) -> &'a UdpSocket {
@@ -150,10 +172,37 @@ impl<'a> Link<'a> {
         }
     }
 
+    /// As [`Link::recv`], with the TOS byte the datagram came with when
+    /// `marked` (the socket asks for it: `sys::opt::recv_codepoint`).
+    #[inline]
+    pub fn recv_marked(
+        &self,
+        buf: &mut [u8],
+        marked: bool,
+    ) -> io::Result<(Option<usize>, Option<u8>)> {
+        if !marked {
+            return Link { ecn: None, ..*self }.recv(buf).map(|n| (n, None));
+        }
+        let (n, from, tos) = crate::sys::recv_marked(self.sock, buf)?;
+        match (self.peer, from) {
+            (None, _) => Ok((Some(n), tos)),
+            (Some(p), Some(from)) => Ok(((from == p).then_some(n), tos)),
+            // No sender: the socket was shut down to wake us.
+            (Some(_), None) => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
     /// A datagram from the peer (`Some` of its length), or one from someone
     /// else (`None`), which the caller ignores.
     #[inline]
     pub fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        if let Some(tally) = self.ecn {
+            let (n, tos) = self.recv_marked(buf, true)?;
+            if n.is_some() {
+                tally.borrow_mut().observe(tos, std::time::Instant::now());
+            }
+            return Ok(n);
+        }
         match self.peer {
             None => self.sock.recv(buf).map(Some),
             Some(p) => match crate::sys::recv_from(self.sock, buf, false)? {

@@ -20,7 +20,7 @@ use crate::{
     sys::MsgBatch,
 };
 
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct RecvOutcome {
     /// Distinct datagrams of this test.
     pub received: u64,
@@ -35,6 +35,8 @@ pub struct RecvOutcome {
     pub jitter_ns: u64,
     /// First to last datagram.
     pub elapsed: Duration,
+    /// The datagrams' ECN codepoints, where counted (`--ecn`).
+    pub ecn: Option<proto::ecn::EcnReport>,
 }
 
 impl RecvOutcome {
@@ -59,6 +61,7 @@ impl RecvOutcome {
                 drops_source,
                 jitter_ns: self.jitter_ns,
             }),
+            ecn: self.ecn.clone(),
             ..proto::SideResults::default()
         }
     }
@@ -191,6 +194,7 @@ pub(crate) struct Tally<'a> {
     out: RecvOutcome,
     first: Option<Instant>,
     last: Instant,
+    ecn: Option<crate::ecn::EcnTally>,
 }
 
 impl<'a> Tally<'a> {
@@ -207,13 +211,27 @@ impl<'a> Tally<'a> {
             out: RecvOutcome::default(),
             first: None,
             last: origin,
+            ecn: None,
         }
+    }
+
+    /// Count each datagram's ECN codepoint too, by intervals of this
+    /// length (the socket must hand them: `sys::opt::recv_codepoint`).
+    pub(crate) fn counting_ecn(mut self, interval_ms: Option<u32>) -> Self {
+        self.ecn = interval_ms.map(crate::ecn::EcnTally::new);
+        self
+    }
+
+    /// Whether the datagrams' codepoints are counted.
+    pub(crate) fn counts_ecn(&self) -> bool {
+        self.ecn.is_some()
     }
 
     /// One datagram from the peer.
     pub(crate) fn take(
         &mut self,
         d: &[u8],
+        tos: Option<u8>,
         now: Instant,
         drain: &dyn Drain,
         live: &Live,
@@ -261,6 +279,9 @@ impl<'a> Tally<'a> {
             self.jitter.observe(arrival, s);
         }
         self.out.bytes += d.len() as u64;
+        if let Some(e) = &mut self.ecn {
+            e.observe(tos, now);
+        }
         self.first.get_or_insert(now);
         self.last = now;
         live.publish(self.out.bytes, self.seqs.received);
@@ -299,6 +320,7 @@ impl<'a> Tally<'a> {
         self.out.out_of_order = self.seqs.out_of_order;
         self.out.duplicates = self.seqs.duplicates;
         self.out.jitter_ns = self.jitter.j as u64;
+        self.out.ecn = self.ecn.as_ref().map(crate::ecn::EcnTally::report);
         self.out.elapsed = self
             .first
             .map_or(Duration::ZERO, |f| self.last.duration_since(f));
@@ -347,14 +369,14 @@ impl Calls<'_> {
             }
         };
         match self {
-            Calls::One(buf) => match link.recv(buf) {
-                Ok(None) => {
+            Calls::One(buf) => match link.recv_marked(buf, tally.counts_ecn()) {
+                Ok((None, _)) => {
                     tally.out.foreign += 1;
                     Ok(Call::Quiet)
                 }
-                Ok(Some(n)) => {
+                Ok((Some(n), tos)) => {
                     let d = buf.get(..n).unwrap_or_default();
-                    Ok(match tally.take(d, Instant::now(), drain, live)? {
+                    Ok(match tally.take(d, tos, Instant::now(), drain, live)? {
                         Took::Went => Call::Went,
                         Took::End | Took::AllIn => Call::Ended,
                     })
@@ -370,7 +392,7 @@ impl Calls<'_> {
                         return Ok(false);
                     }
                     theirs += 1;
-                    ended = !matches!(tally.take(d, now, drain, live)?, Took::Went);
+                    ended = !matches!(tally.take(d, None, now, drain, live)?, Took::Went);
                     Ok(ended)
                 })?;
                 Ok(match (ended, theirs) {
@@ -388,6 +410,7 @@ impl Calls<'_> {
                 let mut theirs = 0;
                 for i in 0..k {
                     let (d, from, gro) = batch.received(i);
+                    let tos = batch.tos(i);
                     if link.peer.is_some_and(|p| from != Some(p)) {
                         tally.out.foreign += 1;
                         continue;
@@ -399,7 +422,7 @@ impl Calls<'_> {
                     let mut at = 0;
                     loop {
                         let seg = d.get(at..(at + size).min(d.len())).unwrap_or_default();
-                        if !matches!(tally.take(seg, now, drain, live)?, Took::Went) {
+                        if !matches!(tally.take(seg, tos, now, drain, live)?, Took::Went) {
                             return Ok(Call::Ended);
                         }
                         at += size;
@@ -444,11 +467,19 @@ pub fn receive(
     live: &Live,
     calls: impl Into<super::UdpCalls>,
 ) -> Result<RecvOutcome, EngineError> {
-    let calls = calls.into();
-    let fast = calls.fast;
+    let calls: super::UdpCalls = calls.into();
+    let (fast, ecn) = (calls.fast, calls.ecn);
     let sock = link.socket();
     sock.set_read_timeout(Some(POLL))
         .map_err(|e| EngineError::io("setting a receive timeout", e))?;
+    if ecn.is_some() {
+        if calls.uring {
+            return Err(EngineError::Invalid(
+                "--ecn: io_uring's receive does not read a datagram's codepoint here; leave out --io-uring".into(),
+            ));
+        }
+        crate::ecn::ask_codepoints(sock)?;
+    }
     let mut batch = if fast.is_on() {
         Some(recv_batch(sock, fast)?)
     } else {
@@ -464,7 +495,7 @@ pub fn receive(
         (Some(b), None) => Calls::Batch(b),
         (None, None) => Calls::One(buf),
     };
-    let mut tally = Tally::new(token, conv);
+    let mut tally = Tally::new(token, conv).counting_ecn(ecn);
     let mut done_at: Option<Instant> = None;
     loop {
         match calls.take(link, &mut tally, drain, live)? {
