@@ -338,31 +338,44 @@ impl Hosts {
 
     /// Load an nftables ruleset into `ns`.
     pub fn nft(&self, ns: &str, ruleset: &str) {
-        use std::io::Write;
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", ns, "nft", "-f", "-"])
-            .stdin(Stdio::piped())
-            .spawn()
-            .expect("nft");
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(ruleset.as_bytes())
-            .unwrap();
-        assert!(child.wait().unwrap().success(), "nft rejected:\n{ruleset}");
+        nft(ns, ruleset);
     }
 
     /// The packet count of the named nftables counter in `ns`.
     pub fn nft_counter(&self, ns: &str, table: &str, name: &str) -> u64 {
-        let out = self.exec(ns, &["nft", "list", "counter", "inet", table, name]);
-        let text = String::from_utf8_lossy(&out.stdout);
-        let after = text
-            .split("packets ")
-            .nth(1)
-            .unwrap_or_else(|| panic!("no packet count in {text}"));
-        after.split_whitespace().next().unwrap().parse().unwrap()
+        nft_counter(ns, table, name)
     }
+}
+
+/// Load an nftables ruleset into `ns`.
+pub fn nft(ns: &str, ruleset: &str) {
+    use std::io::Write;
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns, "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("nft");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(ruleset.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success(), "nft rejected:\n{ruleset}");
+}
+
+/// The packet count of the named nftables counter (of an `inet` table) in
+/// `ns`.
+pub fn nft_counter(ns: &str, table: &str, name: &str) -> u64 {
+    let out = sh(&[
+        "ip", "netns", "exec", ns, "nft", "list", "counter", "inet", table, name,
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let after = text
+        .split("packets ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no packet count in {text}"));
+    after.split_whitespace().next().unwrap().parse().unwrap()
 }
 
 impl Drop for Hosts {

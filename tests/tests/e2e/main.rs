@@ -9,6 +9,7 @@ mod bugs27;
 mod compare;
 mod confidence;
 mod dropin;
+mod ecn;
 mod errors;
 mod exhaustion;
 mod fleet;

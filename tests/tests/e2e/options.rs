@@ -293,7 +293,8 @@ fn buffers_sit_where_alignment_and_offset_say() {
 }
 
 /// `-Y` takes netperf 2.7's names and the whole TOS byte: ECN bits go on
-/// our UDP socket; the netserver marks its own sends with the DSCP only.
+/// our UDP socket and on the netserver's, as netperf 2.7's do (but an end
+/// never sends CE: the netserver's DSCP then goes out not-ECT).
 #[test]
 fn tos_names_and_ecn_bits() {
     if !have_strace() {
@@ -351,8 +352,39 @@ fn tos_names_and_ecn_bits() {
     );
     out.ok();
     assert!(
-        calls(&srv.trace(), "IP_TOS, [1]").is_empty(),
-        "the netserver never sets ECN bits on its own sends"
+        !calls(&srv.trace(), "IP_TOS, [1]").is_empty(),
+        "ECN bits go on the netserver's sends, as netperf 2.7's: {}",
+        srv.trace()
+    );
+    // CE is a queue's to set: the netserver's own sends never carry it
+    let (out, _) = traced_netperf(
+        &[
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-t",
+            "UDP_RR",
+            "-l",
+            "-100",
+            "-P",
+            "0",
+            "-Y",
+            "0x0b,0x0b",
+        ],
+        "setsockopt",
+        "",
+    );
+    out.ok();
+    assert!(
+        calls(&srv.trace(), "IP_TOS, [11]").is_empty(),
+        "{}",
+        srv.trace()
+    );
+    assert!(
+        !calls(&srv.trace(), "IP_TOS, [8]").is_empty(),
+        "{}",
+        srv.trace()
     );
 }
 
