@@ -5,7 +5,8 @@
 //! iteration's result with the confidence interval (when there are
 //! several), the latency percentiles of a request/response test, UDP's
 //! datagrams each way, TCP's round-trip time at each end, and the
-//! queueing delay each way (`--one-way`, under load). Axes are in
+//! queueing delay each way (`--one-way`, under load), and the share of
+//! datagrams that arrived CE-marked each interval (`--ecn`). Axes are in
 //! a unit scaled to the figures (70 Gbit/s, not 70000 10^6bits/s),
 //! legends stand beside the data, not on it. Drawn with plotters' SVG
 //! backend: text is SVG text, no font files are read.
@@ -50,6 +51,9 @@ pub struct Panels {
     /// Queueing delay each way over time, milliseconds: up (toward the
     /// netserver) and down, every probe.
     pub one_way: Option<(Series, Series)>,
+    /// `--ecn`: the share of datagrams that arrived CE-marked, percent, by
+    /// interval (its start, seconds): up and down, where measured.
+    pub ecn: Option<(Series, Series)>,
 }
 
 impl Panels {
@@ -104,6 +108,7 @@ impl Panels {
                 };
                 (way(|s| s.up_usec), way(|s| s.down_usec))
             }),
+            ecn: doc.ecn.as_ref().and_then(ecn_series),
         })
     }
 
@@ -122,6 +127,7 @@ impl Panels {
             self.datagrams.is_some(),
             self.rtt.is_some(),
             self.one_way.is_some(),
+            self.ecn.is_some(),
         ]
         .into_iter()
         .filter(|&b| b)
@@ -354,7 +360,53 @@ fn draw(p: &Panels, root: &Area<'_>, n: usize) -> Drawn {
     {
         draw_one_way(area, side, up, down)?;
     }
+    if let Some((up, down)) = &p.ecn
+        && let Some((area, side)) = areas.next()
+    {
+        draw_ecn(area, side, up, down)?;
+    }
     Ok(())
+}
+
+/// `--ecn`'s CE share by interval, each way measured (UDP: TCP has none).
+fn ecn_series(e: &crate::output::json_types::EcnJson) -> Option<(Series, Series)> {
+    let way = |w: &Option<crate::output::json_types::EcnWayJson>| -> Series {
+        w.iter()
+            .flat_map(|w| &w.intervals)
+            .map(|i| (i.start_seconds, i.ce_fraction * 100.0))
+            .collect()
+    };
+    let (up, down) = (way(&e.up), way(&e.down));
+    (!up.is_empty() || !down.is_empty()).then_some((up, down))
+}
+
+fn draw_ecn(area: &Area<'_>, side: &Area<'_>, up: &Series, down: &Series) -> Drawn {
+    let all = || up.iter().chain(down);
+    let x_end = all().map(|p| p.0).fold(1.0, f64::max);
+    let y_top = top(all().map(|p| p.1)).max(1.0);
+    let mut chart = panel(
+        area,
+        "ECN: datagrams that arrived CE-marked, each interval",
+        (0.0..x_end, 0.0..y_top),
+        ("seconds since the first datagram", "% CE"),
+        SECONDS,
+    )?;
+    let (upc, downc) = (
+        flow_colour(0).stroke_width(2),
+        flow_colour(1).stroke_width(2),
+    );
+    let mut entries = Vec::new();
+    if !up.is_empty() {
+        chart.draw_series(LineSeries::new(up.iter().copied(), upc))?;
+        chart.draw_series(up.iter().map(|&p| Circle::new(p, 3, upc)))?;
+        entries.push(("up: toward the netserver".to_string(), Mark::Line(upc)));
+    }
+    if !down.is_empty() {
+        chart.draw_series(LineSeries::new(down.iter().copied(), downc))?;
+        chart.draw_series(down.iter().map(|&p| Circle::new(p, 3, downc)))?;
+        entries.push(("down".to_string(), Mark::Line(downc)));
+    }
+    key(side, &entries)
 }
 
 fn draw_one_way(area: &Area<'_>, side: &Area<'_>, up: &Series, down: &Series) -> Drawn {

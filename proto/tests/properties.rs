@@ -106,6 +106,7 @@ fn spec() -> impl Strategy<Value = TestSpec> {
                     window: None,
                     udp_fast: proto::UdpFast::default(),
                     paths: proto::Paths::default(),
+                    ecn: None,
                     batch_wakes: false,
                     bidir: false,
                     client_ends_after_ms: None,
@@ -183,6 +184,7 @@ fn results() -> impl Strategy<Value = SideResults> {
             foreign_connections: Default::default(),
             rx: Default::default(),
             tx: Default::default(),
+            ecn: None,
             own_cpu: None,
         })
 }
@@ -230,6 +232,22 @@ fn client_msg() -> impl Strategy<Value = ClientMsg> {
                 Box::new(s),
                 proto::Tuning::default(),
                 proto::Paths { rx, uring },
+            )
+        }),
+        (spec(), any::<bool>(), any::<bool>(), any::<u32>()).prop_map(|(s, one, count, ms)| {
+            ClientMsg::SetupEcn(
+                Box::new(s),
+                proto::Tuning::default(),
+                proto::Paths::default(),
+                proto::ecn::EcnAsk {
+                    mark: if one {
+                        proto::ecn::Codepoint::Ect1
+                    } else {
+                        proto::ecn::Codepoint::Ect0
+                    },
+                    count,
+                    interval_ms: ms,
+                },
             )
         }),
         any::<u64>().prop_map(|n| ClientMsg::Done(ClientDone { datagrams_sent: n })),
@@ -281,6 +299,33 @@ fn server_msg() -> impl Strategy<Value = ServerMsg> {
         results().prop_map(|r| ServerMsg::Results(Box::new(r))),
         any::<u64>()
             .prop_map(|mapped_bytes| ServerMsg::Received(proto::RxFigures { mapped_bytes })),
+        (
+            prop::collection::vec(any::<[u64; 4]>(), 0..8),
+            any::<u32>(),
+            any::<Option<u8>>()
+        )
+            .prop_map(|(c, ms, sysctl)| {
+                let counts = |v: &[u64; 4]| proto::ecn::EcnCounts {
+                    not_ect: v[0],
+                    ect0: v[1],
+                    ect1: v[2],
+                    ce: v[3],
+                };
+                ServerMsg::Ecn(Box::new(proto::ecn::EcnReport {
+                    received: c.first().map(counts),
+                    series: Some(proto::ecn::EcnSeries {
+                        interval_ms: ms,
+                        intervals: c.iter().map(counts).collect(),
+                    }),
+                    tcp: Some(proto::ecn::TcpEcn {
+                        connections: ms,
+                        negotiated: ms / 2,
+                        delivered: c.len() as u64,
+                        delivered_ce: 0,
+                        sysctl,
+                    }),
+                }))
+            }),
         (any::<u64>(), any::<u64>()).prop_map(|(closed, measured)| ServerMsg::Foreign(
             proto::ForeignConnections { closed, measured }
         )),

@@ -544,7 +544,7 @@ static SELECTORS: &[Sel] = &[
     sel!("ECN_PATH", ["ECN", "Path", "", ""], Str =>
     |c| match c.m.ecn(&c.test.spec).and_then(|e| e.path()) {
         Some(p) => Value::Str(p.name().into()),
-        None => Value::None,
+        None => Value::Str(String::new()),
     }),
     sel!("FLOWS", ["Flows", "", "", ""], Int => |c| int(c.m.local.flows.len().max(1) as i64)),
     sel!("FLOW_MIN_THROUGHPUT", ["Per Flow", "Minimum", "Throughput", ""], F(2) =>
