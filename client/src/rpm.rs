@@ -511,6 +511,7 @@ pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Resu
         flows: done.flows,
         up_mbps: done.up_mbps,
         down_mbps: done.down_mbps,
+        ecn: (None, None),
         // the path's idle round trip: the idle probes' handshakes
         bloat: under_load::Readings::bloat(&done.readings, idle_handshake_us(&idle)),
     };

@@ -89,6 +89,8 @@ pub(crate) fn load_plan(
     p.remote.cong_control.clone_from(&plan.remote.cong_control);
     p.auth.clone_from(&plan.auth);
     p.dialect = plan.dialect;
+    // --ecn: the load's TCP flows' ECN too (classic: ECT(0))
+    p.ecn = plan.ecn.map(|_| proto::ecn::Codepoint::Ect0);
     p
 }
 
@@ -103,6 +105,8 @@ pub(crate) struct Load {
     pub rtt_at: Vec<(f64, u32)>,
     /// Each flow's TCP_INFO readings (when, what), for its bloat.
     pub readings: Vec<Readings>,
+    /// Its flows' ECN (`--ecn`).
+    pub ecn: Option<crate::report::ecn::TcpWay>,
 }
 
 /// One load flow's TCP_INFO readings at its sending end: up (we send),
@@ -164,10 +168,14 @@ pub(crate) fn run_load_in(lp: &Plan, ctx: Context) -> Result<Load> {
                 .collect(),
         })
         .collect();
+    let ecn = lp
+        .ecn
+        .and_then(|mark| crate::report::ecn::EcnFigures::of(lp.test, mark, &m).tcp);
     Ok(Load {
         mbps: Figures::of(lp.units(), lp.test, &m).result,
         rtt_at,
         readings: each,
+        ecn,
     })
 }
 
@@ -215,6 +223,7 @@ pub fn run(plan: &Plan, load: UnderLoad, d: &mut Control, ctx: &Context) -> Resu
         flows: load.flows,
         up_mbps: done.up_mbps,
         down_mbps: done.down_mbps,
+        ecn: done.ecn,
         bloat: Readings::bloat(
             &done.readings,
             idle.latency
@@ -281,6 +290,11 @@ pub(crate) struct Gathered {
     pub down_mbps: Option<f64>,
     pub rtt_at: Vec<(f64, u32)>,
     pub readings: Vec<Readings>,
+    /// Each direction's load flows' ECN (`--ecn`): up, down.
+    pub ecn: (
+        Option<crate::report::ecn::TcpWay>,
+        Option<crate::report::ecn::TcpWay>,
+    ),
 }
 
 pub(crate) fn gather(loads: Vec<(bool, Result<Load>)>) -> Result<Gathered> {
@@ -289,6 +303,7 @@ pub(crate) fn gather(loads: Vec<(bool, Result<Load>)>) -> Result<Gathered> {
         down_mbps: None,
         rtt_at: Vec::new(),
         readings: Vec::new(),
+        ecn: (None, None),
     };
     for (up, r) in loads {
         let l = r?;
@@ -296,8 +311,10 @@ pub(crate) fn gather(loads: Vec<(bool, Result<Load>)>) -> Result<Gathered> {
         g.readings.extend(l.readings);
         if up {
             g.up_mbps = Some(l.mbps);
+            g.ecn.0 = l.ecn;
         } else {
             g.down_mbps = Some(l.mbps);
+            g.ecn.1 = l.ecn;
         }
     }
     Ok(g)

@@ -507,6 +507,7 @@ mod tests {
             batch_wakes: false,
             zerocopy: false,
             end: crate::stream::tcp::SenderEnd::WaitEof,
+            ecn: false,
         }
     }
 

@@ -62,6 +62,28 @@ impl Codepoint {
     }
 }
 
+/// The TOS byte a netserver marks its own sends with, one function both
+/// ends use: `-Y`'s byte as asked, ECN bits included, as netperf 2.7's
+/// netserver sets it, but never CE (a congestion mark is a queue's to
+/// set: the DSCP then goes out not-ECT); with `--ecn`, a UDP test's sends
+/// carry the asked codepoint beside the DSCP (TCP negotiates its own).
+/// `None`: the socket's default is left alone.
+pub fn server_tos(asked: Option<u8>, ecn: Option<EcnAsk>, udp: bool) -> Option<u8> {
+    let mut tos = asked.map(|t| {
+        if Codepoint::of_tos(t) == Codepoint::Ce {
+            t & !0x03
+        } else {
+            t
+        }
+    });
+    if let Some(e) = ecn
+        && udp
+    {
+        tos = Some((tos.unwrap_or(0) & !0x03) | e.mark.bits());
+    }
+    tos.filter(|&t| t > 0)
+}
+
 /// Datagrams a receiver counted, by the codepoint they arrived with.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EcnCounts {
@@ -330,6 +352,30 @@ mod tests {
         assert_eq!(Codepoint::parse_mark("ECT0"), Some(Codepoint::Ect0));
         assert_eq!(Codepoint::parse_mark("ect(1)"), Some(Codepoint::Ect1));
         assert_eq!(Codepoint::parse_mark("ce"), None);
+    }
+
+    #[test]
+    fn the_netservers_tos() {
+        let ask = |mark| {
+            Some(EcnAsk {
+                mark,
+                count: true,
+                interval_ms: 1000,
+            })
+        };
+        assert_eq!(server_tos(Some(0xb9), None, true), Some(0xb9));
+        assert_eq!(server_tos(Some(0x0b), None, true), Some(0x08));
+        assert_eq!(server_tos(Some(0x03), None, true), None);
+        assert_eq!(server_tos(None, ask(Codepoint::Ect0), true), Some(0x02));
+        assert_eq!(
+            server_tos(Some(0x89), ask(Codepoint::Ect0), true),
+            Some(0x8a)
+        );
+        assert_eq!(
+            server_tos(Some(0x88), ask(Codepoint::Ect1), false),
+            Some(0x88)
+        );
+        assert_eq!(server_tos(None, None, true), None);
     }
 
     #[test]

@@ -576,16 +576,16 @@ impl TestSpec {
                 "its interval is from 10 ms to an hour",
             ));
         }
-        if self.flows > 1 || self.window.is_some() || self.bidir {
+        if self.kind == TestKind::UdpRr && self.flows > 1 {
             return Err(SpecError::new(
                 "--ecn",
-                "ECN is measured on one flow without a window here: leave out --flows, --warmup and --cooldown",
+                "UDP_RR's codepoints are counted on one flow: leave out --flows",
             ));
         }
-        if ecn.count && self.paths.uring {
+        if self.paths.uring || self.bidir {
             return Err(SpecError::new(
                 "--ecn",
-                "io_uring's receive does not read a datagram's codepoint here: leave out --io-uring",
+                "io_uring's calls, and a test both ways at once, do not read ECN here",
             ));
         }
         Ok(())

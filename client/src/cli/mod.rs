@@ -223,14 +223,14 @@ fn finish_ecn(plan: &mut Plan) -> Result<(), CliError> {
             plan.name.name()
         )));
     }
-    if plan.flows > 1 || plan.window.is_some() || plan.under_load.is_some() {
+    if plan.flows > 1 && plan.test == TestKind::UdpRr {
         return Err(CliError(
-            "--ecn: one flow without a window here: not with --flows, --warmup, --cooldown or --under-load".into(),
+            "--ecn: UDP_RR's codepoints are counted on one flow (UDP_STREAM, TCP_STREAM and TCP_MAERTS count them on many): leave out --flows".into(),
         ));
     }
-    if plan.uring && plan.test == TestKind::UdpStream {
+    if plan.uring {
         return Err(CliError(
-            "--ecn: io_uring's receive does not read a datagram's codepoint here: leave out --io-uring".into(),
+            "--ecn: io_uring's calls do not read a datagram's codepoint or a flow's ECN here: leave out --io-uring".into(),
         ));
     }
     if plan.test.protocol() == proto::Protocol::Udp {

@@ -344,6 +344,7 @@ pub(crate) fn run_on_loops(
         batch_wakes: false,
         zerocopy: plan.zerocopy,
         end: stream::tcp::SenderEnd::client(&r.conv, r.grant.recv_size),
+        ecn: plan.ecn.is_some(),
     };
     let live = &r.ctx.live;
     // the driver chosen for the test: io_uring where asked, else event loops
@@ -365,6 +366,9 @@ pub(crate) fn run_on_loops(
     a.flows.extend(b.flows);
     a.tcp.extend(b.tcp);
     a.rx.mapped_bytes += b.rx.mapped_bytes;
+    if let Some(e) = b.ecn {
+        a.ecn.get_or_insert_with(Default::default).merge(&e);
+    }
     if let Some(lb) = b.latency {
         match &mut a.latency {
             Some(la) => la.merge(&lb),

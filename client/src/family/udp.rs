@@ -114,6 +114,7 @@ fn udp_plan<'a>(
         token: &r.grant.token,
         drain: None,
         linger: Duration::from_secs(60),
+        ecn: None,
     }
 }
 

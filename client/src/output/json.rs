@@ -117,6 +117,17 @@ pub fn document(r: &Results<'_>) -> Document {
     }
 }
 
+fn tcp(t: crate::report::ecn::TcpWay) -> EcnTcpJson {
+    EcnTcpJson {
+        negotiated: t.negotiated,
+        delivered: t.delivered,
+        delivered_ce: t.delivered_ce,
+        ce_fraction: t.ce_fraction(),
+        local_tcp_ecn: t.local_sysctl,
+        remote_tcp_ecn: t.remote_sysctl,
+    }
+}
+
 /// `--ecn`'s figures as the document has them.
 fn ecn(e: &crate::report::ecn::EcnFigures) -> EcnJson {
     let way = |w: &crate::report::ecn::Way| {
@@ -152,13 +163,9 @@ fn ecn(e: &crate::report::ecn::EcnFigures) -> EcnJson {
         path: e.path().map(|p| p.name().into()),
         up: e.up.as_ref().map(way),
         down: e.down.as_ref().map(way),
-        tcp: e.tcp.map(|t| EcnTcpJson {
-            negotiated: t.negotiated,
-            delivered: t.delivered,
-            delivered_ce: t.delivered_ce,
-            local_tcp_ecn: t.local_sysctl,
-            remote_tcp_ecn: t.remote_sysctl,
-        }),
+        tcp: e.tcp.map(tcp),
+        load_up: e.load.0.map(tcp),
+        load_down: e.load.1.map(tcp),
     }
 }
 

@@ -63,6 +63,9 @@ pub struct EcnJson {
     pub up: Option<EcnWayJson>,
     pub down: Option<EcnWayJson>,
     pub tcp: Option<EcnTcpJson>,
+    /// `--under-load`: the load flows' ECN, each direction that ran.
+    pub load_up: Option<EcnTcpJson>,
+    pub load_down: Option<EcnTcpJson>,
 }
 
 /// One direction's datagrams, in total and by interval.
@@ -95,6 +98,7 @@ pub struct EcnTcpJson {
     pub negotiated: bool,
     pub delivered: u64,
     pub delivered_ce: u64,
+    pub ce_fraction: f64,
     pub local_tcp_ecn: Option<u8>,
     pub remote_tcp_ecn: Option<u8>,
 }

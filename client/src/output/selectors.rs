@@ -492,9 +492,13 @@ static SELECTORS: &[Sel] = &[
     // what the kernel kept (Linux drops ECN bits on TCP), as netperf 2.7
     sel!("LOCAL_SOCKET_TOS", ["Local", "Socket", "TOS", ""], Hex2 =>
         |c| opt_int(c.m.local.tos.or(c.m.local.asked.tos.map(u32::from)))),
-    // the netserver marks its sends with the DSCP alone
+    // what the netserver marks its sends with (never CE; --ecn's codepoint)
     sel!("REMOTE_SOCKET_TOS", ["Remote", "Socket", "TOS", ""], Hex2 =>
-        |c| opt_int(c.m.remote.asked.tos.map(|t| t & !0x03))),
+    |c| opt_int(proto::ecn::server_tos(
+        c.m.remote.asked.tos,
+        c.test.spec.ecn,
+        c.test.kind().protocol() == proto::Protocol::Udp,
+    ))),
     sel!("LOCAL_CONG_CONTROL", ["Local", "Congestion", "Control", "Algorithm"], Str =>
     |c| Value::Str(
         c.m.local

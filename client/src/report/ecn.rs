@@ -38,6 +38,8 @@ pub struct EcnFigures {
     /// Toward us (UDP_RR's answers).
     pub down: Option<Way>,
     pub tcp: Option<TcpWay>,
+    /// `--under-load`: each direction's load flows' ECN (up, down).
+    pub load: (Option<TcpWay>, Option<TcpWay>),
 }
 
 impl EcnFigures {
@@ -80,6 +82,7 @@ impl EcnFigures {
             up,
             down,
             tcp,
+            load: m.load().map_or((None, None), |l| l.ecn),
         }
     }
 
@@ -99,12 +102,7 @@ impl EcnFigures {
         if let Some(r) = self.received() {
             return Some(r.ce_fraction());
         }
-        let t = self.tcp?;
-        Some(if t.delivered == 0 {
-            0.0
-        } else {
-            t.delivered_ce as f64 / t.delivered as f64
-        })
+        Some(self.tcp?.ce_fraction())
     }
 
     /// The path's verdict, the worse of the two directions (UDP); TCP's
@@ -155,19 +153,39 @@ impl EcnFigures {
         if let Some(w) = &self.down {
             out.push(way("down", w));
         }
-        if let Some(t) = &self.tcp {
-            out.push(if t.negotiated {
+        let tcp = |name: &str, t: &TcpWay| {
+            if t.negotiated {
                 format!(
-                    "ECN (TCP): negotiated; the sender had {} of {} packets delivered CE-marked ({:.2}%)",
+                    "ECN {name}: negotiated; the sender had {} of {} packets delivered CE-marked ({:.2}%)",
                     t.delivered_ce,
                     t.delivered,
-                    self.ce_fraction().unwrap_or(0.0) * 100.0
+                    t.ce_fraction() * 100.0
                 )
             } else {
-                format!("ECN (TCP): not negotiated: {}", not_negotiated(t))
-            });
+                format!("ECN {name}: not negotiated: {}", not_negotiated(t))
+            }
+        };
+        if let Some(t) = &self.tcp {
+            out.push(tcp("(TCP)", t));
+        }
+        if let Some(t) = &self.load.0 {
+            out.push(tcp("(the load up, TCP)", t));
+        }
+        if let Some(t) = &self.load.1 {
+            out.push(tcp("(the load down, TCP)", t));
         }
         out
+    }
+}
+
+impl TcpWay {
+    /// The share of the sender's delivered packets echoed as CE-marked.
+    pub fn ce_fraction(&self) -> f64 {
+        if self.delivered == 0 {
+            0.0
+        } else {
+            self.delivered_ce as f64 / self.delivered as f64
+        }
     }
 }
 

@@ -27,6 +27,8 @@ pub struct LoadFigures {
     pub down_mbps: Option<f64>,
     /// Each load flow's bloat (its sending end's TCP_INFO), where read.
     pub bloat: Vec<super::bloat::FlowBloat>,
+    /// `--ecn`: each direction's load flows' ECN (up, down).
+    pub ecn: (Option<super::ecn::TcpWay>, Option<super::ecn::TcpWay>),
 }
 
 /// What a responsiveness test measured.

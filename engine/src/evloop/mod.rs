@@ -88,6 +88,8 @@ pub struct Plan {
     /// half-close and go (to iperf3's clients, which close their streams
     /// only after the results); or leave it open (to an iperf3 server).
     pub end: SenderEnd,
+    /// Each flow's ECN read from its TCP_INFO as it ends (`--ecn`).
+    pub ecn: bool,
 }
 
 /// What a run counted: each flow's, in the order of the connections given,
@@ -106,6 +108,8 @@ pub struct Report {
     pub window: Option<(Vec<proto::FlowCounters>, Duration)>,
     /// What the receiving flows' path did beyond copying.
     pub rx: proto::RxFigures,
+    /// The flows' ECN, all together, where the plan asked (`--ecn`).
+    pub ecn: Option<proto::ecn::TcpEcn>,
 }
 
 impl Report {
@@ -130,6 +134,10 @@ impl Report {
         r.close_flows();
         r.tcp = self.tcp.first().cloned().flatten();
         r.rx = self.rx;
+        r.ecn = self.ecn.map(|t| proto::ecn::EcnReport {
+            tcp: Some(t),
+            ..Default::default()
+        });
         (r.send_buf_end, r.recv_buf_end) = self.bufs_end;
         r
     }
@@ -160,6 +168,8 @@ struct Slot {
     at_open: Option<proto::FlowCounters>,
     at_close: Option<proto::FlowCounters>,
     tcp: Option<proto::TcpStats>,
+    /// Its ECN, read as it ends where the plan asks.
+    ecn: Option<Result<proto::ecn::TcpEcn, String>>,
     bufs_end: (u32, u32),
     last_progress: Instant,
     /// What was last added to the run's live counters.
@@ -195,10 +205,15 @@ pub fn run(
     let mut windowed = vec![proto::FlowCounters::default(); n];
     let mut open_for: Vec<Duration> = Vec::new();
     let mut rx = proto::RxFigures::default();
+    let mut ecn: Option<proto::ecn::TcpEcn> = None;
     for (ended, lat, open) in results {
         open_for.extend(open);
         for d in ended {
             rx.mapped_bytes += d.mapped;
+            if let Some(e) = d.ecn {
+                let e = e.map_err(|e| EngineError::Invalid(format!("--ecn: {e}")))?;
+                ecn.get_or_insert_with(Default::default).merge(&e);
+            }
             if let (Some(slot), Some(w)) = (windowed.get_mut(d.index), d.window) {
                 *slot = w;
             }
@@ -234,6 +249,7 @@ pub fn run(
         latency,
         window,
         rx,
+        ecn,
     })
 }
 
@@ -305,6 +321,7 @@ struct Done {
     /// Its counts within the window, if there was one.
     window: Option<proto::FlowCounters>,
     tcp: Option<proto::TcpStats>,
+    ecn: Option<Result<proto::ecn::TcpEcn, String>>,
     bufs_end: (u32, u32),
     /// Bytes a receiving flow took as mapped pages.
     mapped: u64,
@@ -532,6 +549,7 @@ fn register(
             at_open: None,
             at_close: None,
             tcp: None,
+            ecn: plan.ecn.then(|| Err("it did not end".to_string())),
             bufs_end: (0, 0),
             last_progress: start,
             published: (0, 0),
@@ -560,6 +578,7 @@ fn done_of(s: Slot, start: Instant, open_for: Option<Duration>) -> Done {
         ended: Ended { counters, elapsed },
         window: in_window,
         tcp: s.tcp,
+        ecn: s.ecn,
         bufs_end: s.bufs_end,
         mapped,
     }
@@ -1001,6 +1020,9 @@ fn finish(s: &mut Slot) {
     s.phase = Phase::Done;
     s.ended = Some(Instant::now());
     s.tcp = crate::sockopt::tcp_stats(&s.sock);
+    if s.ecn.is_some() {
+        s.ecn = Some(crate::ecn::tcp_report([&s.sock]).map_err(|e| e.to_string()));
+    }
     s.bufs_end = crate::sockopt::buffer_sizes(socket2::SockRef::from(&s.sock));
 }
 
@@ -1025,6 +1047,7 @@ mod tests {
             batch_wakes: false,
             zerocopy: false,
             end: SenderEnd::WaitEof,
+            ecn: false,
         }
     }
 

@@ -87,6 +87,9 @@ pub struct UdpPlan<'a> {
     pub drain: Option<&'a (dyn Drain + Sync)>,
     /// After the stop flag, how long the flows may take to finish.
     pub linger: Duration,
+    /// A receiver counts each datagram's ECN codepoint, by intervals of
+    /// this many milliseconds (`--ecn`).
+    pub ecn: Option<u32>,
 }
 
 impl std::fmt::Debug for UdpPlan<'_> {
@@ -249,7 +252,7 @@ fn machine<'t>(plan: &UdpPlan<'t>, count: Option<u64>) -> Machine<'t> {
             count.map_or(Until::Stopped, Until::Bytes),
             rate_bps,
         )),
-        UdpRole::Recv => Machine::Recv(Tally::new(plan.token, &plan.conv)),
+        UdpRole::Recv => Machine::Recv(Tally::new(plan.token, &plan.conv).counting_ecn(plan.ecn)),
     }
 }
 
@@ -366,6 +369,9 @@ fn register<'t>(
         }
         if let (UdpRole::Recv, true) = (plan.role, plan.fast.segments > 1) {
             recv_batch(&sock, plan.fast)?;
+        }
+        if let (UdpRole::Recv, Some(_)) = (plan.role, plan.ecn) {
+            crate::ecn::ask_codepoints(&sock)?;
         }
         let receives = !matches!(plan.role, UdpRole::Send { .. });
         let watch = crate::sys::Watch::new(
@@ -745,6 +751,7 @@ mod tests {
             token,
             drain: None,
             linger: Duration::from_secs(10),
+            ecn: None,
         }
     }
 

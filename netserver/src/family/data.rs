@@ -51,6 +51,7 @@ pub(crate) fn run_flows_on_loops(
         batch_wakes: spec.batch_wakes,
         zerocopy: false,
         end: engine::stream::tcp::SenderEnd::server(conv),
+        ecn: spec.ecn.is_some(),
     };
     let report = engine::drive::flows(driver, conns, &plan, &ctl.stop, &ctl.live).map_err(|e| {
         if ctl.is_aborted() {
@@ -168,6 +169,10 @@ pub(crate) fn run_udp_flows_counted(
         token,
         drain: receiving.then_some(ctl as &(dyn Drain + Sync)),
         linger: Duration::from_secs(60),
+        ecn: spec
+            .ecn
+            .filter(|e| e.count && receiving)
+            .map(|e| e.interval_ms),
     };
     let flows = socks.into_iter().map(|s| (s, count)).collect();
     engine::evloop::udp::run(flows, &plan, &ctl.stop, &ctl.live).map_err(|e| {
@@ -297,15 +302,7 @@ pub(crate) fn server_side(spec: &TestSpec, protocol: Protocol) -> SideSpec {
             side.cong_control = None;
         }
     }
-    side.tos = side
-        .tos
-        .map(|t| if t & 0x03 == 0x03 { t & !0x03 } else { t });
-    if let Some(ecn) = spec.ecn
-        && protocol == Protocol::Udp
-    {
-        side.tos = Some((side.tos.unwrap_or(0) & !0x03) | ecn.mark.bits());
-    }
-    side.tos = side.tos.filter(|&t| t > 0);
+    side.tos = proto::ecn::server_tos(side.tos, spec.ecn, protocol == Protocol::Udp);
     side
 }
 

@@ -172,6 +172,9 @@ fn receive_flows(
     for o in outcomes {
         let r = o?;
         all.add_flow(&r.totals(), r.elapsed_ns);
+        if let Some(e) = &r.ecn {
+            all.ecn.get_or_insert_with(Default::default).merge(e);
+        }
         if let Some(u) = r.udp {
             udp_all.received += u.received;
             udp_all.out_of_order += u.out_of_order;

@@ -92,6 +92,18 @@ fn ce_marks_are_counted_exactly_each_way() {
     assert_eq!(ce, up);
     assert!(intervals.len() >= 2, "{intervals:?}");
 
+    // many flows, each counted at its own socket, all together
+    let up0 = counter(&r, "up");
+    let doc = netperf_json(&r, ns.port(), &format!("{UDP_STREAM} --flows 3"));
+    let up = counter(&r, "up") - up0;
+    eprintln!(
+        "UDP_STREAM --flows 3: router marked {up}: {}",
+        doc["ecn"]["received"]
+    );
+    assert!(up > 1000, "{up}");
+    assert_eq!(count(&doc, "up", "ce"), up, "{}", doc["ecn"]);
+    assert_eq!(count(&doc, "up", "ect0") + up, 20_000, "{}", doc["ecn"]);
+
     // UDP_RR: the requests up, the answers down, each counted at its end
     let (up0, down0) = (counter(&r, "up"), counter(&r, "down"));
     let doc = netperf_json(&r, ns.port(), UDP_RR);
@@ -167,6 +179,7 @@ fn tcp_sees_ce_where_the_router_marks() {
     sysctl("1");
     let tcp = |test: &str| {
         let doc = netperf_json(&r, port, &format!("-t {test} -l 2 -- --ecn ect0"));
+        assert_eq!(doc["ecn"]["path"], Value::Null, "{}", doc["ecn"]);
         eprintln!("{test}: {}", doc["ecn"]);
         doc["ecn"]["tcp"].clone()
     };
@@ -190,6 +203,20 @@ fn tcp_sees_ce_where_the_router_marks() {
         assert!(marked > 100, "{test}: the router marked {marked}");
         assert_eq!(t["negotiated"], true, "{t}");
         assert!(t["delivered_ce"].as_u64().unwrap() > 0, "{test}: {t}");
+    }
+    // many flows, and the flows of a load beside UDP_RR
+    let before = counter(&r, "up");
+    let doc = netperf_json(&r, port, "-t TCP_STREAM -l 2 -- --ecn ect0 --flows 3");
+    let t = &doc["ecn"]["tcp"];
+    assert!(counter(&r, "up") > before, "the router marked none");
+    assert_eq!(t["negotiated"], true, "{t}");
+    assert!(t["delivered_ce"].as_u64().unwrap() > 0, "{t}");
+    let doc = netperf_json(&r, port, "-t UDP_RR -l 2 -- --ecn ect0 --under-load 2,both");
+    eprintln!("UDP_RR under load: {}", doc["ecn"]);
+    for way in ["load_up", "load_down"] {
+        let l = &doc["ecn"][way];
+        assert_eq!(l["negotiated"], true, "{way}: {}", doc["ecn"]);
+        assert!(l["delivered_ce"].as_u64().unwrap() > 0, "{way}: {l}");
     }
     // not asked for: said, with the sysctl
     sysctl("0");
@@ -225,8 +252,12 @@ fn refusals_name_the_option() {
             "--ecn: 'ce': a sender marks with ect0 or ect1",
         ),
         (
-            &["-t", "UDP_STREAM", "--", "--ecn", "ect0", "--flows", "2"][..],
-            "--ecn: one flow without a window here",
+            &["-t", "UDP_RR", "--", "--ecn", "ect0", "--flows", "2"][..],
+            "--ecn: UDP_RR's codepoints are counted on one flow",
+        ),
+        (
+            &["-t", "UDP_STREAM", "--", "--ecn", "ect0", "--io-uring"][..],
+            "--ecn: io_uring's calls do not read",
         ),
         (
             &["-t", "TCP_STREAM", "--", "--ecn", "ect1"][..],
