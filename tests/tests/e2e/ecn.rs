@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use harness::{
     bin,
-    netns::{ROUTED_SERVER, Routed, TO_CLIENT, TO_SERVER, nft, nft_counter},
+    netns::{A6, Hosts, ROUTED_SERVER, Routed, TO_CLIENT, TO_SERVER, nft, nft_counter},
     run_with_deadline,
 };
 use serde_json::Value;
@@ -116,6 +116,44 @@ fn ce_marks_are_counted_exactly_each_way() {
     assert_eq!(count(&doc, "down", "ect1") + down, 10_000);
     assert_eq!(doc["ecn"]["path"], "passes");
     assert_eq!(doc["ecn"]["sent"], "ect1");
+}
+
+/// IPv6: the traffic class's ECN bits, marked CE on a random tenth of
+/// the datagrams as each host takes them in (A the netserver's, B ours),
+/// counted exactly each way by UDP_RR's two ends.
+#[test]
+fn ipv6_traffic_class_is_counted_exactly() {
+    let Some(h) = Hosts::new("ipv6_traffic_class_is_counted_exactly") else {
+        return;
+    };
+    let ns = h.netserver(A6, &[]);
+    for host in [&h.a, &h.b] {
+        nft(
+            host,
+            "table inet npecn {
+               counter marked { }
+               chain input {
+                 type filter hook input priority -150; policy accept;
+                 meta l4proto udp udp length 1032 numgen random mod 10 0 counter name \"marked\" ip6 ecn set ce
+               }
+             }",
+        );
+    }
+    let mut cmd = h.command(&h.b, &bin("netperf"));
+    cmd.args(["--json", "-H", A6, "-p", &ns.port().to_string()])
+        .args(UDP_RR.split_whitespace());
+    let out = run_with_deadline(cmd, Duration::from_secs(60)).ok();
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let (up, down) = (
+        nft_counter(&h.a, "npecn", "marked"),
+        nft_counter(&h.b, "npecn", "marked"),
+    );
+    eprintln!("IPv6 UDP_RR: marked {up} up, {down} down: {}", doc["ecn"]);
+    assert!(up > 500 && down > 500, "{up} {down}");
+    assert_eq!(count(&doc, "up", "ce"), up, "{}", doc["ecn"]);
+    assert_eq!(count(&doc, "down", "ce"), down, "{}", doc["ecn"]);
+    assert_eq!(count(&doc, "up", "ect1") + up, 10_000);
+    assert_eq!(doc["ecn"]["path"], "passes");
 }
 
 /// A router that clears ECN toward the server bleaches; one that marks
