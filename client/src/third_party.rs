@@ -259,6 +259,14 @@ pub fn plan(req: &ThirdParty, key: engine::auth::Key) -> Result<Plan> {
     };
     plan.auth = Some(AuthSource::Given(key));
     plan.dialect = DialectChoice::Native;
+    // its rate sampled ten times over its length (at most each second):
+    // the samples a mesh judges a pair by against an earlier mesh
+    if let crate::cli::Length::Seconds(secs) = plan.length
+        && secs > 0
+        && plan.interim.is_none()
+    {
+        plan.interim = Some(((secs as f64 / 10.0).clamp(0.1, 1.0), false));
+    }
     plan.json = true;
     plan.verbosity = plan.verbosity.min(1);
     plan.command_line = format!("netperf {}", args.join(" "));

@@ -85,17 +85,7 @@ fn parse(args: &[String]) -> Result<Options> {
             "-h" | "--help" => o.help = true,
             "--a" => o.a = Some(value()?),
             "--b" => o.b = Some(value()?),
-            "--effect" => {
-                let v = value()?;
-                let pct: f64 = v
-                    .trim_end_matches('%')
-                    .parse()
-                    .map_err(|_| anyhow!("--effect: '{v}' is not a percentage"))?;
-                if !(pct > 0.0 && pct < 100.0) {
-                    bail!("--effect: {v} is not between 0 and 100 (percent)");
-                }
-                o.effect = pct / 100.0;
-            }
+            "--effect" => o.effect = effect(&value()?)?,
             "--max-time" => {
                 let v = value()?;
                 o.max_time = v
@@ -121,6 +111,19 @@ fn parse(args: &[String]) -> Result<Options> {
         (n, None, None) => bail!("two documents to compare, BASE and NEW ({n} given)"),
         _ => bail!("either two documents or --a/--b, not both"),
     }
+}
+
+/// `--effect PCT` (compare's and the mesh's): a fraction, from a
+/// percentage between 0 and 100.
+pub fn effect(v: &str) -> Result<f64> {
+    let pct: f64 = v
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| anyhow!("--effect: '{v}' is not a percentage"))?;
+    if !(pct > 0.0 && pct < 100.0) {
+        bail!("--effect: {v} is not between 0 and 100 (percent)");
+    }
+    Ok(pct / 100.0)
 }
 
 /// `netperf compare ...`: the exit status.

@@ -7,14 +7,19 @@
 //! - [`options`]: the command line; [`schedule`]: which pairs run
 //!   together (a round-robin tournament, incast, fan-out, a given list);
 //! - [`run`]: the rounds, each pair a third-party test of its sending
-//!   netserver; [`outliers`]: the rule; [`render`]: matrix, CSV, SVG.
+//!   netserver, hosts that come back tried again; [`outliers`]: the rule;
+//!   [`render`]: matrix, CSV, SVG;
+//! - [`baseline`]: each pair against an earlier mesh by compare's rule
+//!   (`--baseline`); [`push`]: the figures to a Prometheus Pushgateway.
 //!
 //! The controller holds one round's tests at a time and writes each
 //! result to its files as it comes: connections and memory grow with a
 //! round's ⌊N/2⌋ tests, not with the mesh (the matrix of figures aside).
 
+pub mod baseline;
 pub mod options;
 pub mod outliers;
+pub mod push;
 pub mod render;
 pub mod run;
 pub mod schedule;
@@ -32,12 +37,14 @@ use options::{Asked, MeshOptions, Pattern};
 use outliers::Finding;
 use schedule::{Directions, Round};
 
-/// `netperf mesh ARGS`: whether every pair was measured.
-pub fn main(args: &[String]) -> Result<bool> {
+/// `netperf mesh ARGS`: the exit status: without `--baseline`, 0 when
+/// every pair was measured, else 1; with it, compare's
+/// ([`baseline::status`]).
+pub fn main(args: &[String]) -> Result<u8> {
     let o = match options::parse(args)? {
         Asked::Help => {
             print!("{}", options::USAGE);
-            return Ok(true);
+            return Ok(0);
         }
         Asked::Run(o) => *o,
     };
@@ -48,6 +55,17 @@ pub fn main(args: &[String]) -> Result<bool> {
     // a key file that cannot be read fails here, not at every pair
     if let Some(k) = &o.key_file {
         engine::auth::Key::from_file(k).map_err(|e| anyhow!("{e}"))?;
+    }
+    // and so does a baseline that cannot be read
+    let base = o.baseline.as_deref().map(baseline::load).transpose()?;
+    if let Some(b) = &base
+        && !b.test.eq_ignore_ascii_case(&o.test)
+    {
+        bail!(
+            "--baseline: it is a mesh of {} and this one of {}: a changed test is not compared",
+            b.test,
+            o.test
+        );
     }
     let tests: usize = rounds.iter().map(|r| r.tests.len()).sum();
     let widest = rounds.iter().map(|r| r.tests.len()).max().unwrap_or(0);
@@ -65,7 +83,16 @@ pub fn main(args: &[String]) -> Result<bool> {
     let mut files = Files::open(&o, rounds.len())?;
     let n = o.hosts.len();
     let mut cells = Vec::with_capacity(tests);
+    let mut samples: Vec<((String, String), Vec<f64>)> = Vec::new();
+    let began = std::time::Instant::now();
     let ended = run::run(&o, &rounds, &stop, &mut |out| {
+        if let Some(r) = &out.result {
+            let names = (
+                o.hosts[out.pair.from].name.clone(),
+                o.hosts[out.pair.to].name.clone(),
+            );
+            samples.push((names, baseline::samples(r)));
+        }
         cells.push(render::Cell {
             from: out.pair.from,
             to: out.pair.to,
@@ -94,9 +121,56 @@ pub fn main(args: &[String]) -> Result<bool> {
     if ended.interrupted {
         println!("interrupted: the mesh ended before its last round");
     }
-    files.finish(&o, &names, &values, &findings, &ended)?;
     let all = cells.len() == tests && cells.iter().all(|c| c.error.is_none());
-    Ok(all && !ended.interrupted)
+    let judged = base.as_ref().map(|b| against(b, &samples, o.effect, unit));
+    files.finish(&o, &names, &values, &findings, &ended, judged.as_ref())?;
+    if let Some(url) = &o.push {
+        let f = push::Figures {
+            test: o.test.clone(),
+            units: unit.to_string(),
+            pairs: cells
+                .iter()
+                .map(|c| (names[c.from].clone(), names[c.to].clone(), c.value))
+                .collect(),
+            duration: began.elapsed().as_secs_f64(),
+            hosts_down: ended.down.iter().map(|&h| names[h].clone()).collect(),
+            finished_unix: engine::clock::unix_secs(),
+            ..push::Figures::default()
+        }
+        .with_changes(judged.as_ref().map_or(&[][..], |(j, _)| j));
+        push::push(url, &f)?;
+        eprintln!("netperf mesh: pushed to {url}");
+    }
+    Ok(match &judged {
+        Some((j, _)) => baseline::status(j, all && !ended.interrupted),
+        None => u8::from(!all || ended.interrupted),
+    })
+}
+
+/// Each pair against the baseline: the changed ones' lines (or that none
+/// changed) and what could not be compared, printed under the matrix.
+fn against(
+    b: &baseline::Baseline,
+    samples: &[((String, String), Vec<f64>)],
+    effect: f64,
+    unit: &str,
+) -> (Vec<baseline::Judged>, Vec<String>) {
+    // (a mesh's headline is a rate: more is better)
+    let (judged, notes) = baseline::judge(b, samples, effect, true);
+    for j in judged.iter().filter(|j| j.changed()) {
+        println!("{}", j.line(unit));
+    }
+    if !judged.iter().any(baseline::Judged::changed) {
+        println!(
+            "no pair changed beyond the noise against the baseline ({} compared, {:.0}% the smallest change named)",
+            judged.len(),
+            effect * 100.0
+        );
+    }
+    for n in &notes {
+        println!("baseline: {n}");
+    }
+    (judged, notes)
 }
 
 /// The headline's unit, as the matrix says it.
@@ -247,13 +321,28 @@ impl Files {
         values: &[Vec<Option<f64>>],
         findings: &[Finding],
         ended: &run::Ended,
+        judged: Option<&(Vec<baseline::Judged>, Vec<String>)>,
     ) -> Result<()> {
         if let Some(w) = &mut self.json {
-            let tail = json!({
+            let mut tail = json!({
                 "outliers": findings.iter().map(|f| finding_json(f, names)).collect::<Vec<_>>(),
                 "hosts_down": ended.down.iter().map(|&h| names[h].clone()).collect::<Vec<_>>(),
                 "interrupted": ended.interrupted,
             });
+            if let Some((j, notes)) = judged {
+                tail["changes"] = j
+                    .iter()
+                    .filter(|j| j.changed())
+                    .map(baseline::Judged::json)
+                    .collect();
+                tail["baseline"] = json!({
+                    "file": o.baseline.as_ref().map(|p| p.display().to_string()),
+                    "effect": o.effect,
+                    "compared": j.len(),
+                    "unknown": j.iter().filter(|j| j.verdict == "UNKNOWN").count(),
+                    "notes": notes,
+                });
+            }
             let text = tail.to_string();
             writeln!(w, "],{}", text.trim_start_matches('{'))?;
             w.flush()?;

@@ -34,7 +34,19 @@ is in two tests at once.
                          the outliers
   --csv FILE             a line a pair
   --plot FILE.svg        a heatmap
+  --baseline OLD.json    each pair judged against the same pair of an earlier mesh's
+                         --json by netperf compare's rule: the pairs that changed
+                         beyond the noise named under the matrix and in --json's
+                         changes; exit status as compare's (0 same, 1 slower,
+                         2 faster, 3 unknown or not measured, 4 and up errors)
+  --effect PCT           the smallest change --baseline names (default 10)
+  --push URL             the results pushed to a Prometheus Pushgateway
+                         (http://HOST:PORT): a gauge a pair, the changes, the
+                         mesh's duration and its hosts down
   -h, --help             this text
+
+A host that stops answering is asked again after each round; when it
+answers again, its pairs run at the end (no host in two tests at once).
 ";
 
 /// One netserver of the mesh.
@@ -73,6 +85,12 @@ pub struct MeshOptions {
     pub global_options: Vec<String>,
     /// netperf's test options, after `--`.
     pub test_options: Vec<String>,
+    /// `--baseline`: an earlier mesh's `--json` document.
+    pub baseline: Option<PathBuf>,
+    /// `--effect`: the smallest change `--baseline` names (a fraction).
+    pub effect: f64,
+    /// `--push`: a Prometheus Pushgateway's URL.
+    pub push: Option<String>,
 }
 
 /// What the command line asks: a mesh, or its help.
@@ -139,6 +157,9 @@ pub fn parse(args: &[String]) -> Result<Asked> {
         plot: None,
         global_options: Vec::new(),
         test_options: Vec::new(),
+        baseline: None,
+        effect: super::baseline::DEFAULT_EFFECT,
+        push: None,
     };
     let (mut hosts, mut from_dns, mut port) = (None::<String>, None::<String>, 12865u16);
     let mut it = args.iter();
@@ -163,6 +184,13 @@ pub fn parse(args: &[String]) -> Result<Asked> {
             "--json" => o.json = Some(PathBuf::from(value(a)?)),
             "--csv" => o.csv = Some(PathBuf::from(value(a)?)),
             "--plot" => o.plot = Some(PathBuf::from(value(a)?)),
+            "--baseline" => o.baseline = Some(PathBuf::from(value(a)?)),
+            "--effect" => o.effect = crate::compare::effect(&value(a)?)?,
+            "--push" => {
+                let v = value(a)?;
+                super::push::Target::parse(&v)?;
+                o.push = Some(v);
+            }
             // a confidence run of each pair, as netperf takes it
             "-i" | "-I" => {
                 let v = value(a)?;

@@ -124,22 +124,8 @@ fn a_mesh_of_six_measures_every_pair_and_flags_the_planted_slow_host() {
         })
         .collect();
     let (json, csv, svg) = (dir.join("m.json"), dir.join("m.csv"), dir.join("m.svg"));
-    let mut c = m.command(N, &bin("netperf"));
-    c.args([
-        "mesh",
-        "--hosts",
-        &m.addrs[..N].join(","),
-        "-l",
-        "2",
-        "--key-file",
-    ])
-    .arg(&key)
-    .arg("--json")
-    .arg(&json)
-    .arg("--csv")
-    .arg(&csv)
-    .arg("--plot")
-    .arg(&svg);
+    let mut c = mesh_of(&m, N, &key, &json);
+    c.arg("--csv").arg(&csv).arg("--plot").arg(&svg);
     let out = run_with_deadline(c, Duration::from_secs(240));
     assert!(out.success(), "{out}");
     assert!(out.stdout.contains("rows send, columns receive"), "{out}");
@@ -188,6 +174,38 @@ fn a_mesh_of_six_measures_every_pair_and_flags_the_planted_slow_host() {
     assert_one_test_at_a_time(&records);
 }
 
+/// `netperf mesh` of 2 s tests over the first `n` hosts of `m`, run from
+/// host `n`, its JSON to `json`.
+fn mesh_of(m: &Mesh, n: usize, key: &Path, json: &Path) -> Command {
+    let mut c = m.command(n, &bin("netperf"));
+    c.args([
+        "mesh",
+        "--hosts",
+        &m.addrs[..n].join(","),
+        "-l",
+        "2",
+        "--key-file",
+    ])
+    .arg(key)
+    .arg("--json")
+    .arg(json);
+    c
+}
+
+/// Wait until a mesh's CSV has its first round's two results.
+fn first_round_in(csv: &Path) {
+    let begun = std::time::Instant::now();
+    while std::fs::read_to_string(csv)
+        .unwrap_or_default()
+        .lines()
+        .count()
+        < 3
+    {
+        assert!(begun.elapsed() < Duration::from_secs(30), "no result came");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Four netservers on loopback; one is killed once the mesh has begun:
 /// its pairs are reported as failed or skipped, every other pair
 /// measured, and the mesh ends (status 1, the dead host named).
@@ -198,24 +216,17 @@ fn a_host_killed_mid_mesh_is_reported_while_the_rest_completes() {
     let (servers, hosts) = loopback_fleet(4, &key);
     let csv = dir.join("m.csv");
     let mut c = Command::new(bin("netperf"));
+    // (--timeout 3: the dead host is waited for that long at the end)
     c.args(["mesh", "--hosts", &hosts.join(","), "-l", "1", "--key-file"])
         .arg(&key)
+        .args(["--timeout", "3"])
         .arg("--csv")
         .arg(&csv)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     let child = c.spawn().unwrap();
     // the first round's results are in: kill the last host
-    let begun = std::time::Instant::now();
-    while std::fs::read_to_string(&csv)
-        .unwrap_or_default()
-        .lines()
-        .count()
-        < 3
-    {
-        assert!(begun.elapsed() < Duration::from_secs(30), "no result came");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    first_round_in(&csv);
     let mut servers = servers;
     let mut dead = servers.pop().unwrap();
     let _ = dead.signal_and_wait("KILL", Duration::from_secs(5));
@@ -274,6 +285,9 @@ fn third_party_requests_without_the_key_or_to_nowhere_are_refused() {
             "1",
             "--pattern",
             &fanout,
+            // (a host that does not answer is waited for this long)
+            "--timeout",
+            "3",
         ]);
         if keyed {
             c.arg("--key-file").arg(&key);
@@ -452,4 +466,252 @@ fn ctrl_c_ends_the_mesh_and_every_test() {
         "the served test ran {secs} s of its 20: {served}"
     );
     assert!(began.elapsed() < Duration::from_secs(12));
+}
+
+/// Host `from`'s egress at `mbit` to every host but `to`, and at
+/// `to_mbit` to `to` (an htb class a destination): one link slowed alone.
+fn shape_link(m: &Mesh, from: usize, to: usize, mbit: u32, to_mbit: u32) {
+    let dev = format!("h{from}");
+    let tc = |words: &str| {
+        let mut args = vec!["ip", "netns", "exec", m.hosts[from].as_str(), "tc"];
+        args.extend(words.split_whitespace());
+        harness::netns::sh(&args);
+    };
+    let _ = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &m.hosts[from],
+            "tc",
+            "qdisc",
+            "del",
+            "dev",
+            &dev,
+            "root",
+        ])
+        .status();
+    tc(&format!(
+        "qdisc add dev {dev} root handle 1: htb default 10"
+    ));
+    tc(&format!(
+        "class add dev {dev} parent 1: classid 1:10 htb rate {mbit}mbit burst 64kb"
+    ));
+    tc(&format!(
+        "class add dev {dev} parent 1: classid 1:20 htb rate {to_mbit}mbit burst 64kb"
+    ));
+    tc(&format!(
+        "filter add dev {dev} parent 1: protocol ip u32 match ip dst {}/32 flowid 1:20",
+        m.addrs[to]
+    ));
+}
+
+/// Six hosts behind 100 Mbit/s ports: a mesh, a second of the unchanged
+/// lab judged against it (no pair named), then one link slowed by 40%:
+/// that link alone is named, SLOWER, in the lines and in `changes`, and
+/// the exit status is compare's (1).
+#[test]
+fn a_mesh_against_its_baseline_names_the_one_link_that_changed() {
+    const N: usize = 6;
+    let Some(m) = Mesh::new(
+        "a_mesh_against_its_baseline_names_the_one_link_that_changed",
+        N + 1,
+    ) else {
+        return;
+    };
+    for i in 0..N {
+        m.shape(i, 100, 100);
+    }
+    let dir = scratch("meshbase");
+    let key = key_in(&dir);
+    let _servers: Vec<Netserver> = (0..N).map(|i| m.fleet_netserver(i, &key, &[])).collect();
+    let mesh = |json: &Path, baseline: Option<&Path>| {
+        let mut c = mesh_of(&m, N, &key, json);
+        if let Some(b) = baseline {
+            c.arg("--baseline").arg(b);
+        }
+        let out = run_with_deadline(c, Duration::from_secs(240));
+        eprintln!("{}", out.stdout);
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{e}: {out}"));
+        (out, doc)
+    };
+    let base = dir.join("base.json");
+    let (out, doc) = mesh(&base, None);
+    assert!(out.success(), "{out}");
+    // each pair's samples: its interim rates, ten of them
+    let first = &doc["pairs"][0]["result"];
+    assert!(first["interim"].as_array().unwrap().len() >= 8, "{first}");
+    let (out, doc) = mesh(&dir.join("same.json"), Some(&base));
+    assert_eq!(doc["changes"], serde_json::json!([]), "{out}");
+    assert_eq!(
+        doc["baseline"]["compared"],
+        N * (N - 1),
+        "{}",
+        doc["baseline"]
+    );
+    assert!(
+        out.stdout.contains("no pair changed beyond the noise"),
+        "{out}"
+    );
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{out}");
+    // one link slowed by 40%
+    let (from, to) = (1, 4);
+    shape_link(&m, from, to, 100, 60);
+    let (out, doc) = mesh(&dir.join("slow.json"), Some(&base));
+    assert_eq!(out.status.code(), Some(1), "{out}");
+    let changes = doc["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{out}\n{changes:?}");
+    let c = &changes[0];
+    assert_eq!(c["from"], m.addrs[from].as_str(), "{c}");
+    assert_eq!(c["to"], m.addrs[to].as_str(), "{c}");
+    assert_eq!(c["verdict"], "SLOWER", "{c}");
+    let change = c["change"].as_f64().unwrap();
+    // (htb's 60 Mbit/s carries about 55 of goodput; tbf's 100, 98)
+    assert!((-0.5..-0.3).contains(&change), "{c}");
+    assert!(c["p"].as_f64().unwrap() <= 0.01, "{c}");
+    assert!(
+        out.stdout
+            .contains(&format!("changed: {} -> {}: ", m.addrs[from], m.addrs[to])),
+        "{out}"
+    );
+}
+
+/// Four loopback netservers; one is killed once the first round's results
+/// are in and started again on its port three seconds later: it is asked
+/// again before each round, its pairs run at the end, every pair is
+/// measured, no host is left down, and the mesh succeeds.
+#[test]
+fn a_host_back_after_a_few_seconds_has_every_pair_measured() {
+    let dir = scratch("meshback");
+    let key = key_in(&dir);
+    let (mut servers, hosts) = loopback_fleet(4, &key);
+    let json = dir.join("m.json");
+    let csv = dir.join("m.csv");
+    let mut c = Command::new(bin("netperf"));
+    c.args(["mesh", "--hosts", &hosts.join(","), "-l", "1", "--key-file"])
+        .arg(&key)
+        .arg("--json")
+        .arg(&json)
+        .arg("--csv")
+        .arg(&csv)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = c.spawn().unwrap();
+    first_round_in(&csv);
+    let port = servers[3].port();
+    let mut dead = servers.pop().unwrap();
+    let _ = dead.signal_and_wait("KILL", Duration::from_secs(5));
+    std::thread::sleep(Duration::from_secs(3));
+    let mut again = Command::new(bin("netserver"));
+    again
+        .args([
+            "-D",
+            "-p",
+            &port.to_string(),
+            "-L",
+            "127.0.0.1",
+            "--fleet",
+            "--key-file",
+        ])
+        .arg(&key);
+    servers.push(Netserver::spawn(again));
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stderr.contains("answers again"), "{stderr}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["hosts_down"], serde_json::json!([]), "{doc}");
+    let pairs = doc["pairs"].as_array().unwrap();
+    let measured: std::collections::BTreeSet<(String, String)> = pairs
+        .iter()
+        .filter(|p| p["throughput"].as_f64().is_some())
+        .map(|p| (p["from"].to_string(), p["to"].to_string()))
+        .collect();
+    assert_eq!(
+        measured.len(),
+        12,
+        "every ordered pair measured: {stdout}\n{stderr}"
+    );
+    assert_eq!(pairs.len(), 12, "each pair once: {doc}");
+}
+
+/// `--push`: the mesh's figures in a real Pushgateway (Debian's), scraped
+/// by a real Prometheus: a gauge a pair, equal to the pair's figure in
+/// the JSON, the duration and the hosts down.
+#[test]
+fn the_mesh_pushes_to_a_pushgateway_that_prometheus_scrapes() {
+    if !crate::metrics::tool("prometheus") || !crate::metrics::tool("prometheus-pushgateway") {
+        return;
+    }
+    let dir = scratch("meshpush");
+    let key = key_in(&dir);
+    let (_servers, hosts) = loopback_fleet(3, &key);
+    let gw: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _gateway = Killed(
+        Command::new("prometheus-pushgateway")
+            .arg(format!("--web.listen-address={gw}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.join("pushgateway.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let begun = std::time::Instant::now();
+    while std::net::TcpStream::connect(gw).is_err() {
+        assert!(begun.elapsed() < Duration::from_secs(20), "no pushgateway");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let prom = crate::metrics::Prometheus::scraping(&dir, gw, true);
+    let json = dir.join("m.json");
+    let mut c = Command::new(bin("netperf"));
+    c.args(["mesh", "--hosts", &hosts.join(","), "-l", "1", "--key-file"])
+        .arg(&key)
+        .arg("--json")
+        .arg(&json)
+        .args(["--push", &format!("http://{gw}")]);
+    let out = run_with_deadline(c, Duration::from_secs(60));
+    assert!(out.success(), "{out}");
+    assert!(out.stderr.contains("pushed to"), "{out}");
+    // the gateway holds every pair
+    let (code, _, text) = crate::metrics::get(gw, "/metrics", None);
+    assert_eq!(code, 200);
+    let pairs: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("netperf_mesh_pair_value{"))
+        .collect();
+    assert_eq!(pairs.len(), 6, "{text}");
+    // and Prometheus scraped them, each equal to the JSON's figure
+    let got = prom.wait_for(
+        "count(netperf_mesh_pair_value)",
+        6.0,
+        Duration::from_secs(30),
+    );
+    assert_eq!(
+        got,
+        Some(6.0),
+        "{}",
+        std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
+    );
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for p in doc["pairs"].as_array().unwrap() {
+        let q = format!(
+            "netperf_mesh_pair_value{{from=\"{}\",to=\"{}\",test=\"TCP_STREAM\"}}",
+            p["from"].as_str().unwrap(),
+            p["to"].as_str().unwrap()
+        );
+        let v = prom.value(&q).unwrap_or_else(|| panic!("{q}: no value"));
+        let want = p["throughput"].as_f64().unwrap();
+        assert!((v - want).abs() <= want * 1e-9, "{q}: {v} against {want}");
+    }
+    assert_eq!(prom.value("netperf_mesh_hosts_down"), Some(0.0));
+    assert!(prom.value("netperf_mesh_duration_seconds").unwrap() > 1.0);
 }

@@ -23,7 +23,7 @@ fn temp(tag: &str) -> std::path::PathBuf {
 }
 
 /// Whether `name` runs here; in CI (NETPERF_REQUIRE_FLEET=1) it must.
-fn tool(name: &str) -> bool {
+pub(crate) fn tool(name: &str) -> bool {
     let found = Command::new(name)
         .arg("--version")
         .stdout(Stdio::null())
@@ -41,7 +41,7 @@ fn tool(name: &str) -> bool {
 }
 
 /// One HTTP/1.0 GET: the status line's code, the headers and the body.
-fn get(addr: SocketAddr, target: &str, accept: Option<&str>) -> (u16, String, String) {
+pub(crate) fn get(addr: SocketAddr, target: &str, accept: Option<&str>) -> (u16, String, String) {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let accept = accept.map_or(String::new(), |a| format!("Accept: {a}\r\n"));
@@ -67,18 +67,28 @@ fn urlencode(s: &str) -> String {
 }
 
 /// A Prometheus server scraping one target every second, killed on drop.
-struct Prometheus {
+pub(crate) struct Prometheus {
     child: Child,
     addr: SocketAddr,
 }
 
 impl Prometheus {
     fn start(dir: &std::path::Path, target: SocketAddr) -> Prometheus {
+        Prometheus::scraping(dir, target, false)
+    }
+
+    /// One scraping `target`; with `honor_labels`, the scraped labels
+    /// kept as they are (a Pushgateway's).
+    pub(crate) fn scraping(
+        dir: &std::path::Path,
+        target: SocketAddr,
+        honor_labels: bool,
+    ) -> Prometheus {
         let config = dir.join("prometheus.yml");
         std::fs::write(
             &config,
             format!(
-                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: netserver\n    static_configs:\n      - targets: ['{target}']\n"
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: netserver\n    honor_labels: {honor_labels}\n    static_configs:\n      - targets: ['{target}']\n"
             ),
         )
         .unwrap();
@@ -98,7 +108,7 @@ impl Prometheus {
     }
 
     /// An instant query's single value, if it has one.
-    fn value(&self, query: &str) -> Option<f64> {
+    pub(crate) fn value(&self, query: &str) -> Option<f64> {
         let (code, _, body) = get(
             self.addr,
             &format!("/api/v1/query?query={}", urlencode(query)),
@@ -116,7 +126,7 @@ impl Prometheus {
     }
 
     /// Wait (at most `limit`) until `query` is `want`; what it last was.
-    fn wait_for(&self, query: &str, want: f64, limit: Duration) -> Option<f64> {
+    pub(crate) fn wait_for(&self, query: &str, want: f64, limit: Duration) -> Option<f64> {
         let deadline = Instant::now() + limit;
         let mut last = None;
         while Instant::now() < deadline {
