@@ -133,7 +133,7 @@ fn static_binaries_image_and_manifests() {
         assert!(out.success(), "{out}");
         assert_eq!(
             out.stdout.matches("passed").count() + out.stderr.matches("passed").count(),
-            5,
+            7,
             "{out}"
         );
         // the Prometheus operator's pair: the Service against its schema,
@@ -191,32 +191,11 @@ fn the_mesh_jobs_command_measures_every_pair() {
             Netserver::spawn(c)
         })
         .collect();
-    let job = std::fs::read_to_string(repo().join("dist/k8s/mesh-job.yaml")).unwrap();
-    // the folded block after `args:`, its lines joined as YAML folds them
-    let lines: Vec<&str> = job.lines().collect();
-    let at = lines
-        .iter()
-        .position(|l| l.trim() == "- >-")
-        .expect("the args block");
-    let indent = lines[at + 1].len() - lines[at + 1].trim_start().len();
-    let script = lines[at + 1..]
-        .iter()
-        .take_while(|l| l.len() - l.trim_start().len() >= indent && !l.trim().is_empty())
-        .map(|l| l.trim())
-        .collect::<Vec<_>>()
-        .join(" ")
-        .replace("--hosts-from \"$MESH_SERVICE\"", "--hosts \"$MESH_HOSTS\"")
-        .replace("/etc/netserver/netserver.key", &key.display().to_string())
-        .replace("/results", &dir.display().to_string());
+    let script = job_script("mesh-job.yaml", &key, ("/results", &dir));
     assert!(script.starts_with("netperf mesh "), "{script}");
-    let path = format!(
-        "{}:{}",
-        bin("netperf").parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     let mut c = m.command(3, Path::new("sh"));
     c.args(["-c", &script])
-        .env("PATH", path)
+        .env("PATH", with_netperf())
         .env("MESH_HOSTS", m.addrs[..3].join(","))
         .env("MESH_TEST", "TCP_STREAM")
         .env("MESH_LENGTH", "1")
@@ -241,4 +220,123 @@ fn the_mesh_jobs_command_measures_every_pair() {
         assert_ne!(p["from"], p["to"]);
     }
     drop(servers);
+}
+
+/// A Job's shell script (the folded block after `args:`, its lines joined
+/// as YAML folds them), the pods' discovery swapped for `$MESH_HOSTS`, the
+/// key for `key`, and the volume at `mount.0` for the directory `mount.1`.
+fn job_script(file: &str, key: &Path, mount: (&str, &Path)) -> String {
+    let job = std::fs::read_to_string(repo().join("dist/k8s").join(file)).unwrap();
+    let lines: Vec<&str> = job.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.trim() == "- >-")
+        .expect("the args block");
+    let indent = lines[at + 1].len() - lines[at + 1].trim_start().len();
+    lines[at + 1..]
+        .iter()
+        .take_while(|l| l.len() - l.trim_start().len() >= indent && !l.trim().is_empty())
+        .map(|l| l.trim())
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace("--hosts-from \"$MESH_SERVICE\"", "--hosts \"$MESH_HOSTS\"")
+        .replace("/etc/netserver/netserver.key", &key.display().to_string())
+        .replace(mount.0, &mount.1.display().to_string())
+}
+
+/// `PATH` with the netperf under test first.
+fn with_netperf() -> String {
+    format!(
+        "{}:{}",
+        bin("netperf").parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// The mesh CronJob's command line (mesh-cronjob.yaml's shell words, the
+/// pods' discovery swapped for a list), run twice over three hosts with a
+/// Pushgateway beside the controller: the first run has no baseline and
+/// leaves its document as the next one's; the second judges every pair
+/// against it; each pushes every pair's figure.
+#[test]
+fn the_mesh_cronjobs_command_keeps_its_baseline_and_pushes() {
+    let Some(m) = Mesh::new("the_mesh_cronjobs_command_keeps_its_baseline_and_pushes", 4) else {
+        return;
+    };
+    if !tool("prometheus-pushgateway", "the CronJob's Pushgateway") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("rsnetperf-meshcron-{}", std::process::id()));
+    let history = dir.join("history");
+    std::fs::create_dir_all(&history).unwrap();
+    let key = dir.join("netserver.key");
+    std::fs::write(&key, [7u8; 32]).unwrap();
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    for i in 0..3 {
+        m.shape(i, 100, 100);
+    }
+    let _servers: Vec<Netserver> = (0..3).map(|i| m.fleet_netserver(i, &key, &[])).collect();
+    let mut gw = m.command(3, Path::new("prometheus-pushgateway"));
+    gw.arg("--web.listen-address=127.0.0.1:9091")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _gw = Killed(gw.spawn().unwrap());
+    let script = job_script("mesh-cronjob.yaml", &key, ("/history", &history));
+    assert!(script.contains("--baseline /"), "{script}");
+    let run = || {
+        let mut c = m.command(3, Path::new("sh"));
+        c.args(["-c", &script])
+            .env("PATH", with_netperf())
+            .env("MESH_HOSTS", m.addrs[..3].join(","))
+            .env("MESH_TEST", "TCP_STREAM")
+            .env("MESH_LENGTH", "2")
+            .env("MESH_TEST_ARGS", "--flows 1")
+            .env("PUSHGATEWAY", "http://127.0.0.1:9091");
+        run_with_deadline(c, Duration::from_secs(120))
+    };
+    // (the gateway listens before the first push)
+    std::thread::sleep(Duration::from_secs(1));
+    let first = run();
+    assert!(first.success(), "{first}");
+    assert!(!first.stdout.contains("baseline"), "{first}");
+    assert!(first.stderr.contains("pushed to"), "{first}");
+    let last = history.join("last.json");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&last).unwrap()).unwrap();
+    assert_eq!(doc["pairs"].as_array().unwrap().len(), 6, "{doc}");
+    let second = run();
+    assert!(
+        second.stdout.contains("no pair changed beyond the noise")
+            || second.stdout.contains("changed: "),
+        "{second}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&last).unwrap()).unwrap();
+    assert_eq!(doc["baseline"]["compared"], 6, "{doc}");
+    assert!(!history.join("new.json").exists());
+    // the gateway holds the second mesh's figures, a pair each
+    let out = m
+        .command(3, Path::new("python3"))
+        .args([
+            "-c",
+            "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9091/metrics').read().decode())",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.starts_with("netperf_mesh_pair_value{"))
+            .count(),
+        6,
+        "{text}"
+    );
+    assert!(text.contains("netperf_mesh_pair_change{"), "{text}");
 }
