@@ -28,23 +28,87 @@ pub struct Baseline {
 }
 
 /// A pair's samples from its result document: every iteration's headline
-/// when there were several, else every interim rate, else the headline.
+/// when there were several; else its rate each interim interval (the
+/// receiver's where the netserver received and reported it, which its
+/// socket buffer does not smooth or burst as the sender's; the first
+/// interval, the ramp, and a last partial one left out); else the
+/// headline alone.
 pub fn samples(result: &Value) -> Vec<f64> {
-    let of = |key: &str, field: &str| -> Vec<f64> {
-        result[key]
-            .as_array()
-            .map(|a| a.iter().filter_map(|x| x[field].as_f64()).collect())
-            .unwrap_or_default()
-    };
-    let iterations = of("iterations", "value");
+    let iterations: Vec<f64> = result["iterations"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x["value"].as_f64()).collect())
+        .unwrap_or_default();
     if iterations.len() > 1 {
         return iterations;
     }
-    let interim = of("interim", "rate");
-    if interim.len() > 1 {
-        return interim;
+    let rates = interim_rates(result);
+    if rates.len() >= 3 {
+        return rates;
     }
     result["result"]["value"].as_f64().into_iter().collect()
+}
+
+/// Whole intervals only: those at least half the median one.
+fn whole<T>(rows: Vec<(f64, T)>) -> Vec<T> {
+    let mut lengths: Vec<f64> = rows.iter().map(|r| r.0).collect();
+    lengths.sort_by(f64::total_cmp);
+    let nominal = lengths.get(lengths.len() / 2).copied().unwrap_or(0.0);
+    rows.into_iter()
+        .filter(|r| r.0 >= nominal / 2.0 && r.0 > 0.0)
+        .map(|r| r.1)
+        .collect()
+}
+
+/// The interim rates, in the headline's units, ramp and tail left out.
+fn interim_rates(result: &Value) -> Vec<f64> {
+    let ours: Vec<(f64, f64, f64)> = result["interim"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| {
+                    Some((
+                        x["interval"].as_f64()?,
+                        x["rate"].as_f64()?,
+                        x["bytes"].as_f64()?,
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    // our rate's units a byte a second (the headline's, as -f chose)
+    let per_byte = ours
+        .iter()
+        .find(|(i, _, b)| *b > 0.0 && *i > 0.0)
+        .map(|(i, r, b)| r / (b / i))
+        .filter(|f| f.is_finite() && *f > 0.0);
+    let sends = matches!(result["test"].as_str(), Some("TCP_STREAM" | "UDP_STREAM"));
+    if let (true, Some(per_byte)) = (sends, per_byte) {
+        // the netserver's received bytes, cumulative, at each report
+        let theirs: Vec<(f64, f64)> = result["remote_interim"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| Some((x["elapsed_seconds"].as_f64()?, x["bytes"].as_f64()?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut rows = Vec::new();
+        let mut last = (0.0, 0.0);
+        for (t, b) in theirs {
+            if t > last.0 {
+                rows.push((t - last.0, (b - last.1) / (t - last.0) * per_byte));
+            }
+            last = (t, b);
+        }
+        let rates: Vec<f64> = whole(rows).into_iter().skip(1).collect();
+        if rates.len() >= 3 {
+            return rates;
+        }
+    }
+    whole(ours.into_iter().map(|(i, r, _)| (i, r)).collect())
+        .into_iter()
+        .skip(1)
+        .collect()
 }
 
 /// Read a mesh's `--json` document (schema rsnetperf-mesh/1).
@@ -215,10 +279,26 @@ mod tests {
 
     #[test]
     fn samples_are_iterations_then_interims_then_the_headline() {
-        let r = json!({"iterations": [{"value": 1.0}, {"value": 2.0}], "interim": [{"rate": 5.0}, {"rate": 6.0}], "result": {"value": 9.0}});
+        let r = json!({"test": "TCP_RR", "iterations": [{"value": 1.0}, {"value": 2.0}], "result": {"value": 9.0}});
         assert_eq!(samples(&r), [1.0, 2.0]);
-        let r = json!({"iterations": [{"value": 1.0}], "interim": [{"rate": 5.0}, {"rate": 6.0}], "result": {"value": 9.0}});
-        assert_eq!(samples(&r), [5.0, 6.0]);
+        // ours: the ramp and the partial tail left out
+        let i = |rate: f64, interval: f64| json!({"rate": rate, "interval": interval, "bytes": rate * interval * 1000.0});
+        let r = json!({"test": "TCP_RR", "iterations": [{"value": 1.0}],
+            "interim": [i(150.0, 0.2), i(5.0, 0.2), i(6.0, 0.2), i(7.0, 0.2), i(1.0, 0.05)],
+            "result": {"value": 9.0}});
+        assert_eq!(samples(&r), [5.0, 6.0, 7.0]);
+        // a stream's: the netserver's received bytes, in our rate's units
+        let rep = |t: f64, b: f64| json!({"elapsed_seconds": t, "bytes": b});
+        let r = json!({"test": "TCP_STREAM",
+            "interim": [i(150.0, 0.2), i(5.0, 0.2), i(6.0, 0.2), i(7.0, 0.2), i(1.0, 0.05)],
+            "remote_interim": [rep(0.2, 2000.0), rep(0.4, 3000.0), rep(0.6, 4100.0), rep(0.8, 5300.0), rep(1.0, 6500.0), rep(1.05, 6510.0)],
+            "result": {"value": 9.0}});
+        let s = samples(&r);
+        assert_eq!(s.len(), 4, "{s:?}");
+        assert!(
+            (s[0] - 5.0).abs() < 1e-9 && (s[1] - 5.5).abs() < 1e-9,
+            "{s:?}"
+        );
         let r = json!({"iterations": [], "interim": [], "result": {"value": 9.0}});
         assert_eq!(samples(&r), [9.0]);
     }
