@@ -20,8 +20,9 @@
 //! - [`run`]: one invocation from connection to output, iterations and
 //!   confidence included, from a [`run::Source`] of measurements.
 //! - [`output`]: the outputs, one [`output::Reporter`] each (the classic
-//!   tables, selectors, JSON); [`events`] (`--json-stream`) and [`plot`]
-//!   (`--plot`) are reporters too; [`events`], [`interim`] (`-D`'s lines)
+//!   tables, selectors, JSON); [`events`] (`--json-stream`) is a reporter
+//!   too, and so is the picture (`--plot`), which the program that draws
+//!   it hands to [`run::set_plotter`] (netperf; a netserver draws none); [`events`], [`interim`] (`-D`'s lines)
 //!   and [`progress`] observe the run as it goes.
 //! - [`third_party`]: a test run on a client's behalf by a `netserver
 //!   --fleet` (meshes): the request as a checked plan, its JSON document.
@@ -51,7 +52,6 @@ pub mod interrupt;
 pub mod limits;
 pub mod one_way;
 pub mod output;
-pub mod plot;
 pub mod progress;
 pub mod report;
 pub mod rpm;

@@ -21,7 +21,7 @@ use crate::{
         run_info::{Ours, RunInfo},
         selectors, units,
     },
-    plot, progress,
+    progress,
     report::{Figures, Measurement, Observer},
 };
 
@@ -210,6 +210,19 @@ pub fn drive(plan: &Plan, source: &mut dyn Source, fill: Vec<u8>, out: &Out) -> 
     })
 }
 
+/// Makes `--plot`'s reporter, drawing to the path given. The client
+/// library draws nothing itself (it links no plotting library): the
+/// program that draws, netperf, hands one to [`set_plotter`].
+pub type Plotter = fn(&std::path::Path) -> Box<dyn Reporter>;
+
+static PLOTTER: std::sync::OnceLock<Plotter> = std::sync::OnceLock::new();
+
+/// Let a run draw its picture (`--plot`) with `make` (the first given
+/// stays). A program that sets none refuses `--plot` by name.
+pub fn set_plotter(make: Plotter) {
+    let _ = PLOTTER.set(make);
+}
+
 /// A run's reporters, its observers, and whether a latency selector is
 /// asked for.
 type Outputs = (Vec<Box<dyn Reporter>>, Vec<Arc<dyn Observer>>, bool);
@@ -237,7 +250,10 @@ fn outputs(plan: &Plan, t: &Test, out: &Out) -> Result<Outputs> {
     let mut reporters: Vec<Box<dyn Reporter>> = Vec::new();
     let mut observers: Vec<Arc<dyn Observer>> = Vec::new();
     if let Some(path) = &plan.plot {
-        reporters.push(Box::new(plot::Plot { path: path.clone() }));
+        let plotter = PLOTTER
+            .get()
+            .ok_or_else(|| anyhow!("--plot: this program draws no pictures (netperf does)"))?;
+        reporters.push(plotter(path));
     }
     reporters.push(match (plan.json_stream, plan.json, selection) {
         (true, ..) => {

@@ -11,6 +11,9 @@
 //!   interleaved) judged SAME, SLOWER, FASTER or UNKNOWN.
 //! - [`mesh`]: `netperf mesh`, a test between every ordered pair of a
 //!   lab's netservers, run by the netservers themselves.
+//! - [`plot`]: the pictures (`--plot`, `netperf plot`), drawn with
+//!   plotters: the program's own, handed to the client library's runs
+//!   (`run::set_plotter`), so that a netserver links no plotting library.
 //! - the client library's modules, re-exported under their names.
 //!
 //! Dependencies run one way: `client` knows no netserver; `netperf`
@@ -21,10 +24,11 @@
 
 pub mod compare;
 pub mod mesh;
+pub mod plot;
 
 pub use client::{
-    cli, confidence, control, debug, events, family, interim, interrupt, limits, output, plot,
-    progress, report, rpm, run, under_load,
+    cli, confidence, control, debug, events, family, interim, interrupt, limits, output, progress,
+    report, rpm, run, under_load,
 };
 
 use std::process::ExitCode;
@@ -33,6 +37,8 @@ use cli::Invocation;
 
 /// The netperf program, given its arguments (without the program name).
 pub fn main_with(args: &[String]) -> ExitCode {
+    // the pictures are this program's (`--plot`): a netserver draws none
+    run::set_plotter(plot::reporter);
     // ours: `netperf compare ...` judges two runs, or runs two setups
     if let Some(("compare", rest)) = args.split_first().map(|(a, r)| (a.as_str(), r)) {
         control::set_embedder(embed);

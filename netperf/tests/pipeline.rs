@@ -70,6 +70,8 @@ fn run(words: &str, runs: Vec<Measurement>) -> String {
     let Ok(Invocation::Run(plan)) = netperf::cli::parse(&args) else {
         panic!("{words}: no run");
     };
+    // the program's pictures, as its main hands them to the library
+    netperf::run::set_plotter(netperf::plot::reporter);
     let printed = Printed::default();
     drive(
         &plan,

@@ -358,12 +358,26 @@ fn draw(p: &Panels, root: &Area<'_>, n: usize) -> Drawn {
     if let Some((up, down)) = &p.one_way
         && let Some((area, side)) = areas.next()
     {
-        draw_one_way(area, side, up, down)?;
+        let ways = Ways {
+            title: "Queueing delay each way (probes, no common clock)",
+            axes: ("seconds since the first probe", "milliseconds"),
+            up,
+            down,
+            dots: false,
+        };
+        draw_ways(area, side, &ways)?;
     }
     if let Some((up, down)) = &p.ecn
         && let Some((area, side)) = areas.next()
     {
-        draw_ecn(area, side, up, down)?;
+        let ways = Ways {
+            title: "ECN: datagrams that arrived CE-marked, each interval",
+            axes: ("seconds since the first datagram", "% CE"),
+            up,
+            down,
+            dots: true,
+        };
+        draw_ways(area, side, &ways)?;
     }
     Ok(())
 }
@@ -380,59 +394,37 @@ fn ecn_series(e: &crate::output::json_types::EcnJson) -> Option<(Series, Series)
     (!up.is_empty() || !down.is_empty()).then_some((up, down))
 }
 
-fn draw_ecn(area: &Area<'_>, side: &Area<'_>, up: &Series, down: &Series) -> Drawn {
-    let all = || up.iter().chain(down);
-    let x_end = all().map(|p| p.0).fold(1.0, f64::max);
-    let y_top = top(all().map(|p| p.1)).max(1.0);
-    let mut chart = panel(
-        area,
-        "ECN: datagrams that arrived CE-marked, each interval",
-        (0.0..x_end, 0.0..y_top),
-        ("seconds since the first datagram", "% CE"),
-        SECONDS,
-    )?;
-    let (upc, downc) = (
-        flow_colour(0).stroke_width(2),
-        flow_colour(1).stroke_width(2),
-    );
-    let mut entries = Vec::new();
-    if !up.is_empty() {
-        chart.draw_series(LineSeries::new(up.iter().copied(), upc))?;
-        chart.draw_series(up.iter().map(|&p| Circle::new(p, 3, upc)))?;
-        entries.push(("up: toward the netserver".to_string(), Mark::Line(upc)));
-    }
-    if !down.is_empty() {
-        chart.draw_series(LineSeries::new(down.iter().copied(), downc))?;
-        chart.draw_series(down.iter().map(|&p| Circle::new(p, 3, downc)))?;
-        entries.push(("down".to_string(), Mark::Line(downc)));
-    }
-    key(side, &entries)
+/// A panel of two series over time, up and down (either may be empty),
+/// with dots at each point when `dots`.
+struct Ways<'s> {
+    title: &'s str,
+    axes: (&'s str, &'s str),
+    up: &'s Series,
+    down: &'s Series,
+    dots: bool,
 }
 
-fn draw_one_way(area: &Area<'_>, side: &Area<'_>, up: &Series, down: &Series) -> Drawn {
-    let all = || up.iter().chain(down);
+fn draw_ways(area: &Area<'_>, side: &Area<'_>, w: &Ways<'_>) -> Drawn {
+    let all = || w.up.iter().chain(w.down);
     let x_end = all().map(|p| p.0).fold(1e-3, f64::max);
     let y_top = top(all().map(|p| p.1.max(0.0)));
-    let mut chart = panel(
-        area,
-        "Queueing delay each way (probes, no common clock)",
-        (0.0..x_end, 0.0..y_top),
-        ("seconds since the first probe", "milliseconds"),
-        SECONDS,
-    )?;
-    let (upc, downc) = (
-        flow_colour(0).stroke_width(2),
-        flow_colour(1).stroke_width(2),
-    );
-    chart.draw_series(LineSeries::new(up.iter().copied(), upc))?;
-    chart.draw_series(LineSeries::new(down.iter().copied(), downc))?;
-    key(
-        side,
-        &[
-            ("up: toward the netserver".into(), Mark::Line(upc)),
-            ("down".into(), Mark::Line(downc)),
-        ],
-    )
+    let mut chart = panel(area, w.title, (0.0..x_end, 0.0..y_top), w.axes, SECONDS)?;
+    let mut entries = Vec::new();
+    for (i, (s, label)) in [(w.up, "up: toward the netserver"), (w.down, "down")]
+        .into_iter()
+        .enumerate()
+    {
+        if s.is_empty() {
+            continue;
+        }
+        let c = flow_colour(i).stroke_width(2);
+        chart.draw_series(LineSeries::new(s.iter().copied(), c))?;
+        if w.dots {
+            chart.draw_series(s.iter().map(|&p| Circle::new(p, 3, c)))?;
+        }
+        entries.push((label.to_string(), Mark::Line(c)));
+    }
+    key(side, &entries)
 }
 
 fn draw_datagrams(area: &Area<'_>, side: &Area<'_>, sent: &Series, received: &Series) -> Drawn {
@@ -617,6 +609,14 @@ pub fn draw_document(doc: &str, path: &Path) -> Result<()> {
 #[derive(Debug)]
 pub struct Plot {
     pub path: std::path::PathBuf,
+}
+
+/// `--plot FILE`'s reporter, as the client library's runs make it
+/// ([`crate::run::set_plotter`]).
+pub fn reporter(path: &Path) -> Box<dyn crate::output::Reporter> {
+    Box::new(Plot {
+        path: path.to_path_buf(),
+    })
 }
 
 impl crate::output::Reporter for Plot {
