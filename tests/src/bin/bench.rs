@@ -22,8 +22,11 @@
 //! builds' system calls per TCP_RR transaction and instructions per TCP_RR,
 //! TCP_CRR and TCP_STREAM operation; the many-flows rows (TCP_RR, TCP_STREAM,
 //! UDP_RR, TCP_CRR) with each end's CPU; and the client's peak memory and
-//! threads with 100 and 1,000 flows. That is how a change to the data path
-//! shows it costs nothing.
+//! threads with 100 and 1,000 flows; and the page-aligned rows (`-m 256K
+//! --rx-zerocopy --flows 2`, with and without `--zerocopy`) in a namespace
+//! whose loopback carries whole pages (needs root). That is how a change to
+//! the data path shows it costs nothing, and a round holds its rows against
+//! the one before.
 //!
 //! `--peers` prints another report: ours beside iperf3 3.21 (`IPERF3_REF`,
 //! the directory holding its `iperf3` or `src/iperf3`) and neper
@@ -827,6 +830,75 @@ fn baseline(o: &Opts, dir: &Path) {
         }
     }
     footprints_beside(o, (&netperf, port), (&base, base_port));
+    page_rows_beside(o, &netperf, dir);
+}
+
+/// The page-aligned rows a later round holds against this one (issue 58):
+/// `TCP_STREAM -- -m 256K --rx-zerocopy --flows 2`, with and without
+/// zero-copy sends, this build beside the baseline alternating, both
+/// netservers in one namespace whose loopback carries whole pages, with
+/// each receiver's CPU a megabyte.
+fn page_rows_beside(o: &Opts, netperf: &Path, dir: &Path) {
+    let Some(l) = PageLoop::new("bench BENCH_BASELINE") else {
+        println!("\n(page-aligned rows skipped: no namespace here; they need root and ip)");
+        return;
+    };
+    let at = At {
+        ns: Some(&l),
+        host: "::1",
+    };
+    let spawn = |bin: &Path| {
+        let mut c = l.command(bin);
+        c.args(["-D", "-p", "0", "-L", "::1", "-v", "0"]);
+        Netserver::spawn(c)
+    };
+    let (ns, base_ns) = (spawn(&ours("netserver")), spawn(&dir.join("netserver")));
+    let base = dir.join("netperf");
+    let (this, earlier) = (
+        Ours {
+            at,
+            netperf,
+            ns: &ns,
+        },
+        Ours {
+            at,
+            netperf: &base,
+            ns: &base_ns,
+        },
+    );
+    println!(
+        "\nPage-aligned (a namespace whose loopback MTU is {}, ::1), this build beside the baseline:",
+        PageLoop::MTU
+    );
+    println!(
+        "{:<52} {:>9} {:>9} {:>6}  spread        {:>9} {:>9}",
+        "TCP_STREAM --", "this", "baseline", "ratio", "us/MB", "base"
+    );
+    for extra in [
+        &["-m", "256K", "--rx-zerocopy", "--flows", "2"][..],
+        &["-m", "256K", "--zerocopy", "--rx-zerocopy", "--flows", "2"],
+    ] {
+        let mut b = Some(|| our_stream(earlier, "TCP_STREAM", o.secs, extra));
+        let pairs = rounds(
+            o.runs,
+            || our_stream(this, "TCP_STREAM", o.secs, extra),
+            &mut [as_peer(&mut b)],
+        );
+        let pairs = &pairs[0];
+        let med = |f: &dyn Fn(&(Rx, Rx)) -> f64| spread(pairs.iter().map(f).collect()).median;
+        let r = spread(pairs.iter().map(|(a, b)| a.mbps / b.mbps).collect());
+        println!(
+            "{:<52} {:>9.0} {:>9.0} {:>6.3}  ({:.3} .. {:.3}) {:>9.1} {:>9.1}",
+            extra.join(" "),
+            med(&|p| p.0.mbps),
+            med(&|p| p.1.mbps),
+            r.median,
+            r.min,
+            r.max,
+            med(&|p| p.0.cpu * 1e6 / p.0.mb.max(1e-9)),
+            med(&|p| p.1.cpu * 1e6 / p.1.mb.max(1e-9)),
+        );
+    }
 }
 
 /// System calls and instructions an operation costs the client, this
