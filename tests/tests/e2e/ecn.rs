@@ -48,6 +48,32 @@ fn netperf_json(r: &Routed, port: u16, args: &str) -> Value {
     serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
+/// A receiver's count of what the router marked: exactly the router's
+/// when nothing was lost after it; else at most that and at least that
+/// less what was lost (`lost`: the receiving socket's drops, or UDP_RR's
+/// answers given up, whose late arrivals the run no longer reads).
+fn same_as_router(got: u64, router: u64, lost: u64, what: &str) {
+    if lost == 0 {
+        assert_eq!(got, router, "{what}");
+    } else {
+        eprintln!("{what}: {lost} lost after the router: a bound, not the exact count");
+        assert!(
+            got <= router && got + lost >= router,
+            "{what}: {got} against {router}, {lost} lost"
+        );
+    }
+}
+
+/// What a UDP_STREAM's receiving socket dropped.
+fn socket_drops(doc: &Value) -> u64 {
+    doc["remote"]["udp"]["rcvbuf_drops"].as_u64().unwrap_or(0)
+}
+
+/// UDP_RR's transactions given up.
+fn given_up(doc: &Value) -> u64 {
+    doc["lost_transactions"].as_u64().unwrap_or(0)
+}
+
 fn count(doc: &Value, way: &str, cp: &str) -> u64 {
     doc["ecn"][way]["received"][cp]
         .as_u64()
@@ -55,9 +81,10 @@ fn count(doc: &Value, way: &str, cp: &str) -> u64 {
 }
 
 /// 20,000 datagrams, paced well below what the path and the receiver
-/// take, so that nothing is lost after the router counted it (`-R 1`:
-/// routed, as netperf 2.7's UDP_STREAM is only when asked).
-const UDP_STREAM: &str = "-t UDP_STREAM -l -20480000 -- -R 1 -m 1024 --rate 80m --ecn ect0";
+/// take, into a 4 MB socket buffer, so that nothing is lost after the
+/// router counted it on a loaded machine either (`-R 1`: routed, as
+/// netperf 2.7's UDP_STREAM is only when asked).
+const UDP_STREAM: &str = "-t UDP_STREAM -l -20480000 -- -R 1 -m 1024 -S 4M --rate 80m --ecn ect0";
 /// 10,000 transactions of 1024 bytes each way.
 const UDP_RR: &str = "-t UDP_RR -l -10000 -- -r 1024,1024 --ecn ect1";
 
@@ -80,16 +107,23 @@ fn ce_marks_are_counted_exactly_each_way() {
     let up = counter(&r, "up");
     eprintln!("UDP_STREAM: router marked {up}: {}", doc["ecn"]);
     assert!(up > 1000, "a tenth of 20,000: {up}");
-    assert_eq!(count(&doc, "up", "ce"), up, "{}", doc["ecn"]);
-    assert_eq!(count(&doc, "up", "ect0") + up, 20_000, "{}", doc["ecn"]);
+    let lost = socket_drops(&doc);
+    let what = format!("{}", doc["ecn"]);
+    same_as_router(count(&doc, "up", "ce"), up, lost, &what);
+    let all = count(&doc, "up", "ect0") + count(&doc, "up", "ce");
+    same_as_router(all, 20_000, lost, &what);
     assert_eq!(count(&doc, "up", "not_ect") + count(&doc, "up", "ect1"), 0);
     assert_eq!(doc["ecn"]["path"], "passes");
     let fraction = doc["ecn"]["ce_fraction"].as_f64().unwrap();
-    assert!((fraction - up as f64 / 20_000.0).abs() < 1e-9, "{fraction}");
+    let ce = count(&doc, "up", "ce");
+    assert!(
+        (fraction - ce as f64 / all as f64).abs() < 1e-9,
+        "{fraction}"
+    );
     // by interval: every datagram in one, the CE marks among them
     let intervals = doc["ecn"]["up"]["intervals"].as_array().unwrap();
-    let ce: u64 = intervals.iter().map(|i| i["ce"].as_u64().unwrap()).sum();
-    assert_eq!(ce, up);
+    let by_interval: u64 = intervals.iter().map(|i| i["ce"].as_u64().unwrap()).sum();
+    assert_eq!(by_interval, ce);
     assert!(intervals.len() >= 2, "{intervals:?}");
 
     // many flows, each counted at its own socket, all together
@@ -101,8 +135,10 @@ fn ce_marks_are_counted_exactly_each_way() {
         doc["ecn"]["received"]
     );
     assert!(up > 1000, "{up}");
-    assert_eq!(count(&doc, "up", "ce"), up, "{}", doc["ecn"]);
-    assert_eq!(count(&doc, "up", "ect0") + up, 20_000, "{}", doc["ecn"]);
+    let (lost, what) = (socket_drops(&doc), format!("{}", doc["ecn"]));
+    same_as_router(count(&doc, "up", "ce"), up, lost, &what);
+    let all = count(&doc, "up", "ect0") + count(&doc, "up", "ce");
+    same_as_router(all, 20_000, lost, &what);
 
     // UDP_RR: the requests up, the answers down, each counted at its end
     let (up0, down0) = (counter(&r, "up"), counter(&r, "down"));
@@ -110,10 +146,12 @@ fn ce_marks_are_counted_exactly_each_way() {
     let (up, down) = (counter(&r, "up") - up0, counter(&r, "down") - down0);
     eprintln!("UDP_RR: router marked {up} up, {down} down: {}", doc["ecn"]);
     assert!(up > 500 && down > 500, "{up} {down}");
-    assert_eq!(count(&doc, "up", "ce"), up, "{}", doc["ecn"]);
-    assert_eq!(count(&doc, "down", "ce"), down, "{}", doc["ecn"]);
-    assert_eq!(count(&doc, "up", "ect1") + up, 10_000);
-    assert_eq!(count(&doc, "down", "ect1") + down, 10_000);
+    let (lost, what) = (given_up(&doc), format!("{}", doc["ecn"]));
+    assert_eq!(count(&doc, "up", "ce"), up, "{what}");
+    assert_eq!(count(&doc, "up", "ect1") + up, 10_000, "{what}");
+    same_as_router(count(&doc, "down", "ce"), down, lost, &what);
+    let all = count(&doc, "down", "ect1") + count(&doc, "down", "ce");
+    same_as_router(all, 10_000, lost, &what);
     assert_eq!(doc["ecn"]["path"], "passes");
     assert_eq!(doc["ecn"]["sent"], "ect1");
 }
@@ -150,8 +188,9 @@ fn ipv6_traffic_class_is_counted_exactly() {
     );
     eprintln!("IPv6 UDP_RR: marked {up} up, {down} down: {}", doc["ecn"]);
     assert!(up > 500 && down > 500, "{up} {down}");
-    assert_eq!(count(&doc, "up", "ce"), up, "{}", doc["ecn"]);
-    assert_eq!(count(&doc, "down", "ce"), down, "{}", doc["ecn"]);
+    let (lost, what) = (given_up(&doc), format!("{}", doc["ecn"]));
+    assert_eq!(count(&doc, "up", "ce"), up, "{what}");
+    same_as_router(count(&doc, "down", "ce"), down, lost, &what);
     assert_eq!(count(&doc, "up", "ect1") + up, 10_000);
     assert_eq!(doc["ecn"]["path"], "passes");
 }
@@ -168,7 +207,8 @@ fn bleached_mangled_and_clean_paths() {
     let doc = netperf_json(&r, ns.port(), UDP_RR);
     assert_eq!(doc["ecn"]["path"], "passes", "{}", doc["ecn"]);
     assert_eq!(doc["ecn"]["received"]["ce"], 0);
-    assert_eq!(doc["ecn"]["received"]["ect1"], 20_000);
+    let ect1 = doc["ecn"]["received"]["ect1"].as_u64().unwrap();
+    same_as_router(ect1, 20_000, given_up(&doc), &format!("{}", doc["ecn"]));
     rules(
         &r,
         &format!("{DATA} counter name \"up\" ip ecn set not-ect"),
@@ -179,7 +219,12 @@ fn bleached_mangled_and_clean_paths() {
     assert_eq!(doc["ecn"]["up"]["path"], "bleached");
     assert_eq!(count(&doc, "up", "not_ect"), counter(&r, "up"));
     assert_eq!(doc["ecn"]["down"]["path"], "mangled");
-    assert_eq!(count(&doc, "down", "ce"), counter(&r, "down"));
+    same_as_router(
+        count(&doc, "down", "ce"),
+        counter(&r, "down"),
+        given_up(&doc),
+        &format!("{}", doc["ecn"]),
+    );
     assert_eq!(doc["ecn"]["path"], "mangled");
     // the selectors say the same, and a terminal's line (-v 3)
     let mut cmd = r.command(&r.client, &bin("netperf"));

@@ -171,9 +171,23 @@ fn windows_netserver_runs_as_a_service() {
     let _ = w.run("sc", &["stop", "netserver"]);
     let _ = w.run("netserver.exe", &["--uninstall-service"]);
     let port = harness::free_port().to_string();
-    let out = w.run(
+    // (Wine starts its service manager with the prefix's first program:
+    // on a loaded machine it may not answer yet, so the first calls are
+    // tried again for a while)
+    let again = |exe: &str, args: &[&str], done: &dyn Fn(&harness::Output) -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let out = w.run(exe, args);
+            if done(&out) || std::time::Instant::now() > deadline {
+                break out;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    let out = again(
         "netserver.exe",
         &["--install-service", "-p", &port, "-L", "127.0.0.1"],
+        &|o| o.success() && o.stdout.contains("installed"),
     );
     assert!(out.success() && out.stdout.contains("installed"), "{out}");
     struct Removed<'a>(&'a Wine);
@@ -184,7 +198,7 @@ fn windows_netserver_runs_as_a_service() {
         }
     }
     let _removed = Removed(&w);
-    let out = w.run("sc", &["start", "netserver"]);
+    let out = again("sc", &["start", "netserver"], &|o| o.success());
     assert!(out.success(), "sc start: {out}");
     // serving: a test runs against it
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
