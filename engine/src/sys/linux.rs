@@ -8,8 +8,9 @@ use std::io;
 
 use super::{Sock, TcpInfo, raw, socket_addr};
 
-/// `getsockopt(TCP_INFO)`.
-pub fn tcp_info(sock: &impl Sock) -> io::Result<TcpInfo> {
+/// `getsockopt(TCP_INFO)`: the kernel's struct, and how many of its bytes
+/// the kernel wrote (an older kernel writes fewer fields).
+fn raw_tcp_info(sock: &impl Sock) -> io::Result<(libc::tcp_info, usize)> {
     // SAFETY: tcp_info is plain old data; all-zero is a valid value.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
@@ -25,22 +26,28 @@ pub fn tcp_info(sock: &impl Sock) -> io::Result<TcpInfo> {
         )
     };
     if rc == 0 {
-        Ok(TcpInfo {
-            total_retrans: info.tcpi_total_retrans,
-            snd_mss: info.tcpi_snd_mss,
-            rtt_us: info.tcpi_rtt,
-            rttvar_us: info.tcpi_rttvar,
-            snd_cwnd: info.tcpi_snd_cwnd,
-            pacing_rate: info.tcpi_pacing_rate,
-            delivery_rate: info.tcpi_delivery_rate,
-            bytes_in_flight: u64::from(
-                (info.tcpi_unacked + info.tcpi_retrans)
-                    .saturating_sub(info.tcpi_sacked + info.tcpi_lost),
-            ) * u64::from(info.tcpi_snd_mss),
-        })
+        Ok((info, len as usize))
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// `getsockopt(TCP_INFO)`.
+pub fn tcp_info(sock: &impl Sock) -> io::Result<TcpInfo> {
+    let (info, _) = raw_tcp_info(sock)?;
+    Ok(TcpInfo {
+        total_retrans: info.tcpi_total_retrans,
+        snd_mss: info.tcpi_snd_mss,
+        rtt_us: info.tcpi_rtt,
+        rttvar_us: info.tcpi_rttvar,
+        snd_cwnd: info.tcpi_snd_cwnd,
+        pacing_rate: info.tcpi_pacing_rate,
+        delivery_rate: info.tcpi_delivery_rate,
+        bytes_in_flight: u64::from(
+            (info.tcpi_unacked + info.tcpi_retrans)
+                .saturating_sub(info.tcpi_sacked + info.tcpi_lost),
+        ) * u64::from(info.tcpi_snd_mss),
+    })
 }
 
 /// Bytes sent on a TCP socket and not yet acknowledged, or not yet sent
@@ -555,26 +562,9 @@ pub fn recv_marked(
 /// TCP's ECN on a connection, from TCP_INFO: whether it was negotiated
 /// (TCPI_OPT_ECN), packets delivered, and those delivered CE-marked.
 pub fn tcp_ecn(sock: &impl Sock) -> io::Result<(bool, u64, u64)> {
-    // SAFETY: tcp_info is plain old data; all-zero is a valid value.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: the pointer and length describe `info`, which outlives the
-    // call; the kernel writes at most `len` bytes.
-    let rc = unsafe {
-        libc::getsockopt(
-            raw(sock),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&raw mut info).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let (info, len) = raw_tcp_info(sock)?;
     // a kernel older than tcpi_delivered_ce (4.18) leaves them out
-    let has_ce = len as usize >= std::mem::offset_of!(libc::tcp_info, tcpi_delivered_ce) + 4;
-    if !has_ce {
+    if len < std::mem::offset_of!(libc::tcp_info, tcpi_delivered_ce) + 4 {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "this kernel's TCP_INFO has no tcpi_delivered_ce (Linux 4.18 and later have)",

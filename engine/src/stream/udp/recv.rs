@@ -410,7 +410,12 @@ impl Calls<'_> {
                 let mut theirs = 0;
                 for i in 0..k {
                     let (d, from, gro) = batch.received(i);
-                    let tos = batch.tos(i);
+                    // (its control messages walked again only when counted)
+                    let tos = if tally.counts_ecn() {
+                        batch.tos(i)
+                    } else {
+                        None
+                    };
                     if link.peer.is_some_and(|p| from != Some(p)) {
                         tally.out.foreign += 1;
                         continue;
