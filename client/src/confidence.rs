@@ -12,7 +12,7 @@
 use anyhow::Result;
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
-use crate::cli::Confidence;
+use crate::plan::Confidence;
 
 /// The two-sided quantile t[1 - (1 - level)/2; dof].
 pub fn t_quantile(level_pct: f64, dof: u32) -> f64 {

@@ -24,7 +24,7 @@ use proto::{
 };
 use socket2::{Domain, Socket, Type};
 
-use crate::cli::{DialectChoice, Plan};
+use crate::plan::{DialectChoice, Plan};
 
 /// How long we wait for the netserver's hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -464,7 +464,7 @@ pub fn connect(plan: &Plan) -> Result<Connection> {
     let may_embed = err.kind() == io::ErrorKind::ConnectionRefused
         && addr.ip().is_loopback()
         && plan.dialect.embeddable()
-        && (plan.host.is_none() || plan.port == crate::cli::DEFAULT_PORT);
+        && (plan.host.is_none() || plan.port == crate::plan::DEFAULT_PORT);
     if let (true, Some(start)) = (may_embed, EMBEDDER.get()) {
         let ip = addr.ip();
         let embedded = start(ip, key.clone()).context("cannot start an embedded netserver")?;
@@ -567,14 +567,14 @@ fn debug() -> bool {
 /// netperf 2.7's `-Z` runs against a netserver that asks for no passphrase;
 /// our `--key-file` insists on authentication.
 fn optional_auth(plan: &Plan) -> bool {
-    matches!(plan.auth, Some(crate::cli::AuthSource::Passphrase(_)))
+    matches!(plan.auth, Some(crate::plan::AuthSource::Passphrase(_)))
 }
 
 /// Say hello in the protocol the netserver speaks (`--dialect`, or found
 /// out from its answer); while it says it is busy, try again for a while.
 fn open(stream: TcpStream, addr: SocketAddr, plan: &Plan, key: Option<&Key>) -> Result<Control> {
     let passphrase = match &plan.auth {
-        Some(crate::cli::AuthSource::Passphrase(p)) => Some(p.as_str()),
+        Some(crate::plan::AuthSource::Passphrase(p)) => Some(p.as_str()),
         _ => None,
     };
     let speak = match plan.dialect {

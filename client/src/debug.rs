@@ -14,7 +14,7 @@ use std::{
 use optparse::value::AddrFamily;
 use proto::Protocol;
 
-use crate::cli::Plan;
+use crate::plan::Plan;
 
 static LEVEL: AtomicU8 = AtomicU8::new(0);
 

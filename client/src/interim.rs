@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::{
-    cli::{Plan, SelectorStyle, Units},
+    plan::{Plan, SelectorStyle, Units},
     report::{Observer, Sample},
 };
 

@@ -68,7 +68,7 @@ impl Drop for Guard {
 /// The tests of one run, stopped together by whoever holds the group (a
 /// netserver's third-party test, whose client went away), apart from
 /// Ctrl-C and from every other run of the process. A plan names its group
-/// ([`crate::cli::Plan::stop_group`]); each test of the run (each
+/// ([`crate::plan::Plan::stop_group`]); each test of the run (each
 /// iteration, each load flow) joins it as it starts.
 #[derive(Clone, Debug, Default)]
 pub struct StopGroup(Arc<Mutex<Members>>);

@@ -1,11 +1,14 @@
-//! The client as a library: netperf's command line, the one test
-//! lifecycle, what a run measured and each output of it. The `netperf`
-//! program is a thin layer over it; `netserver --fleet` uses it to run a
-//! third-party test as netperf against another netserver, in process.
+//! The client as a library: the one test lifecycle, what a run measured
+//! and its results document. The `netperf` program is a layer over it
+//! (netperf's command line and its tables are the program's);
+//! `netserver --fleet` uses it to run a third-party test against another
+//! netserver, in process, and links none of the program's presentation.
 //!
 //! # Layout
-//! - [`cli`]: the grammar, in two stages (global options, then test
-//!   options after `--`), producing one validated [`cli::Plan`].
+//! - [`plan`]: the domain test value, one validated [`plan::Plan`], which
+//!   each speaker produces (netperf's grammar, in the netperf program; a
+//!   typed third-party request, [`third_party`]) and the families consume;
+//!   the checks of a whole plan.
 //! - [`control`]: the control connection ([`control::Control`], whichever
 //!   protocol the netserver speaks); an embedded netserver stands in on
 //!   loopback only when the program gave a starter
@@ -19,13 +22,16 @@
 //!   (`--under-load`, `-t RPM`).
 //! - [`run`]: one invocation from connection to output, iterations and
 //!   confidence included, from a [`run::Source`] of measurements.
-//! - [`output`]: the outputs, one [`output::Reporter`] each (the classic
-//!   tables, selectors, JSON); [`events`] (`--json-stream`) is a reporter
-//!   too, and so is the picture (`--plot`), which the program that draws
-//!   it hands to [`run::set_plotter`] (netperf; a netserver draws none); [`events`], [`interim`] (`-D`'s lines)
-//!   and [`progress`] observe the run as it goes.
+//! - [`output`]: the [`output::Reporter`] seam, where output goes, and the
+//!   results document (`--json`, a third-party test's answer); netperf
+//!   2.7's tables and selectors are the netperf program's, handed to
+//!   [`run::set_tables`], and so is the picture ([`run::set_plotter`]);
+//!   [`events`] (`--json-stream`) is a reporter too; [`events`],
+//!   [`interim`] (`-D`'s lines) and [`progress`] observe the run as it
+//!   goes.
 //! - [`third_party`]: a test run on a client's behalf by a `netserver
-//!   --fleet` (meshes): the request as a checked plan, its JSON document.
+//!   --fleet` (meshes): the typed request as a checked plan, its JSON
+//!   document.
 //! - [`limits`]: what a netserver's policy allows one test, told in its
 //!   hello: the plan fitted to it before the first request.
 //! - [`one_way`]: one-way delay probes beside a test (`--under-load`,
@@ -41,7 +47,6 @@
 
 #![forbid(unsafe_code)]
 
-pub mod cli;
 pub mod confidence;
 pub mod control;
 pub mod debug;
@@ -52,6 +57,7 @@ pub mod interrupt;
 pub mod limits;
 pub mod one_way;
 pub mod output;
+pub mod plan;
 pub mod progress;
 pub mod report;
 pub mod rpm;

@@ -18,13 +18,13 @@ use anyhow::{Context as _, Result, anyhow};
 use proto::{Capabilities, Feature, TestKind, stamp::Stamps};
 
 use crate::{
-    cli::{Length, OneWayAsk, Plan, TestName},
     control::{self, Control},
     family::{
         self, Context, lifecycle,
         stamp::{Stamp, Stamped},
     },
     output::json_types::Document,
+    plan::{Length, OneWayAsk, Plan, TestName},
     report::{
         Measurement,
         one_way::{self, Observed, OneWay, Spans},

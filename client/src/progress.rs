@@ -17,7 +17,7 @@ use std::{
 use engine::live::Live;
 
 use crate::{
-    cli::{Length, Plan},
+    plan::{Length, Plan},
     report::{Observer, Rate},
 };
 

@@ -36,10 +36,10 @@ use anyhow::{Result, anyhow};
 use engine::{clock, crr::Probe, live::Live};
 
 use crate::{
-    cli::{Length, Plan, UnderLoad},
     control::Control,
     family::{self, Context, crr::Probes},
     one_way,
+    plan::{Length, Plan, UnderLoad},
     report::{
         LoadFigures, Measurement, RpmFigures, Scenario,
         one_way::Spans,

@@ -10,17 +10,17 @@ use anyhow::{Context as _, Result, anyhow};
 use proto::TestSpec;
 
 use crate::{
-    cli::{Plan, SelectorStyle, TestName},
     confidence::{self, Sample, Verdict},
     control, debug,
     events::{self, Events},
     family::{self, Context},
     interim,
     output::{
-        Out, Reporter, Results, Server, Test, classic, json,
+        Out, Reporter, Results, Server, Test, json,
         run_info::{Ours, RunInfo},
-        selectors, units,
+        units,
     },
+    plan::{Plan, TestName},
     progress,
     report::{Figures, Measurement, Observer},
 };
@@ -227,26 +227,53 @@ pub fn set_plotter(make: Plotter) {
 /// asked for.
 type Outputs = (Vec<Box<dyn Reporter>>, Vec<Arc<dyn Observer>>, bool);
 
-/// The outputs the plan asks for, chosen once: the picture (drawn before
-/// anything is printed), then the stream, the document, the selectors or
-/// the classic tables; and the observers that show the run as it goes. A
-/// selection that cannot be read fails here, before the test.
-fn outputs(plan: &Plan, t: &Test, out: &Out) -> Result<Outputs> {
-    // OMNI without -o/-O/-k prints its default selection in columns.
-    let selection = match (&plan.selection, plan.selector_output()) {
-        (Some(s), _) => Some((
-            s.style,
-            selectors::resolve(t, s.spec.as_deref()).map_err(|e| anyhow!("-- -o/-O/-k: {e}"))?,
-        )),
-        (None, true) => Some((SelectorStyle::Columns, selectors::default_for(t))),
-        (None, false) => None,
-    };
-    if let (true, Some((_, sel))) = (plan.verbosity > 1, &selection) {
-        for name in sel.unknown() {
-            eprintln!("netperf: warning: unknown output selector '{name}' ignored");
-        }
+/// netperf 2.7's tables for a run: the reporter that prints them (the
+/// classic tables, or the selectors), and whether a latency selector is
+/// among what it prints.
+pub struct Tables {
+    pub reporter: Box<dyn Reporter>,
+    pub latency_shown: bool,
+}
+
+impl std::fmt::Debug for Tables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tables")
+            .field("latency_shown", &self.latency_shown)
+            .finish_non_exhaustive()
     }
-    let latency_shown = selection.as_ref().is_some_and(|(_, s)| s.wants_latency());
+}
+
+/// Makes a run's tables. The client library prints none itself: the
+/// program that does, netperf, hands one to [`set_tables`].
+pub type Tabler = fn(&Plan, &Test, &Out) -> Result<Tables>;
+
+static TABLER: std::sync::OnceLock<Tabler> = std::sync::OnceLock::new();
+
+/// Let a run print netperf 2.7's tables with `make` (the first given
+/// stays). A program that sets none runs only plans whose output is a
+/// document (`--json`, `--json-stream`), as a netserver's third-party
+/// tests are.
+pub fn set_tables(make: Tabler) {
+    let _ = TABLER.set(make);
+}
+
+/// The outputs the plan asks for, chosen once: the picture (drawn before
+/// anything is printed), then the stream, the document, or the tables;
+/// and the observers that show the run as it goes. A selection that
+/// cannot be read fails here, before the test.
+fn outputs(plan: &Plan, t: &Test, out: &Out) -> Result<Outputs> {
+    let document = plan.json || plan.json_stream;
+    // the tables are chosen when printed, and when a selection is asked
+    // beside a document (its latency selectors still time the test)
+    let tables = if !document || plan.selector_output() {
+        let make = TABLER.get().ok_or_else(|| {
+            anyhow!("this program prints no tables (netperf does): a run here answers with its JSON document")
+        })?;
+        Some(make(plan, t, out)?)
+    } else {
+        None
+    };
+    let latency_shown = tables.as_ref().is_some_and(|t| t.latency_shown);
     let mut reporters: Vec<Box<dyn Reporter>> = Vec::new();
     let mut observers: Vec<Arc<dyn Observer>> = Vec::new();
     if let Some(path) = &plan.plot {
@@ -255,20 +282,15 @@ fn outputs(plan: &Plan, t: &Test, out: &Out) -> Result<Outputs> {
             .ok_or_else(|| anyhow!("--plot: this program draws no pictures (netperf does)"))?;
         reporters.push(plotter(path));
     }
-    reporters.push(match (plan.json_stream, plan.json, selection) {
+    reporters.push(match (plan.json_stream, plan.json, tables) {
         (true, ..) => {
             let e = Arc::new(Events::new(out.clone(), format!("{}/s", t.units.label())));
             observers.push(e.clone());
             Box::new(events::Stream(e))
         }
         (false, true, _) => Box::new(json::Json { out: out.clone() }),
-        (false, false, Some((style, selection))) => Box::new(selectors::Selected {
-            out: out.clone(),
-            style,
-            selection,
-            uuid: plan.uuid.clone().unwrap_or_else(new_uuid),
-        }),
-        (false, false, None) => Box::new(classic::Classic { out: out.clone() }),
+        (false, false, Some(tables)) => tables.reporter,
+        (false, false, None) => anyhow::bail!("no output was chosen"),
     });
     if let Some(l) = interim::Lines::of(plan, out) {
         observers.push(Arc::new(l));
@@ -297,7 +319,7 @@ pub fn test_of(plan: &Plan, spec: TestSpec, out: &Out) -> Test {
         interim: plan.interim,
         // Piped output at `-v 0/1/2` has netperf 2.7's lines exactly.
         extras: plan.verbosity >= 3 || out.is_terminal(),
-        one_way_asked: plan.one_way == crate::cli::OneWayAsk::Asked,
+        one_way_asked: plan.one_way == crate::plan::OneWayAsk::Asked,
         ours: Ours {
             family: plan.family,
             local_host: plan.local_host.clone(),
@@ -331,7 +353,7 @@ fn path_notes(t: &Test, runs: &Runs) -> Vec<String> {
     let (mut who, mut mapped, mut received) = ("", 0u64, 0u64);
     for (m, _) in runs {
         let side;
-        (who, side) = classic::receiver(t, m);
+        (who, side) = crate::output::receiver(t, m);
         mapped += side.rx.mapped_bytes;
         received += side.bytes_received;
     }
@@ -343,7 +365,7 @@ fn path_notes(t: &Test, runs: &Runs) -> Vec<String> {
     if copied > 0 {
         notes.push(format!(
             "--zerocopy: {copied} of the {sends} sends ({:.1}%) were copied, not sent from pinned pages: the kernel charges pinned pages to the locked-memory limit (RLIMIT_MEMLOCK; raise `ulimit -l`, systemd's LimitMEMLOCK=, or the container's); the figure counts every byte sent either way",
-            classic::share(copied, sends)
+            crate::output::share(copied, sends)
         ));
     }
     notes.extend(match t.ours.rx {
@@ -352,7 +374,7 @@ fn path_notes(t: &Test, runs: &Runs) -> Vec<String> {
         )],
         proto::RxPath::ZeroCopy if received > 0 && mapped * 2 < received => vec![format!(
             "--rx-zerocopy: {who} could map only {:.1}% of the {received} bytes it received and copied the rest: the kernel maps whole pages only, so each segment must carry whole pages (an MSS that is a multiple of {}: on loopback an MTU of 61512 with IPv6 or 61492 with IPv4, or -- -G {}), arriving in pages of their own (on loopback, send with --zerocopy: a plain send's pages are shared and cannot be mapped)",
-            classic::share(mapped, received),
+            crate::output::share(mapped, received),
             engine::sys::page_size(),
             engine::sys::page_size() + 12,
         )],
@@ -553,7 +575,7 @@ fn reports_less(plan: &Plan, extras: bool, who: &str) -> Vec<String> {
 }
 
 /// A random (version 4) UUID for the UUID selector.
-fn new_uuid() -> String {
+pub fn new_uuid() -> String {
     let mut b = [0u8; 16];
     let _ = getrandom::fill(&mut b);
     b[6] = (b[6] & 0x0f) | 0x40;
@@ -586,20 +608,31 @@ fn read_fill(plan: &Plan) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::test_plan;
+    use proto::TestKind;
+
+    use crate::plan::TestName;
+
+    fn tcp_rr() -> Plan {
+        let mut p = Plan::new("netperf -t TCP_RR".into());
+        (p.name, p.test) = (TestName::TcpRr, TestKind::TcpRr);
+        p
+    }
 
     #[test]
     fn transactions_are_timed_only_for_an_output_that_shows_latency() {
-        let p = test_plan(&["-t", "TCP_RR"]);
+        let p = tcp_rr();
         assert!(!times_transactions(&p, false, false));
         assert!(times_transactions(&p, true, false));
         assert!(times_transactions(&p, false, true));
-        assert!(times_transactions(
-            &test_plan(&["-t", "TCP_RR", "--json"]),
-            false,
-            false
-        ));
-        let quiet = test_plan(&["-t", "TCP_RR", "--", "--no-latency"]);
+        let json = Plan {
+            json: true,
+            ..tcp_rr()
+        };
+        assert!(times_transactions(&json, false, false));
+        let quiet = Plan {
+            latency: false,
+            ..tcp_rr()
+        };
         assert!(!times_transactions(&quiet, true, true));
     }
 }

@@ -7,176 +7,144 @@
 //! iterations and the shape of its traffic (sizes, buffers, flows, pacing),
 //! and nothing that would reach beyond the two netservers (a data address
 //! of its own, a file read or written, an output, another dialect, a key).
-//! The netserver makes its plan from that value alone; the test proves
-//! this netserver's key to the other one, and requires its proof back,
-//! before any data moves, and its data goes to the address that proved it.
-//! No netserver answers a stranger's request to send data somewhere
-//! (netperf 2.7's netserver does: HP's flaw F4).
+//! The netserver makes its [`Plan`] from that value alone, with no
+//! command line in between (this module is the typed request's speaker, as
+//! netperf's grammar is the command line's); the test proves this
+//! netserver's key to the other one, and requires its proof back, before
+//! any data moves, and its data goes to the address that proved it. No
+//! netserver answers a stranger's request to send data somewhere (netperf
+//! 2.7's netserver does: HP's flaw F4).
 
 use std::{
     io::Write,
     sync::{Arc, Mutex},
 };
 
-use anyhow::{Result, anyhow, bail};
-use optparse::value;
-use proto::{ThirdParty, ThirdPartyKind, ThirdPartyLength, ThirdPartyTest};
+use anyhow::{Result, anyhow};
+use optparse::value::AddrFamily;
+use proto::{ThirdParty, ThirdPartyLength, ThirdPartyTest};
 
 use crate::{
-    cli::{AuthSource, DialectChoice, Invocation, Plan},
     output::Out,
+    plan::{
+        self, AuthSource, Confidence, DialectChoice, Length, OneWayAsk, Plan, PlanError, Shape,
+        TestName, UnderLoad,
+    },
 };
 
-/// The options after `--` a third-party test takes.
-const TEST_OPTIONS: &str =
-    "-m, -M, -s, -S, -r, -b, -D, -K, -4, -6, --flows, --rate, --one-way, --warmup, --cooldown";
-
-/// The typed request for `test` of `length` seconds (negative: a count,
-/// as `-l`), with netperf's global options `global` (`-i`, `-I`) and its
-/// test options `options` (after `--`), each read as netperf reads it. An
-/// option a third-party test cannot take is refused by name: nothing
-/// else can be carried.
-pub fn request(
-    test: &str,
-    length: i64,
-    global: &[String],
-    options: &[String],
-) -> Result<ThirdPartyTest> {
-    let Some(kind) = ThirdPartyKind::from_name(test) else {
-        bail!(
-            "-t {test}: a third-party test is one of {}",
-            ThirdPartyKind::ALL.map(ThirdPartyKind::name).join(", ")
-        );
+/// The plan a third-party request asks for, checked: its typed test with
+/// the other netserver as the host, `key` as the key, and the JSON
+/// document as the output. Each field means what netperf's option of the
+/// same name means (a test in the netperf program holds the two equal).
+pub fn plan(req: &ThirdParty, key: engine::auth::Key) -> Result<Plan> {
+    req.check().map_err(|e| anyhow!(e))?;
+    let t = &req.test;
+    let mut plan = Plan::new(format!(
+        "netperf -H {} -p {} {}",
+        req.host,
+        req.port,
+        test_words(t).join(" ")
+    ));
+    plan.host = Some(req.host.clone());
+    plan.port = req.port;
+    plan.name = TestName::from_name(t.test.name())
+        .ok_or_else(|| anyhow!("-t {}: not a test this netserver runs", t.test.name()))?;
+    plan.length = match t.length {
+        ThirdPartyLength::Seconds(s) => Length::Seconds(u64::from(s)),
+        ThirdPartyLength::Count(n) => Length::Count(n),
     };
-    let mut t = ThirdPartyTest {
-        test: kind,
-        length: match u64::try_from(length) {
-            Ok(s) => ThirdPartyLength::Seconds(u32::try_from(s).unwrap_or(u32::MAX)),
-            Err(_) => ThirdPartyLength::Count(length.unsigned_abs()),
-        },
-        ..ThirdPartyTest::default()
-    };
-    let g = optparse::parse(crate::cli::global::OPTIONS, global).map_err(|e| anyhow!("{e}"))?;
-    for occ in &g.options {
-        let v = occ.value.as_deref().unwrap_or("");
-        match occ.id {
-            "iterations" => t.iterations = pair_of(&occ.spelled, v, int)?,
-            "confidence" => t.confidence = pair_of(&occ.spelled, v, float)?,
-            _ => bail!(
-                "{}: a third-party test takes -i and -I of netperf's global options",
-                occ.spelled
-            ),
-        }
+    if t.iterations != (None, None) || t.confidence != (None, None) {
+        let wide = |n: Option<u32>| n.map(i64::from);
+        plan.confidence = Some(Confidence::asked(
+            Some((wide(t.iterations.0), wide(t.iterations.1))),
+            Some((t.confidence.0, t.confidence.1.filter(|w| *w > 0.0))),
+            false,
+        )?);
     }
-    let o = optparse::parse(crate::cli::test_opts::OPTIONS, options).map_err(|e| anyhow!("{e}"))?;
-    for occ in &o.options {
-        test_option(
-            &mut t,
-            &occ.spelled,
-            occ.id,
-            occ.value.as_deref().unwrap_or(""),
-        )?;
+    plan::label_socket_type(&mut plan);
+    traffic(t, &mut plan)?;
+    plan::resolve_shape(&mut plan, Shape::default())?;
+    plan::finish(&mut plan)?;
+    plan.auth = Some(AuthSource::Given(key));
+    plan.dialect = DialectChoice::Native;
+    // its rate sampled ten times over its length (at most each second):
+    // the samples a mesh judges a pair by against an earlier mesh
+    if let Length::Seconds(secs) = plan.length
+        && secs > 0
+        && plan.interim.is_none()
+    {
+        plan.interim = Some(((secs as f64 / 10.0).clamp(0.1, 1.0), false));
     }
-    t.check().map_err(|e| anyhow!(e))?;
-    Ok(t)
+    plan.json = true;
+    plan.verbosity = plan.verbosity.min(1);
+    Ok(plan)
 }
 
-/// One test option into the typed request, or why it cannot be one.
-fn test_option(t: &mut ThirdPartyTest, o: &str, id: &str, v: &str) -> Result<()> {
-    match id {
-        "send_size" => t.send_size = Some(size(o, v)?),
-        "recv_size" => t.recv_size = Some(size(o, v)?),
-        "local_bufs" => t.local_bufs = pair_of(o, v, buffer)?,
-        "remote_bufs" => t.remote_bufs = pair_of(o, v, buffer)?,
-        "rr_size" => t.rr_size = pair_of(o, v, |o, x| size(o, x).map(Some))?,
-        "burst" => t.burst = int(o, v)?.unwrap_or(0),
-        "nodelay" => t.nodelay = true,
-        "cong_control" => {
-            let (l, r) = value::pair(v);
-            t.cong_control = (l.map(str::to_string), r.map(str::to_string));
-        }
-        "ipv4" => t.ipv6 = Some(false),
-        "ipv6" => t.ipv6 = Some(true),
-        "flows" => t.flows = int(o, v)?.unwrap_or(1),
-        "rate" => {
-            t.rate_bps = Some(value::bits_per_second(v).map_err(|e| anyhow!("{o}: {e}"))?);
-        }
-        "one_way" => t.one_way = true,
-        "warmup" | "cooldown" => {
-            let secs = value::float(v).map_err(|e| anyhow!("{o}: {e}"))?;
-            if !(0.0..=3600.0).contains(&secs) {
-                bail!("{o}: '{v}' is not between 0 and 3600 seconds");
-            }
-            let ms = (secs * 1000.0).round() as u32;
-            let w = t.window.get_or_insert_with(proto::Window::default);
-            if id == "warmup" {
-                w.warmup_ms = ms;
-            } else {
-                w.cooldown_ms = ms;
-            }
-        }
-        "data_host" => bail!(
-            "-- -H: the test's data goes to the netserver that proved the key, no other address"
-        ),
-        // a list or a file of selectors: whichever, refused alike, so
-        // that the answer says nothing of a host's files
-        "keyval" | "csv" | "human" => bail!(
-            "-- -o/-O/-k: a third-party test answers with its JSON document; it takes no output selection (a file of the netserver's host or a list)"
-        ),
-        "local_data" | "data_port" | "port_range" => bail!(
-            "-- -L/-- -P/-- -p: a third-party test binds no address or port of the netserver's host"
-        ),
-        _ => bail!("-- {o}: not an option a third-party test takes (it takes {TEST_OPTIONS})"),
+/// The shape of the test's traffic, into the plan.
+fn traffic(t: &ThirdPartyTest, plan: &mut Plan) -> Result<(), PlanError> {
+    if let Some(v6) = t.ipv6 {
+        plan.data_family = if v6 { AddrFamily::V6 } else { AddrFamily::V4 };
     }
+    // netperf's sizes: 0 is the default size
+    if let Some(n) = t.send_size {
+        plan.local.send_size = Some(n).filter(|&n| n > 0);
+    }
+    if let Some(n) = t.recv_size {
+        plan.remote.recv_size = Some(n).filter(|&n| n > 0);
+    }
+    for (side, (send, recv)) in [
+        (&mut plan.local, t.local_bufs),
+        (&mut plan.remote, t.remote_bufs),
+    ] {
+        if send.is_some() {
+            side.send_buf = send;
+        }
+        if recv.is_some() {
+            side.recv_buf = recv;
+        }
+    }
+    if let Some(q) = t.rr_size.0 {
+        plan.request_size = q;
+        plan.request_size_given = true;
+    }
+    if let Some(r) = t.rr_size.1 {
+        plan.response_size = r;
+    }
+    plan.burst = t.burst;
+    if t.nodelay {
+        plan.local.nodelay = true;
+        plan.remote.nodelay = true;
+    }
+    if t.cong_control != (None, None) {
+        if plan.name.takes_omni_options() {
+            plan.local.cong_control.clone_from(&t.cong_control.0);
+            plan.remote.cong_control.clone_from(&t.cong_control.1);
+        } else {
+            // netperf 2.7's classic TCP_CC has no -K: it reads it as -4
+            plan.data_family = AddrFamily::V4;
+        }
+    }
+    if !(1..=plan::MAX_FLOWS).contains(&t.flows) {
+        return Err(PlanError(format!(
+            "--flows {}: flows go from 1 to {}",
+            t.flows,
+            plan::MAX_FLOWS
+        )));
+    }
+    plan.flows = t.flows;
+    if plan.name == TestName::Rpm && t.flows != 1 {
+        plan.rpm = Some(UnderLoad {
+            flows: t.flows,
+            ramp: false,
+            ..plan::RPM_LOAD
+        });
+    }
+    plan.rate_bps = t.rate_bps;
+    if t.one_way {
+        plan.one_way = OneWayAsk::Asked;
+    }
+    plan.window = t.window;
     Ok(())
-}
-
-/// A size with netperf's suffixes (`64K`).
-fn size(o: &str, v: &str) -> Result<u32> {
-    value::u32_size(v).map_err(|e| anyhow!("{o}: {e}"))
-}
-
-/// A socket buffer as netperf sets it: 0 or more (a negative one is left
-/// as the kernel has it: none asked).
-fn buffer(o: &str, v: &str) -> Result<Option<u32>> {
-    let n = value::int(v).map_err(|e| anyhow!("{o}: {e}"))?;
-    Ok(u32::try_from(n).ok())
-}
-
-fn int(o: &str, v: &str) -> Result<Option<u32>> {
-    let n = value::int(v).map_err(|e| anyhow!("{o}: {e}"))?;
-    Ok(Some(u32::try_from(n.max(0)).unwrap_or(u32::MAX)))
-}
-
-fn float(o: &str, v: &str) -> Result<Option<f64>> {
-    value::float(v).map(Some).map_err(|e| anyhow!("{o}: {e}"))
-}
-
-/// netperf's `a,b` pair (a lone value sets both), each side read by `one`.
-fn pair_of<T>(
-    o: &str,
-    v: &str,
-    one: impl Fn(&str, &str) -> Result<Option<T>>,
-) -> Result<(Option<T>, Option<T>)> {
-    let (a, b) = value::pair(v);
-    Ok((
-        a.map(|x| one(o, x)).transpose()?.flatten(),
-        b.map(|x| one(o, x)).transpose()?.flatten(),
-    ))
-}
-
-/// netperf's words for a typed request: what the netserver's plan is
-/// parsed from (every value a number, a test's name or a congestion
-/// control's checked name), and what its record shows.
-pub fn words(req: &ThirdParty) -> Vec<String> {
-    let mut w: Vec<String> = vec![
-        "-H".into(),
-        req.host.clone(),
-        "-p".into(),
-        req.port.to_string(),
-    ];
-    w.extend(test_words(&req.test));
-    w
 }
 
 /// netperf's words for the typed test alone (what a log or a record
@@ -246,33 +214,6 @@ fn ms_as_secs(ms: u32) -> String {
     format!("{}.{:03}", ms / 1000, ms % 1000)
 }
 
-/// The plan a third-party request asks for, checked: its typed test as
-/// netperf's options, with the other netserver as `-H`/`-p`, `key` as the
-/// key, and the JSON document as the output.
-pub fn plan(req: &ThirdParty, key: engine::auth::Key) -> Result<Plan> {
-    req.check().map_err(|e| anyhow!(e))?;
-    let args = words(req);
-    let mut plan = match crate::cli::parse(&args) {
-        Ok(Invocation::Run(p)) => *p,
-        Ok(_) => bail!("the request asks for no test"),
-        Err(e) => bail!("{e}"),
-    };
-    plan.auth = Some(AuthSource::Given(key));
-    plan.dialect = DialectChoice::Native;
-    // its rate sampled ten times over its length (at most each second):
-    // the samples a mesh judges a pair by against an earlier mesh
-    if let crate::cli::Length::Seconds(secs) = plan.length
-        && secs > 0
-        && plan.interim.is_none()
-    {
-        plan.interim = Some(((secs as f64 / 10.0).clamp(0.1, 1.0), false));
-    }
-    plan.json = true;
-    plan.verbosity = plan.verbosity.min(1);
-    plan.command_line = format!("netperf {}", args.join(" "));
-    Ok(plan)
-}
-
 /// Run the plan and return its JSON document.
 pub fn run(plan: &Plan) -> Result<String> {
     let buf = Shared::default();
@@ -300,174 +241,5 @@ impl Write for Shared {
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn words_of(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| s.to_string()).collect()
-    }
-
-    fn req(test: ThirdPartyTest) -> ThirdParty {
-        ThirdParty {
-            host: "198.18.0.2".into(),
-            port: 12865,
-            test,
-        }
-    }
-
-    fn key() -> engine::auth::Key {
-        engine::auth::Key::from_passphrase("k").expect("a key")
-    }
-
-    #[test]
-    fn a_test_and_its_options_become_a_keyed_json_plan() {
-        let t = request("TCP_RR", 2, &[], &words_of(&["-r", "64,64", "-D"])).unwrap();
-        assert_eq!(t.rr_size, (Some(64), Some(64)));
-        let p = plan(&req(t), key()).expect("a plan");
-        assert_eq!(p.host.as_deref(), Some("198.18.0.2"));
-        assert_eq!(p.port, 12865);
-        assert!(p.json);
-        assert_eq!(p.request_size, 64);
-        assert!(p.local.nodelay && p.remote.nodelay);
-        assert!(matches!(p.auth, Some(AuthSource::Given(_))));
-        assert_eq!(p.dialect, DialectChoice::Native);
-    }
-
-    /// What a typed request says is what netperf's words would have said:
-    /// the plan from the request equals the plan from the words.
-    #[test]
-    fn the_typed_request_means_what_netperfs_words_mean() {
-        for (test, len, global, opts) in [
-            (
-                "TCP_STREAM",
-                3,
-                &[][..],
-                &["-m", "16K", "-s", "128K", "-S", ",256K"][..],
-            ),
-            ("TCP_MAERTS", 1, &[], &["-M", "32K", "--flows", "4", "-6"]),
-            ("UDP_STREAM", 1, &[], &["-m", "1024", "--rate", "200m"]),
-            (
-                "TCP_RR",
-                -1000,
-                &["-i", "10,3", "-I", "99,5"],
-                &["-r", "1,1", "-b", "4"],
-            ),
-            (
-                "TCP_RR",
-                5,
-                &[],
-                &["--one-way", "--warmup", "0.5", "-K", "reno"],
-            ),
-        ] {
-            let t = request(test, len, &words_of(global), &words_of(opts)).unwrap();
-            let typed = plan(&req(t), key()).unwrap();
-            let mut all = words_of(&["-H", "198.18.0.2", "-p", "12865", "-t", test, "-l"]);
-            all.push(len.to_string());
-            all.extend(words_of(global));
-            all.push("--".into());
-            all.extend(words_of(opts));
-            let Ok(Invocation::Run(direct)) = crate::cli::parse(&all) else {
-                panic!("{all:?}")
-            };
-            assert_eq!(
-                format!("{:?}", typed.local),
-                format!("{:?}", direct.local),
-                "{all:?}"
-            );
-            assert_eq!(
-                format!("{:?}", typed.remote),
-                format!("{:?}", direct.remote),
-                "{all:?}"
-            );
-            assert_eq!(
-                (
-                    typed.test,
-                    typed.length,
-                    typed.flows,
-                    typed.rate_bps,
-                    typed.burst
-                ),
-                (
-                    direct.test,
-                    direct.length,
-                    direct.flows,
-                    direct.rate_bps,
-                    direct.burst
-                ),
-                "{all:?}"
-            );
-            assert_eq!(
-                (
-                    typed.request_size,
-                    typed.response_size,
-                    typed.window,
-                    typed.one_way
-                ),
-                (
-                    direct.request_size,
-                    direct.response_size,
-                    direct.window,
-                    direct.one_way
-                ),
-                "{all:?}"
-            );
-            assert_eq!(
-                format!("{:?}", typed.confidence),
-                format!("{:?}", direct.confidence)
-            );
-            assert_eq!(typed.data_family, direct.data_family, "{all:?}");
-        }
-    }
-
-    #[test]
-    fn options_that_reach_beyond_the_two_netservers_are_refused_by_name() {
-        for (opts, word) in [
-            (&["-H", "10.9.9.9"][..], "no other address"),
-            (&["-k", "/dev/zero"][..], "-o/-O/-k"),
-            (&["-o", "/nonexistent/x"][..], "-o/-O/-k"),
-            (&["-O", "THROUGHPUT"][..], "-o/-O/-k"),
-            (&["-L", "127.0.0.5"][..], "binds no address"),
-            (&["-P", "5000,5001"][..], "binds no address"),
-            (&["--observer", "127.0.0.1:9"][..], "--observer"),
-            (&["--zerocopy"][..], "--zerocopy"),
-        ] {
-            let e = request("TCP_STREAM", 1, &[], &words_of(opts))
-                .expect_err("refused")
-                .to_string();
-            assert!(e.contains(word), "{opts:?}: {e}");
-        }
-        for global in [
-            &["-F", "/etc/shadow"][..],
-            &["-Z", "x"],
-            &["--plot", "x.svg"],
-        ] {
-            let e = request("TCP_STREAM", 1, &words_of(global), &[])
-                .expect_err("refused")
-                .to_string();
-            assert!(e.contains(global[0]), "{global:?}: {e}");
-        }
-        let e = request("OMNI", 1, &[], &[])
-            .expect_err("refused")
-            .to_string();
-        assert!(e.contains("TCP_STREAM"), "{e}");
-    }
-
-    /// The netserver checks what it is sent: a host that would read as an
-    /// option, a name that is no congestion control's, a length of 0.
-    #[test]
-    fn a_request_out_of_its_bounds_is_refused() {
-        let mut bad_host = req(ThirdPartyTest::default());
-        bad_host.host = "-Zkey".into();
-        let mut bad_cc = req(ThirdPartyTest::default());
-        bad_cc.test.cong_control = (Some("reno,-F".into()), None);
-        let mut zero = req(ThirdPartyTest::default());
-        zero.test.length = ThirdPartyLength::Seconds(0);
-        for r in [bad_host, bad_cc, zero] {
-            assert!(plan(&r, key()).is_err(), "{r:?}");
-        }
     }
 }

@@ -14,10 +14,10 @@ use anyhow::{Context as _, Result, anyhow};
 use proto::TestKind;
 
 use crate::{
-    cli::{Length, Plan, TestName, UnderLoad},
     control::{self, Control},
     family::{self, Context},
     one_way,
+    plan::{Length, Plan, TestName, UnderLoad},
     report::{
         Figures, LoadFigures, Measurement, Scenario,
         bloat::{self, FlowBloat},
@@ -44,7 +44,7 @@ fn idle_secs(plan: &Plan) -> u64 {
 /// How long a load runs: seconds before the interval it is measured over,
 /// the interval, and after it.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Span {
+pub struct Span {
     pub before: u64,
     pub during: u64,
     pub after: u64,
@@ -56,7 +56,7 @@ pub(crate) struct Span {
 /// can (`window`), else over all of it. With `interim` (seconds), TCP_INFO of its
 /// sending end is kept that often (unprinted). The test's congestion
 /// control (`-K`), key and dialect are its load's too.
-pub(crate) fn load_plan(
+pub fn load_plan(
     plan: &Plan,
     (peer, window): (std::net::SocketAddr, bool),
     test: TestName,
@@ -328,39 +328,4 @@ pub(crate) fn at(d: &Control) -> (std::net::SocketAddr, bool) {
 /// Now, in seconds since the Unix epoch (when samples were read).
 pub(crate) fn unix_now() -> f64 {
     clock::unix_secs()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The load's plan is what its own command line would parse to.
-    #[test]
-    fn a_load_is_the_plan_of_its_command_line() {
-        let plan = crate::cli::test_plan(&["-t", "TCP_RR", "--", "-K", "bbr,cubic"]);
-        let span = Span {
-            before: 2,
-            during: 5,
-            after: 1,
-        };
-        let peer = "[::1]:12865".parse().unwrap();
-        for (window, test, words) in [
-            (
-                true,
-                TestName::TcpStream,
-                "-t TCP_STREAM -l 5 -D 0.1 -- --flows 3 --warmup 2 --cooldown 1",
-            ),
-            (
-                false,
-                TestName::TcpMaerts,
-                "-t TCP_MAERTS -l 8 -D 0.1 -- --flows 3",
-            ),
-        ] {
-            let lp = load_plan(&plan, (peer, window), test, 3, span, Some(0.1));
-            let line = format!("-H ::1 -p 12865 -P 0 {words} -K bbr,cubic");
-            let mut parsed = crate::cli::test_plan(&line.split(' ').collect::<Vec<_>>());
-            parsed.command_line.clone_from(&lp.command_line);
-            assert_eq!(format!("{lp:?}"), format!("{parsed:?}"));
-        }
-    }
 }

@@ -423,3 +423,54 @@ fn architecture_md_names_no_path_that_is_gone() {
         gone.join("\n")
     );
 }
+
+/// The `[dependencies]` of a crate's manifest: each line's name and what
+/// follows it.
+fn dependencies(krate: &str) -> Vec<(String, String)> {
+    let text = fs::read_to_string(root().join(krate).join("Cargo.toml")).expect("Cargo.toml");
+    let mut deps = Vec::new();
+    let mut inside = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            inside = line.ends_with("dependencies]") && !line.contains("dev-");
+            continue;
+        }
+        if let (true, Some((name, rest))) = (inside, line.split_once('=')) {
+            deps.push((name.trim().to_string(), rest.trim().to_string()));
+        }
+    }
+    deps
+}
+
+/// The daemon links the test's lifecycle, not the program's presentation:
+/// no plotting or clap crate, not the netperf program's crate, and the
+/// client library it uses has no grammar of netperf's options (no option
+/// table, no parse of words) and prints no tables.
+#[test]
+fn the_daemon_links_no_presentation() {
+    for krate in ["netserver", "client", "engine", "proto"] {
+        for (name, rest) in dependencies(krate) {
+            assert!(
+                !["plotters", "clap", "netperf", "rsnetperf"].contains(&name.as_str()),
+                "{krate} depends on {name}"
+            );
+            if name == "optparse" {
+                assert!(
+                    !rest.contains("clap"),
+                    "{krate}: optparse with clap: {rest}"
+                );
+            }
+        }
+    }
+    for file in modules(&root().join("client/src")).into_values() {
+        let text = product_text(&fs::read_to_string(&file).expect("read"));
+        for grammar in ["optparse::parse", "OptDef", "mod classic", "mod selectors"] {
+            assert!(
+                !text.contains(grammar),
+                "{}: {grammar} (the netperf program's)",
+                file.display()
+            );
+        }
+    }
+}

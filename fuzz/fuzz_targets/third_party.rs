@@ -23,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
         assert!(plan.port_range.is_none() && !plan.json_stream);
         assert_eq!(plan.host.as_deref(), Some(req.host.as_str()));
         assert_eq!(plan.port, req.port);
-        assert!(matches!(plan.auth, Some(client::cli::AuthSource::Given(_))));
-        assert_eq!(plan.dialect, client::cli::DialectChoice::Native);
+        assert!(matches!(plan.auth, Some(client::plan::AuthSource::Given(_))));
+        assert_eq!(plan.dialect, client::plan::DialectChoice::Native);
     }
 });

@@ -1,12 +1,19 @@
 //! netperf: the client program. It parses netperf 2.7's command line,
 //! drives one test over the control connection, and prints what netperf
-//! prints. The work is the client library's ([`client`], re-exported here
-//! under the same module names); this crate adds what only the program
-//! has: the netserver it embeds when none answers on loopback, and the
-//! words before the options (`netperf plot`, `netperf mesh`, `netperf
-//! compare`).
+//! prints. The test's lifecycle is the client library's ([`client`],
+//! re-exported here under the same module names); this crate adds what
+//! only the program has: netperf's grammar, its tables, its pictures, the
+//! netserver it embeds when none answers on loopback, and the words before
+//! the options (`netperf plot`, `netperf mesh`, `netperf compare`).
 //!
 //! # Layout
+//! - [`cli`]: netperf's grammar in two stages (global options, then test
+//!   options after `--`), producing one validated plan
+//!   ([`client::plan::Plan`]); `netperf mesh`'s test words as a typed
+//!   third-party request.
+//! - [`output`]: netperf 2.7's tables and selectors, handed to the client
+//!   library's runs (`run::set_tables`), beside the library's results
+//!   document.
 //! - [`compare`]: `netperf compare`, two runs (or two setups run here,
 //!   interleaved) judged SAME, SLOWER, FASTER or UNKNOWN.
 //! - [`mesh`]: `netperf mesh`, a test between every ordered pair of a
@@ -16,19 +23,22 @@
 //!   (`run::set_plotter`), so that a netserver links no plotting library.
 //! - the client library's modules, re-exported under their names.
 //!
-//! Dependencies run one way: `client` knows no netserver; `netperf`
-//! depends on `client` and on the netserver library (embedding);
-//! `netserver` depends on `client` (third-party tests, `--fleet`).
+//! Dependencies run one way: `client` knows no netserver and no
+//! presentation; `netperf` depends on `client` and on the netserver
+//! library (embedding); `netserver` depends on `client` (third-party
+//! tests, `--fleet`), not on this crate.
 
 #![forbid(unsafe_code)]
 
+pub mod cli;
 pub mod compare;
 pub mod mesh;
+pub mod output;
 pub mod plot;
 
 pub use client::{
-    cli, confidence, control, debug, events, family, interim, interrupt, limits, output, progress,
-    report, rpm, run, under_load,
+    confidence, control, debug, events, family, interim, interrupt, limits, plan, progress, report,
+    rpm, run, third_party, under_load,
 };
 
 use std::process::ExitCode;
@@ -39,6 +49,8 @@ use cli::Invocation;
 pub fn main_with(args: &[String]) -> ExitCode {
     // the pictures are this program's (`--plot`): a netserver draws none
     run::set_plotter(plot::reporter);
+    // and so are netperf 2.7's tables
+    run::set_tables(output::tables);
     // ours: `netperf compare ...` judges two runs, or runs two setups
     if let Some(("compare", rest)) = args.split_first().map(|(a, r)| (a.as_str(), r)) {
         control::set_embedder(embed);

@@ -72,6 +72,7 @@ fn run(words: &str, runs: Vec<Measurement>) -> String {
     };
     // the program's pictures, as its main hands them to the library
     netperf::run::set_plotter(netperf::plot::reporter);
+    netperf::run::set_tables(netperf::output::tables);
     let printed = Printed::default();
     drive(
         &plan,

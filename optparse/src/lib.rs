@@ -1,4 +1,5 @@
-//! netperf's command-line grammar, shared by `netperf` and `netserver`.
+//! The engine of netperf's and netserver's own command lines (each
+//! program's table of options is its own: netperf's in `netperf::cli`).
 //!
 //! netperf 2.7 parses with POSIX `getopt`, and scripts in the wild lean on
 //! its tolerance: values glued to their option (`-l1`, `-P0`), clustered
@@ -12,11 +13,13 @@
 //! - [`getopt`]: the parser: [`OptDef`], [`parse`], [`Parsed`].
 //! - [`value`]: netperf's value syntax: sizes with K/M/G and k/m/g suffixes,
 //!   `a,b` pairs in both of netperf's flavours, floats.
-//! - [`clap`]: the same option table as a clap command, for man pages and
-//!   shell completions (parsing stays with [`parse`]).
+//! - `clap` (feature `clap`, the doc crate's): the same option table as a
+//!   clap command, for man pages and shell completions (parsing stays with
+//!   [`parse`]; neither program links clap).
 
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "clap")]
 pub mod clap;
 pub mod getopt;
 pub mod value;

@@ -17,7 +17,7 @@ use proto::CpuStats;
 
 use super::sampler::{Audience, Sampler, Sampling};
 use crate::{
-    cli::{Length, Plan},
+    plan::{Length, Plan},
     report::{Observer, Rate, Sample},
 };
 

@@ -21,7 +21,7 @@ use proto::{Capabilities, Grant, SideResults, TestKind, test::Resolved};
 
 use super::lifecycle::{Family, Local, Ours, Prepared, Run};
 use crate::{
-    cli::{Length, Plan},
+    plan::{Length, Plan},
     report::FlowEnd,
 };
 

@@ -22,9 +22,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::context::{self, Context};
 use crate::{
-    cli::{Length, Plan},
     control::{Control, ServerError},
     debug, interrupt,
+    plan::{Length, Plan},
     report::{FlowEnd, Measurement, Side},
 };
 

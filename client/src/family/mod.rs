@@ -39,8 +39,8 @@ pub(crate) use lifecycle::Family;
 pub use lifecycle::{preflight, spec_for};
 
 use crate::{
-    cli::{Plan, TestName},
     control::Control,
+    plan::{Plan, TestName},
     report::Measurement,
 };
 

@@ -15,7 +15,7 @@ use proto::{Capabilities, SideResults, TestKind, test::Resolved};
 use socket2::SockRef;
 
 use super::lifecycle::{Family, Local, Ours, Prepared, Run, connect_flows};
-use crate::cli::{Length, Plan};
+use crate::plan::{Length, Plan};
 
 /// TCP_RR's family.
 #[derive(Default)]

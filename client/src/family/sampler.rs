@@ -179,7 +179,7 @@ mod tests {
         let spec = Sampling {
             interval: Duration::from_millis(200),
             rate: Rate {
-                units: crate::cli::Units::Bits('m'),
+                units: crate::plan::Units::Bits('m'),
                 transactions: false,
                 bytes_per_transaction: 0.0,
             },

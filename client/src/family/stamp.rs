@@ -17,7 +17,7 @@ use engine::rr;
 use proto::{Capabilities, Feature, SideResults, stamp::Stamps};
 
 use super::lifecycle::{Family, Local, Ours, Prepared, Run};
-use crate::cli::Plan;
+use crate::plan::Plan;
 
 /// The probes of a run: how often, what came back, and the halt its
 /// runner raises when the test beside it is over.

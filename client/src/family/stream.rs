@@ -21,7 +21,7 @@ use socket2::SockRef;
 
 use super::lifecycle::{self, Family, Local, Ours, Prepared, Run, connect_flows};
 use crate::{
-    cli::{Length, Plan, TestName},
+    plan::{Length, Plan, TestName},
     report::FlowEnd,
 };
 

@@ -23,7 +23,7 @@ use proto::{
 };
 
 use super::lifecycle::{Family, Local, Ours, Prepared, Run, check_send_size};
-use crate::cli::{Length, Plan};
+use crate::plan::{Length, Plan};
 
 /// UDP_RR's receive timeout when `-e` is not given.
 pub const DEFAULT_UDP_TIMEOUT: Duration = Duration::from_secs(1);

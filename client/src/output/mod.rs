@@ -1,22 +1,23 @@
-//! Everything the client prints. Figures are computed once, in
+//! The outputs' seam. Figures are computed once, in
 //! [`crate::report::Figures`], from both sides' counters; each output
-//! only lays them out, and each implements [`Reporter`].
+//! only lays them out, and each implements [`Reporter`]. The results
+//! document (`--json`) is here, as a netserver answers a third-party test
+//! with it; netperf 2.7's tables and selectors, and the picture, are the
+//! netperf program's (`run::set_tables`, `run::set_plotter`).
 //!
 //! # Layout
 //! - [`run_info`]: what the outputs know of a run ([`Test`]: what only the
 //!   command line knows, and the request).
-//! - [`classic`]: netperf 2.7's tables; [`selectors`]: `-o`, `-O`, `-k`;
-//!   [`json`]: `--json` (its types in [`json_types`]); [`units`]: C's `%g`.
+//! - [`json`]: `--json` (its types in [`json_types`]); [`units`]: C's `%g`.
 //! - this file: the [`Reporter`] trait, the [`Results`] every output
-//!   reads, where output goes ([`Out`]), and the banner's addresses.
+//!   reads, where output goes ([`Out`]), the banner's addresses, and the
+//!   receiving end's words.
 //!
-//! The JSON stream and the picture are reporters too (`events`, `plot`).
+//! The JSON stream is a reporter too (`events`).
 
-pub mod classic;
 pub mod json;
 pub mod json_types;
 pub mod run_info;
-pub mod selectors;
 pub mod units;
 
 use std::{
@@ -24,6 +25,8 @@ use std::{
     net::SocketAddr,
     sync::{Arc, Mutex},
 };
+
+use proto::TestKind;
 
 use crate::{
     confidence::Verdict,
@@ -160,33 +163,19 @@ impl Out {
 #[error("standard output was closed")]
 pub struct StdoutClosed;
 
-/// Test helpers shared by the formats' tests.
-#[cfg(test)]
-pub mod testing {
-    use super::Test;
-
-    /// What the output would be told for these words of a command line,
-    /// and what each side asked (which a run's measurement carries).
-    pub(crate) struct Words {
-        pub test: Test,
-        pub local: proto::SideSpec,
-        pub remote: proto::SideSpec,
+/// `part` as a percentage of `whole` (0 of nothing).
+pub fn share(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
     }
+}
 
-    impl std::ops::Deref for Words {
-        type Target = Test;
-        fn deref(&self) -> &Test {
-            &self.test
-        }
-    }
-
-    pub(crate) fn asked(words: &[&str]) -> Words {
-        let plan = crate::cli::test_plan(words);
-        let spec = crate::family::spec_for(&plan, proto::Family::V4).unwrap();
-        Words {
-            test: crate::run::test_of(&plan, spec, &super::Out::to(std::io::sink())),
-            local: plan.local.clone(),
-            remote: plan.remote.clone(),
-        }
+/// The end that received the stream, as the lines name it, and its counts.
+pub fn receiver<'m>(t: &Test, m: &'m Measurement) -> (&'static str, &'m proto::SideResults) {
+    match t.kind() {
+        TestKind::TcpMaerts => ("netperf", &m.local.counts),
+        _ => ("the netserver", &m.remote.counts),
     }
 }

@@ -10,7 +10,7 @@ use std::{path::PathBuf, time::Duration};
 use optparse::value::AddrFamily;
 use proto::{Protocol, SideSpec, TestKind, TestSpec};
 
-use crate::cli::{Confidence, TestName, Units};
+use crate::plan::{Confidence, TestName, Units};
 
 /// What only the command line knows.
 #[derive(Clone, Debug)]

@@ -4,7 +4,7 @@
 use proto::TestKind;
 
 use super::Measurement;
-use crate::cli::Units;
+use crate::plan::Units;
 
 /// The figures of one test result, in the units asked.
 #[derive(Clone, Debug, Default)]

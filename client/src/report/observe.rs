@@ -9,7 +9,7 @@ use std::sync::Arc;
 use engine::live::{Live, LiveSnapshot};
 
 use super::Figures;
-use crate::cli::Units;
+use crate::plan::Units;
 
 /// One interim sample, as `--json` keeps it.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]

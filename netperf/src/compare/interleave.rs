@@ -59,8 +59,8 @@ fn checked(which: &str, line: &str) -> Result<Vec<String>> {
     if args.first().map(String::as_str) == Some("netperf") {
         args.remove(0);
     }
-    match client::cli::parse(&args) {
-        Ok(client::cli::Invocation::Run(_)) => {}
+    match crate::cli::parse(&args) {
+        Ok(crate::cli::Invocation::Run(_)) => {}
         Ok(_) => bail!("{which} '{line}': asks for no test"),
         Err(e) => bail!("{which} '{line}': {e}"),
     }

@@ -60,7 +60,7 @@ fn asked_sends(test: &str) -> bool {
 /// The typed test a pair's request carries, or why the mesh's options
 /// cannot be one (named, before any netserver is asked).
 pub fn request(o: &MeshOptions) -> Result<proto::ThirdPartyTest> {
-    client::third_party::request(
+    crate::cli::third_party::request(
         &o.test,
         i64::from(o.length),
         &o.global_options,
@@ -391,8 +391,8 @@ fn one(
         words.push("--key-file".into());
         words.push(k.display().to_string());
     }
-    let plan = match client::cli::parse(&words) {
-        Ok(client::cli::Invocation::Run(p)) => p,
+    let plan = match crate::cli::parse(&words) {
+        Ok(crate::cli::Invocation::Run(p)) => p,
         Ok(_) => bail!("{}: not a host to test", asked.name),
         Err(e) => bail!("{}: {e}", asked.name),
     };

@@ -1,95 +1,12 @@
-//! netperf's grammar in two stages: global options, then, after `--`, the
-//! test-specific options. Raw words become one validated [`Plan`]; nothing
-//! downstream looks at the command line again.
+//! The checks of a whole plan, once everything is read: what runs beside
+//! the test, the fast paths, `--ecn`, `-t RPM`'s load. Every speaker's
+//! plan passes them (netperf's command line, a typed third-party request).
 
-pub mod global;
-pub mod plan;
-pub mod test_name;
-pub mod test_opts;
-pub mod values;
+use proto::{Protocol, TestKind};
 
-use proto::TestKind;
-
-pub use plan::{
-    AuthSource, Confidence, DEFAULT_PORT, DialectChoice, Invocation, Length, LocalOnly, MAX_FLOWS,
-    OneWayAsk, Plan, Selection, SelectorStyle, UnderLoad, Units,
+use super::{
+    Confidence, Length, OneWayAsk, Plan, PlanError as CliError, TestName, UnderLoad, test_name,
 };
-pub use test_name::TestName;
-pub use values::CliError;
-
-pub fn usage() -> String {
-    let tests: Vec<String> = TestName::ALL
-        .iter()
-        .map(|t| format!("  {:<13} {}", t.name(), t.describe()))
-        .collect();
-    format!(
-        "Usage: netperf [global options] -- [test options]\n\nGlobal options:\n{}\n\
-         For options taking two values: a lone value sets both (or only the first\n\
-         where noted), 'a,' sets the first, ',b' the second.\n\n\
-         Tests (-t):\n{}\n\n\
-         Piped output has netperf 2.7's lines exactly; on a terminal, and at -v 3,\n\
-         this netperf adds its own (UDP loss, latency percentiles, confidence).\n\
-         Test options: netperf -t TEST -- -h\n\n\
-         Also: netperf plot RUN.json [FILE.svg] draws a saved --json run;\n\
-         netperf mesh --hosts H1,H2,... tests every pair of netservers (netperf mesh --help).\n",
-        optparse::help(global::OPTIONS),
-        tests.join("\n")
-    )
-}
-
-pub fn test_usage() -> String {
-    let tests: Vec<&str> = TestName::ALL.iter().map(|t| t.name()).collect();
-    format!(
-        "Usage: netperf [global options] -- [test options]\n\nTest options:\n{}\n         Tests: {}.\n         TCP_SENDFILE, TCP_CC and TCP_MSS take no -d, -T, -t, -o, -O, -k, -u (netperf 2.7's\n         classic tests); LOC_CPU and REM_CPU take no test options.\n",
-        optparse::help(test_opts::OPTIONS),
-        tests.join(", ")
-    )
-}
-
-/// `-V`: netperf 2.7's one line, which scripts test.
-pub fn version() -> String {
-    "Netperf version 2.7.1".to_string()
-}
-
-/// `--version`: ours, and the control protocol's.
-pub fn our_version() -> String {
-    format!(
-        "rsnetperf {}, control protocol version {}",
-        env!("CARGO_PKG_VERSION"),
-        proto::PROTOCOL_VERSION
-    )
-}
-
-/// Parse the arguments (without the program name).
-pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
-    let command_line = std::iter::once("netperf".to_string())
-        .chain(args.iter().cloned())
-        .collect::<Vec<_>>()
-        .join(" ");
-    let global = optparse::parse(global::OPTIONS, args).map_err(|e| CliError(e.to_string()))?;
-    let mut plan = Plan::new(command_line);
-    if let Some(inv) = global::apply(&global, &mut plan)? {
-        return Ok(inv);
-    }
-    let after = global.after_dashdash.clone().unwrap_or_default();
-    // LOC_CPU and REM_CPU read nothing after `--`, as netperf 2.7.
-    if !matches!(plan.name, TestName::LocCpu | TestName::RemCpu) {
-        let (test, warnings) = optparse::parse_lenient(test_opts::OPTIONS, &after)
-            .map_err(|e| CliError(e.to_string()))?;
-        for w in warnings {
-            // netperf 2.7's getopt complains and its test goes on, reading
-            // the bad option as -4.
-            plan.warnings.push(format!(
-                "warning: {w} after --, ignored (netperf 2.7 reads it as -4: an IPv4 data connection)"
-            ));
-        }
-        if let Some(inv) = test_opts::apply(&test, &mut plan)? {
-            return Ok(inv);
-        }
-    }
-    finish(&mut plan)?;
-    Ok(Invocation::Run(Box::new(plan)))
-}
 
 /// Load flows a direction of `-t RPM` at most (the draft's limit).
 pub const RPM_MAX_FLOWS: u32 = 16;
@@ -132,7 +49,7 @@ fn finish_rpm(plan: &mut Plan) -> Result<(), CliError> {
 }
 
 /// Checks of the whole plan, once everything is read.
-fn finish(plan: &mut Plan) -> Result<(), CliError> {
+pub fn finish(plan: &mut Plan) -> Result<(), CliError> {
     finish_rpm(plan)?;
     check_scenarios(plan)?;
     // --json-stream's last line holds the --json document
@@ -326,15 +243,118 @@ fn check_paths(plan: &Plan) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Tests: the plan a command line (without the program name) parses to.
-#[cfg(test)]
-pub(crate) fn test_plan(words: &[&str]) -> Plan {
-    let v: Vec<String> = words.iter().map(|s| s.to_string()).collect();
-    match parse(&v) {
-        Ok(Invocation::Run(p)) => *p,
-        other => panic!("{words:?}: {other:?}"),
-    }
+/// What `--` options said about the direction and protocol, resolved once
+/// every option is read.
+#[derive(Debug, Default)]
+pub struct Shape {
+    /// `-d`'s bits (OMNI): they replace what `-m`, `-M`, `-r` implied.
+    pub explicit: Option<u32>,
+    /// The bits `-m`, `-M`, `-r` imply (OMNI only).
+    pub implied: u32,
+    pub protocol: Option<Protocol>,
+    /// `-T` named a protocol netperf 2.7 does not know: it runs TCP.
+    pub default_protocol: bool,
+    pub connection: bool,
+    pub socket_type: Option<String>,
+    /// `-R`.
+    pub routing: Option<bool>,
 }
 
-#[cfg(test)]
-mod tests;
+/// Turn the name's defaults and what `--` said into the data path.
+pub fn resolve_shape(plan: &mut Plan, shape: Shape) -> Result<(), CliError> {
+    let (default_protocol, default_dir, default_conn) = plan.name.defaults();
+    let protocol = if plan.name.takes_omni_options() {
+        shape.protocol.unwrap_or(default_protocol)
+    } else {
+        default_protocol
+    };
+    let mut dir = default_dir;
+    if plan.name == TestName::Omni {
+        dir = shape.explicit.unwrap_or(shape.implied);
+        if dir == 0 && !shape.connection {
+            dir = test_name::XMIT;
+        }
+    }
+    let connection = default_conn || (shape.connection && plan.name.takes_omni_options());
+    if plan.name.is_info() {
+        plan.test = TestKind::TcpStream;
+        return Ok(());
+    }
+    plan.test = test_name::resolve(plan.name, protocol, dir, connection)?;
+    if let Some(t) = &shape.socket_type {
+        let want = match protocol {
+            Protocol::Tcp => "stream",
+            Protocol::Udp => "dgram",
+        };
+        if !t.contains(want) {
+            return Err(CliError(format!(
+                "-- -t {t}: the socket type must match the protocol ({want} for {}); netperf 2.7 hangs here",
+                match protocol {
+                    Protocol::Tcp => "TCP",
+                    Protocol::Udp => "UDP",
+                }
+            )));
+        }
+    }
+    plan.protocol_label = match (shape.default_protocol, protocol) {
+        (true, _) => "IP Default",
+        (false, Protocol::Tcp) => "TCP",
+        (false, Protocol::Udp) => "UDP",
+    };
+    // netperf 2.7: no routing for UDP tests that do not expect answers,
+    // unless -R says otherwise.
+    let dont_route = match shape.routing {
+        Some(allowed) => !allowed,
+        None => protocol == Protocol::Udp && !plan.test.is_rr(),
+    };
+    plan.local.dont_route = dont_route;
+    plan.remote.dont_route = dont_route;
+    Ok(())
+}
+
+/// The socket type netperf 2.7's banner names, from the test's protocol.
+pub fn label_socket_type(plan: &mut Plan) {
+    let (protocol, _, _) = plan.name.defaults();
+    plan.socket_type_label = match protocol {
+        Protocol::Tcp => "Stream",
+        Protocol::Udp => "Datagram",
+    };
+}
+
+impl Confidence {
+    /// netperf's `-I`/`-i` rules: `-I` alone means 3 to 10 iterations; `-i`
+    /// alone means 99% and 5%; iteration counts are kept between 3 and 30, and
+    /// max is raised to min.
+    pub fn asked(
+        iterations: Option<(Option<i64>, Option<i64>)>,
+        level_width: Option<(Option<f64>, Option<f64>)>,
+        result_only: bool,
+    ) -> Result<Confidence, CliError> {
+        let (level, width) = level_width.unwrap_or((None, None));
+        let level = level.unwrap_or(99.0);
+        if !(50.0..=99.9).contains(&level) {
+            return Err(CliError(format!(
+                "-I: confidence level {level} is not between 50 and 99.9 percent"
+            )));
+        }
+        let width = width.unwrap_or(5.0);
+        if !(width > 0.0 && width <= 100.0) {
+            return Err(CliError(format!(
+                "-I: interval width {width}% is not more than 0 and at most 100"
+            )));
+        }
+        let (max, min) = match iterations {
+            Some((max, min)) => (max.unwrap_or(1), min.unwrap_or(1)),
+            None => (10, 3),
+        };
+        let max = max.max(min);
+        let clamp = |n: i64| n.clamp(3, 30) as u32;
+        Ok(Confidence {
+            level,
+            width: width / 100.0,
+            max_iterations: clamp(max),
+            min_iterations: clamp(min),
+            result_only,
+        })
+    }
+}

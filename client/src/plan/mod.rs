@@ -1,12 +1,30 @@
-//! What the command line asks for: the validated [`Plan`] that nothing
-//! downstream reads the command line again to complete.
+//! A test as asked: the validated [`Plan`] each dialect's speaker
+//! produces (netperf's command line, in the netperf program; a typed
+//! third-party request, in a netserver) and the families consume. Nothing
+//! downstream reads a command line again to complete it.
+//!
+//! # Layout
+//! - this file: the [`Plan`] and the values it holds.
+//! - [`test_name`]: the tests `-t` names and the data path each resolves to.
+//! - [`check`]: the checks of a whole plan, once everything is read
+//!   ([`finish`]), whichever speaker made it.
 
 use std::path::PathBuf;
 
 use optparse::value::AddrFamily;
 use proto::{SideSpec, TestKind};
 
-use super::test_name::TestName;
+pub mod check;
+pub mod test_name;
+
+pub use check::{RPM_LOAD, RPM_MAX_FLOWS, Shape, finish, label_socket_type, resolve_shape};
+pub use test_name::TestName;
+
+/// A plan that cannot run: one line naming the option (or the request's
+/// field) at fault.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{0}")]
+pub struct PlanError(pub String);
 
 /// `--under-load`: how many bulk TCP flows load the path, which way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,23 +55,6 @@ pub const DEFAULT_PORT: u16 = 12865;
 /// Most flows one test may ask for (a netserver may allow fewer).
 pub const MAX_FLOWS: u32 = 100_000;
 
-/// What the command line asks for.
-#[derive(Debug)]
-pub enum Invocation {
-    Help,
-    TestHelp,
-    Version,
-    /// `--version`.
-    OurVersion,
-    /// `-o ?` and `-k ?` (one line), `-O ?` (one per line): list the
-    /// output selectors; with ours too at `-v 3` and above.
-    ListSelectors {
-        one_line: bool,
-        ours: bool,
-    },
-    Run(Box<Plan>),
-}
-
 /// When a test ends, as `-l` says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Length {
@@ -80,7 +81,7 @@ pub enum Units {
 impl Units {
     /// `-f`'s first letter; netperf 2.7 takes any other as KBytes (said on
     /// stderr).
-    pub(crate) fn parse(s: &str, warnings: &mut Vec<String>) -> Units {
+    pub fn parse(s: &str, warnings: &mut Vec<String>) -> Units {
         match s.chars().next() {
             Some(c @ ('B' | 'K' | 'M' | 'G')) => Units::Bytes(c),
             Some(c @ ('b' | 'k' | 'm' | 'g')) => Units::Bits(c),
@@ -410,7 +411,7 @@ pub struct Plan {
 }
 
 impl Plan {
-    pub(crate) fn new(command_line: String) -> Plan {
+    pub fn new(command_line: String) -> Plan {
         let align = SideSpec {
             send_align: 8,
             recv_align: 8,

@@ -9,7 +9,7 @@
 
 use proto::{Protocol, TestKind};
 
-use super::values::CliError;
+use super::PlanError as CliError;
 
 /// A test as `-t` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

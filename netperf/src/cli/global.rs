@@ -7,10 +7,9 @@ use optparse::{
     value::{self, AddrFamily},
 };
 
-use proto::Protocol;
-
 use super::{
-    plan::{AuthSource, Confidence, DialectChoice, Invocation, Length, Plan, Units},
+    Invocation,
+    plan::{self, AuthSource, Confidence, DialectChoice, Length, Plan, Units},
     test_name::TestName,
     values::*,
 };
@@ -300,7 +299,11 @@ pub(crate) fn apply(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, C
         }
     }
     if st.iterations.is_some() || st.level_width.is_some() {
-        plan.confidence = Some(confidence(st.iterations, st.level_width, st.result_only)?);
+        plan.confidence = Some(Confidence::asked(
+            st.iterations,
+            st.level_width,
+            st.result_only,
+        )?);
     }
     // the dialect's own port, where -p does not name one
     let port_named = p.options.iter().any(|o| {
@@ -312,48 +315,8 @@ pub(crate) fn apply(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, C
     if !port_named {
         plan.port = plan.dialect.default_port();
     }
-    let (protocol, _, _) = plan.name.defaults();
-    plan.socket_type_label = match protocol {
-        Protocol::Tcp => "Stream",
-        Protocol::Udp => "Datagram",
-    };
+    plan::label_socket_type(plan);
     Ok(None)
-}
-
-/// netperf's `-I`/`-i` rules: `-I` alone means 3 to 10 iterations; `-i`
-/// alone means 99% and 5%; iteration counts are kept between 3 and 30, and
-/// max is raised to min.
-fn confidence(
-    iterations: Option<(Option<i64>, Option<i64>)>,
-    level_width: Option<(Option<f64>, Option<f64>)>,
-    result_only: bool,
-) -> Result<Confidence, CliError> {
-    let (level, width) = level_width.unwrap_or((None, None));
-    let level = level.unwrap_or(99.0);
-    if !(50.0..=99.9).contains(&level) {
-        return Err(CliError(format!(
-            "-I: confidence level {level} is not between 50 and 99.9 percent"
-        )));
-    }
-    let width = width.unwrap_or(5.0);
-    if !(width > 0.0 && width <= 100.0) {
-        return Err(CliError(format!(
-            "-I: interval width {width}% is not more than 0 and at most 100"
-        )));
-    }
-    let (max, min) = match iterations {
-        Some((max, min)) => (max.unwrap_or(1), min.unwrap_or(1)),
-        None => (10, 3),
-    };
-    let max = max.max(min);
-    let clamp = |n: i64| n.clamp(3, 30) as u32;
-    Ok(Confidence {
-        level,
-        width: width / 100.0,
-        max_iterations: clamp(max),
-        min_iterations: clamp(min),
-        result_only,
-    })
 }
 
 /// netperf 2.7's own global options: help, versions, alignment, CPU, output.

@@ -4,6 +4,7 @@ use super::*;
 
 use super::test_plan as plan;
 use optparse::value::AddrFamily;
+use proto::TestKind;
 
 fn err(words: &[&str]) -> String {
     let v: Vec<String> = words.iter().map(|s| s.to_string()).collect();
@@ -405,4 +406,34 @@ fn labels() {
     assert_eq!(Units::Bits('m').label(), "10^6bits");
     assert_eq!(Units::Bytes('G').label(), "GBytes");
     assert_eq!(Units::Transactions.label(), "Trans");
+}
+
+/// The load's plan is what its own command line would parse to.
+#[test]
+fn a_load_is_the_plan_of_its_command_line() {
+    let plan = super::test_plan(&["-t", "TCP_RR", "--", "-K", "bbr,cubic"]);
+    let span = client::under_load::Span {
+        before: 2,
+        during: 5,
+        after: 1,
+    };
+    let peer = "[::1]:12865".parse().unwrap();
+    for (window, test, words) in [
+        (
+            true,
+            TestName::TcpStream,
+            "-t TCP_STREAM -l 5 -D 0.1 -- --flows 3 --warmup 2 --cooldown 1",
+        ),
+        (
+            false,
+            TestName::TcpMaerts,
+            "-t TCP_MAERTS -l 8 -D 0.1 -- --flows 3",
+        ),
+    ] {
+        let lp = client::under_load::load_plan(&plan, (peer, window), test, 3, span, Some(0.1));
+        let line = format!("-H ::1 -p 12865 -P 0 {words} -K bbr,cubic");
+        let mut parsed = super::test_plan(&line.split(' ').collect::<Vec<_>>());
+        parsed.command_line.clone_from(&lp.command_line);
+        assert_eq!(format!("{lp:?}"), format!("{parsed:?}"));
+    }
 }

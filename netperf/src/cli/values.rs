@@ -3,10 +3,9 @@
 
 use optparse::value::{self, AddrFamily, ValueError};
 
-/// A command-line error: one line naming the option at fault.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("{0}")]
-pub struct CliError(pub String);
+/// A command-line error: one line naming the option at fault (the plan's
+/// own error: the checks of a whole plan are the client library's).
+pub use client::plan::PlanError as CliError;
 
 pub(crate) fn bad(opt: &str, e: ValueError) -> CliError {
     CliError(format!("{opt}: {e}"))

@@ -206,19 +206,4 @@ pub fn path_lines(t: &Test, m: &Measurement) -> String {
     s
 }
 
-/// `part` as a percentage of `whole` (0 of nothing).
-pub fn share(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        part as f64 * 100.0 / whole as f64
-    }
-}
-
-/// The end that received the stream, as the lines name it, and its counts.
-pub fn receiver<'m>(t: &Test, m: &'m Measurement) -> (&'static str, &'m proto::SideResults) {
-    match t.kind() {
-        TestKind::TcpMaerts => ("netperf", &m.local.counts),
-        _ => ("the netserver", &m.remote.counts),
-    }
-}
+pub use client::output::{receiver, share};

@@ -9,10 +9,11 @@ use optparse::{
     Arity, Occurrence, OptDef, Parsed,
     value::{self, AddrFamily},
 };
-use proto::{Protocol, TestKind};
+use proto::Protocol;
 
 use super::{
-    plan::{Invocation, MAX_FLOWS, Plan, Selection, SelectorStyle, UnderLoad},
+    Invocation,
+    plan::{MAX_FLOWS, Plan, Selection, SelectorStyle, Shape, UnderLoad, resolve_shape},
     test_name::{self, TestName},
     values::*,
 };
@@ -352,23 +353,6 @@ pub const OPTIONS: &[OptDef] = &[
     ),
 ];
 
-/// What `--` options said about the direction and protocol, resolved once
-/// every option is read.
-#[derive(Debug, Default)]
-struct Shape {
-    /// `-d`'s bits (OMNI): they replace what `-m`, `-M`, `-r` implied.
-    explicit: Option<u32>,
-    /// The bits `-m`, `-M`, `-r` imply (OMNI only).
-    implied: u32,
-    protocol: Option<Protocol>,
-    /// `-T` named a protocol netperf 2.7 does not know: it runs TCP.
-    default_protocol: bool,
-    connection: bool,
-    socket_type: Option<String>,
-    /// `-R`.
-    routing: Option<bool>,
-}
-
 /// OMNI's options that the classic grammar of TCP_SENDFILE, TCP_CC and
 /// TCP_MSS does not have (its letters are `aAbCDnNhHLmMpPrRsSTVwWz46`):
 /// netperf 2.7 reads each as -4 and ignores it.
@@ -419,7 +403,8 @@ pub(crate) fn apply(p: &Parsed, plan: &mut Plan) -> Result<Option<Invocation>, C
             return Ok(Some(inv));
         }
     }
-    resolve_shape(plan, shape)
+    resolve_shape(plan, shape)?;
+    Ok(None)
 }
 
 /// The data path: family, burst, direction, sockets' own options, hosts, output.
@@ -847,58 +832,6 @@ fn under_load(o: &str, v: &str) -> Result<UnderLoad, CliError> {
         up,
         down,
     })
-}
-
-/// Turn the name's defaults and what `--` said into the data path.
-fn resolve_shape(plan: &mut Plan, shape: Shape) -> Result<Option<Invocation>, CliError> {
-    let (default_protocol, default_dir, default_conn) = plan.name.defaults();
-    let protocol = if plan.name.takes_omni_options() {
-        shape.protocol.unwrap_or(default_protocol)
-    } else {
-        default_protocol
-    };
-    let mut dir = default_dir;
-    if plan.name == TestName::Omni {
-        dir = shape.explicit.unwrap_or(shape.implied);
-        if dir == 0 && !shape.connection {
-            dir = test_name::XMIT;
-        }
-    }
-    let connection = default_conn || (shape.connection && plan.name.takes_omni_options());
-    if plan.name.is_info() {
-        plan.test = TestKind::TcpStream;
-        return Ok(None);
-    }
-    plan.test = test_name::resolve(plan.name, protocol, dir, connection)?;
-    if let Some(t) = &shape.socket_type {
-        let want = match protocol {
-            Protocol::Tcp => "stream",
-            Protocol::Udp => "dgram",
-        };
-        if !t.contains(want) {
-            return Err(CliError(format!(
-                "-- -t {t}: the socket type must match the protocol ({want} for {}); netperf 2.7 hangs here",
-                match protocol {
-                    Protocol::Tcp => "TCP",
-                    Protocol::Udp => "UDP",
-                }
-            )));
-        }
-    }
-    plan.protocol_label = match (shape.default_protocol, protocol) {
-        (true, _) => "IP Default",
-        (false, Protocol::Tcp) => "TCP",
-        (false, Protocol::Udp) => "UDP",
-    };
-    // netperf 2.7: no routing for UDP tests that do not expect answers,
-    // unless -R says otherwise.
-    let dont_route = match shape.routing {
-        Some(allowed) => !allowed,
-        None => protocol == Protocol::Udp && !plan.test.is_rr(),
-    };
-    plan.local.dont_route = dont_route;
-    plan.remote.dont_route = dont_route;
-    Ok(None)
 }
 
 /// `HOST`, `HOST:PORT` or `[V6]:PORT` (the port netserver's own when
