@@ -4,85 +4,78 @@
 //! the reason before anything is asked. A netserver that tells no limits
 //! (netperf 2.7's, ours without a policy) leaves the plan as it is.
 
-use anyhow::{Result, bail};
-use proto::{ServerLimits, TestKind};
+use anyhow::{Result, anyhow, bail};
+use proto::{LimitsAsked, OverLimit, ServerLimits, TestKind};
 
-use crate::cli::{Length, Plan};
+use crate::plan::{Length, Plan};
 
 /// `plan` fitted to `limits`, and what was changed, one line each.
 pub fn fit(plan: &Plan, limits: ServerLimits) -> Result<(Plan, Vec<String>)> {
     let mut p = plan.clone();
     let mut notes = Vec::new();
-    if let Some(max) = limits.max_seconds {
-        match p.length {
-            Length::Seconds(s) if s == 0 || s > max => {
-                let asked = if s == 0 {
-                    "until interrupted".to_string()
-                } else {
-                    format!("{s} s asked")
-                };
-                notes.push(format!(
-                    "the netserver limits tests to {max} s: this one runs {max} s ({asked})"
-                ));
-                p.length = Length::Seconds(max);
-            }
-            Length::Seconds(_) => {}
-            Length::Count(_) => bail!(
-                "the netserver limits tests to {max} s, which a count (-l -N) cannot promise: give -l a length in seconds"
-            ),
-        }
-    }
     let load = p.under_load.or(p.rpm);
-    if let Some(max) = limits.max_flows {
-        if p.flows > max {
-            bail!(
-                "the netserver allows at most {max} flows a test: --flows {} asked",
-                p.flows
-            );
-        }
-        if let Some(l) = load.filter(|l| l.flows > max) {
-            bail!(
-                "the netserver allows at most {max} flows a test: the load asks {}",
-                l.flows
-            );
-        }
+    if let Some(max) = limits.max_flows
+        && let Some(l) = load.filter(|l| l.flows > max)
+    {
+        bail!(
+            "the netserver allows at most {max} flows a test: the load asks {}",
+            l.flows
+        );
     }
-    if let Some(max) = limits.max_rate {
-        if load.is_some() {
-            bail!(
-                "the netserver limits a test to {max} bits/s, and a load must fill the path: {} cannot run against it",
-                if p.rpm.is_some() {
-                    "-t RPM"
-                } else {
-                    "--under-load"
-                }
-            );
-        }
-        match p.test {
-            TestKind::TcpStream | TestKind::UdpStream => {
-                if p.rate_bps.is_none_or(|r| r > max) {
-                    notes.push(format!(
-                        "the netserver limits a test to {max} bits/s: this one is paced at it ({})",
-                        p.rate_bps
-                            .map_or_else(|| "unpaced asked".to_string(), |r| format!("{r} asked"))
-                    ));
-                    p.rate_bps = Some(max);
-                }
+    if let (Some(max), Some(_)) = (limits.max_rate, load) {
+        bail!(
+            "the netserver limits a test to {max} bits/s, and a load must fill the path: {} cannot run against it",
+            if p.rpm.is_some() {
+                "-t RPM"
+            } else {
+                "--under-load"
             }
-            TestKind::TcpMaerts | TestKind::UdpMaerts => {
-                if p.rate_bps.is_none_or(|r| r > max) {
-                    notes.push(format!(
-                        "the netserver limits a test to {max} bits/s: it paces what it sends at that"
-                    ));
-                    p.rate_bps = Some(max);
-                }
-            }
-            TestKind::TcpRr
-            | TestKind::UdpRr
-            | TestKind::TcpCrr
-            | TestKind::TcpCc
-            | TestKind::UdpStamp => {}
-        }
+        );
+    }
+    let asked = LimitsAsked {
+        seconds: match p.length {
+            Length::Seconds(s) => Some(s),
+            Length::Count(_) => None,
+        },
+        flows: p.flows,
+        client_sends: matches!(p.test, TestKind::TcpStream | TestKind::UdpStream),
+        server_sends: matches!(p.test, TestKind::TcpMaerts | TestKind::UdpMaerts),
+        rate_bps: p.rate_bps,
+    };
+    let fit = limits.fit(asked).map_err(|e| match e {
+        OverLimit::Counted { max } => anyhow!(
+            "the netserver limits tests to {max} s, which a count (-l -N) cannot promise: give -l a length in seconds"
+        ),
+        OverLimit::TooManyFlows { max, asked } => anyhow!(
+            "the netserver allows at most {max} flows a test: --flows {asked} asked"
+        ),
+    })?;
+    if let (Some(s), Some(max)) = (asked.seconds, fit.seconds)
+        && s != max
+    {
+        let asked = if s == 0 {
+            "until interrupted".to_string()
+        } else {
+            format!("{s} s asked")
+        };
+        notes.push(format!(
+            "the netserver limits tests to {max} s: this one runs {max} s ({asked})"
+        ));
+        p.length = Length::Seconds(max);
+    }
+    if let Some(max) = fit.rate_bps
+        && fit.rate_bps != p.rate_bps
+    {
+        notes.push(if asked.server_sends {
+            format!("the netserver limits a test to {max} bits/s: it paces what it sends at that")
+        } else {
+            format!(
+                "the netserver limits a test to {max} bits/s: this one is paced at it ({})",
+                p.rate_bps
+                    .map_or_else(|| "unpaced asked".to_string(), |r| format!("{r} asked"))
+            )
+        });
+        p.rate_bps = Some(max);
     }
     Ok((p, notes))
 }
@@ -90,7 +83,7 @@ pub fn fit(plan: &Plan, limits: ServerLimits) -> Result<(Plan, Vec<String>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::UnderLoad;
+    use crate::plan::UnderLoad;
 
     fn plan(test: TestKind, secs: u64) -> Plan {
         let mut p = Plan::new("netperf".into());

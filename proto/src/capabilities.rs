@@ -136,6 +136,75 @@ impl ServerLimits {
     }
 }
 
+/// What a test asks that a netserver's limits read: its length in seconds
+/// (0: until interrupted; `None`: a count, which no length can promise),
+/// its flows, which ends send a stream, and its pace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LimitsAsked {
+    pub seconds: Option<u64>,
+    pub flows: u32,
+    pub client_sends: bool,
+    pub server_sends: bool,
+    pub rate_bps: Option<u64>,
+}
+
+/// A test held to the limits: the seconds it may run and the pace of its
+/// streams (each as asked where the limits allow it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LimitsFit {
+    pub seconds: Option<u64>,
+    pub rate_bps: Option<u64>,
+}
+
+/// A limit no change of length or pace can fit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OverLimit {
+    /// A count (`-l -N`) under a limit of seconds.
+    Counted {
+        max: u64,
+    },
+    TooManyFlows {
+        max: u32,
+        asked: u32,
+    },
+}
+
+impl ServerLimits {
+    /// A test held to these limits: one rule, which both ends apply (the
+    /// client fits its test to the limits its netserver told, and says
+    /// what it changed; the netserver checks what arrives against its own:
+    /// a length or a client's pace that would need changing is refused
+    /// there, its own sends paced at the fitted rate).
+    pub fn fit(&self, a: LimitsAsked) -> Result<LimitsFit, OverLimit> {
+        let mut fit = LimitsFit {
+            seconds: a.seconds,
+            rate_bps: a.rate_bps,
+        };
+        if let Some(max) = self.max_seconds {
+            match a.seconds {
+                Some(s) if s > 0 && s <= max => {}
+                Some(_) => fit.seconds = Some(max),
+                None => return Err(OverLimit::Counted { max }),
+            }
+        }
+        if let Some(max) = self.max_flows
+            && a.flows > max
+        {
+            return Err(OverLimit::TooManyFlows {
+                max,
+                asked: a.flows,
+            });
+        }
+        if let Some(max) = self.max_rate
+            && (a.client_sends || a.server_sends)
+            && a.rate_bps.is_none_or(|r| r > max)
+        {
+            fit.rate_bps = Some(max);
+        }
+        Ok(fit)
+    }
+}
+
 impl Capabilities {
     /// What a netserver of ours can do, from the names in its hello.
     pub fn from_names(software: &str, names: &[String]) -> Capabilities {
@@ -281,6 +350,66 @@ impl Capabilities {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_test_is_held_to_the_limits_by_one_rule() {
+        let l = ServerLimits {
+            max_seconds: Some(30),
+            max_flows: Some(4),
+            max_rate: Some(1_000),
+        };
+        let asked = LimitsAsked {
+            seconds: Some(10),
+            flows: 1,
+            client_sends: true,
+            server_sends: false,
+            rate_bps: Some(500),
+        };
+        assert_eq!(
+            l.fit(asked),
+            Ok(LimitsFit {
+                seconds: Some(10),
+                rate_bps: Some(500)
+            })
+        );
+        // longer, or until interrupted: the limit
+        for s in [0, 60] {
+            let f = l.fit(LimitsAsked {
+                seconds: Some(s),
+                ..asked
+            });
+            assert_eq!(f.map(|f| f.seconds), Ok(Some(30)), "{s}");
+        }
+        assert_eq!(
+            l.fit(LimitsAsked {
+                seconds: None,
+                ..asked
+            }),
+            Err(OverLimit::Counted { max: 30 })
+        );
+        assert_eq!(
+            l.fit(LimitsAsked { flows: 5, ..asked }),
+            Err(OverLimit::TooManyFlows { max: 4, asked: 5 })
+        );
+        // a stream unpaced, or faster: paced at the limit; no stream: no pace
+        for r in [None, Some(2_000)] {
+            let f = l.fit(LimitsAsked {
+                rate_bps: r,
+                ..asked
+            });
+            assert_eq!(f.map(|f| f.rate_bps), Ok(Some(1_000)));
+        }
+        let rr = LimitsAsked {
+            client_sends: false,
+            rate_bps: None,
+            ..asked
+        };
+        assert_eq!(l.fit(rr).map(|f| f.rate_bps), Ok(None));
+        assert_eq!(
+            ServerLimits::default().fit(rr).map(|f| f.seconds),
+            Ok(Some(10))
+        );
+    }
+
     use super::*;
 
     #[test]

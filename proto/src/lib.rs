@@ -55,7 +55,7 @@ pub mod session;
 pub mod stamp;
 pub mod test;
 
-pub use capabilities::{Capabilities, Feature, ServerLimits};
+pub use capabilities::{Capabilities, Feature, LimitsAsked, LimitsFit, OverLimit, ServerLimits};
 pub use error::{ProtoError, SpecError};
 pub use message::{
     ClientMsg, ErrorCode, ErrorMsg, Hello, MAGIC, PROTOCOL_VERSION, ServerHello, ServerMsg,

@@ -152,6 +152,16 @@ pub struct TestLimits {
     pub max_rate: Option<u64>,
 }
 
+impl From<TestLimits> for proto::ServerLimits {
+    fn from(t: TestLimits) -> proto::ServerLimits {
+        proto::ServerLimits {
+            max_seconds: t.max_seconds,
+            max_flows: t.max_flows,
+            max_rate: t.max_rate,
+        }
+    }
+}
+
 /// A byte count: a number, or a string with a suffix (`K M G T`, 1024^n).
 fn bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     amount(d, optparse::value::byte_size)
