@@ -12,7 +12,9 @@
 //! - [`session`]: every control connection of the daemon on one mio loop,
 //!   each a `proto::conn::ServerConn` (ours or netperf 2.7's dialect, a
 //!   value inside it); a running test has a thread of its own, which tells
-//!   its session when it ends.
+//!   its session when it ends. What a session is doing is one state
+//!   (`session::state`: idle, held, waiting its turn, testing, a
+//!   third-party test), its moves sans-IO and unit-tested.
 //! - [`family`]: the server's side of each test family (`stream`, `rr`,
 //!   `udp_stream`), what they share (`TestCtl`, data sockets), and `proof`:
 //!   the waiting room where data connections prove they are the test's.
@@ -21,7 +23,9 @@
 //!   through a queue to a writer thread.
 //! - [`admission`]: what the daemon admits, counted before anything is
 //!   allocated: sessions in all and by address, buffer memory, file
-//!   descriptors, the turns of `--schedule exclusive`.
+//!   descriptors, the turns of `--schedule exclusive`; every refusal one
+//!   `Refusal`, mapped in one place to the client's code and words and to
+//!   the metric.
 //! - [`policy`]: `--policy FILE`, budgets per address, per prefix and for
 //!   the daemon, kept across restarts.
 //! - [`shared`]: what every session and the accept loop share;

@@ -27,7 +27,10 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use proto::{ErrorCode, ErrorMsg};
 
 use crate::{
-    admission::Refusal, metrics::Refused, scrape, session, session::Origin, shared::Shared,
+    admission::{Refusal, SessionCap},
+    scrape, session,
+    session::Origin,
+    shared::Shared,
 };
 
 const WAKE: Token = Token(usize::MAX);
@@ -229,7 +232,7 @@ impl WaitingRoom {
             }
             self.order.pop_front();
             if let Some((stream, _, _)) = self.leave(poll, token) {
-                refuse(&stream, code, why);
+                refuse(&stream, &ErrorMsg::new(code, why));
                 closed += 1;
             }
         }
@@ -727,7 +730,7 @@ fn drain(
                 if room.len() >= shared.config.max_pending.max(1)
                     && let Some(gone) = room.evict(poll)
                 {
-                    shared.config.metrics.refused(Refused::Evicted);
+                    Refusal::Evicted { idle_s: None }.count(&shared.config.metrics);
                     log.warn_limited(
                         "waiting-full",
                         &format!(
@@ -746,7 +749,7 @@ fn drain(
             // close one of them and go on.
             Err(e) if is_resource_error(&e) && room.len() > 0 => {
                 if let Some(gone) = room.evict(poll) {
-                    shared.config.metrics.refused(Refused::Evicted);
+                    Refusal::Evicted { idle_s: None }.count(&shared.config.metrics);
                     log.warn_limited(
                         "accept-evict",
                         &format!(
@@ -792,11 +795,11 @@ fn admit(
 ) {
     let cfg = &shared.config;
     if let Err(why) = shared.census.admit(peer.ip(), cfg.session_caps()) {
+        // (the evicted session's refusal counted as it is told)
         let Some(gone) = sessions.evict_idle(poll.registry(), why.only(peer.ip())) else {
             busy(&stream, peer, why, shared);
             return;
         };
-        cfg.metrics.refused(Refused::Evicted);
         cfg.logger.warn_limited(
             "evicted",
             &format!("closed the idlest session, of {gone}, to make room for {peer}"),
@@ -811,11 +814,10 @@ fn admit(
         Ok(slot) => slot,
         Err(over) => {
             shared.census.leave(peer.ip(), true);
-            cfg.metrics.refused(Refused::of_policy(over.scope.reason()));
-            let text = over.to_string();
+            let told = Refusal::PolicySessions(over).told(&cfg.metrics);
             cfg.logger
-                .warn_limited("policy", &format!("refused {peer}: {text}"));
-            refuse(&stream, ErrorCode::Busy, &text);
+                .warn_limited("policy", &format!("refused {peer}: {}", told.message));
+            refuse(&stream, &told);
             return;
         }
     };
@@ -857,36 +859,22 @@ fn hand_over(stream: TcpStream, shared: &Shared) -> Option<TcpStream> {
     None
 }
 /// Tell a client over a session cap which cap, and which option raises it.
-fn busy(stream: &TcpStream, peer: SocketAddr, why: Refusal, shared: &Shared) {
-    shared.config.metrics.refused(match why {
-        Refusal::Sessions(_) => Refused::Busy,
-        Refusal::PerClient(_) => Refused::PerAddress,
-    });
-    let text = match why {
-        Refusal::Sessions(n) => format!(
-            "netserver is busy: it already serves {n} sessions (--max-sessions); try again later"
-        ),
-        Refusal::PerClient(n) => format!(
-            "netserver is busy: {n} sessions from your address already (--max-per-client); try again later"
-        ),
-    };
+fn busy(stream: &TcpStream, peer: SocketAddr, why: SessionCap, shared: &Shared) {
+    let told = Refusal::Cap(why).told(&shared.config.metrics);
     shared
         .config
         .logger
-        .warn_limited("busy", &format!("refused {peer}: {text}"));
-    refuse(stream, ErrorCode::Busy, &text);
+        .warn_limited("busy", &format!("refused {peer}: {}", told.message));
+    refuse(stream, &told);
 }
 
 /// Best effort: tell the client why, without blocking, and close; in its
 /// own protocol, as what it sent so far says (netperf 2.7's frame to a
 /// netperf 2.7 client).
-pub(crate) fn refuse(stream: &TcpStream, code: ErrorCode, text: &str) {
+pub(crate) fn refuse(stream: &TcpStream, told: &ErrorMsg) {
     let _ = stream.set_nonblocking(true);
     let mut first = [0u8; 64];
     let n = stream.peek(&mut first).unwrap_or(0);
-    let answer = proto::dialect::refusal(
-        first.get(..n).unwrap_or_default(),
-        &ErrorMsg::new(code, text),
-    );
+    let answer = proto::dialect::refusal(first.get(..n).unwrap_or_default(), told);
     let _ = (&*stream).write(&answer);
 }

@@ -52,16 +52,6 @@ pub enum Refused {
 }
 
 impl Refused {
-    /// The refusal of a policy's reason ([`crate::policy::PolicyRefusal::reason`]).
-    pub fn of_policy(reason: &str) -> Refused {
-        match reason {
-            "prefix" => Refused::Prefix,
-            "token" => Refused::Token,
-            "quota" => Refused::Quota,
-            _ => Refused::Policy,
-        }
-    }
-
     fn label(self) -> &'static str {
         match self {
             Refused::Busy => "busy",

@@ -22,49 +22,49 @@ struct CensusState {
     per_client: HashMap<IpAddr, usize>,
 }
 
-/// Why a new connection was turned away.
+/// The session cap a new connection met.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Refusal {
+pub(crate) enum SessionCap {
     Sessions(usize),
     PerClient(usize),
 }
 
-impl Refusal {
+impl SessionCap {
     /// Whose idle session may make room: anyone's at the daemon's cap,
     /// `ip`'s own at its per-address cap.
     pub(crate) fn only(self, ip: IpAddr) -> Option<IpAddr> {
         match self {
-            Refusal::Sessions(_) => None,
-            Refusal::PerClient(_) => Some(ip),
+            SessionCap::Sessions(_) => None,
+            SessionCap::PerClient(_) => Some(ip),
         }
     }
 }
 
 impl Census {
     /// Whether [`Census::admit`] would admit `ip` now (nothing reserved).
-    pub(crate) fn would_admit(&self, ip: IpAddr, cfg: SessionCaps) -> Result<(), Refusal> {
+    pub(crate) fn would_admit(&self, ip: IpAddr, cfg: SessionCaps) -> Result<(), SessionCap> {
         let Ok(s) = self.state.lock() else {
-            return Err(Refusal::Sessions(cfg.sessions));
+            return Err(SessionCap::Sessions(cfg.sessions));
         };
         if s.active >= cfg.sessions {
-            return Err(Refusal::Sessions(cfg.sessions));
+            return Err(SessionCap::Sessions(cfg.sessions));
         }
         if s.per_client.get(&ip).copied().unwrap_or(0) >= cfg.per_client {
-            return Err(Refusal::PerClient(cfg.per_client));
+            return Err(SessionCap::PerClient(cfg.per_client));
         }
         Ok(())
     }
 
-    pub(crate) fn admit(&self, ip: IpAddr, cfg: SessionCaps) -> Result<(), Refusal> {
+    pub(crate) fn admit(&self, ip: IpAddr, cfg: SessionCaps) -> Result<(), SessionCap> {
         let Ok(mut s) = self.state.lock() else {
-            return Err(Refusal::Sessions(cfg.sessions));
+            return Err(SessionCap::Sessions(cfg.sessions));
         };
         if s.active >= cfg.sessions {
-            return Err(Refusal::Sessions(cfg.sessions));
+            return Err(SessionCap::Sessions(cfg.sessions));
         }
         let n = s.per_client.get(&ip).copied().unwrap_or(0);
         if n >= cfg.per_client {
-            return Err(Refusal::PerClient(cfg.per_client));
+            return Err(SessionCap::PerClient(cfg.per_client));
         }
         s.active += 1;
         s.pending += 1;

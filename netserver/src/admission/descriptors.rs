@@ -17,8 +17,6 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use proto::{ErrorCode, ErrorMsg};
-
 /// The control plane's descriptors besides sessions and the waiting
 /// room: listeners, log, record, signals, the loop's poll and waker, the
 /// metrics endpoint (64 connections at most) and a margin.
@@ -127,42 +125,6 @@ pub(crate) enum FdRefusal {
         free: u64,
         shares: FdShares,
     },
-}
-
-impl FdRefusal {
-    /// What the client is told.
-    pub(crate) fn message(self, flows: u32) -> ErrorMsg {
-        match self {
-            FdRefusal::PerTest { need, shares } => ErrorMsg::new(
-                ErrorCode::InvalidRequest,
-                format!(
-                    "descriptors: the test ({flows} flows) would hold up to {need} of netserver's file descriptors, more than one test may ({}: netserver --max-test-fds, a share of its limit of {} open files); ask for fewer flows",
-                    shares.per_test, shares.open_files
-                ),
-            ),
-            FdRefusal::PerAddress { need, held, shares } => ErrorMsg::new(
-                ErrorCode::Busy,
-                format!(
-                    "netserver is busy: tests from your address hold {held} of the {} file descriptors an address may (a third of those for tests, or twice --max-test-fds where that is larger); this one needs {need}; try again when they end",
-                    shares.per_address
-                ),
-            ),
-            FdRefusal::Tests { running, shares } => ErrorMsg::new(
-                ErrorCode::Busy,
-                format!(
-                    "netserver is busy: {running} tests from your address are running, as many as an address may (--max-tests-per-client {}); try again when one ends",
-                    shares.tests_per_address
-                ),
-            ),
-            FdRefusal::Daemon { need, free, shares } => ErrorMsg::new(
-                ErrorCode::Busy,
-                format!(
-                    "netserver's file descriptors are taken by other tests: this one needs {need}, {free} of the {} for tests are free (its limit is {} open files); try again later",
-                    shares.tests, shares.open_files
-                ),
-            ),
-        }
-    }
 }
 
 impl Descriptors {
@@ -293,7 +255,11 @@ mod tests {
         )));
         let one_test = d.reserve(A, 4_001).unwrap_err();
         assert!(matches!(one_test, FdRefusal::PerTest { need: 4_001, .. }));
-        let text = one_test.message(2000).message;
+        let text = crate::admission::Refusal::Descriptors {
+            why: one_test,
+            flows: 2000,
+        }
+        .to_string();
         assert!(
             text.contains("--max-test-fds") && text.contains("20000"),
             "{text}"

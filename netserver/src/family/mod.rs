@@ -21,7 +21,7 @@ use std::net::IpAddr;
 use engine::conventions::Conventions;
 use proto::{ErrorCode, ErrorMsg, TestKind, TestSpec};
 
-use crate::{admission::FdRefusal, metrics::Refused, shared::Shared};
+use crate::{admission::Refusal, shared::Shared};
 use data::data_address;
 use running::Held;
 use setup::Setup;
@@ -46,14 +46,7 @@ pub(crate) fn start(
     let slot = shared
         .workers
         .enter(cfg.max_sessions.max(1))
-        .map_err(|alive| {
-            ErrorMsg::new(
-                ErrorCode::Busy,
-                format!(
-                    "netserver is busy: {alive} tests are running or ending (--max-sessions); try again shortly"
-                ),
-            )
-        })?;
+        .map_err(|alive| Refusal::Workers { alive }.told(&cfg.metrics))?;
     if let Some(why) = platform_lacks(spec) {
         return Err(ErrorMsg::new(ErrorCode::Unsupported, why));
     }
@@ -62,11 +55,11 @@ pub(crate) fn start(
         .descriptors
         .reserve(peer, spec.server_descriptors(engine::cpu::count()))
         .map_err(|why| {
-            cfg.metrics.refused(match why {
-                FdRefusal::PerAddress { .. } | FdRefusal::Tests { .. } => Refused::PerAddress,
-                FdRefusal::PerTest { .. } | FdRefusal::Daemon { .. } => Refused::Descriptors,
-            });
-            why.message(spec.flows)
+            Refusal::Descriptors {
+                why,
+                flows: spec.flows,
+            }
+            .told(&cfg.metrics)
         })?;
     // what its sockets can hold of the kernel's memory, held to a share
     let (spec, sockets) = socket_memory(spec, cfg)?;
@@ -124,25 +117,20 @@ fn socket_memory(
     let fit = spec
         .socket_memory(&engine::sys::kernel_buffers(), share)
         .map_err(|need| {
-            cfg.metrics.refused(Refused::Memory);
-            ErrorMsg::new(
-                ErrorCode::InvalidRequest,
-                format!(
-                    "socket buffers: the test's {} flows would hold up to {need} bytes of the kernel's socket memory, more than a test may ({share}: a quarter of netserver --socket-budget); ask for smaller buffers (-s/-S) or fewer flows",
-                    spec.flows.max(1)
-                ),
-            )
+            Refusal::SocketShare {
+                need,
+                share,
+                flows: spec.flows.max(1),
+            }
+            .told(&cfg.metrics)
         })?;
     let reserved = budget.reserve(fit.bytes).map_err(|free| {
-        cfg.metrics.refused(Refused::Memory);
-        ErrorMsg::new(
-            ErrorCode::Busy,
-            format!(
-                "netserver's socket memory is taken by other tests: this one may hold {} bytes, {free} of its {} are free (netserver --socket-budget); try again later",
-                fit.bytes,
-                budget.limit()
-            ),
-        )
+        Refusal::SocketBusy {
+            bytes: fit.bytes,
+            free,
+            limit: budget.limit(),
+        }
+        .told(&cfg.metrics)
     })?;
     let mut spec = spec.clone();
     if let Some(b) = fit.send_buf {

@@ -18,39 +18,23 @@ use super::{
     ctl::TestCtl,
     setup::{Job, Prepared},
 };
-use crate::config::Config;
+use crate::{admission::Refusal, config::Config};
 
 /// Reserve `need` bytes of buffers for a test: within the per-session cap
 /// and the daemon's budget, or refused naming the limit.
 fn reserve(need: u64, cfg: &Config) -> Result<crate::admission::Reservation, ErrorMsg> {
     let cap = cfg.limits.memory_per_session;
     if need > cap {
-        cfg.metrics.refused(crate::metrics::Refused::Memory);
-        return Err(ErrorMsg::new(
-            ErrorCode::InvalidRequest,
-            format!(
-                "buffers: the test would need {need} bytes of buffers on the server, more than its limit of {cap} a session"
-            ),
-        ));
+        return Err(Refusal::BufferCap { need, cap }.told(&cfg.metrics));
     }
     let budget = cfg.memory_budget.limit();
     cfg.memory_budget.reserve(need).map_err(|free| {
-        cfg.metrics.refused(crate::metrics::Refused::Memory);
         if need > budget {
-            ErrorMsg::new(
-                ErrorCode::Resource,
-                format!(
-                    "the test needs {need} bytes of buffers on the server, more than netserver's whole budget of {budget} (netserver --memory-budget)"
-                ),
-            )
+            Refusal::BufferBudget { need, budget }
         } else {
-            ErrorMsg::new(
-                ErrorCode::Busy,
-                format!(
-                    "netserver's buffer memory is taken by other tests: this one needs {need} bytes, {free} of its {budget} are free (netserver --memory-budget); try again later"
-                ),
-            )
+            Refusal::BufferBusy { need, free, budget }
         }
+        .told(&cfg.metrics)
     })
 }
 

@@ -35,17 +35,6 @@ impl fmt::Display for Scope {
     }
 }
 
-impl Scope {
-    /// The metrics' reason for a refusal in this scope.
-    pub fn reason(self) -> &'static str {
-        match self {
-            Scope::Prefix(..) => "prefix",
-            Scope::Token(_) => "token",
-            Scope::Daemon | Scope::Address(_) => "quota",
-        }
-    }
-}
-
 /// One scope's use.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {

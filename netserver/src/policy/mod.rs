@@ -21,7 +21,7 @@ use std::{
 };
 
 use engine::token::Token;
-use proto::{ServerLimits, TestKind, TestSpec};
+use proto::{LimitsAsked, OverLimit, ServerLimits, TestKind, TestSpec};
 
 pub use file::PolicyFile;
 pub use ledger::{Ledger, OverBudget, Scope};
@@ -98,17 +98,6 @@ pub enum PolicyRefusal {
     Budget(OverBudget),
     /// The client's token has expired, or is not for its address.
     Token(TokenRefusal),
-}
-
-impl PolicyRefusal {
-    /// The metrics' reason.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            PolicyRefusal::Test(_) => "policy",
-            PolicyRefusal::Budget(o) => o.scope.reason(),
-            PolicyRefusal::Token(_) => "token",
-        }
-    }
 }
 
 impl std::fmt::Display for PolicyRefusal {
@@ -205,12 +194,7 @@ impl Policy {
 
     /// What one test may ask, for the hello.
     pub fn announced(&self) -> ServerLimits {
-        let t = self.current().test;
-        ServerLimits {
-            max_seconds: t.max_seconds,
-            max_flows: t.max_flows,
-            max_rate: t.max_rate,
-        }
+        ServerLimits::from(self.current().test)
     }
 
     /// The scopes `ip` is counted in, with `file`'s budgets.
@@ -389,31 +373,35 @@ fn check_token(t: &Token, ip: IpAddr, now: u64) -> Result<(), TokenRefusal> {
 
 /// The test fitted to what one test may ask, or why it cannot be.
 fn fit(limits: &file::TestLimits, spec: &mut TestSpec) -> Result<(), TestLimit> {
-    if let Some(max) = limits.max_seconds {
-        match spec.asked_seconds() {
-            Some(asked) if asked > max => return Err(TestLimit::TooLong { max, asked }),
-            Some(_) => {}
-            None => return Err(TestLimit::Counted { max }),
-        }
-    }
-    if let Some(max) = limits.max_flows
-        && spec.flows > max
+    let limits = ServerLimits::from(*limits);
+    let asked = LimitsAsked {
+        seconds: spec.asked_seconds(),
+        flows: spec.flows,
+        // (both ways, the request's pace is both ends': the netserver's
+        // held to the limit is the test's)
+        client_sends: !spec.bidir && matches!(spec.kind, TestKind::TcpStream | TestKind::UdpStream),
+        server_sends: spec.bidir || matches!(spec.kind, TestKind::TcpMaerts | TestKind::UdpMaerts),
+        rate_bps: spec.rate_bps,
+    };
+    // the rule the client fitted its test by, from what this netserver
+    // told: what it would have had to change arrives refused
+    let fit = limits.fit(asked).map_err(|e| match e {
+        OverLimit::Counted { max } => TestLimit::Counted { max },
+        OverLimit::TooManyFlows { max, asked } => TestLimit::TooManyFlows { max, asked },
+    })?;
+    if let (Some(asked), Some(max)) = (asked.seconds, fit.seconds)
+        && asked != max
     {
-        return Err(TestLimit::TooManyFlows {
-            max,
-            asked: spec.flows,
-        });
+        return Err(TestLimit::TooLong { max, asked });
     }
-    if let Some(max) = limits.max_rate {
-        let server_sends = matches!(spec.kind, TestKind::TcpMaerts | TestKind::UdpMaerts);
-        let client_sends = matches!(spec.kind, TestKind::TcpStream | TestKind::UdpStream);
-        if server_sends || spec.bidir {
-            // ours is paced at the policy's rate
-            spec.rate_bps = Some(spec.rate_bps.map_or(max, |r| r.min(max)));
-        }
-        if client_sends && spec.rate_bps.is_none_or(|r| r > max) {
+    if let Some(max) = fit.rate_bps
+        && fit.rate_bps != spec.rate_bps
+    {
+        if asked.client_sends {
             return Err(TestLimit::Unpaced { max });
         }
+        // ours is paced at the policy's rate
+        spec.rate_bps = Some(max);
     }
     Ok(())
 }

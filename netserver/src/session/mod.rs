@@ -22,10 +22,15 @@ use proto::{
     conn::{ServerConn, ServerEvent, Timeouts},
 };
 
+mod state;
+
+use state::State;
+
 use crate::{
+    admission::Refusal,
     family,
     log::{Event, escape},
-    metrics::{Refused, Tally, dialect_label},
+    metrics::{Tally, dialect_label},
     record,
     shared::Shared,
 };
@@ -311,15 +316,15 @@ impl Sessions {
         self.live
             .iter()
             .filter(|(_, s)| {
-                let waiting_refusal = held_go && s.hold.is_some();
-                s.test.is_none() && (waiting_refusal || !s.core.is_closing())
+                let waiting_refusal = held_go && s.state.is_held();
+                !s.state.is_busy() && (waiting_refusal || !s.core.is_closing())
             })
             .filter(|(_, s)| ip.is_none_or(|ip| s.peer.ip() == ip))
             .max_by_key(|(_, s)| {
                 (
-                    held_go && s.hold.is_some(),
+                    held_go && s.state.is_held(),
                     held.get(&s.peer.ip()).copied().unwrap_or(0),
-                    std::cmp::Reverse(s.idle_since),
+                    std::cmp::Reverse(s.state.idle_since()),
                 )
             })
             .map(|(&t, _)| t)
@@ -341,14 +346,9 @@ impl Sessions {
         let token = self.idlest(ip)?;
         let s = self.live.get_mut(&token)?;
         let peer = s.peer;
-        let idle = s.idle_since.elapsed().as_secs();
+        let idle = s.state.idle_since().elapsed().as_secs();
         s.core.fail(
-            ErrorMsg::new(
-                ErrorCode::Busy,
-                format!(
-                    "netserver closed this session to make room for another client: it had run no test for {idle} s and the netserver is at its cap of sessions (--max-sessions, --max-per-client)"
-                ),
-            ),
+            Refusal::Evicted { idle_s: Some(idle) }.told(&self.shared.config.metrics),
             Instant::now(),
         );
         s.drain_events();
@@ -370,7 +370,10 @@ impl Sessions {
         }
         match r {
             Ok(false) => {
-                let at = s.hold.unwrap_or_else(|| s.core.poll_timeout());
+                let at = s
+                    .state
+                    .held_until()
+                    .unwrap_or_else(|| s.core.poll_timeout());
                 s.deadline = Some(at);
                 self.timers.insert((at, token));
             }
@@ -412,41 +415,43 @@ struct Session {
     local: SocketAddr,
     core: ServerConn,
     writable_interest: bool,
-    test: Option<family::RunningTest>,
     /// Still counted as a handshake in the census.
     pending: bool,
     /// Its entry in [`Sessions::timers`].
     deadline: Option<Instant>,
-    /// Since when it has run no test (it came, or its last test ended):
-    /// the longest idle is closed first when a new client needs its place.
-    idle_since: Instant,
-    /// The running test's place in the metrics (failed if dropped).
-    tally: Option<Tally>,
-    /// When the running test was granted (the record's start).
-    started_at: SystemTime,
-    /// The UDP sender's datagrams, as the client said when done.
-    datagrams_sent: Option<u64>,
+    /// What it is doing: idle, held (a wrong key's refusal waiting its
+    /// address's turn, [`crate::admission::Failures`]: nothing is sent
+    /// until then, and the session ends at once if its peer closes), a
+    /// test waiting its turn (`--schedule exclusive`), a test running, or
+    /// a third-party test (`--fleet`); and since when it has run nothing
+    /// (the longest idle is closed first when a new client needs its
+    /// place).
+    state: State<Box<proto::TestSpec>, Testing, crate::fleet::Running>,
     /// A completed test's record line, waiting for what the client made
     /// of it (until its summary, its next request, or its end).
     record: Option<record::Finished>,
-    /// A wrong key's refusal waiting its address's turn
-    /// ([`crate::admission::Failures`]): nothing is sent until then, and
-    /// the session ends at once if its peer closes.
-    hold: Option<Instant>,
-    /// A test waiting its turn (`--schedule exclusive`), and since when.
-    waiting: Option<(Box<proto::TestSpec>, Instant)>,
     /// Counted in its address's and prefix's sessions (`--policy`).
     slot: Option<crate::policy::SessionSlot>,
-    /// Where its running test is counted (`--policy`), for its end.
+}
+
+/// A running test and what the session keeps of it until its end.
+#[derive(Debug)]
+struct Testing {
+    run: family::RunningTest,
+    /// Its place in the metrics (failed if dropped).
+    tally: Option<Tally>,
+    /// When it was granted (the record's start).
+    started_at: SystemTime,
+    /// The UDP sender's datagrams, as the client said when done.
+    datagrams_sent: Option<u64>,
+    /// Where it is counted (`--policy`), for its end.
     counted: Option<crate::policy::Counted>,
-    /// A third-party test it runs for its client (`--fleet`).
-    third: Option<crate::fleet::Running>,
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
         // its client went away: its third-party test stops now
-        if let Some(r) = self.third.take() {
+        if let Some(r) = self.state.finish_third_party(Instant::now()) {
             r.stop();
             self.shared.config.logger.event(
                 1,
@@ -529,19 +534,11 @@ impl Session {
             local,
             core,
             writable_interest: false,
-            test: None,
             pending: true,
             deadline: None,
-            idle_since: Instant::now(),
-            tally: None,
-            started_at: SystemTime::now(),
-            datagrams_sent: None,
+            state: State::new(Instant::now()),
             record: None,
-            hold: None,
-            waiting: None,
             slot: None,
-            counted: None,
-            third: None,
         })
     }
 
@@ -553,11 +550,8 @@ impl Session {
 
     /// Its turn came: the test that waited for it starts.
     fn take_turn(&mut self) {
-        if let Some((spec, since)) = self.waiting.take() {
-            self.shared
-                .config
-                .metrics
-                .turn_waited(since.elapsed().as_secs_f64());
+        if let Some((spec, waited)) = self.state.end_wait(Instant::now()) {
+            self.shared.config.metrics.turn_waited(waited.as_secs_f64());
             self.shared.config.logger.event(
                 2,
                 &self.about("turn"),
@@ -565,7 +559,7 @@ impl Session {
                     "{}: {} starts after waiting its turn {:.1} s",
                     self.peer,
                     spec.kind,
-                    since.elapsed().as_secs_f64()
+                    waited.as_secs_f64()
                 ),
             );
             self.prepare(&spec);
@@ -574,16 +568,14 @@ impl Session {
 
     /// It waited its turn as long as it may: refused, saying so.
     fn turn_expired(&mut self) {
-        if let Some((spec, since)) = self.waiting.take() {
-            let text = format!(
-                "netserver runs one client host's tests at a time (--schedule exclusive): {} waited {} s for its host's turn, the longest it may (--max-wait); try again later",
-                spec.kind,
-                since.elapsed().as_secs()
-            );
-            self.shared.config.metrics.refused(Refused::Queue);
-            self.refused_test(&spec, &text);
-            self.core
-                .prepare_failed(ErrorMsg::new(ErrorCode::Busy, text));
+        if let Some((spec, waited)) = self.state.end_wait(Instant::now()) {
+            let told = Refusal::Queue {
+                kind: spec.kind,
+                waited_s: waited.as_secs(),
+            }
+            .told(&self.shared.config.metrics);
+            self.refused_test(&spec, &told.message);
+            self.core.prepare_failed(told);
         }
     }
 
@@ -619,7 +611,6 @@ impl Session {
 
     /// A test's results went out: counted, logged, recorded.
     fn results_sent(&mut self, r: &proto::SideResults) {
-        self.idle_since = Instant::now();
         self.forget_streams();
         // the turn it ran in (`--schedule exclusive`), for the record
         let turn = self
@@ -628,19 +619,19 @@ impl Session {
             .turn_of(self.token)
             .map(|(host, since)| (host, SystemTime::now() - since.elapsed()));
         self.turn_done();
-        let Some(mut t) = self.test.take() else {
+        let Some(mut t) = self.state.finish(Instant::now()) else {
             return;
         };
-        t.join();
-        if let Some(c) = self.counted.take() {
+        t.run.join();
+        if let Some(c) = t.counted.take() {
             let secs = r.elapsed_ns.div_ceil(1_000_000_000);
             self.shared
                 .config
                 .policy
                 .done(&c, r.bytes_sent.saturating_add(r.bytes_received), secs);
         }
-        let kind = t.spec.kind;
-        if let Some(tally) = self.tally.take() {
+        let kind = t.run.spec.kind;
+        if let Some(tally) = t.tally.take() {
             tally.completed(kind, r);
         }
         let figures = serde_json::json!({
@@ -675,11 +666,11 @@ impl Session {
                     .core
                     .dialect()
                     .unwrap_or(proto::dialect::Dialect::Native),
-                spec: t.spec.clone(),
-                start: self.started_at,
+                spec: t.run.spec.clone(),
+                start: t.started_at,
                 end: SystemTime::now(),
                 server: r.clone(),
-                datagrams_sent: self.datagrams_sent.take(),
+                datagrams_sent: t.datagrams_sent,
                 turn,
             });
             // a client that will not say what it made of it: now
@@ -696,11 +687,8 @@ impl Session {
             self.pending = false;
             self.shared.census.established();
         }
-        if let Some(at) = self.hold {
-            if Instant::now() < at {
-                return Ok(false);
-            }
-            self.hold = None;
+        if self.state.held_at(Instant::now()) {
+            return Ok(false);
         }
         self.core.handle_timeout(Instant::now());
         self.drain_events();
@@ -714,7 +702,7 @@ impl Session {
             let log = &self.shared.config.logger;
             match ev {
                 ServerEvent::Foreign { dialect, bytes } => {
-                    self.shared.config.metrics.refused(Refused::Protocol);
+                    Refusal::Protocol.count(&self.shared.config.metrics);
                     log.warn_limited(
                         "protocol",
                         &format!(
@@ -728,29 +716,27 @@ impl Session {
                 ServerEvent::Established => {}
                 ServerEvent::Prepare(spec) => self.prepare_in_turn(spec),
                 ServerEvent::ClientDone(done) => {
-                    self.datagrams_sent = Some(done.datagrams_sent);
-                    if let Some(t) = &self.test {
-                        t.client_done(done);
+                    if let Some(t) = self.state.test_mut() {
+                        t.datagrams_sent = Some(done.datagrams_sent);
+                        t.run.client_done(done);
                     }
                 }
                 ServerEvent::EndTest => {
-                    if let Some(t) = &self.test {
-                        t.end_now();
+                    if let Some(t) = self.state.test() {
+                        t.run.end_now();
                     }
                 }
                 ServerEvent::AbortTest => {
                     self.forget_streams();
                     self.turn_done();
-                    self.waiting = None;
-                    if let Some(t) = self.test.take() {
-                        t.abort();
+                    // (its tally dropped: counted failed)
+                    if let Some(t) = self.state.abort(Instant::now()) {
+                        t.run.abort();
                     }
-                    // (counted failed)
-                    self.tally = None;
                 }
                 ServerEvent::AuthFailed => self.auth_failed(),
                 ServerEvent::ProtocolError => {
-                    self.shared.config.metrics.refused(Refused::Protocol);
+                    Refusal::Protocol.count(&self.shared.config.metrics);
                 }
                 ServerEvent::Summary(summary) => self.write_record(Some(*summary)),
                 ServerEvent::Refused(why) => {
@@ -798,7 +784,9 @@ impl Session {
                     u32::try_from(limit).unwrap_or(u32::MAX),
                     now,
                 );
-                self.waiting = Some((spec, now));
+                if let Err(e) = self.state.wait(spec, now) {
+                    self.illegal(&e);
+                }
             }
         }
     }
@@ -806,11 +794,14 @@ impl Session {
     /// A wrong key: counted; its address's refusals paced once it fails
     /// too often.
     fn auth_failed(&mut self) {
-        self.shared.config.metrics.refused(Refused::Auth);
+        Refusal::Auth.count(&self.shared.config.metrics);
         let now = Instant::now();
         let at = self.shared.failures.refusal_at(self.peer.ip(), now);
         if at > now {
-            self.hold = Some(at);
+            if let Err(e) = self.state.hold(at, now) {
+                self.illegal(&e);
+                return;
+            }
             self.shared.config.logger.warn_limited(
                 "auth-slow",
                 &format!(
@@ -846,7 +837,9 @@ impl Session {
                     &self.about("third-party"),
                     &format!("{about}: started"),
                 );
-                self.third = Some(r);
+                if let Err(e) = self.state.start_third_party(r) {
+                    self.illegal(&e);
+                }
             }
             Err(e) => {
                 self.shared.config.logger.warn_event(
@@ -863,10 +856,10 @@ impl Session {
 
     /// If its third-party test ended, tell the core (and the record).
     fn check_third_party(&mut self) {
-        let Some(outcome) = self.third.as_ref().and_then(|r| r.try_outcome()) else {
+        let Some(outcome) = self.state.third_party().and_then(|r| r.try_outcome()) else {
             return;
         };
-        if let Some(r) = self.third.take() {
+        if let Some(r) = self.state.finish_third_party(Instant::now()) {
             if let Some(rec) = &self.shared.config.record {
                 rec.raw(
                     r.record_line(self.id, self.peer, outcome.is_ok()),
@@ -902,23 +895,16 @@ impl Session {
                 .config
                 .policy
                 .admit(self.peer.ip(), &mut fitted, self.core.token());
-        match admitted {
-            Ok(counted) => self.counted = Some(counted),
+        let counted = match admitted {
+            Ok(counted) => counted,
             Err(why) => {
-                let cfg = &self.shared.config;
-                cfg.metrics.refused(Refused::of_policy(why.reason()));
-                let text = why.to_string();
-                self.refused_test(spec, &text);
-                let code = match why {
-                    crate::policy::PolicyRefusal::Test(_) => proto::ErrorCode::InvalidRequest,
-                    crate::policy::PolicyRefusal::Budget(_) => proto::ErrorCode::Busy,
-                    crate::policy::PolicyRefusal::Token(_) => proto::ErrorCode::Auth,
-                };
-                self.core.prepare_failed(proto::ErrorMsg::new(code, text));
+                let told = Refusal::Policy(why).told(&self.shared.config.metrics);
+                self.refused_test(spec, &told.message);
+                self.core.prepare_failed(told);
                 self.turn_done();
                 return;
             }
-        }
+        };
         let spec = &fitted;
         let finished = self.finished.clone();
         let token = self.token;
@@ -961,10 +947,16 @@ impl Session {
         ) {
             Ok(test) => {
                 self.core.granted(test.grant.clone(), Instant::now());
-                self.test = Some(test);
-                self.started_at = SystemTime::now();
-                self.datagrams_sent = None;
-                self.tally = Some(self.shared.config.metrics.test_started(spec.kind, dialect));
+                let testing = Testing {
+                    run: test,
+                    tally: Some(self.shared.config.metrics.test_started(spec.kind, dialect)),
+                    started_at: SystemTime::now(),
+                    datagrams_sent: None,
+                    counted: Some(counted),
+                };
+                if let Err(e) = self.state.start(testing) {
+                    self.illegal(&e);
+                }
             }
             Err(e) => {
                 self.refused_test(spec, &e.message);
@@ -972,6 +964,18 @@ impl Session {
                 self.turn_done();
             }
         }
+    }
+
+    /// A move its state does not allow: a defect of ours (the core lets
+    /// through one request at a time), logged; the state is unchanged.
+    fn illegal(&self, e: &state::Illegal) {
+        self.shared.config.logger.warn_event(
+            &Event {
+                reason: Some(&e.to_string()),
+                ..self.about("internal")
+            },
+            &format!("{}: {e}", self.peer),
+        );
     }
 
     /// A test of this session refused: logged, with why.
@@ -1024,7 +1028,7 @@ impl Session {
         let mut chunk = [0u8; 4096];
         let mut budget = READ_BUDGET;
         loop {
-            if self.hold.is_some() {
+            if self.state.is_held() {
                 return self.read_while_held();
             }
             if self.core.is_closing() {
@@ -1038,7 +1042,7 @@ impl Session {
                 Ok(0) => {
                     // The client went away: end its test at once. Between
                     // tests, that is how a session ends.
-                    let mid_test = self.test.is_some();
+                    let mid_test = self.state.test().is_some();
                     self.core.peer_gone(Instant::now());
                     self.drain_events();
                     if !mid_test && self.core.output().is_empty() {
@@ -1091,13 +1095,13 @@ impl Session {
     /// If the test's worker finished, tell the core.
     fn check_test(&mut self) {
         self.check_third_party();
-        let Some(outcome) = self.test.as_ref().and_then(|t| t.try_result()) else {
+        let Some(outcome) = self.state.test().and_then(|t| t.run.try_result()) else {
             return;
         };
-        if let Some(t) = &self.test
+        if let Some(t) = self.state.test()
             && outcome.is_ok()
         {
-            self.core.interim(t.take_interims());
+            self.core.interim(t.run.take_interims());
             if self.core.wants_facts() {
                 // what this host is now (a sysctl or an offload may have
                 // changed since the last test)
@@ -1106,10 +1110,10 @@ impl Session {
             }
         }
         if outcome.is_err()
-            && let Some(t) = self.test.take()
+            && let Some(t) = self.state.finish(Instant::now())
         {
-            t.abort();
-            self.tally = None;
+            // (its tally dropped: counted failed)
+            t.run.abort();
         }
         self.core.test_ended(outcome, Instant::now());
         self.drain_events();
