@@ -107,11 +107,7 @@ fn spec() -> impl Strategy<Value = TestSpec> {
                     udp_fast: proto::UdpFast::default(),
                     paths: proto::Paths::default(),
                     ecn: None,
-                    batch_wakes: false,
-                    bidir: false,
-                    client_ends_after_ms: None,
-                    udp_counters64: false,
-                    client_send_size: None,
+                    iperf3: proto::iperf3::Extras::default(),
                 }
             },
         )

@@ -553,7 +553,7 @@ fn request_of(plan: &Plan, p: &Prepared, ours: &Ours, caps: &Capabilities) -> Re
     // what we send a call, for a server whose parameters carry one size
     // for both ends (iperf3's `len`: its datagrams' size)
     if plan.test.direction() == Direction::Send {
-        spec.client_send_size = Some(ours.sizes.send_size).filter(|&n| n > 0);
+        spec.iperf3.client_send_size = Some(ours.sizes.send_size).filter(|&n| n > 0);
     }
     validate(&spec)?;
     Ok(spec)

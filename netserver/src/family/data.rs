@@ -48,7 +48,7 @@ pub(crate) fn run_flows_on_loops(
         window,
         rx: spec.paths.rx,
         // (iperf3's clients: see Reader::batching)
-        batch_wakes: spec.batch_wakes,
+        batch_wakes: spec.iperf3.batch_wakes,
         zerocopy: false,
         end: engine::stream::tcp::SenderEnd::server(conv),
         ecn: spec.ecn.is_some(),

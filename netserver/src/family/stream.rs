@@ -91,7 +91,7 @@ pub(crate) fn prepare(
         recv: (recv_size as usize, widths.1 as usize, recv_at),
     };
     let job: Job = Box::new(move |ctl: &TestCtl| {
-        let flows = spec.flows.max(1) as usize * if spec.bidir { 2 } else { 1 };
+        let flows = spec.streams();
         let conns = match (listener, handed) {
             (Some(listener), _) => {
                 let proof = Expect {
@@ -105,7 +105,7 @@ pub(crate) fn prepare(
             (None, Some(h)) => h.take(&spec, flows, deadline, ctl)?,
             (None, None) => return Err(failed("netserver", "a test with no data connections")),
         };
-        if spec.kind == TestKind::TcpMaerts || spec.bidir {
+        if spec.kind == TestKind::TcpMaerts || spec.iperf3.bidir {
             pace(&spec, &conns, &log);
         }
         run(&spec, conns, &rings, &conv, max_ms, ctl)
@@ -152,7 +152,7 @@ fn run_flows(
     };
     let recv = engine::evloop::Role::Recv { size: rings.recv.0 };
     let sends = spec.kind == TestKind::TcpMaerts;
-    if !spec.bidir {
+    if !spec.iperf3.bidir {
         return run_flows_on_loops(spec, conns, if sends { send } else { recv }, conv, ctl);
     }
     let others = conns.split_off((spec.flows.max(1) as usize).min(conns.len()));
@@ -260,7 +260,7 @@ fn run(
     // (a sender that must not wait for its peer's end runs on the loops,
     // which can end without it)
     if spec.driver(engine::cpu::count()) != proto::Driver::Blocking
-        || spec.bidir
+        || spec.iperf3.bidir
         || !conv.sender_waits_eof
     {
         return run_flows(spec, conns, rings, &until, conv, ctl);

@@ -299,16 +299,15 @@ pub(crate) fn prepare_handed(
     let ring = proto::test::Ring::new(size, 1);
     let memory = spec
         .buffer_memory(ring, ring, engine::cpu::count())
-        .saturating_mul(if spec.bidir { 2 } else { 1 });
+        .saturating_mul(if spec.iperf3.bidir { 2 } else { 1 });
     let deadline = Instant::now() + cfg.data_connect_timeout;
     let spec = spec.clone();
     let job: Job = Box::new(move |ctl: &TestCtl| {
         let flows = spec.flows.max(1) as usize;
-        let mut socks =
-            handed.take(&spec, flows * if spec.bidir { 2 } else { 1 }, deadline, ctl)?;
+        let mut socks = handed.take(&spec, spec.streams(), deadline, ctl)?;
         let receives = spec.kind == TestKind::UdpStream;
         // the receiving group first (iperf3's order)
-        let (recv, send) = if spec.bidir {
+        let (recv, send) = if spec.iperf3.bidir {
             let send = socks.split_off(flows);
             (socks, send)
         } else if receives {

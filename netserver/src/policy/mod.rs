@@ -379,8 +379,10 @@ fn fit(limits: &file::TestLimits, spec: &mut TestSpec) -> Result<(), TestLimit> 
         flows: spec.flows,
         // (both ways, the request's pace is both ends': the netserver's
         // held to the limit is the test's)
-        client_sends: !spec.bidir && matches!(spec.kind, TestKind::TcpStream | TestKind::UdpStream),
-        server_sends: spec.bidir || matches!(spec.kind, TestKind::TcpMaerts | TestKind::UdpMaerts),
+        client_sends: !spec.iperf3.bidir
+            && matches!(spec.kind, TestKind::TcpStream | TestKind::UdpStream),
+        server_sends: spec.iperf3.bidir
+            || matches!(spec.kind, TestKind::TcpMaerts | TestKind::UdpMaerts),
         rate_bps: spec.rate_bps,
     };
     // the rule the client fitted its test by, from what this netserver
@@ -455,7 +457,7 @@ mod tests {
         assert_eq!(maerts.rate_bps, Some(1_000_000));
         // an iperf3 client's own length counts
         let mut iperf3 = spec(TestKind::TcpRr, 0);
-        iperf3.client_ends_after_ms = Some(40_000);
+        iperf3.iperf3.client_ends_after_ms = Some(40_000);
         assert_eq!(
             fit(&l, &mut iperf3).unwrap_err(),
             TestLimit::TooLong { max: 30, asked: 40 }

@@ -915,13 +915,13 @@ impl Session {
             .unwrap_or(proto::dialect::Dialect::Native);
         let conv = match dialect {
             proto::dialect::Dialect::Iperf3 => {
-                engine::conventions::Conventions::iperf3(spec.udp_counters64)
+                engine::conventions::Conventions::iperf3(spec.iperf3.udp_counters64)
             }
             d => engine::conventions::Conventions::from(d),
         };
         // iperf3's streams come to its port and are handed over
         let handed = self.core.stream_cookie().map(|cookie| {
-            let streams = spec.flows.max(1) as usize * if spec.bidir { 2 } else { 1 };
+            let streams = spec.streams();
             let ready = self.finished.clone();
             let all_in = Box::new(move || ready.push_ready(token));
             let handoff = &self.shared.handoff;

@@ -133,9 +133,10 @@ impl Iperf3Server {
                     ),
                 );
                 let mut spec = t.spec.clone();
-                spec.bidir = t.bidir;
-                spec.udp_counters64 = t.udp64;
-                spec.client_ends_after_ms = Some((u64::from(t.time) + u64::from(t.omit)) * 1000);
+                spec.iperf3.bidir = t.bidir;
+                spec.iperf3.udp_counters64 = t.udp64;
+                spec.iperf3.client_ends_after_ms =
+                    Some((u64::from(t.time) + u64::from(t.omit)) * 1000);
                 // the daemon's limits, as for a test of any dialect
                 if let Err(e) = spec.validate(&self.limits) {
                     if e.field.starts_with("-t") {
@@ -1035,7 +1036,7 @@ mod tests {
                 _ => None,
             })
             .expect("prepared");
-        assert_eq!(asked.client_ends_after_ms, Some(2000));
+        assert_eq!(asked.iperf3.client_ends_after_ms, Some(2000));
         let limits = Limits {
             max_duration_ms: 1000,
             ..Limits::default()

@@ -127,8 +127,11 @@ impl Params {
             return Err(unsupported(why));
         }
         let len = match (udp, reverse) {
-            (true, _) => spec.client_send_size.unwrap_or(1460),
-            (false, false) => s.recv_size.or(spec.client_send_size).unwrap_or(TCP_LEN),
+            (true, _) => spec.iperf3.client_send_size.unwrap_or(1460),
+            (false, false) => s
+                .recv_size
+                .or(spec.iperf3.client_send_size)
+                .unwrap_or(TCP_LEN),
             (false, true) => s.send_size.unwrap_or(TCP_LEN),
         };
         if udp && !UDP_LEN.contains(&len) {
@@ -506,12 +509,12 @@ mod tests {
         }
         // a UDP test's datagrams are the client's size; a count is `num`
         let mut spec = TestSpec::new(TestKind::UdpStream, Family::V4);
-        spec.client_send_size = Some(1000);
+        spec.iperf3.client_send_size = Some(1000);
         spec.end = TestEnd::Bytes(1_000_000);
         let p = Params::of_spec(&spec, "x").unwrap();
         assert_eq!((p.len, p.time, p.num), (Some(1000.0), Some(0.0), Some(1e6)));
         assert_eq!(p.udp, Some(true));
-        spec.client_send_size = Some(8);
+        spec.iperf3.client_send_size = Some(8);
         assert!(Params::of_spec(&spec, "x").is_err());
         // what iperf3 does not run, named
         let e = Params::of_spec(&TestSpec::new(TestKind::TcpRr, Family::V4), "x").unwrap_err();

@@ -33,6 +33,28 @@ pub use client::*;
 pub use serve::*;
 pub use wire::*;
 
+/// What an iperf3 peer's test asks beyond our wire's `TestSpec`, held on
+/// the test ([`crate::TestSpec::iperf3`]) and set by iperf3's speakers
+/// alone: the server's (`serve`: a client's parameters) and the client's
+/// (netperf --iperf3: one send size).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Extras {
+    /// The server's receiving flows wake for more than a packet once fast
+    /// (iperf3's clients: engine's `Reader::batching`).
+    pub batch_wakes: bool,
+    /// Data both ways at once (`--bidir`): as many flows again, the server
+    /// sending on them (the kind's flows come first).
+    pub bidir: bool,
+    /// UDP datagrams carry 64-bit sequence numbers (`udp_counters_64bit`).
+    pub udp_counters64: bool,
+    /// A client that ends the test itself says how long it will run, in
+    /// milliseconds (`-t` and `-O`), where the test's end cannot.
+    pub client_ends_after_ms: Option<u64>,
+    /// What the client sends a call (a UDP sender's datagrams), for a
+    /// server whose parameters carry it: `len`, one size at both ends.
+    pub client_send_size: Option<u32>,
+}
+
 /// Whether an iperf3 client may test: its parameters' `authtoken` (iperf3's
 /// RSA-encrypted username, password and time, base64), or none. The
 /// implementation (RSA, the users file) lives outside this crate, which has
@@ -130,7 +152,10 @@ mod tests {
                 .unwrap()
                 .test(Family::V4)
                 .unwrap();
-            assert_eq!(t.spec.batch_wakes, batched, "{version} -P {parallel}");
+            assert_eq!(
+                t.spec.iperf3.batch_wakes, batched,
+                "{version} -P {parallel}"
+            );
         }
     }
 

@@ -125,7 +125,8 @@ impl Params {
         // (as iperf3 -s, reading them all on one thread, effectively is);
         // many senders of a thread a stream lose by it (engine's
         // Reader::batching)
-        spec.batch_wakes = parallel == 1 || one_sending_thread(self.client_version.as_deref());
+        spec.iperf3.batch_wakes =
+            parallel == 1 || one_sending_thread(self.client_version.as_deref());
         // the client ends the test (TEST_END); the server's own limit is
         // the netserver's longest test
         spec.end = TestEnd::Time { millis: 0 };

@@ -281,29 +281,12 @@ pub struct TestSpec {
     /// `SetupEcn`, to a server that named the `ecn` capability.
     #[serde(skip)]
     pub ecn: Option<crate::ecn::EcnAsk>,
-    /// The server's receiving flows wake for more than a packet once fast
-    /// (iperf3's clients: engine's `Reader::batching`). Not on our wire.
+    /// What an iperf3 peer's test asks beyond our `Setup` (both ways at
+    /// once, 64-bit UDP counters, a client that ends the test itself, its
+    /// one send size, batched wakes): iperf3's speakers alone set it
+    /// (`proto::iperf3`); never on our wire.
     #[serde(skip)]
-    pub batch_wakes: bool,
-    /// Data both ways at once (iperf3's `--bidir`): as many flows again,
-    /// the server sending on them (the kind's flows come first). Not part
-    /// of our `Setup`: iperf3's speaker sets it.
-    #[serde(skip)]
-    pub bidir: bool,
-    /// UDP datagrams carry 64-bit sequence numbers (iperf3's
-    /// `udp_counters_64bit`).
-    #[serde(skip)]
-    pub udp_counters64: bool,
-    /// A client that ends the test itself says how long it will run, in
-    /// milliseconds (iperf3's `-t` and `-O`), where `end` cannot. Not part
-    /// of our `Setup`.
-    #[serde(skip)]
-    pub client_ends_after_ms: Option<u64>,
-    /// What the client sends a call (a UDP sender's datagrams), for a
-    /// server whose parameters carry it: iperf3's `len`, one size at both
-    /// ends. Not part of our `Setup`.
-    #[serde(skip)]
-    pub client_send_size: Option<u32>,
+    pub iperf3: crate::iperf3::Extras,
 }
 
 /// The most datagrams (or GSO messages) one sendmmsg/recvmmsg moves

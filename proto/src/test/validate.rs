@@ -38,11 +38,7 @@ impl TestSpec {
             udp_fast: UdpFast::default(),
             paths: Paths::default(),
             ecn: None,
-            batch_wakes: false,
-            bidir: false,
-            udp_counters64: false,
-            client_ends_after_ms: None,
-            client_send_size: None,
+            iperf3: crate::iperf3::Extras::default(),
         }
     }
 
@@ -105,7 +101,7 @@ impl TestSpec {
                 "UDP_RR's codepoints are counted on one flow: leave out --flows",
             ));
         }
-        if self.paths.uring || self.bidir {
+        if self.paths.uring || self.iperf3.bidir {
             return Err(SpecError::new(
                 "--ecn",
                 "io_uring's calls, and a test both ways at once, do not read ECN here",
@@ -286,7 +282,7 @@ impl TestSpec {
         }
         // a client that ends the test itself (iperf3's -t and -O) is held
         // to the same limit as netperf's -l
-        if let Some(ms) = self.client_ends_after_ms
+        if let Some(ms) = self.iperf3.client_ends_after_ms
             && ms > limits.max_duration_ms
         {
             return Err(SpecError::new(
@@ -567,6 +563,12 @@ impl TestSpec {
         }
     }
 
+    /// The data connections the test's flows make: each flow once, twice
+    /// where data goes both ways at once (iperf3's `--bidir`).
+    pub fn streams(&self) -> usize {
+        self.flows.max(1) as usize * if self.iperf3.bidir { 2 } else { 1 }
+    }
+
     /// How long the test will run, in whole seconds, where that is known
     /// before it starts: its time (with a window's warmup and cooldown),
     /// or what a client that ends it itself said; `None` for a count.
@@ -577,7 +579,7 @@ impl TestSpec {
                 let total = self.window.map_or(length, |w| w.total(length));
                 u64::try_from(total.as_millis()).unwrap_or(u64::MAX)
             }
-            _ => self.client_ends_after_ms?,
+            _ => self.iperf3.client_ends_after_ms?,
         };
         Some(ms.div_ceil(1000))
     }
