@@ -4,6 +4,8 @@
 //! the reason before anything is asked. A netserver that tells no limits
 //! (netperf 2.7's, ours without a policy) leaves the plan as it is.
 
+use std::time::Duration;
+
 use anyhow::{Result, anyhow, bail};
 use proto::{LimitsAsked, OverLimit, ServerLimits, TestKind};
 
@@ -32,8 +34,17 @@ pub fn fit(plan: &Plan, limits: ServerLimits) -> Result<(Plan, Vec<String>)> {
             }
         );
     }
+    // a window's warmup and cooldown run beside the measured seconds: the
+    // netserver counts them in the test's length
+    let extra = match (p.length, p.window) {
+        (Length::Seconds(s), Some(w)) if s > 0 => {
+            w.total(Duration::from_secs(s)).as_secs_f64().ceil() as u64 - s
+        }
+        _ => 0,
+    };
     let asked = LimitsAsked {
         seconds: match p.length {
+            Length::Seconds(s) if s > 0 => Some(s + extra),
             Length::Seconds(s) => Some(s),
             Length::Count(_) => None,
         },
@@ -53,15 +64,25 @@ pub fn fit(plan: &Plan, limits: ServerLimits) -> Result<(Plan, Vec<String>)> {
     if let (Some(s), Some(max)) = (asked.seconds, fit.seconds)
         && s != max
     {
+        if max <= extra {
+            bail!(
+                "the netserver limits tests to {max} s, which --warmup and --cooldown alone fill ({extra} s)"
+            );
+        }
         let asked = if s == 0 {
             "until interrupted".to_string()
         } else {
             format!("{s} s asked")
         };
+        let window = if extra > 0 {
+            format!(", with {extra} s of --warmup and --cooldown")
+        } else {
+            String::new()
+        };
         notes.push(format!(
-            "the netserver limits tests to {max} s: this one runs {max} s ({asked})"
+            "the netserver limits tests to {max} s: this one runs {max} s{window} ({asked})"
         ));
-        p.length = Length::Seconds(max);
+        p.length = Length::Seconds(max - extra);
     }
     if let Some(max) = fit.rate_bps
         && fit.rate_bps != p.rate_bps
@@ -97,6 +118,37 @@ mod tests {
         max_flows: Some(4),
         max_rate: Some(10_000_000),
     };
+
+    /// The netserver counts a window's warmup and cooldown in the test's
+    /// length: the measured seconds are shortened so that all of it fits.
+    #[test]
+    fn a_window_counts_in_the_length() {
+        let mut p = plan(TestKind::TcpRr, 30);
+        p.window = Some(proto::Window {
+            warmup_ms: 5_000,
+            cooldown_ms: 1_500,
+        });
+        let (fitted, notes) = fit(&p, LIMITS).unwrap();
+        assert_eq!(fitted.length, Length::Seconds(23));
+        assert_eq!(
+            notes,
+            [
+                "the netserver limits tests to 30 s: this one runs 30 s, with 7 s of --warmup and --cooldown (37 s asked)"
+            ]
+        );
+        p.length = Length::Seconds(20);
+        assert_eq!(fit(&p, LIMITS).unwrap().0.length, Length::Seconds(20));
+        p.window = Some(proto::Window {
+            warmup_ms: 40_000,
+            cooldown_ms: 0,
+        });
+        assert!(
+            fit(&p, LIMITS)
+                .unwrap_err()
+                .to_string()
+                .contains("alone fill")
+        );
+    }
 
     #[test]
     fn a_long_test_is_shortened_and_said() {

@@ -1,6 +1,7 @@
 //! One netperf invocation: connect, run the test (once, or until
-//! confident), and report it through the outputs asked for (classic
-//! tables, selectors, JSON, the JSON stream, the picture). The
+//! confident), and report it through the outputs asked for (the JSON
+//! document, the JSON stream; netperf 2.7's tables and the picture, where
+//! the program handed them in: [`set_tables`], [`set_plotter`]). The
 //! measurements come from a [`Source`]: the netserver over the control
 //! connection, or a test's fake.
 

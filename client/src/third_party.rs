@@ -27,8 +27,8 @@ use proto::{ThirdParty, ThirdPartyLength, ThirdPartyTest};
 use crate::{
     output::Out,
     plan::{
-        self, AuthSource, Confidence, DialectChoice, Length, OneWayAsk, Plan, PlanError, Shape,
-        TestName, UnderLoad,
+        self, AuthSource, Confidence, DialectChoice, Length, OneWayAsk, Plan, Shape, TestName,
+        UnderLoad,
     },
 };
 
@@ -53,16 +53,20 @@ pub fn plan(req: &ThirdParty, key: engine::auth::Key) -> Result<Plan> {
         ThirdPartyLength::Seconds(s) => Length::Seconds(u64::from(s)),
         ThirdPartyLength::Count(n) => Length::Count(n),
     };
-    if t.iterations != (None, None) || t.confidence != (None, None) {
+    // (as netperf's rules: -I alone runs 3 to 10 iterations, -i alone at
+    // 99% and 5%)
+    let given = |p: (Option<u32>, Option<u32>)| (p != (None, None)).then_some(p);
+    let level_width = (t.confidence != (None, None)).then_some(t.confidence);
+    if let (iterations, Some(_)) | (iterations @ Some(_), _) = (given(t.iterations), level_width) {
         let wide = |n: Option<u32>| n.map(i64::from);
         plan.confidence = Some(Confidence::asked(
-            Some((wide(t.iterations.0), wide(t.iterations.1))),
-            Some((t.confidence.0, t.confidence.1.filter(|w| *w > 0.0))),
+            iterations.map(|(max, min)| (wide(max), wide(min))),
+            level_width,
             false,
         )?);
     }
     plan::label_socket_type(&mut plan);
-    traffic(t, &mut plan)?;
+    traffic(t, &mut plan);
     plan::resolve_shape(&mut plan, Shape::default())?;
     plan::finish(&mut plan)?;
     plan.auth = Some(AuthSource::Given(key));
@@ -81,7 +85,7 @@ pub fn plan(req: &ThirdParty, key: engine::auth::Key) -> Result<Plan> {
 }
 
 /// The shape of the test's traffic, into the plan.
-fn traffic(t: &ThirdPartyTest, plan: &mut Plan) -> Result<(), PlanError> {
+fn traffic(t: &ThirdPartyTest, plan: &mut Plan) {
     if let Some(v6) = t.ipv6 {
         plan.data_family = if v6 { AddrFamily::V6 } else { AddrFamily::V4 };
     }
@@ -121,16 +125,15 @@ fn traffic(t: &ThirdPartyTest, plan: &mut Plan) -> Result<(), PlanError> {
             plan.remote.cong_control.clone_from(&t.cong_control.1);
         } else {
             // netperf 2.7's classic TCP_CC has no -K: it reads it as -4
+            plan.warnings.push(format!(
+                "warning: -K is not an option of {}, ignored (netperf 2.7 reads it as -4)",
+                plan.name
+            ));
             plan.data_family = AddrFamily::V4;
         }
     }
-    if !(1..=plan::MAX_FLOWS).contains(&t.flows) {
-        return Err(PlanError(format!(
-            "--flows {}: flows go from 1 to {}",
-            t.flows,
-            plan::MAX_FLOWS
-        )));
-    }
+    // (1 to proto's THIRD_PARTY_MAX_FLOWS, fewer than a plan's MAX_FLOWS,
+    // as the request's check held)
     plan.flows = t.flows;
     if plan.name == TestName::Rpm && t.flows != 1 {
         plan.rpm = Some(UnderLoad {
@@ -144,7 +147,6 @@ fn traffic(t: &ThirdPartyTest, plan: &mut Plan) -> Result<(), PlanError> {
         plan.one_way = OneWayAsk::Asked;
     }
     plan.window = t.window;
-    Ok(())
 }
 
 /// netperf's words for the typed test alone (what a log or a record

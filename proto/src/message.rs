@@ -292,6 +292,9 @@ pub const THIRD_PARTY_MAX_SECONDS: u32 = 86_400;
 pub const THIRD_PARTY_MAX_FLOWS: u32 = 65_536;
 pub const THIRD_PARTY_MAX_ITERATIONS: u32 = 30;
 pub const THIRD_PARTY_MAX_CC: usize = 16;
+/// The fastest pace a third-party test asks (netperf's `--rate` reads
+/// no more: 1 Pbit/s).
+pub const THIRD_PARTY_MAX_RATE: u64 = 1_000_000_000_000_000;
 /// Most bytes of a third-party test's JSON document, in all; it travels
 /// in parts of at most [`THIRD_PARTY_PART`] bytes.
 pub const THIRD_PARTY_MAX_RESULT: usize = 16 * 1024 * 1024;
@@ -353,6 +356,11 @@ impl ThirdPartyTest {
                 "--flows {}: 1 to {THIRD_PARTY_MAX_FLOWS}",
                 self.flows
             ));
+        }
+        if let Some(r) = self.rate_bps
+            && !(1..=THIRD_PARTY_MAX_RATE).contains(&r)
+        {
+            return Err(format!("--rate {r}: a rate between 1 bit/s and 1 Pbit/s"));
         }
         let (l, r) = &self.cong_control;
         if l.iter().chain(r).any(|cc| {

@@ -210,6 +210,10 @@ mod tests {
                 &[],
                 &["--one-way", "--warmup", "0.5", "-K", "reno"],
             ),
+            // -I alone: 3 to 10 iterations; -i alone: 99% and 5%
+            ("TCP_RR", 2, &["-I", "95,10"], &[]),
+            ("UDP_RR", 2, &["-i", "5"], &[]),
+            ("TCP_CC", 2, &[], &["-K", "reno"]),
         ] {
             let t = request(test, len, &words_of(global), &words_of(opts)).unwrap();
             let typed = plan(&req(t), key()).unwrap();

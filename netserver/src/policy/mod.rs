@@ -58,7 +58,7 @@ pub enum PolicyError {
 /// What one test asked beyond what the policy allows one test.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TestLimit {
-    #[error("this netserver's policy limits tests to {max} s ({asked} s asked)")]
+    #[error("this netserver's policy limits tests to {max} s ({})", asked_length(*.asked))]
     TooLong { max: u64, asked: u64 },
     #[error(
         "this netserver's policy limits tests to {max} s, which a count (-l -N) cannot promise: give the test's length in seconds"
@@ -70,6 +70,16 @@ pub enum TestLimit {
         "this netserver's policy allows at most {max} bits/s a test: pace the test at it (netperf: --rate; iperf3: -b), an unpaced stream is refused"
     )]
     Unpaced { max: u64 },
+}
+
+/// A test's asked length, in a refusal's words (0: an iperf3 client's
+/// `-t 0`, which runs until it is stopped).
+fn asked_length(secs: u64) -> String {
+    if secs == 0 {
+        "it asked to run until stopped".into()
+    } else {
+        format!("{secs} s asked")
+    }
 }
 
 /// Why a client's token does not admit its test.
@@ -434,6 +444,12 @@ mod tests {
             e.to_string().contains("limits tests to 30 s (60 s asked)"),
             "{e}"
         );
+        // an iperf3 client's -t 0 runs until it is stopped: longer than any limit
+        let mut endless = spec(TestKind::TcpStream, 0);
+        endless.iperf3.client_ends_after_ms = Some(0);
+        let e = fit(&l, &mut endless).unwrap_err();
+        assert_eq!(e, TestLimit::TooLong { max: 30, asked: 0 });
+        assert!(e.to_string().contains("until stopped"), "{e}");
         let mut counted = spec(TestKind::TcpRr, 0);
         counted.end = TestEnd::Transactions(10);
         let e = fit(&l, &mut counted).unwrap_err();

@@ -766,6 +766,12 @@ impl Session {
     /// (`--schedule exclusive`), the client told its place.
     fn prepare_in_turn(&mut self, spec: Box<proto::TestSpec>) {
         self.write_record(None);
+        if let Err(e) = self.state.ready("start a test") {
+            self.illegal(&e);
+            self.core
+                .prepare_failed(ErrorMsg::new(ErrorCode::InvalidRequest, e.to_string()));
+            return;
+        }
         let now = Instant::now();
         match self.shared.turns.ask(self.token, self.peer.ip(), now) {
             crate::admission::Turn::Go => self.prepare(&spec),
@@ -822,6 +828,12 @@ impl Session {
             req.port,
             escape(&client::third_party::test_words(&req.test).join(" "))
         );
+        if let Err(e) = self.state.ready("start a third-party test") {
+            self.illegal(&e);
+            let e = ErrorMsg::new(ErrorCode::InvalidRequest, e.to_string());
+            self.core.third_party_ended(Err(e), Instant::now());
+            return;
+        }
         let Some(key) = self.shared.config.key.clone() else {
             let e = ErrorMsg::new(ErrorCode::Auth, "third-party test refused: no key");
             self.core.third_party_ended(Err(e), Instant::now());
@@ -967,7 +979,8 @@ impl Session {
     }
 
     /// A move its state does not allow: a defect of ours (the core lets
-    /// through one request at a time), logged; the state is unchanged.
+    /// through one request at a time), logged. A request is checked with
+    /// `State::ready` before anything is granted, and refused if so.
     fn illegal(&self, e: &state::Illegal) {
         self.shared.config.logger.warn_event(
             &Event {

@@ -146,11 +146,17 @@ impl<W, T, P> State<W, T, P> {
         }
     }
 
+    /// Whether it may begin something (`asked`): only an idle session may.
+    pub(crate) fn ready(&self, asked: &'static str) -> Result<(), Illegal> {
+        match self.activity {
+            Activity::Idle => Ok(()),
+            _ => Err(self.illegal(asked)),
+        }
+    }
+
     /// Move from idle to `to`, or say why not (nothing changes).
     fn begin(&mut self, to: Activity<W, T, P>, asked: &'static str) -> Result<(), Illegal> {
-        if !matches!(self.activity, Activity::Idle) {
-            return Err(self.illegal(asked));
-        }
+        self.ready(asked)?;
         self.activity = to;
         Ok(())
     }
@@ -265,7 +271,9 @@ mod tests {
     fn one_thing_at_a_time() {
         let now = Instant::now();
         let mut s = S::new(now);
+        assert!(s.ready("start a test").is_ok());
         s.start("a").unwrap();
+        assert!(s.ready("start a test").is_err());
         let e = s.start("b").unwrap_err();
         assert_eq!(
             e.to_string(),
