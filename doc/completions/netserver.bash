@@ -23,7 +23,7 @@ _netserver() {
 
     case "${cmd}" in
         netserver)
-            opts="-h -D -d -f -L -N -p -4 -6 -v -V -n -Z --help --version --data-ports --max-sessions --max-per-client --max-pending --max-test-length --max-flows --max-test-fds --max-tests-per-client --schedule --max-wait --memory-cap --memory-budget --socket-budget --log-file --max-file-size --log-format --pid-file --record --policy --iperf3 --metrics --handshake-timeout --idle-timeout --data-timeout --key-file --install-service --uninstall-service --service --allow-netperf2 --rsa-private-key-path --authorized-users-path --time-skew-threshold --allow-iperf3-unauthenticated --fleet --no-netperf2"
+            opts="-h -D -d -f -L -N -p -4 -6 -v -V -n -Z --help --version --data-ports --max-sessions --max-per-client --max-pending --max-test-length --max-flows --max-test-fds --max-tests-per-client --schedule --max-wait --memory-cap --memory-budget --socket-budget --log-file --max-file-size --log-format --pid-file --record --policy --iperf3 --stamp --stamp-key --stamp-stateless --stamp-rate --metrics --handshake-timeout --idle-timeout --data-timeout --key-file --install-service --uninstall-service --service --allow-netperf2 --rsa-private-key-path --authorized-users-path --time-skew-threshold --allow-iperf3-unauthenticated --fleet --no-netperf2"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -122,6 +122,18 @@ _netserver() {
                     return 0
                     ;;
                 --iperf3)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stamp)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stamp-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stamp-rate)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -207,6 +207,34 @@ pub const OPTIONS: &[OptDef] = &[
         "Also serve iperf3 3.x clients on this port (iperf3's own is 5201), many at once; with no address, on -L's address or every address",
     ),
     OptDef::long_only(
+        "stamp",
+        "stamp",
+        Arity::Required,
+        "[addr:]port",
+        "Also reflect STAMP test packets (RFC 8762/8972) on this UDP port (STAMP's own is 862); with no address, on -L's address or every address",
+    ),
+    OptDef::long_only(
+        "stamp_key",
+        "stamp-key",
+        Arity::Required,
+        "file",
+        "--stamp in authenticated mode: HMAC-SHA-256 under the key in this file (its bytes, a trailing newline left out); a packet whose HMAC does not verify gets no reflection",
+    ),
+    OptDef::long_only(
+        "stamp_stateless",
+        "stamp-stateless",
+        Arity::None,
+        "",
+        "--stamp numbers its reflections as the sender did (stateless); by default it counts each session's own (stateful: the sender tells loss each way)",
+    ),
+    OptDef::long_only(
+        "stamp_rate",
+        "stamp-rate",
+        Arity::Required,
+        "n",
+        "--stamp reflects at most n packets a second to one address (default 100000); the rest are dropped and counted",
+    ),
+    OptDef::long_only(
         "metrics",
         "metrics",
         Arity::Required,
@@ -355,6 +383,8 @@ pub struct ServerOptions {
     pub metrics: Option<std::net::SocketAddr>,
     /// `--iperf3`: the address (`None`: -L's, or every address) and port.
     pub iperf3: Option<(Option<std::net::IpAddr>, u16)>,
+    /// `--stamp`: the reflector's address (as `--iperf3`'s) and port.
+    pub stamp: Option<(Option<std::net::IpAddr>, u16)>,
     /// What `--log-file` and `--record` may hold, each (`--max-file-size`).
     pub max_file_size: u64,
     pub config: Config,
@@ -404,6 +434,7 @@ pub fn parse(args: &[String]) -> Result<Invocation, CliError> {
         pid_file: None,
         metrics: None,
         iperf3: None,
+        stamp: None,
         max_file_size: crate::log::Limits::default().file_size,
         config: Config::default(),
     };
@@ -546,6 +577,25 @@ fn daemon_option(
         }
         "metrics" => o.metrics = Some(metrics_addr(spelled, v)?),
         "iperf3" => o.iperf3 = Some(iperf3_addr(spelled, v)?),
+        "stamp" => o.stamp = Some(iperf3_addr(spelled, v)?),
+        "stamp_key" => {
+            let bytes = std::fs::read(v).map_err(|e| CliError(format!("{spelled} {v}: {e}")))?;
+            let key = bytes.trim_ascii_end().to_vec();
+            if key.is_empty() {
+                return Err(CliError(format!("{spelled} {v}: the file holds no key")));
+            }
+            o.config.stamp.key = Some(key);
+        }
+        "stamp_stateless" => o.config.stamp.numbering = proto::rfc_stamp::Numbering::Stateless,
+        "stamp_rate" => {
+            let n = value::int(v).map_err(|e| CliError(format!("{spelled}: {e}")))?;
+            o.config.stamp.per_source =
+                u32::try_from(n).ok().filter(|&n| n > 0).ok_or_else(|| {
+                    CliError(format!(
+                        "{spelled}: '{v}' is not a rate of 1 or more packets a second"
+                    ))
+                })?;
+        }
         _ => return Ok(false),
     }
     Ok(true)

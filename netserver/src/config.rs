@@ -76,6 +76,8 @@ pub struct Config {
     /// Who may test on the iperf3 port (`None`: every client, as iperf3
     /// -s without credentials).
     pub iperf3_gate: Option<Arc<crate::iperf3_auth::Iperf3Gate>>,
+    /// `--stamp`'s reflector (RFC 8762): how it numbers, its key.
+    pub stamp: StampConfig,
 }
 
 impl Default for Config {
@@ -106,6 +108,7 @@ impl Default for Config {
             record: None,
             policy: Arc::default(),
             iperf3_gate: None,
+            stamp: StampConfig::default(),
         }
     }
 }
@@ -116,6 +119,37 @@ impl Config {
         SessionCaps {
             sessions: self.max_sessions,
             per_client: self.max_per_client,
+        }
+    }
+}
+
+/// `--stamp`'s reflector: how it numbers, its key (authenticated mode),
+/// and each address's pace.
+#[derive(Clone, Debug)]
+pub struct StampConfig {
+    pub numbering: proto::rfc_stamp::Numbering,
+    /// `--stamp-key`: authenticated mode, HMAC-SHA-256 under it.
+    pub key: Option<Vec<u8>>,
+    /// Reflections a second to one address, at most.
+    pub per_source: u32,
+}
+
+impl Default for StampConfig {
+    fn default() -> StampConfig {
+        StampConfig {
+            numbering: proto::rfc_stamp::Numbering::Stateful,
+            key: None,
+            per_source: 100_000,
+        }
+    }
+}
+
+impl StampConfig {
+    pub fn mode(&self) -> proto::rfc_stamp::Mode {
+        if self.key.is_some() {
+            proto::rfc_stamp::Mode::Authenticated
+        } else {
+            proto::rfc_stamp::Mode::Unauthenticated
         }
     }
 }

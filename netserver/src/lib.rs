@@ -35,6 +35,8 @@
 //!   [`iperf3_auth`]: who may test on the iperf3 port.
 //! - `fleet`: third-party tests (`--fleet`), run with the client
 //!   library's lifecycle.
+//! - [`stamp`]: `--stamp`, a STAMP reflector (RFC 8762/8972) on a UDP
+//!   port, a thread of its own, rate-limited by address.
 //! - [`metrics`]: what `--metrics` counts; `scrape`: its HTTP endpoint on
 //!   the control loop; `record`: `--record FILE`, a JSON line a test.
 //! - [`error`]: what goes wrong, and who is told (a test's client, or the
@@ -64,6 +66,7 @@ mod scrape;
 pub mod session;
 pub mod shared;
 pub mod shutdown;
+pub mod stamp;
 
 use std::{
     io,
@@ -126,6 +129,8 @@ pub struct Listeners {
     /// iperf3's UDP streams' first datagrams come to its port too.
     pub iperf3_udp: Vec<std::net::UdpSocket>,
     pub metrics: Option<TcpListener>,
+    /// `--stamp`: STAMP's reflector (RFC 8762), a thread a socket.
+    pub stamp: Vec<std::net::UdpSocket>,
 }
 
 /// Serve every listener of `l` until `shutdown` is triggered.
@@ -155,7 +160,17 @@ pub fn serve(l: Listeners, config: Config, shutdown: Shutdown) -> io::Result<()>
         ),
     );
     let keeper = keep_policy_state(&shared);
+    let reflectors = l
+        .stamp
+        .into_iter()
+        .map(|s| stamp::spawn(s, &shared))
+        .collect::<io::Result<Vec<_>>>()?;
     let r = listener::accept_loop(listeners, udp, metrics, None, &shared);
+    // (the loop may have ended on an error: the reflectors stop too)
+    shared.shutdown.trigger();
+    for t in reflectors {
+        let _ = t.join();
+    }
     // aborted tests' workers end on their own, soon: their data sockets
     // are closed before we return
     shared.workers.wait_none(Duration::from_secs(5));

@@ -139,7 +139,8 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
     let signals = Signals::block(&[Asked::Interrupt, Asked::Terminate, Asked::Reopen])
         .map_err(|e| Error::system("cannot block signals", e))?;
     let iperf3 = bind_iperf3(&opts, &listeners)?;
-    print_banner(&opts, &listeners, &iperf3);
+    let stamp = bind_stamp(&opts, &listeners)?;
+    print_banner(&opts, &listeners, (&iperf3, &stamp));
 
     // absolute, so that SIGHUP reopens the same path after detaching (cwd /)
     let log_path = opts
@@ -220,6 +221,7 @@ fn serve(mut opts: ServerOptions, files: (u64, u64)) -> Result<(), Error> {
         iperf3,
         iperf3_udp,
         metrics,
+        stamp,
     };
     let r =
         netserver::serve(all, opts.config, shutdown).map_err(|e| Error::system("accept loop", e));
@@ -272,7 +274,11 @@ fn serve_inetd(mut opts: ServerOptions, conn: std::net::TcpStream) -> Result<(),
 }
 
 /// netserver 2.7's first line, and where we listen.
-fn print_banner(opts: &ServerOptions, listeners: &[TcpListener], iperf3: &[TcpListener]) {
+fn print_banner(
+    opts: &ServerOptions,
+    listeners: &[TcpListener],
+    (iperf3, stamp): (&[TcpListener], &[std::net::UdpSocket]),
+) {
     let family = match opts.family {
         AddrFamily::Unspec => "AF_UNSPEC",
         AddrFamily::V4 => "AF_INET",
@@ -293,6 +299,11 @@ fn print_banner(opts: &ServerOptions, listeners: &[TcpListener], iperf3: &[TcpLi
     for l in iperf3 {
         if let Ok(a) = l.local_addr() {
             let _ = writeln!(out, "iperf3 listening on {a}");
+        }
+    }
+    for s in stamp {
+        if let Ok(a) = s.local_addr() {
+            let _ = writeln!(out, "STAMP reflector on {a} (UDP)");
         }
     }
     let _ = out.flush();
@@ -419,19 +430,11 @@ fn open_record(opts: &ServerOptions) -> Result<Option<Logger>, Error> {
 /// Bind `--iperf3`'s listener: its address, or the control listeners'
 /// (-L's), or every address.
 fn bind_iperf3(opts: &ServerOptions, control: &[TcpListener]) -> Result<Vec<TcpListener>, Error> {
-    let Some((ip, port)) = opts.iperf3 else {
+    let Some(asked) = opts.iperf3 else {
         return Ok(Vec::new());
     };
-    let ip = ip
-        .or_else(|| {
-            opts.bind
-                .as_ref()
-                .and(control.first())
-                .and_then(|l| l.local_addr().ok())
-                .map(|a| a.ip())
-        })
-        .unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
-    let addr = SocketAddr::new(ip, port);
+    let addr = side_port(opts, control, asked);
+    let ip = addr.ip();
     let listen = || -> io::Result<TcpListener> {
         let s = socket2::Socket::new(
             socket2::Domain::for_address(addr),
@@ -449,6 +452,53 @@ fn bind_iperf3(opts: &ServerOptions, control: &[TcpListener]) -> Result<Vec<TcpL
     };
     listen()
         .map(|l| vec![l])
+        .map_err(|source| Error::Listen { addr, source })
+}
+
+/// A port beside the control port's (`--iperf3`, `--stamp`): at its own
+/// address, else -L's, else every address (both families).
+fn side_port(
+    opts: &ServerOptions,
+    control: &[TcpListener],
+    (ip, port): (Option<IpAddr>, u16),
+) -> SocketAddr {
+    let ip = ip
+        .or_else(|| {
+            opts.bind
+                .as_ref()
+                .and(control.first())
+                .and_then(|l| l.local_addr().ok())
+                .map(|a| a.ip())
+        })
+        .unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
+    SocketAddr::new(ip, port)
+}
+
+/// `--stamp`'s UDP socket: its address, else -L's, else every address
+/// (both families).
+fn bind_stamp(
+    opts: &ServerOptions,
+    control: &[TcpListener],
+) -> Result<Vec<std::net::UdpSocket>, Error> {
+    let Some(asked) = opts.stamp else {
+        return Ok(Vec::new());
+    };
+    let addr = side_port(opts, control, asked);
+    let ip = addr.ip();
+    let bind = || -> io::Result<std::net::UdpSocket> {
+        let s = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::DGRAM,
+            None,
+        )?;
+        if addr.is_ipv6() && ip.is_unspecified() {
+            let _ = s.set_only_v6(false);
+        }
+        s.bind(&addr.into())?;
+        Ok(s.into())
+    };
+    bind()
+        .map(|s| vec![s])
         .map_err(|source| Error::Listen { addr, source })
 }
 

@@ -140,6 +140,10 @@ pub struct Metrics {
     policy_bytes: Gauge,
     log_dropped: Counter,
     record_dropped: Counter,
+    /// STAMP test packets reflected, and those dropped by reason
+    /// (`--stamp`).
+    stamp_reflected: Counter,
+    stamp_dropped: Family<ReasonLabel, Counter>,
     /// One scrape encodes at a time (the registry is read-only; this keeps
     /// the gauges read for it together).
     encoding: Mutex<()>,
@@ -210,6 +214,8 @@ impl Metrics {
             policy_bytes: Gauge::default(),
             log_dropped: Counter::default(),
             record_dropped: Counter::default(),
+            stamp_reflected: Counter::default(),
+            stamp_dropped: Family::default(),
             encoding: Mutex::new(()),
         };
         registry.register(
@@ -231,6 +237,16 @@ impl Metrics {
             "netserver_turns",
             "Turns begun: each a client host's tests at once (--schedule exclusive)",
             m.turns.clone(),
+        );
+        registry.register(
+            "netserver_stamp_reflected",
+            "STAMP test packets reflected (--stamp)",
+            m.stamp_reflected.clone(),
+        );
+        registry.register(
+            "netserver_stamp_dropped",
+            "STAMP test packets not reflected, by reason: rate (over --stamp-rate from one address), hmac (did not verify), short, long, prefix (not allowed by the policy)",
+            m.stamp_dropped.clone(),
         );
         registry.register(
             "netserver_record_lines_dropped",
@@ -411,6 +427,18 @@ impl Metrics {
 
     pub fn session_accepted(&self) {
         self.accepted.inc();
+    }
+
+    /// A STAMP test packet reflected (`--stamp`).
+    pub fn stamp_reflected(&self) {
+        self.stamp_reflected.inc();
+    }
+
+    /// A STAMP test packet dropped, and why.
+    pub fn stamp_dropped(&self, reason: &'static str) {
+        self.stamp_dropped
+            .get_or_create(&ReasonLabel { reason })
+            .inc();
     }
 
     pub fn refused(&self, why: Refused) {

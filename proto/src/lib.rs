@@ -17,7 +17,8 @@
 //! - [`netperf2`]: netperf 2.7's fixed-layout messages, both ways;
 //!   [`iperf3`]: iperf3's control protocol, as its clients speak it.
 //! - [`stamp`]: one-way delay probes (`UDP_STAMP`), a probe's and its
-//!   answer's bytes.
+//!   answer's bytes; [`rfc_stamp`]: the IETF's STAMP (RFC 8762/8972), its
+//!   test packets and a reflector's rules.
 //! - [`capabilities`]: what the peer can do, typed ([`Capabilities`],
 //!   [`Feature`]).
 //! - [`dialect`]: which protocol a connection speaks, from its first bytes.
@@ -51,6 +52,7 @@ pub mod frame;
 pub mod iperf3;
 pub mod message;
 pub mod netperf2;
+pub mod rfc_stamp;
 pub mod session;
 pub mod stamp;
 pub mod test;

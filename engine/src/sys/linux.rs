@@ -163,6 +163,18 @@ pub mod opt {
         }
     }
 
+    /// IP_RECVTTL / IPV6_RECVHOPLIMIT: each datagram's TTL or hop limit
+    /// comes with it ([`super::recv_stamped`]).
+    pub fn recv_ttl(sock: &impl Sock, v6: bool) -> io::Result<()> {
+        if v6 {
+            set_int_option(sock, libc::IPPROTO_IPV6, libc::IPV6_RECVHOPLIMIT, 1)?;
+            let _ = set_int_option(sock, libc::IPPROTO_IP, libc::IP_RECVTTL, 1);
+            Ok(())
+        } else {
+            set_int_option(sock, libc::IPPROTO_IP, libc::IP_RECVTTL, 1)
+        }
+    }
+
     /// UDP_GRO on a receiving socket.
     pub fn udp_gro(sock: &impl Sock) -> io::Result<()> {
         set_int_option(sock, libc::SOL_UDP, super::UDP_GRO, 1)
@@ -527,6 +539,28 @@ fn tos_of(h: &libc::msghdr) -> Option<u8> {
     tos
 }
 
+/// The TTL (IPv4) or hop limit (IPv6) a datagram came with, from its
+/// control messages ([`opt::recv_ttl`]).
+fn ttl_of(h: &libc::msghdr) -> Option<u8> {
+    let mut ttl = None;
+    // SAFETY: as tos_of's: CMSG_* walk the control buffer the kernel
+    // filled, within msg_controllen.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(h);
+        while !c.is_null() {
+            let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
+            if (level == libc::IPPROTO_IP && kind == libc::IP_TTL)
+                || (level == libc::IPPROTO_IPV6 && kind == libc::IPV6_HOPLIMIT)
+            {
+                let v: libc::c_int = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                ttl = Some((v & 0xff) as u8);
+            }
+            c = libc::CMSG_NXTHDR(h, c);
+        }
+    }
+    ttl
+}
+
 /// One datagram into `buf` with recvmsg(2): its length, its sender, and
 /// the TOS byte (traffic class) it came with, where the socket asks for it
 /// ([`opt::recv_codepoint`]).
@@ -534,6 +568,13 @@ pub fn recv_marked(
     sock: &impl Sock,
     buf: &mut [u8],
 ) -> io::Result<(usize, Option<std::net::SocketAddr>, Option<u8>)> {
+    recv_stamped(sock, buf).map(|d| (d.len, d.from, d.tos))
+}
+
+/// One datagram with what its IP header said: its traffic class and TTL
+/// or hop limit, where the socket asks for them ([`opt::recv_codepoint`],
+/// [`opt::recv_ttl`]; a STAMP reflector's).
+pub fn recv_stamped(sock: &impl Sock, buf: &mut [u8]) -> io::Result<super::Datagram> {
     // SAFETY: all-zero is a valid value of these plain C structs.
     let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let mut ctrl = Control([0; 64]);
@@ -555,8 +596,13 @@ pub fn recv_marked(
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
-    let from = socket_addr(&addr, h.msg_namelen as usize);
-    Ok((n as usize, from, tos_of(&h)))
+    Ok(super::Datagram {
+        len: n as usize,
+        from: socket_addr(&addr, h.msg_namelen as usize),
+        tos: tos_of(&h),
+        ttl: ttl_of(&h),
+        truncated: h.msg_flags & libc::MSG_TRUNC != 0,
+    })
 }
 
 /// TCP's ECN on a connection, from TCP_INFO: whether it was negotiated

@@ -46,6 +46,18 @@ pub const PLATFORM: &str = if cfg!(target_os = "linux") {
     "this system"
 };
 
+/// One datagram as a receive read it: its length, its sender, and what its
+/// IP header said where the socket asks and the platform tells (traffic
+/// class, TTL or hop limit); whether it was longer than the buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Datagram {
+    pub len: usize,
+    pub from: Option<std::net::SocketAddr>,
+    pub tos: Option<u8>,
+    pub ttl: Option<u8>,
+    pub truncated: bool,
+}
+
 /// What a host is, for comparing two runs: the type is the control
 /// protocol's (the netserver tells its own, `ServerMsg::Facts`).
 pub use proto::facts::HostFacts;

@@ -178,6 +178,19 @@ impl MsgBatch {
     }
 }
 
+/// One datagram with the TTL and traffic class it came with: here, its
+/// bytes and sender alone (neither header field is read).
+pub fn recv_stamped(sock: &std::net::UdpSocket, buf: &mut [u8]) -> io::Result<super::Datagram> {
+    let (len, from) = sock.recv_from(buf)?;
+    Ok(super::Datagram {
+        len,
+        from: Some(from),
+        tos: None,
+        ttl: None,
+        truncated: len > buf.len(),
+    })
+}
+
 /// recvmsg(2) with the codepoint: not built here.
 pub fn recv_marked(
     _sock: &impl Sock,
@@ -231,6 +244,12 @@ pub mod opt {
     use super::super::Sock;
 
     use super::unsupported;
+
+    /// Each datagram's TTL: not read here (a STAMP reflector says 255,
+    /// as TWAMP's does where it cannot read it).
+    pub fn recv_ttl(_: &impl Sock, _: bool) -> io::Result<()> {
+        Err(unsupported("IP_RECVTTL"))
+    }
 
     pub fn fastopen_connect(_: &impl Sock) -> io::Result<()> {
         Err(unsupported("TCP_FASTOPEN_CONNECT"))

@@ -35,6 +35,7 @@ mod security;
 mod server;
 mod shape;
 mod soak;
+mod stamp;
 mod stream;
 mod udp;
 mod under_load;
