@@ -19,9 +19,11 @@
 //!   request, connect the flows, timer, data phase, finish, check,
 //!   measurement) and each family's part of it (stream, rr, crr, udp).
 //! - [`under_load`], [`rpm`]: tests made of several of the family's runs
-//!   (`--under-load`, `-t RPM`).
+//!   (`--under-load`, `-t RPM`); [`rfc_stamp`]: `-t STAMP`, a STAMP
+//!   Session-Sender to any reflector, a [`source::Source`] of its own.
 //! - [`run`]: one invocation from connection to output, iterations and
-//!   confidence included, from a [`run::Source`] of measurements.
+//!   confidence included, from a [`source::Source`] of measurements
+//!   ([`source`]: the trait alone, which `run` and `rfc_stamp` share).
 //! - [`output`]: the [`output::Reporter`] seam, where output goes, and the
 //!   results document (`--json`, a third-party test's answer); netperf
 //!   2.7's tables and selectors are the netperf program's, handed to
@@ -60,7 +62,9 @@ pub mod output;
 pub mod plan;
 pub mod progress;
 pub mod report;
+pub mod rfc_stamp;
 pub mod rpm;
 pub mod run;
+pub mod source;
 pub mod third_party;
 pub mod under_load;

@@ -10,6 +10,9 @@ use std::{fs::File, io::Read, sync::Arc};
 use anyhow::{Context as _, Result, anyhow};
 use proto::TestSpec;
 
+/// (where a run's measurements come from: here, so that `run::Source`
+/// names it where callers look)
+pub use crate::source::Source;
 use crate::{
     confidence::{self, Sample, Verdict},
     control, debug,
@@ -46,24 +49,6 @@ pub enum Outcome {
     /// receiver): it was not counted, but it may have cost the test time
     /// or buffer room. Said on stderr; netperf exits with status 3.
     ForeignTraffic,
-}
-
-/// Where a run's measurements come from: a netserver over the control
-/// connection, or (in tests) a fake.
-pub trait Source {
-    /// The netserver, as the outputs name it.
-    fn server(&self) -> Server;
-    /// Check what can be checked before anything is printed or asked;
-    /// the request each iteration sends.
-    fn preflight(&mut self, plan: &Plan) -> Result<TestSpec>;
-    /// Whether it reports more than counters (netperf 2.7's does not).
-    fn details(&self) -> bool {
-        true
-    }
-    /// One iteration's measurement.
-    fn measure(&mut self, plan: &Plan, ctx: &Context) -> Result<Measurement>;
-    /// The run is over.
-    fn bye(&mut self) {}
 }
 
 /// The netserver at the other end of the control connection.
@@ -124,6 +109,11 @@ pub fn run_to(plan: &Plan, out: &Out) -> Result<Outcome> {
         eprintln!("netperf: {w}");
     }
     let fill = read_fill(plan)?;
+    // STAMP's reflectors speak no control protocol: its own source
+    if plan.name == TestName::Stamp {
+        let mut sender = crate::rfc_stamp::Sender::new(plan)?;
+        return drive(plan, &mut sender, fill, out);
+    }
     if let Some(caps) = plan.dialect.known_capabilities() {
         family::refuse_before_connecting(plan, &caps)?;
     }

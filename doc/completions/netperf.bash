@@ -162,7 +162,7 @@ _netperf() {
                     return 0
                     ;;
                 -t)
-                    COMPREPLY=($(compgen -W "TCP_STREAM TCP_MAERTS UDP_STREAM TCP_RR UDP_RR TCP_CRR OMNI TCP_SENDFILE TCP_CC TCP_MSS LOC_CPU REM_CPU UUID RPM" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "TCP_STREAM TCP_MAERTS UDP_STREAM TCP_RR UDP_RR TCP_CRR OMNI TCP_SENDFILE TCP_CC TCP_MSS LOC_CPU REM_CPU UUID RPM STAMP" -- "${cur}"))
                     return 0
                     ;;
                 *)

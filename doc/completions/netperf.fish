@@ -44,7 +44,8 @@ TCP_MSS\t''
 LOC_CPU\t''
 REM_CPU\t''
 UUID\t''
-RPM\t''"
+RPM\t''
+STAMP\t''"
 complete -c netperf -s d -d 'Increase debugging output'
 complete -c netperf -s h -l help -d 'Display this text'
 complete -c netperf -s j -d 'Time each send and receive of stream tests too (the _RR tests are always timed)'

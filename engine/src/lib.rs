@@ -21,6 +21,7 @@
 //! - [`ecn`]: a receiver's count of ECN codepoints, TCP's ECN from TCP_INFO.
 //! - [`rr`]: TCP_RR and UDP_RR, requester and responder.
 //! - [`crr`]: TCP_CRR, a connection per transaction.
+//! - [`rfc_stamp`]: a STAMP Session-Sender's data path (`-t STAMP`).
 //! - [`cpu`]: CPU utilisation from /proc/stat, service demand.
 //! - [`latency`]: the latency histogram and its summary.
 //! - [`auth`]: pre-shared-key challenge-response and MAC'd control frames.
@@ -67,6 +68,7 @@ pub mod handshake;
 pub mod latency;
 pub mod live;
 pub mod netstat;
+pub mod rfc_stamp;
 pub mod rr;
 pub mod sockopt;
 pub mod stream;

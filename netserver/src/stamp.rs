@@ -66,16 +66,7 @@ fn reflect_until_stopped(sock: &UdpSocket, local: SocketAddr, shared: &Shared) {
     while !shared.shutdown.is_triggered() {
         let d = match engine::sys::recv_stamped(sock, &mut buf) {
             Ok(d) => d,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) =>
-            {
-                continue;
-            }
+            Err(e) if engine::sys::nothing_yet(&e) => continue,
             Err(e) => {
                 log.warn_limited("stamp", &format!("--stamp on {local}: {e}"));
                 thread::sleep(Duration::from_millis(10));

@@ -66,7 +66,8 @@ pub fn ntp_from_unix_nanos(nanos: u128) -> u64 {
 /// Nanoseconds since the Unix epoch of an NTP 64-bit time.
 pub fn ntp_to_unix_nanos(ntp: u64) -> i128 {
     let secs = i128::from(ntp >> 32) - i128::from(NTP_UNIX_OFFSET);
-    let frac = (i128::from(ntp & 0xFFFF_FFFF) * 1_000_000_000) >> 32;
+    // (to the nearest nanosecond: a fraction is 0.23 ns at best)
+    let frac = (i128::from(ntp & 0xFFFF_FFFF) * 1_000_000_000 + (1 << 31)) >> 32;
     secs * 1_000_000_000 + frac
 }
 
@@ -970,7 +971,10 @@ mod tests {
         let nanos: u128 = 1_765_000_000_123_456_789;
         let ntp = ntp_from_unix_nanos(nanos);
         assert_eq!(ntp >> 32, 1_765_000_000 + NTP_UNIX_OFFSET);
-        assert!((ntp_to_unix_nanos(ntp) - nanos as i128).abs() <= 1);
+        assert_eq!(ntp_to_unix_nanos(ntp), nanos as i128);
+        for n in [1u128, 999, 1_000_000, 999_999_999] {
+            assert_eq!(ntp_to_unix_nanos(ntp_from_unix_nanos(n)), n as i128, "{n}");
+        }
         assert_eq!(
             error_estimate(true, 0, 0),
             0x8001,

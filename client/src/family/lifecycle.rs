@@ -279,6 +279,7 @@ fn run_test(
         interim,
         scenario: None,
         one_way: None,
+        stamp: None,
     })
 }
 

@@ -114,6 +114,18 @@ pub fn document(r: &Results<'_>) -> Document {
         rpm: m.rpm().map(rpm),
         one_way: m.one_way.as_ref().map(one_way),
         ecn: m.ecn(&t.spec).map(|e| ecn(&e)),
+        stamp: m.stamp.map(|s| StampJson {
+            sent: s.sent,
+            reflected: s.reflected,
+            lost: s.lost_round_trip,
+            lost_forward: s.lost_forward,
+            lost_backward: s.lost_backward,
+            duplicates: s.duplicates,
+            reordered: s.reordered,
+            stateful: s.stateful,
+            ttl: s.ttl,
+            foreign: s.foreign,
+        }),
     }
 }
 

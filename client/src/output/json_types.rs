@@ -46,6 +46,25 @@ pub struct Document {
     pub environment: EnvironmentJson,
     /// `--ecn`: the codepoints that arrived and the path's verdict.
     pub ecn: Option<EcnJson>,
+    /// `-t STAMP`: the session's counts, loss each way.
+    pub stamp: Option<StampJson>,
+}
+
+/// A STAMP session's counts (doc/json.md): test packets sent and
+/// reflected, loss (each way where the reflector is stateful),
+/// duplicates, reordering, the least TTL the packets arrived with.
+#[derive(Serialize, Deserialize, Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct StampJson {
+    pub sent: u64,
+    pub reflected: u64,
+    pub lost: u64,
+    pub lost_forward: Option<u64>,
+    pub lost_backward: Option<u64>,
+    pub duplicates: u64,
+    pub reordered: u64,
+    pub stateful: bool,
+    pub ttl: Option<u8>,
+    pub foreign: u64,
 }
 
 /// `--ecn`'s figures (doc/json.md): the receivers' counts together, and

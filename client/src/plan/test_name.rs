@@ -38,6 +38,9 @@ pub enum TestName {
     /// Responsiveness under working conditions (ours, after the IETF IPPM
     /// draft): round trips a minute while bulk flows load the path.
     Rpm,
+    /// STAMP (RFC 8762): test packets to any STAMP reflector, no
+    /// netserver: round trip, queueing delay and loss each way.
+    Stamp,
 }
 
 /// netperf's direction bits (`-d`): XMIT and RECV.
@@ -45,7 +48,7 @@ pub const XMIT: u32 = 0x2;
 pub const RECV: u32 = 0x4;
 
 impl TestName {
-    pub const ALL: [TestName; 14] = [
+    pub const ALL: [TestName; 15] = [
         TestName::TcpStream,
         TestName::TcpMaerts,
         TestName::UdpStream,
@@ -60,6 +63,7 @@ impl TestName {
         TestName::RemCpu,
         TestName::Uuid,
         TestName::Rpm,
+        TestName::Stamp,
     ];
 
     pub fn name(self) -> &'static str {
@@ -78,6 +82,7 @@ impl TestName {
             TestName::RemCpu => "REM_CPU",
             TestName::Uuid => "UUID",
             TestName::Rpm => "RPM",
+            TestName::Stamp => "STAMP",
         }
     }
 
@@ -99,6 +104,9 @@ impl TestName {
             TestName::Uuid => "a fresh UUID",
             TestName::Rpm => {
                 "responsiveness: round trips a minute on a loaded path (-- -d up|down|both)"
+            }
+            TestName::Stamp => {
+                "STAMP (RFC 8762) to any reflector (-- -P ,PORT; 862): round trip, delay and loss each way"
             }
         }
     }
@@ -139,7 +147,7 @@ impl TestName {
             TestName::TcpMaerts => (Protocol::Tcp, RECV, false),
             TestName::UdpStream => (Protocol::Udp, XMIT, false),
             TestName::TcpRr => (Protocol::Tcp, XMIT | RECV, false),
-            TestName::UdpRr => (Protocol::Udp, XMIT | RECV, false),
+            TestName::UdpRr | TestName::Stamp => (Protocol::Udp, XMIT | RECV, false),
             // its probes: a new connection and a request/response each
             TestName::TcpCrr | TestName::Rpm => (Protocol::Tcp, XMIT | RECV, true),
             TestName::TcpCc => (Protocol::Tcp, 0, true),

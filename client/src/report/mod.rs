@@ -8,7 +8,8 @@
 //!   comes from one accessor; [`FlowEnd`]; the [`Scenario`] it ran in).
 //! - [`ecn`]: `--ecn`'s figures, each direction's codepoints and verdict.
 //! - [`figures`]: a run's [`Figures`], computed once from a measurement.
-//! - [`scenario`]: `--under-load`'s and `-t RPM`'s own figures.
+//! - [`scenario`]: `--under-load`'s and `-t RPM`'s own figures;
+//!   [`stamp`]: `-t STAMP`'s loss each way, duplicates and reordering.
 //! - [`observe`]: live events ([`Observer`]: interim [`Sample`]s,
 //!   iterations, data phases) and how a rate is counted ([`Rate`]).
 
@@ -18,6 +19,7 @@ pub mod figures;
 pub mod observe;
 pub mod one_way;
 pub mod scenario;
+pub mod stamp;
 
 use std::net::SocketAddr;
 
@@ -98,6 +100,8 @@ pub struct Measurement {
     /// Queueing delay each way, from probes beside the test (`--one-way`,
     /// and by default under load where the netserver answers them).
     pub one_way: Option<one_way::OneWay>,
+    /// `-t STAMP`: loss each way, duplicates and reordering.
+    pub stamp: Option<stamp::StampFigures>,
 }
 
 impl Measurement {

@@ -539,6 +539,33 @@ fn tos_of(h: &libc::msghdr) -> Option<u8> {
     tos
 }
 
+/// Wait until `sock` is readable or `timeout` has passed: whether it is.
+/// ppoll(2) keeps the nanoseconds, where SO_RCVTIMEO rounds up to the
+/// kernel's tick (4 ms at HZ 250): a paced sender's next send is on time.
+pub fn wait_one_readable(sock: &impl Sock, timeout: std::time::Duration) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd: raw(sock),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+    };
+    // SAFETY: one pollfd and a timespec, both live for the call; no
+    // signal mask.
+    let n = unsafe { libc::ppoll(&raw mut p, 1, &raw const ts, std::ptr::null()) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(n > 0)
+}
+
 /// The TTL (IPv4) or hop limit (IPv6) a datagram came with, from its
 /// control messages ([`opt::recv_ttl`]).
 fn ttl_of(h: &libc::msghdr) -> Option<u8> {

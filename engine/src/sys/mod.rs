@@ -58,6 +58,17 @@ pub struct Datagram {
     pub truncated: bool,
 }
 
+/// A receive that found nothing yet (its timeout passed, a signal came):
+/// try again.
+pub fn nothing_yet(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock
+            | std::io::ErrorKind::TimedOut
+            | std::io::ErrorKind::Interrupted
+    )
+}
+
 /// What a host is, for comparing two runs: the type is the control
 /// protocol's (the netserver tells its own, `ServerMsg::Facts`).
 pub use proto::facts::HostFacts;

@@ -178,6 +178,17 @@ impl MsgBatch {
     }
 }
 
+/// Wait until `sock` is readable or `timeout` has passed: here, the next
+/// receive waits (a read timeout of at least a millisecond), and this
+/// says to try it.
+pub fn wait_one_readable(
+    sock: &std::net::UdpSocket,
+    timeout: std::time::Duration,
+) -> io::Result<bool> {
+    sock.set_read_timeout(Some(timeout.max(std::time::Duration::from_millis(1))))?;
+    Ok(true)
+}
+
 /// One datagram with the TTL and traffic class it came with: here, its
 /// bytes and sender alone (neither header field is read).
 pub fn recv_stamped(sock: &std::net::UdpSocket, buf: &mut [u8]) -> io::Result<super::Datagram> {

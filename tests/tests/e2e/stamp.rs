@@ -192,3 +192,192 @@ fn tempfile_dir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// `netperf -t STAMP` with `--json`, its document.
+fn stamp_json(netperf: &mut Command, args: &[&str]) -> serde_json::Value {
+    let out = netperf
+        .args(["-t", "STAMP", "--json"])
+        .args(args)
+        .output()
+        .expect("netperf");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("a JSON document")
+}
+
+#[test]
+fn netperfs_sender_against_our_reflector_each_numbering() {
+    for (extra, stateful) in [(&[][..], true), (&["--stamp-stateless"][..], false)] {
+        let mut args = vec!["--stamp", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let n = Netserver::start(&args);
+        let at = reflector(&n);
+        let port = format!(",{}", at.port());
+        let doc = stamp_json(
+            &mut Command::new(harness::bin("netperf")),
+            &[
+                "-H",
+                "127.0.0.1",
+                "-l",
+                "-300",
+                "--",
+                "-P",
+                &port,
+                "-m",
+                "100",
+                "--rate",
+                "800k",
+            ],
+        );
+        let s = &doc["stamp"];
+        assert_eq!(s["sent"], 300, "{s}");
+        assert_eq!(s["reflected"], 300, "{s}");
+        assert_eq!(s["lost"], 0, "{s}");
+        assert_eq!(s["stateful"], stateful, "{s}");
+        if stateful {
+            assert_eq!(
+                (s["lost_forward"].as_u64(), s["lost_backward"].as_u64()),
+                (Some(0), Some(0))
+            );
+        } else {
+            assert!(s["lost_forward"].is_null(), "{s}");
+        }
+        // each round trip's, as latency; the one-way figures beside
+        let lat = &doc["latency_usec"];
+        assert_eq!(lat["count"], 300, "{lat}");
+        assert!(lat["p50"].as_f64().unwrap() > 0.0);
+        assert_eq!(doc["one_way"]["probes_answered"], 300);
+    }
+}
+
+#[test]
+fn netperfs_sender_against_scapys_reflector() {
+    let Some(python) = scapy_python("stamp::netperfs_sender_against_scapys_reflector") else {
+        return;
+    };
+    let dir = tempfile_dir("stamp-scapy-reflector");
+    let portfile = dir.join("port");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/stamp_scapy_reflector.py");
+    let child = Command::new(python)
+        .arg(&script)
+        .arg(&portfile)
+        .arg("200")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let port = loop {
+        if let Ok(p) = std::fs::read_to_string(&portfile)
+            && let Ok(p) = p.trim().parse::<u16>()
+        {
+            break p;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "scapy's reflector did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let doc = stamp_json(
+        &mut Command::new(harness::bin("netperf")),
+        &[
+            "-H",
+            "127.0.0.1",
+            "-l",
+            "-200",
+            "--",
+            "-P",
+            &format!(",{port}"),
+        ],
+    );
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "served 200");
+    let s = &doc["stamp"];
+    assert_eq!(
+        (s["sent"].as_u64(), s["reflected"].as_u64()),
+        (Some(200), Some(200)),
+        "{s}"
+    );
+    assert_eq!(s["stateful"], true, "its own count from 0");
+    assert_eq!(
+        (s["lost_forward"].as_u64(), s["lost_backward"].as_u64()),
+        (Some(0), Some(0))
+    );
+    // scapy's reflector says 255 where it does not read the TTL
+    assert_eq!(s["ttl"], 255);
+    assert_eq!(doc["latency_usec"]["count"], 200);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A router dropping every 7th test packet toward the reflector and every
+/// 5th reflection back (nftables' own counters): the loss each way is
+/// exactly the router's.
+#[test]
+fn loss_each_way_is_exactly_the_routers() {
+    use harness::netns::{ROUTED_SERVER, Routed, TO_CLIENT, TO_SERVER, nft, nft_counter};
+    let Some(r) = Routed::new("loss_each_way_is_exactly_the_routers") else {
+        return;
+    };
+    let mut cmd = r.command(&r.server, &harness::bin("netserver"));
+    cmd.args([
+        "-D",
+        "-p",
+        "0",
+        "-L",
+        ROUTED_SERVER,
+        "--stamp",
+        &format!("{ROUTED_SERVER}:8620"),
+    ]);
+    let _n = Netserver::spawn(cmd);
+    nft(
+        &r.router,
+        &format!(
+            "table inet npstamp {{
+               counter up {{ }}
+               counter down {{ }}
+               chain forward {{
+                 type filter hook forward priority 0; policy accept;
+                 oifname \"{TO_SERVER}\" udp dport 8620 numgen inc mod 7 0 counter name \"up\" drop
+                 oifname \"{TO_CLIENT}\" udp sport 8620 numgen inc mod 5 0 counter name \"down\" drop
+               }}
+             }}"
+        ),
+    );
+    let mut netperf = r.command(&r.client, &harness::bin("netperf"));
+    let doc = stamp_json(
+        &mut netperf,
+        &[
+            "-H",
+            ROUTED_SERVER,
+            "-l",
+            "-2000",
+            "--",
+            "-P",
+            ",8620",
+            "--rate",
+            "3520k",
+        ],
+    );
+    let up = nft_counter(&r.router, "npstamp", "up");
+    let down = nft_counter(&r.router, "npstamp", "down");
+    let s = &doc["stamp"];
+    eprintln!("router dropped {up} up, {down} down: {s}");
+    assert!(up > 200 && down > 200, "{up} {down}");
+    assert_eq!(s["sent"], 2000);
+    assert_eq!(s["lost"].as_u64(), Some(up + down), "{s}");
+    // the tail: a reflection lost after the last one that arrived counts
+    // toward the reflector (a 5th of the last few at most)
+    let fwd = s["lost_forward"].as_u64().unwrap();
+    let back = s["lost_backward"].as_u64().unwrap();
+    assert_eq!(fwd + back, up + down, "{s}");
+    assert!(
+        fwd >= up && fwd - up <= 1,
+        "forward {fwd} against the router's {up}"
+    );
+    assert_eq!(back + (fwd - up), down, "{s}");
+    // each hop takes one from the TTL: the router's
+    assert_eq!(s["ttl"], 63, "{s}");
+}

@@ -53,6 +53,7 @@ pub fn title(t: &Test) -> &'static str {
             },
         },
         TestName::Rpm => "MIGRATED TCP RESPONSIVENESS (RPM) TEST",
+        TestName::Stamp => "STAMP (RFC 8762) TEST",
         TestName::LocCpu | TestName::RemCpu | TestName::Uuid => "",
     }
 }
@@ -91,8 +92,14 @@ impl Reporter for Classic {
             .emit(under_load_lines(last, r.figures).as_bytes())?;
         // ours: under load (our option), asked for, or where scripts do
         // not read (TCP_RR -D's probes by default are in the JSON only)
-        if t.verbosity > 0 && (last.scenario.is_some() || t.one_way_asked || t.extras) {
-            self.out.emit(one_way_lines(last).as_bytes())?;
+        if t.verbosity > 0
+            && (last.scenario.is_some() || t.one_way_asked || t.extras || t.name == TestName::Stamp)
+        {
+            let mut lines = one_way_lines(last);
+            if t.name == TestName::Stamp {
+                lines = lines.replace("toward the netserver", "toward the reflector");
+            }
+            self.out.emit(lines.as_bytes())?;
         }
         print_confidence(&self.out, r)
     }
@@ -258,6 +265,14 @@ pub fn table(t: &Test, m: &Measurement, f: &Figures, extras: bool) -> String {
         }
         TestName::TcpMss => mss(t, m),
         TestName::Rpm => rpm(t, m, f),
+        // ours (netperf 2.7 has no STAMP): the round trips' table, then
+        // the session's counts
+        TestName::Stamp => {
+            rr(t, m, f, extras)
+                + &m.stamp
+                    .map(|s| format!("{}\n", s.line()))
+                    .unwrap_or_default()
+        }
         TestName::Omni | TestName::LocCpu | TestName::RemCpu | TestName::Uuid => String::new(),
     }
 }
