@@ -245,7 +245,7 @@ impl Metrics {
         );
         registry.register(
             "netserver_stamp_dropped",
-            "STAMP test packets not reflected, by reason: rate (over --stamp-rate from one address), hmac (did not verify), short, long, prefix (not allowed by the policy)",
+            "STAMP test packets not reflected, by reason: rate (over --stamp-rate from one address), hmac (did not verify), short, long, send (the kernel would not take the reflection)",
             m.stamp_dropped.clone(),
         );
         registry.register(
@@ -429,16 +429,16 @@ impl Metrics {
         self.accepted.inc();
     }
 
-    /// A STAMP test packet reflected (`--stamp`).
-    pub fn stamp_reflected(&self) {
-        self.stamp_reflected.inc();
+    /// STAMP test packets reflected (`--stamp`).
+    pub fn stamp_reflected(&self, n: u64) {
+        self.stamp_reflected.inc_by(n);
     }
 
-    /// A STAMP test packet dropped, and why.
-    pub fn stamp_dropped(&self, reason: &'static str) {
+    /// STAMP test packets dropped, and why.
+    pub fn stamp_dropped(&self, reason: &'static str, n: u64) {
         self.stamp_dropped
             .get_or_create(&ReasonLabel { reason })
-            .inc();
+            .inc_by(n);
     }
 
     pub fn refused(&self, why: Refused) {

@@ -19,6 +19,7 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
+use engine::sys::MsgBatch;
 use proto::rfc_stamp::{self, Received, Reflector, StampError};
 
 use crate::shared::Shared;
@@ -54,18 +55,26 @@ fn ntp_now() -> u64 {
     rfc_stamp::ntp_from_unix_nanos(nanos)
 }
 
+/// Test packets read (recvmmsg) and reflections sent (sendmmsg) a call.
+const BATCH: usize = 64;
+
 fn reflect_until_stopped(sock: &UdpSocket, local: SocketAddr, shared: &Shared) {
     let cfg = &shared.config.stamp;
     let mut reflector = Reflector::new(cfg.mode(), cfg.numbering, cfg.key.clone());
     let mut pace = Pace::new(cfg.per_source);
     let metrics = &shared.config.metrics;
     let log = &shared.config.logger;
-    let mut buf = vec![0u8; rfc_stamp::MAX_PACKET + 1];
-    let mut out = vec![0u8; rfc_stamp::MAX_PACKET + 1];
-    let mut tos_now: Option<u8> = None;
+    let slot = rfc_stamp::MAX_PACKET + 1;
+    let mut rx = MsgBatch::receiving(BATCH, slot);
+    let mut tx = Replies {
+        batch: MsgBatch::replying(BATCH, slot),
+        lens: Vec::with_capacity(BATCH),
+        tos: None,
+    };
+    let mut out = vec![0u8; slot];
     while !shared.shutdown.is_triggered() {
-        let d = match engine::sys::recv_stamped(sock, &mut buf) {
-            Ok(d) => d,
+        let n = match rx.recv(sock, BATCH) {
+            Ok(n) => n,
             Err(e) if engine::sys::nothing_yet(&e) => continue,
             Err(e) => {
                 log.warn_limited("stamp", &format!("--stamp on {local}: {e}"));
@@ -73,47 +82,106 @@ fn reflect_until_stopped(sock: &UdpSocket, local: SocketAddr, shared: &Shared) {
                 continue;
             }
         };
+        // T2: when the batch came out of the kernel's queue
         let at = ntp_now();
-        let Some(from) = d.from else { continue };
-        if !pace.admit(from.ip(), Instant::now()) {
-            metrics.stamp_dropped("rate");
-            continue;
-        }
-        if d.truncated || d.len > rfc_stamp::MAX_PACKET {
-            metrics.stamp_dropped("long");
-            continue;
-        }
-        let rx = Received {
-            from,
-            at,
-            ttl: d.ttl,
-            tos: d.tos,
-            to_port: local.port(),
-            seq: [0; 4],
-        };
-        let req = buf.get(..d.len).unwrap_or_default();
-        match reflector.reflect(req, &rx, ntp_now, &mut out) {
-            Ok(r) => {
+        let now = Instant::now();
+        for i in 0..n {
+            let (req, from, _) = rx.received(i);
+            let Some(from) = from else { continue };
+            if !pace.admit(from.ip(), now) {
+                metrics.stamp_dropped("rate", 1);
+                continue;
+            }
+            if req.len() > rfc_stamp::MAX_PACKET {
+                metrics.stamp_dropped("long", 1);
+                continue;
+            }
+            let meta = Received {
+                from,
+                at,
+                ttl: rx.ttl(i),
+                tos: rx.tos(i),
+                to_port: local.port(),
+                seq: [0; 4],
+            };
+            match reflector.reflect(req, &meta, ntp_now, &mut out) {
                 // Class of Service: the reflection marked with the DSCP
                 // asked (never an ECN codepoint of its own)
-                let want = r.tos.map(|t| t & !0x03);
-                if want != tos_now {
-                    let _ = engine::sys::opt::set_tos(
-                        sock,
-                        local.is_ipv6(),
-                        i32::from(want.unwrap_or(0)),
-                    );
-                    tos_now = want;
-                }
-                match sock.send_to(out.get(..r.len).unwrap_or_default(), from) {
-                    Ok(_) => metrics.stamp_reflected(),
-                    Err(e) => log.warn_limited("stamp-send", &format!("--stamp to {from}: {e}")),
+                Ok(r) => tx.add(
+                    sock,
+                    from,
+                    out.get(..r.len).unwrap_or_default(),
+                    r.tos.map(|t| t & !0x03),
+                    shared,
+                ),
+                Err(StampError::Hmac) => metrics.stamp_dropped("hmac", 1),
+                Err(StampError::Short(_)) => metrics.stamp_dropped("short", 1),
+                Err(StampError::Long(_)) => metrics.stamp_dropped("long", 1),
+            }
+        }
+        tx.flush(sock, shared);
+    }
+}
+
+/// Reflections waiting to go in one sendmmsg, all with one traffic class.
+#[derive(Debug)]
+struct Replies {
+    batch: MsgBatch,
+    lens: Vec<usize>,
+    /// The socket's traffic class now (`None`: as it was made).
+    tos: Option<u8>,
+}
+
+impl Replies {
+    /// One more reflection, to `to`, marked `tos` (those before it go
+    /// first where the mark changes, or the batch is full).
+    fn add(
+        &mut self,
+        sock: &UdpSocket,
+        to: SocketAddr,
+        b: &[u8],
+        tos: Option<u8>,
+        shared: &Shared,
+    ) {
+        if tos != self.tos || self.lens.len() == self.batch.len() {
+            self.flush(sock, shared);
+        }
+        if tos != self.tos {
+            let v6 = to.is_ipv6();
+            let _ = engine::sys::opt::set_tos(sock, v6, i32::from(tos.unwrap_or(0)));
+            self.tos = tos;
+        }
+        let i = self.lens.len();
+        let slot = self.batch.slot_mut(i);
+        if let Some(s) = slot.get_mut(..b.len()) {
+            s.copy_from_slice(b);
+            self.batch.set_to(i, to);
+            self.lens.push(b.len());
+        }
+    }
+
+    /// Send what waits; what the kernel would not take is counted dropped.
+    fn flush(&mut self, sock: &UdpSocket, shared: &Shared) {
+        if self.lens.is_empty() {
+            return;
+        }
+        let m = &shared.config.metrics;
+        match self.batch.send(sock, &self.lens) {
+            Ok(sent) => {
+                m.stamp_reflected(sent as u64);
+                if sent < self.lens.len() {
+                    m.stamp_dropped("send", (self.lens.len() - sent) as u64);
                 }
             }
-            Err(StampError::Hmac) => metrics.stamp_dropped("hmac"),
-            Err(StampError::Short(_)) => metrics.stamp_dropped("short"),
-            Err(StampError::Long(_)) => metrics.stamp_dropped("long"),
+            Err(e) => {
+                shared
+                    .config
+                    .logger
+                    .warn_limited("stamp-send", &format!("--stamp: {e}"));
+                m.stamp_dropped("send", self.lens.len() as u64);
+            }
         }
+        self.lens.clear();
     }
 }
 

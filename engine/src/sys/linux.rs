@@ -316,6 +316,27 @@ impl MsgBatch {
         b
     }
 
+    /// `n` slots of `slot` bytes to send, each to its own destination
+    /// ([`MsgBatch::set_to`]): a reflector's replies, to their senders.
+    pub fn replying(n: usize, slot: usize) -> MsgBatch {
+        let mut b = MsgBatch::alloc(n, slot, n, 0);
+        for (h, a) in b.hdrs.iter_mut().zip(b.addrs.iter_mut()) {
+            h.msg_hdr.msg_name = std::ptr::from_mut(a).cast();
+        }
+        b
+    }
+
+    /// Message `i`'s destination ([`MsgBatch::replying`]'s).
+    pub fn set_to(&mut self, i: usize, to: std::net::SocketAddr) {
+        let to = socket2::SockAddr::from(to);
+        if let (Some(h), Some(a)) = (self.hdrs.get_mut(i), self.addrs.get_mut(i)) {
+            // SAFETY: SockAddr's storage is a sockaddr_storage of `len`
+            // valid bytes.
+            *a = unsafe { *to.as_ptr().cast() };
+            h.msg_hdr.msg_namelen = to.len();
+        }
+    }
+
     /// `n` slots of `slot` bytes to receive into, each with room for its
     /// sender's address and one control message.
     pub fn receiving(n: usize, slot: usize) -> MsgBatch {
@@ -513,6 +534,12 @@ impl MsgBatch {
     /// with, where the socket asks for it ([`opt::recv_codepoint`]).
     pub fn tos(&self, i: usize) -> Option<u8> {
         self.hdrs.get(i).and_then(|h| tos_of(&h.msg_hdr))
+    }
+
+    /// The TTL (hop limit) message `i` of the last receive came with,
+    /// where the socket asks for it ([`opt::recv_ttl`]).
+    pub fn ttl(&self, i: usize) -> Option<u8> {
+        self.hdrs.get(i).and_then(|h| ttl_of(&h.msg_hdr))
     }
 }
 

@@ -49,6 +49,8 @@ pub struct MsgBatch {
     to: Option<std::net::SocketAddr>,
     lens: Vec<usize>,
     from: Vec<Option<std::net::SocketAddr>>,
+    /// Each message's own destination ([`MsgBatch::replying`]).
+    each: Vec<Option<std::net::SocketAddr>>,
 }
 
 impl std::fmt::Debug for MsgBatch {
@@ -70,6 +72,21 @@ impl MsgBatch {
             to,
             lens: vec![0; n],
             from: vec![None; n],
+            each: Vec::new(),
+        }
+    }
+
+    /// `n` slots to send, each to its own destination ([`MsgBatch::set_to`]).
+    pub fn replying(n: usize, slot: usize) -> MsgBatch {
+        let mut b = MsgBatch::alloc(n, slot, None);
+        b.each = vec![None; b.n];
+        b
+    }
+
+    /// Message `i`'s destination ([`MsgBatch::replying`]'s).
+    pub fn set_to(&mut self, i: usize, to: std::net::SocketAddr) {
+        if let Some(a) = self.each.get_mut(i) {
+            *a = Some(to);
         }
     }
 
@@ -104,9 +121,15 @@ impl MsgBatch {
                 .data
                 .get(i * self.slot..i * self.slot + l.min(self.slot))
                 .unwrap_or(&[]);
-            let sent = match &to {
-                Some(a) => s.send_to(buf, a),
-                None => s.send(buf),
+            let each = self
+                .each
+                .get(i)
+                .copied()
+                .flatten()
+                .map(socket2::SockAddr::from);
+            let sent = match (&each, &to) {
+                (Some(a), _) | (None, Some(a)) => s.send_to(buf, a),
+                (None, None) => s.send(buf),
             };
             let n = match sent {
                 Ok(n) => n,
@@ -174,6 +197,11 @@ impl MsgBatch {
 
     /// No codepoint is read here ([`opt::recv_codepoint`] says so).
     pub fn tos(&self, _: usize) -> Option<u8> {
+        None
+    }
+
+    /// No TTL is read here ([`opt::recv_ttl`] says so).
+    pub fn ttl(&self, _: usize) -> Option<u8> {
         None
     }
 }

@@ -1,0 +1,263 @@
+//! How many STAMP test packets a second `netserver --stamp` reflects on
+//! loopback: the reflector on CPU 0, this sender on CPU 1 (taskset), the
+//! sender keeping a window of test packets in flight with sendmmsg and
+//! reading reflections with recvmmsg, as many as the reflector answers.
+//! Prints each run's figure and the median with min..max; the reflector's
+//! system calls a reflection (strace -c -f) once; asserts nothing.
+//!
+//! bench/stamp [--runs N] [--secs S] [--window W] [--size OCTETS]
+
+use std::{
+    net::{SocketAddr, UdpSocket},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use engine::sys::MsgBatch;
+use proto::rfc_stamp::{Mode, SenderPacket};
+
+const BATCH: usize = 64;
+
+struct Args {
+    runs: usize,
+    secs: f64,
+    window: usize,
+    size: usize,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        runs: 5,
+        secs: 3.0,
+        window: 1024,
+        size: 44,
+    };
+    let v: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < v.len() {
+        let next = v.get(i + 1).cloned().unwrap_or_default();
+        match v[i].as_str() {
+            "--runs" => a.runs = next.parse().expect("--runs N"),
+            "--secs" => a.secs = next.parse().expect("--secs S"),
+            "--window" => a.window = next.parse().expect("--window W"),
+            "--size" => a.size = next.parse::<usize>().expect("--size OCTETS").max(44),
+            other => {
+                panic!("{other}: bench/stamp [--runs N] [--secs S] [--window W] [--size OCTETS]")
+            }
+        }
+        i += 2;
+    }
+    a
+}
+
+fn release(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/release")
+        .join(name)
+}
+
+/// `netserver --stamp` on 127.0.0.1:port, on CPU 0 (under `prefix`, as
+/// strace), its stdout read until its STAMP line.
+fn reflector(port: u16, prefix: &[&str]) -> Child {
+    let ns = release("netserver");
+    let mut cmd = Command::new(prefix.first().copied().unwrap_or("taskset"));
+    let rest: Vec<&str> = if prefix.is_empty() {
+        vec!["-c", "0"]
+    } else {
+        prefix[1..].to_vec()
+    };
+    cmd.args(rest)
+        .arg(&ns)
+        .args(["-D", "-p", "0", "-L", "127.0.0.1", "--stamp"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["--stamp-rate", "100000000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let child = cmd.spawn().expect("netserver");
+    // (strace's start is slower)
+    std::thread::sleep(Duration::from_millis(if prefix.is_empty() {
+        700
+    } else {
+        2000
+    }));
+    child
+}
+
+/// Reflections a second over `secs` (the first half second left out),
+/// keeping `window` test packets in flight; and every reflection read.
+fn run(to: SocketAddr, a: &Args) -> (f64, u64) {
+    let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    sock.connect(to).expect("connect");
+    let s2 = socket2::SockRef::from(&sock);
+    let _ = s2.set_recv_buffer_size(8 << 20);
+    let _ = s2.set_send_buffer_size(8 << 20);
+    sock.set_read_timeout(Some(Duration::from_millis(20)))
+        .expect("timeout");
+    let mut tx = MsgBatch::sending(BATCH, a.size, None);
+    let mut rx = MsgBatch::receiving(BATCH, 2048);
+    let pkt = SenderPacket::default().encode(Mode::Unauthenticated, None);
+    for i in 0..BATCH {
+        let s = tx.slot_mut(i);
+        s[..pkt.len()].copy_from_slice(&pkt);
+    }
+    let lens = vec![a.size; BATCH];
+    let (mut sent, mut got) = (0u64, 0u64);
+    let start = Instant::now();
+    let until = start + Duration::from_secs_f64(a.secs);
+    let mut measured_from = None;
+    let mut at_start = 0;
+    while Instant::now() < until {
+        // a second's warm-up left out of the figure
+        if measured_from.is_none() && start.elapsed() > Duration::from_millis(500) {
+            measured_from = Some(Instant::now());
+            at_start = got;
+        }
+        let room = (a.window as u64).saturating_sub(sent - got) as usize;
+        if room >= BATCH {
+            for i in 0..BATCH {
+                let seq = (sent + i as u64) as u32;
+                tx.slot_mut(i)[..4].copy_from_slice(&seq.to_be_bytes());
+            }
+            if let Ok(n) = tx.send(&sock, &lens) {
+                sent += n as u64;
+            }
+        }
+        match rx.recv(&sock, BATCH) {
+            Ok(n) => got += n as u64,
+            // a lost window: start it again
+            Err(_) => sent = got,
+        }
+    }
+    let from = measured_from.unwrap_or(start);
+    ((got - at_start) as f64 / from.elapsed().as_secs_f64(), got)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The kernel's floor: the same batches echoed back untouched (no STAMP
+/// rules, no clock, no sessions), as fast as recvmmsg and sendmmsg go.
+fn echo_server(port: u16) -> ! {
+    let sock = UdpSocket::bind(("127.0.0.1", port)).expect("bind");
+    let _ = socket2::SockRef::from(&sock).set_recv_buffer_size(8 << 20);
+    let mut rx = MsgBatch::receiving(BATCH, 2048);
+    let mut tx = MsgBatch::replying(BATCH, 2048);
+    let mut lens = Vec::with_capacity(BATCH);
+    loop {
+        let Ok(n) = rx.recv(&sock, BATCH) else {
+            continue;
+        };
+        lens.clear();
+        for i in 0..n {
+            let (b, from, _) = rx.received(i);
+            let Some(from) = from else { continue };
+            let len = b.len();
+            let j = lens.len();
+            tx.slot_mut(j)[..len].copy_from_slice(&rx.received(i).0[..len]);
+            tx.set_to(j, from);
+            lens.push(len);
+        }
+        let _ = tx.send(&sock, &lens);
+    }
+}
+
+fn main() {
+    if let Some(port) = std::env::args().skip_while(|a| a != "--echo-server").nth(1) {
+        echo_server(port.parse().expect("--echo-server PORT"));
+    }
+    let a = args();
+    let port = 18620;
+    let mut ns = reflector(port, &[]);
+    let to: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    // this sender on CPU 1
+    let _ = Command::new("taskset")
+        .args(["-p", "-c", "1", &std::process::id().to_string()])
+        .stdout(Stdio::null())
+        .status();
+    let mut figures = Vec::new();
+    for r in 0..a.runs {
+        let (f, _) = run(to, &a);
+        println!("run {}: {:.0} reflections/s", r + 1, f);
+        figures.push(f);
+    }
+    let _ = ns.kill();
+    let _ = ns.wait();
+    // the floor: a bare echo on the same CPU, the same sender
+    let echo_port = port + 2;
+    let mut echo = Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(std::env::current_exe().expect("this program"))
+        .args(["--echo-server", &echo_port.to_string()])
+        .spawn()
+        .expect("the echo");
+    std::thread::sleep(Duration::from_millis(500));
+    let to_echo: SocketAddr = format!("127.0.0.1:{echo_port}").parse().unwrap();
+    let mut floor: Vec<f64> = (0..a.runs).map(|_| run(to_echo, &a).0).collect();
+    let _ = echo.kill();
+    let _ = echo.wait();
+    let (min, max) = (
+        figures.iter().copied().fold(f64::INFINITY, f64::min),
+        figures.iter().copied().fold(0.0, f64::max),
+    );
+    println!(
+        "STAMP reflections/s, {} octets, window {}: median {:.0} ({:.0} .. {:.0}) over {} runs of {} s",
+        a.size,
+        a.window,
+        median(&mut figures),
+        min,
+        max,
+        a.runs,
+        a.secs
+    );
+    let (fmin, fmax) = (
+        floor.iter().copied().fold(f64::INFINITY, f64::min),
+        floor.iter().copied().fold(0.0, f64::max),
+    );
+    println!(
+        "a bare recvmmsg/sendmmsg echo on the same CPU (the kernel's floor): median {:.0} ({fmin:.0} .. {fmax:.0})",
+        median(&mut floor)
+    );
+    // the reflector's system calls a reflection, under strace (slower:
+    // counts only)
+    let out = std::env::temp_dir().join("stamp_bench.strace");
+    let mut traced = reflector(
+        port + 1,
+        &[
+            "strace",
+            "-f",
+            "-c",
+            "-o",
+            out.to_str().unwrap(),
+            "taskset",
+            "-c",
+            "0",
+        ],
+    );
+    let to2: SocketAddr = format!("127.0.0.1:{}", port + 1).parse().unwrap();
+    let one = Args {
+        runs: 1,
+        secs: 2.0,
+        ..a
+    };
+    let (_, reflected) = run(to2, &one);
+    // the traced netserver (strace's child) ends on SIGINT, and strace
+    // with it, writing its counts
+    let _ = Command::new("pkill")
+        .args(["-INT", "-P", &traced.id().to_string()])
+        .status();
+    let _ = traced.wait();
+    let text = std::fs::read_to_string(&out).unwrap_or_default();
+    let calls = |name: &str| -> u64 {
+        text.lines()
+            .find(|l| l.split_whitespace().last() == Some(name))
+            .and_then(|l| l.split_whitespace().nth(3)?.parse().ok())
+            .unwrap_or(0)
+    };
+    let (r, s) = (calls("recvmmsg"), calls("sendmmsg"));
+    println!(
+        "under strace: {reflected} reflections read; recvmmsg {r}, sendmmsg {s}: {:.3} system calls a reflection",
+        (r + s) as f64 / (reflected.max(1)) as f64
+    );
+}
