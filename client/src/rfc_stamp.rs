@@ -8,7 +8,8 @@
 //! - `-l SECS` or `-l -COUNT`; `-- -m SIZE`: each test packet's octets (44
 //!   at least; more is an Extra Padding TLV); `-- --rate BITS`: the pace
 //!   (100 packets a second by default); `-Y`: the DSCP and ECN codepoint
-//!   the packets carry.
+//!   the packets carry; `-- --stamp-key FILE`: authenticated mode
+//!   (112-octet packets, HMAC-SHA-256 under the file's key).
 //! - Figures: the round trip of each reflection (`(T4 - T1) - (T3 - T2)`:
 //!   the reflector's residence taken out) as the test's latency; the
 //!   queueing delay each way by the one-way method (`report::one_way`: no
@@ -21,7 +22,7 @@ use anyhow::{Context as _, Result, anyhow};
 use engine::rfc_stamp::{Reflected, SenderPlan};
 use proto::{
     TestSpec,
-    rfc_stamp::{Mode, PORT, UNAUTH_LEN},
+    rfc_stamp::{Mode, PORT},
     stamp::Stamps,
 };
 
@@ -77,11 +78,28 @@ impl Sender {
 
     /// What a session of the plan sends.
     fn session_plan(plan: &Plan) -> Result<SenderPlan> {
+        let key = plan
+            .stamp_key
+            .as_ref()
+            .map(|p| {
+                let b = std::fs::read(p).with_context(|| format!("--stamp-key {}", p.display()))?;
+                let k = b.trim_ascii_end().to_vec();
+                if k.is_empty() {
+                    anyhow::bail!("--stamp-key {}: the file holds no key", p.display());
+                }
+                Ok(k)
+            })
+            .transpose()?;
+        let mode = if key.is_some() {
+            Mode::Authenticated
+        } else {
+            Mode::Unauthenticated
+        };
         let size = plan
             .local
             .send_size
-            .map_or(UNAUTH_LEN, |n| n as usize)
-            .max(UNAUTH_LEN);
+            .map_or(mode.base_len(), |n| n as usize)
+            .max(mode.base_len());
         if size > proto::rfc_stamp::MAX_PACKET {
             anyhow::bail!(
                 "-- -m {size}: a STAMP test packet is at most {} octets",
@@ -109,8 +127,8 @@ impl Sender {
             // a random start: a stateless reflector's copy of it is then
             // told from a stateful one's count from 0
             first_seq: u32::from_be_bytes([r[2], r[3], r[4], r[5]]) | 0x8000_0000,
-            mode: Mode::Unauthenticated,
-            key: None,
+            mode,
+            key,
             linger: std::time::Duration::from_secs(1),
         })
     }

@@ -245,7 +245,7 @@ impl Metrics {
         );
         registry.register(
             "netserver_stamp_dropped",
-            "STAMP test packets not reflected, by reason: rate (over --stamp-rate from one address), hmac (did not verify), short, long, send (the kernel would not take the reflection)",
+            "STAMP test packets not reflected, by reason: rate (over --stamp-rate from one address), hmac (did not verify), short, long, send (the kernel would not take the reflection), prefix (not in --policy's [stamp] allow)",
             m.stamp_dropped.clone(),
         );
         registry.register(

@@ -72,7 +72,12 @@ fn reflect_until_stopped(sock: &UdpSocket, local: SocketAddr, shared: &Shared) {
         tos: None,
     };
     let mut out = vec![0u8; slot];
+    // `--policy`'s [stamp] allow: read again each second (SIGHUP reloads it)
+    let mut allow = (shared.config.policy.stamp(), Instant::now());
     while !shared.shutdown.is_triggered() {
+        if allow.1.elapsed() >= Duration::from_secs(1) {
+            allow = (shared.config.policy.stamp(), Instant::now());
+        }
         let n = match rx.recv(sock, BATCH) {
             Ok(n) => n,
             Err(e) if engine::sys::nothing_yet(&e) => continue,
@@ -88,6 +93,10 @@ fn reflect_until_stopped(sock: &UdpSocket, local: SocketAddr, shared: &Shared) {
         for i in 0..n {
             let (req, from, _) = rx.received(i);
             let Some(from) = from else { continue };
+            if !allow.0.allows(from.ip()) {
+                metrics.stamp_dropped("prefix", 1);
+                continue;
+            }
             if !pace.admit(from.ip(), now) {
                 metrics.stamp_dropped("rate", 1);
                 continue;

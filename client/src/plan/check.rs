@@ -51,6 +51,12 @@ fn finish_rpm(plan: &mut Plan) -> Result<(), CliError> {
 /// Checks of the whole plan, once everything is read.
 pub fn finish(plan: &mut Plan) -> Result<(), CliError> {
     finish_rpm(plan)?;
+    if plan.stamp_key.is_some() && plan.name != TestName::Stamp {
+        return Err(CliError(format!(
+            "--stamp-key: -t STAMP's key ({} was asked for)",
+            plan.name.name()
+        )));
+    }
     check_scenarios(plan)?;
     // --json-stream's last line holds the --json document
     if plan.json_stream {

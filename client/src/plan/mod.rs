@@ -370,6 +370,8 @@ pub struct Plan {
     pub recv_timeout: Option<std::time::Duration>,
     /// `--no-latency`: do not time transactions (to measure what timing costs).
     pub latency: bool,
+    /// `-- --stamp-key`: `-t STAMP` in authenticated mode, under this file's key.
+    pub stamp_key: Option<std::path::PathBuf>,
     pub rate_bps: Option<u64>,
     /// `--batch`: UDP_STREAM datagrams a system call.
     pub udp_batch: u32,
@@ -472,6 +474,7 @@ impl Plan {
             copy_avoidance: false,
             recv_timeout: None,
             latency: true,
+            stamp_key: None,
             rate_bps: None,
             udp_batch: 1,
             udp_gso: None,

@@ -351,6 +351,13 @@ pub const OPTIONS: &[OptDef] = &[
         "",
         "Do not time each transaction (to measure what timing costs)",
     ),
+    OptDef::long_only(
+        "stamp_key",
+        "stamp-key",
+        Arity::Required,
+        "file",
+        "-t STAMP in authenticated mode: HMAC-SHA-256 under the key in this file (as netserver --stamp-key reads it)",
+    ),
 ];
 
 /// OMNI's options that the classic grammar of TCP_SENDFILE, TCP_CC and
@@ -756,6 +763,7 @@ fn our_option(
             })?)
         }
         "no_latency" => plan.latency = false,
+        "stamp_key" => plan.stamp_key = Some(std::path::PathBuf::from(v)),
         "flows" => flows(o, v, plan)?,
         "under_load" => plan.under_load = Some(under_load(o, v)?),
         "threads" => {

@@ -24,6 +24,9 @@
 //! max_seconds = 60
 //! max_flows = 16
 //! max_rate = "1g"            # bits/s
+//!
+//! [stamp]                    # --stamp's reflector
+//! allow = ["198.18.0.0/24", "2001:2::/64"]   # reflect to these alone
 //! ```
 
 use std::{net::IpAddr, path::PathBuf};
@@ -42,6 +45,67 @@ pub struct PolicyFile {
     pub prefix: PrefixBudget,
     #[serde(default)]
     pub test: TestLimits,
+    #[serde(default)]
+    pub stamp: StampPolicy,
+}
+
+/// Whom `--stamp`'s reflector answers: the senders in these prefixes
+/// (none listed: every sender).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StampPolicy {
+    #[serde(default, deserialize_with = "prefixes")]
+    pub allow: Vec<(IpAddr, u8)>,
+}
+
+impl StampPolicy {
+    /// Whether a test packet from `ip` gets a reflection.
+    pub fn allows(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(a) => a.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        self.allow.is_empty()
+            || self.allow.iter().any(|&(net, len)| match (net, ip) {
+                (IpAddr::V4(n), IpAddr::V4(a)) => {
+                    let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+                    u32::from(n) & mask == u32::from(a) & mask
+                }
+                (IpAddr::V6(n), IpAddr::V6(a)) => {
+                    let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+                    u128::from(n) & mask == u128::from(a) & mask
+                }
+                _ => false,
+            })
+    }
+}
+
+/// A list of prefixes, `ADDR/LEN` each (a lone address: itself alone).
+fn prefixes<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(IpAddr, u8)>, D::Error> {
+    let words: Vec<String> = Vec::deserialize(d)?;
+    words
+        .iter()
+        .map(|w| {
+            let (a, len) = w.split_once('/').unwrap_or((w, ""));
+            let ip: IpAddr = a
+                .trim()
+                .parse()
+                .map_err(|_| serde::de::Error::custom(format!("'{w}' is not an address/length")))?;
+            let max = if ip.is_ipv4() { 32 } else { 128 };
+            let len = if len.is_empty() {
+                max
+            } else {
+                len.trim()
+                    .parse::<u8>()
+                    .ok()
+                    .filter(|&l| l <= max)
+                    .ok_or_else(|| {
+                        serde::de::Error::custom(format!("'{w}': a prefix of 0 to {max} bits"))
+                    })?
+            };
+            Ok((ip, len))
+        })
+        .collect()
 }
 
 /// What all clients together may use, and what the daemon remembers.
@@ -299,6 +363,32 @@ max_rate = "1g"
         assert!(e.starts_with("line 2:") && e.contains("10X"), "{e}");
         let e = PolicyFile::parse("[test]\nmax_flows = 0\n").unwrap_err();
         assert!(e.starts_with("line 2:"), "{e}");
+    }
+
+    #[test]
+    fn stamps_allowed_prefixes() {
+        let p = PolicyFile::parse(
+            "[stamp]\nallow = [\"198.18.0.0/24\", \"2001:2::/64\", \"203.0.113.7\"]\n",
+        )
+        .unwrap();
+        for (ip, ok) in [
+            ("198.18.0.9", true),
+            ("198.18.1.9", false),
+            ("::ffff:198.18.0.200", true),
+            ("2001:2::5", true),
+            ("2001:3::5", false),
+            ("203.0.113.7", true),
+            ("203.0.113.8", false),
+        ] {
+            assert_eq!(p.stamp.allows(ip.parse().unwrap()), ok, "{ip}");
+        }
+        assert!(
+            PolicyFile::default()
+                .stamp
+                .allows("192.0.2.1".parse().unwrap())
+        );
+        let e = PolicyFile::parse("[stamp]\nallow = [\"198.18.0.0/33\"]\n").unwrap_err();
+        assert!(e.contains("line 2") && e.contains("0 to 32"), "{e}");
     }
 
     #[test]

@@ -202,6 +202,12 @@ impl Policy {
             .map_or_else(|_| Arc::new(PolicyFile::default()), |f| f.clone())
     }
 
+    /// `[stamp]`: whom `--stamp`'s reflector answers (read again on
+    /// SIGHUP with the rest).
+    pub fn stamp(&self) -> file::StampPolicy {
+        self.current().stamp.clone()
+    }
+
     /// What one test may ask, for the hello.
     pub fn announced(&self) -> ServerLimits {
         ServerLimits::from(self.current().test)

@@ -381,3 +381,102 @@ fn loss_each_way_is_exactly_the_routers() {
     // each hop takes one from the TTL: the router's
     assert_eq!(s["ttl"], 63, "{s}");
 }
+
+/// `-t STAMP --stamp-key` against `netserver --stamp-key`: every packet
+/// reflected under the same key, none under another; and over IPv6.
+#[test]
+fn authenticated_sessions_and_ipv6() {
+    let dir = tempfile_dir("stamp-auth-session");
+    let (key, other) = (dir.join("key"), dir.join("other"));
+    std::fs::write(&key, "lab key\n").unwrap();
+    std::fs::write(&other, "not the lab's\n").unwrap();
+    let n = Netserver::start(&[
+        "--stamp",
+        "127.0.0.1:0",
+        "--stamp-key",
+        key.to_str().unwrap(),
+    ]);
+    let port = format!(",{}", reflector(&n).port());
+    for (k, reflected) in [(&key, 50), (&other, 0)] {
+        let doc = stamp_json(
+            &mut Command::new(harness::bin("netperf")),
+            &[
+                "-H",
+                "127.0.0.1",
+                "-l",
+                "-50",
+                "--",
+                "-P",
+                &port,
+                "--rate",
+                "900k",
+                "--stamp-key",
+                k.to_str().unwrap(),
+            ],
+        );
+        let s = &doc["stamp"];
+        assert_eq!(
+            (s["sent"].as_u64(), s["reflected"].as_u64()),
+            (Some(50), Some(reflected)),
+            "{s}"
+        );
+        // 112-octet packets, authenticated mode's
+        assert_eq!(doc["sizes"]["local_send_size"], 112);
+    }
+    drop(n);
+    // IPv6: the reflector on ::1, the Hop Limit read back
+    let n = Netserver::start_v6(&["--stamp", "[::1]:0"]);
+    let port = format!(",{}", reflector(&n).port());
+    let doc = stamp_json(
+        &mut Command::new(harness::bin("netperf")),
+        &[
+            "-H", "::1", "-l", "-40", "--", "-P", &port, "--rate", "400k",
+        ],
+    );
+    let s = &doc["stamp"];
+    assert_eq!(
+        (s["reflected"].as_u64(), s["ttl"].as_u64()),
+        (Some(40), Some(64)),
+        "{s}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `--policy`'s `[stamp] allow`: a sender outside the prefixes gets
+/// nothing, one inside everything.
+#[test]
+fn the_policy_names_whom_the_reflector_answers() {
+    let dir = tempfile_dir("stamp-policy");
+    for (allow, reflected) in [("198.18.0.0/24", 0), ("127.0.0.0/8", 30)] {
+        let policy = dir.join("policy.toml");
+        std::fs::write(&policy, format!("[stamp]\nallow = [\"{allow}\"]\n")).unwrap();
+        let n = Netserver::start(&[
+            "--stamp",
+            "127.0.0.1:0",
+            "--policy",
+            policy.to_str().unwrap(),
+        ]);
+        let port = format!(",{}", reflector(&n).port());
+        let doc = stamp_json(
+            &mut Command::new(harness::bin("netperf")),
+            &[
+                "-H",
+                "127.0.0.1",
+                "-l",
+                "-30",
+                "--",
+                "-P",
+                &port,
+                "--rate",
+                "400k",
+            ],
+        );
+        assert_eq!(
+            doc["stamp"]["reflected"].as_u64(),
+            Some(reflected),
+            "{allow}: {}",
+            doc["stamp"]
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
