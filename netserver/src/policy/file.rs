@@ -61,22 +61,7 @@ pub struct StampPolicy {
 impl StampPolicy {
     /// Whether a test packet from `ip` gets a reflection.
     pub fn allows(&self, ip: IpAddr) -> bool {
-        let ip = match ip {
-            IpAddr::V6(a) => a.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
-        self.allow.is_empty()
-            || self.allow.iter().any(|&(net, len)| match (net, ip) {
-                (IpAddr::V4(n), IpAddr::V4(a)) => {
-                    let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
-                    u32::from(n) & mask == u32::from(a) & mask
-                }
-                (IpAddr::V6(n), IpAddr::V6(a)) => {
-                    let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
-                    u128::from(n) & mask == u128::from(a) & mask
-                }
-                _ => false,
-            })
+        self.allow.is_empty() || self.allow.iter().any(|&p| engine::token::within(ip, p))
     }
 }
 
