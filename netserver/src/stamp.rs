@@ -40,11 +40,26 @@ pub(crate) fn spawn(sock: UdpSocket, shared: &Arc<Shared>) -> io::Result<thread:
             &format!("--stamp on {local}: the received TTL and DSCP are not read here: {e}"),
         );
     }
+    // each test packet's arrival as the kernel took it (T2), where it can
+    if let Err(e) = engine::sys::opt::recv_timestamps(&sock) {
+        shared.config.logger.log(
+            1,
+            &format!("--stamp on {local}: receipt times are taken when read: {e}"),
+        );
+    }
     // a read times out now and then, to see the daemon stop
     sock.set_read_timeout(Some(Duration::from_millis(200)))?;
     thread::Builder::new()
         .name("stamp-reflector".into())
         .spawn(move || reflect_until_stopped(&sock, local, &shared))
+}
+
+/// The reflector's Error Estimate: the system clock's maximum error as the
+/// kernel keeps it (ntp_adjtime), and whether it is synchronised; where
+/// that cannot be read, unsynchronised and a second.
+fn clock_estimate() -> u16 {
+    let (synced, err) = engine::sys::clock_error().unwrap_or((false, 1.0));
+    rfc_stamp::error_estimate_of(synced, err)
 }
 
 /// The system clock now, as NTP's 64 bits.
@@ -61,6 +76,7 @@ const BATCH: usize = 64;
 fn reflect_until_stopped(sock: &UdpSocket, local: SocketAddr, shared: &Shared) {
     let cfg = &shared.config.stamp;
     let mut reflector = Reflector::new(cfg.mode(), cfg.numbering, cfg.key.clone());
+    reflector.error_estimate = clock_estimate();
     let mut pace = Pace::new(cfg.per_source);
     let metrics = &shared.config.metrics;
     let log = &shared.config.logger;
@@ -77,6 +93,7 @@ fn reflect_until_stopped(sock: &UdpSocket, local: SocketAddr, shared: &Shared) {
     while !shared.shutdown.is_triggered() {
         if allow.1.elapsed() >= Duration::from_secs(1) {
             allow = (shared.config.policy.stamp(), Instant::now());
+            reflector.error_estimate = clock_estimate();
         }
         let n = match rx.recv(sock, BATCH) {
             Ok(n) => n,
@@ -107,7 +124,10 @@ fn reflect_until_stopped(sock: &UdpSocket, local: SocketAddr, shared: &Shared) {
             }
             let meta = Received {
                 from,
-                at,
+                // T2: the kernel's receipt, else when the batch was read
+                at: rx
+                    .arrived(i)
+                    .map_or(at, |ns| rfc_stamp::ntp_from_unix_nanos(u128::from(ns))),
                 ttl: rx.ttl(i),
                 tos: rx.tos(i),
                 to_port: local.port(),

@@ -78,6 +78,23 @@ pub fn error_estimate(synced: bool, scale: u8, multiplier: u8) -> u16 {
     (u16::from(synced) << 15) | (u16::from(scale & 0x3F) << 8) | u16::from(multiplier.max(1))
 }
 
+/// The Error Estimate of a clock whose error is at most `seconds`: the
+/// smallest scale whose multiplier (at most 255) bounds it.
+pub fn error_estimate_of(synced: bool, seconds: f64) -> u16 {
+    let s = if seconds.is_finite() {
+        seconds.max(0.0)
+    } else {
+        1e9
+    };
+    for scale in 0u8..64 {
+        let m = (s * 2f64.powi(32 - i32::from(scale))).ceil();
+        if m <= 255.0 {
+            return error_estimate(synced, scale, m.max(1.0) as u8);
+        }
+    }
+    error_estimate(synced, 63, 255)
+}
+
 /// Whether a test packet is authenticated (a session's setting: nothing
 /// in the packet says).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -423,7 +440,8 @@ pub struct Reflector {
     pub mode: Mode,
     pub numbering: Numbering,
     key: Option<Vec<u8>>,
-    /// Its clock's Error Estimate (its own T2 and T3).
+    /// Its clock's Error Estimate (its own T2 and T3; the daemon sets it
+    /// from its clock's state).
     pub error_estimate: u16,
     /// Timestamp Information's synchronisation source.
     pub sync_source: u8,

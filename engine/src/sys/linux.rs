@@ -175,6 +175,12 @@ pub mod opt {
         }
     }
 
+    /// SO_TIMESTAMPNS: each datagram's arrival, as the kernel took it
+    /// ([`super::MsgBatch::arrived`]).
+    pub fn recv_timestamps(sock: &impl Sock) -> io::Result<()> {
+        set_int_option(sock, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)
+    }
+
     /// UDP_GRO on a receiving socket.
     pub fn udp_gro(sock: &impl Sock) -> io::Result<()> {
         set_int_option(sock, libc::SOL_UDP, super::UDP_GRO, 1)
@@ -233,12 +239,12 @@ pub mod opt {
 pub const UDP_SEGMENT: i32 = 103;
 pub const UDP_GRO: i32 = 104;
 
-/// Room for two `int` control messages (UDP_GRO's segment size, and the
-/// codepoint IP_RECVTOS or IPV6_RECVTCLASS brings), aligned as a cmsghdr
-/// must be.
+/// Room for the control messages a receive asks (UDP_GRO's segment size,
+/// the codepoint IP_RECVTOS or IPV6_RECVTCLASS brings, the TTL or hop
+/// limit, SO_TIMESTAMPNS's arrival), aligned as a cmsghdr must be.
 #[derive(Clone, Copy)]
 #[repr(C, align(8))]
-struct Control([u8; 64]);
+struct Control([u8; 128]);
 
 /// `n` messages for sendmmsg(2) or recvmmsg(2), each over its own slot of
 /// `slot` bytes in a buffer this owns. Every pointer the headers hold goes
@@ -286,7 +292,7 @@ impl MsgBatch {
                 n
             ],
             addrs: vec![zero_addr; addrs],
-            ctrl: vec![Control([0; 64]); ctrl],
+            ctrl: vec![Control([0; 128]); ctrl],
         };
         let base = b.data.as_mut_ptr();
         for (i, (h, iov)) in b.hdrs.iter_mut().zip(b.iovs.iter_mut()).enumerate() {
@@ -541,6 +547,13 @@ impl MsgBatch {
     pub fn ttl(&self, i: usize) -> Option<u8> {
         self.hdrs.get(i).and_then(|h| ttl_of(&h.msg_hdr))
     }
+
+    /// When the kernel received message `i` of the last receive,
+    /// nanoseconds since the Unix epoch, where the socket asks for it
+    /// ([`opt::recv_timestamps`]).
+    pub fn arrived(&self, i: usize) -> Option<u64> {
+        self.hdrs.get(i).and_then(|h| arrival_of(&h.msg_hdr))
+    }
 }
 
 /// The TOS byte or traffic class among a received message's control
@@ -564,6 +577,43 @@ fn tos_of(h: &libc::msghdr) -> Option<u8> {
         }
     }
     tos
+}
+
+/// When the kernel took a datagram in (SCM_TIMESTAMPNS), nanoseconds since
+/// the Unix epoch.
+fn arrival_of(h: &libc::msghdr) -> Option<u64> {
+    let mut at = None;
+    // SAFETY: as tos_of's: CMSG_* walk the control buffer the kernel
+    // filled, within msg_controllen.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(h);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                at = u64::try_from(ts.tv_sec)
+                    .ok()
+                    .zip(u64::try_from(ts.tv_nsec).ok())
+                    .map(|(s, n)| s.saturating_mul(1_000_000_000).saturating_add(n));
+            }
+            c = libc::CMSG_NXTHDR(h, c);
+        }
+    }
+    at
+}
+
+/// The system clock's state as the kernel keeps it (ntp_adjtime(2)):
+/// whether it is synchronised to an external source, and its maximum
+/// error, seconds.
+pub fn clock_error() -> Option<(bool, f64)> {
+    // SAFETY: all-zero is a valid timex; modes 0 reads and changes nothing.
+    let mut t: libc::timex = unsafe { std::mem::zeroed() };
+    // SAFETY: a pointer to a live timex.
+    let state = unsafe { libc::ntp_adjtime(&raw mut t) };
+    if state < 0 {
+        return None;
+    }
+    let synced = state != libc::TIME_ERROR && t.status & libc::STA_UNSYNC == 0;
+    Some((synced, t.maxerror as f64 / 1e6))
 }
 
 /// Wait until `sock` is readable or `timeout` has passed: whether it is.
@@ -631,7 +681,7 @@ pub fn recv_marked(
 pub fn recv_stamped(sock: &impl Sock, buf: &mut [u8]) -> io::Result<super::Datagram> {
     // SAFETY: all-zero is a valid value of these plain C structs.
     let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let mut ctrl = Control([0; 64]);
+    let mut ctrl = Control([0; 128]);
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
@@ -718,7 +768,7 @@ pub enum ErrQueue {
 
 /// The next entry of the error queue, without waiting.
 pub fn zerocopy_done(sock: &impl Sock) -> io::Result<ErrQueue> {
-    let mut ctrl_big = Control([0; 64]);
+    let mut ctrl_big = Control([0; 128]);
     // SAFETY: all-zero is a valid msghdr.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_control = ctrl_big.0.as_mut_ptr().cast();

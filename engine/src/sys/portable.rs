@@ -204,6 +204,11 @@ impl MsgBatch {
     pub fn ttl(&self, _: usize) -> Option<u8> {
         None
     }
+
+    /// No arrival time is taken here ([`opt::recv_timestamps`] says so).
+    pub fn arrived(&self, _: usize) -> Option<u64> {
+        None
+    }
 }
 
 /// Wait until `sock` is readable or `timeout` has passed: here, the next
@@ -215,6 +220,11 @@ pub fn wait_one_readable(
 ) -> io::Result<bool> {
     sock.set_read_timeout(Some(timeout.max(std::time::Duration::from_millis(1))))?;
     Ok(true)
+}
+
+/// The system clock's synchronisation and error: not read here.
+pub fn clock_error() -> Option<(bool, f64)> {
+    None
 }
 
 /// One datagram with the TTL and traffic class it came with: here, its
@@ -288,6 +298,11 @@ pub mod opt {
     /// as TWAMP's does where it cannot read it).
     pub fn recv_ttl(_: &impl Sock, _: bool) -> io::Result<()> {
         Err(unsupported("IP_RECVTTL"))
+    }
+
+    /// Each datagram's arrival from the kernel: not taken here.
+    pub fn recv_timestamps(_: &impl Sock) -> io::Result<()> {
+        Err(unsupported("SO_TIMESTAMPNS"))
     }
 
     pub fn fastopen_connect(_: &impl Sock) -> io::Result<()> {

@@ -146,6 +146,26 @@ fn authenticated_mode_reflects_only_a_packet_whose_hmac_verifies() {
     let d = ReflectorPacket::decode(&r, Mode::Authenticated, Some(k)).expect("its HMAC verifies");
     assert_eq!((d.seq, d.sender_seq, d.ssid, d.sender_ttl), (0, 2, 7, 64));
     assert!(ReflectorPacket::decode(&r, Mode::Authenticated, Some(b"a guess")).is_err());
+    // T2 (the kernel's receipt) before T3, both within a second of ours
+    let now = proto::rfc_stamp::ntp_from_unix_nanos(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos(),
+    );
+    assert!(d.receive_timestamp <= d.timestamp, "{d:?}");
+    assert!(now.abs_diff(d.timestamp) < 1 << 32, "{d:?}");
+    // its Error Estimate: the system clock's, as the kernel keeps it
+    if let Some((synced, err)) = engine::sys::clock_error() {
+        let want = proto::rfc_stamp::error_estimate_of(synced, err);
+        assert_eq!(d.error_estimate & 0x8000, want & 0x8000, "S");
+        let scale = |e: u16| i32::from((e >> 8) & 0x3F);
+        assert!(
+            (scale(d.error_estimate) - scale(want)).abs() <= 1,
+            "{:#x} {want:#x}",
+            d.error_estimate
+        );
+    }
     drop(n);
     let _ = std::fs::remove_dir_all(dir);
 }
