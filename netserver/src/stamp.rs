@@ -55,7 +55,7 @@ pub(crate) fn spawn(sock: UdpSocket, shared: &Arc<Shared>) -> io::Result<thread:
 }
 
 /// The reflector's Error Estimate: the system clock's maximum error as the
-/// kernel keeps it (ntp_adjtime), and whether it is synchronised; where
+/// kernel keeps it (adjtimex), and whether it is synchronised; where
 /// that cannot be read, unsynchronised and a second.
 fn clock_estimate() -> u16 {
     let (synced, err) = engine::sys::clock_error().unwrap_or((false, 1.0));

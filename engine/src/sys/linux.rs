@@ -601,14 +601,15 @@ fn arrival_of(h: &libc::msghdr) -> Option<u64> {
     at
 }
 
-/// The system clock's state as the kernel keeps it (ntp_adjtime(2)):
+/// The system clock's state as the kernel keeps it (adjtimex(2)):
 /// whether it is synchronised to an external source, and its maximum
 /// error, seconds.
 pub fn clock_error() -> Option<(bool, f64)> {
-    // SAFETY: all-zero is a valid timex; modes 0 reads and changes nothing.
+    // SAFETY: all-zero is a valid timex; modes 0 reads and changes nothing
+    // (adjtimex: glibc and musl both have it).
     let mut t: libc::timex = unsafe { std::mem::zeroed() };
     // SAFETY: a pointer to a live timex.
-    let state = unsafe { libc::ntp_adjtime(&raw mut t) };
+    let state = unsafe { libc::adjtimex(&raw mut t) };
     if state < 0 {
         return None;
     }
@@ -626,7 +627,7 @@ pub fn wait_one_readable(sock: &impl Sock, timeout: std::time::Duration) -> io::
         revents: 0,
     };
     let ts = libc::timespec {
-        tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as _,
         tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
     };
     // SAFETY: one pollfd and a timespec, both live for the call; no
