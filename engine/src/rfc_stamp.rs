@@ -91,8 +91,9 @@ impl Clock {
     }
 }
 
-/// The test packet of sequence number `seq` sent at `t1` (Unix ns).
-fn packet(plan: &SenderPlan, seq: u32, t1: u64) -> Vec<u8> {
+/// The session's first test packet (each next one is made in place,
+/// [`SenderPacket::restamp`]).
+fn packet(plan: &SenderPlan) -> Vec<u8> {
     let base = plan.mode.base_len();
     let pad = plan.size.saturating_sub(base);
     let tlvs = if pad >= 4 {
@@ -100,11 +101,12 @@ fn packet(plan: &SenderPlan, seq: u32, t1: u64) -> Vec<u8> {
     } else {
         Vec::new()
     };
+    // NTP format; the system clock's error, as the kernel keeps it
+    let (synced, err) = crate::sys::clock_error().unwrap_or((false, 1.0));
     let mut b = SenderPacket {
-        seq,
-        timestamp: rfc_stamp::ntp_from_unix_nanos(u128::from(t1)),
-        // NTP format, no external synchronisation known, 1 us
-        error_estimate: rfc_stamp::error_estimate(false, 20, 1),
+        seq: plan.first_seq,
+        timestamp: 0,
+        error_estimate: rfc_stamp::error_estimate_of(synced, err),
         ssid: plan.ssid,
         tlvs,
     }
@@ -126,6 +128,7 @@ pub fn run(sock: &UdpSocket, plan: &SenderPlan, stop: &StopFlag) -> io::Result<S
     };
     // each packet's T1, by its place in the session
     let mut sent_at: Vec<u64> = Vec::new();
+    let mut test_packet = packet(plan);
     let mut buf = vec![0u8; rfc_stamp::MAX_PACKET + 1];
     let mut next = start;
     let mut last_send = start;
@@ -139,7 +142,15 @@ pub fn run(sock: &UdpSocket, plan: &SenderPlan, stop: &StopFlag) -> io::Result<S
         if sending && now >= next {
             let t1 = clock.ns(now);
             let seq = plan.first_seq.wrapping_add(s.sent as u32);
-            match sock.send(&packet(plan, seq, t1)) {
+            let t1_ntp = rfc_stamp::ntp_from_unix_nanos(u128::from(t1));
+            SenderPacket::restamp(
+                &mut test_packet,
+                plan.mode,
+                plan.key.as_deref(),
+                seq,
+                t1_ntp,
+            );
+            match sock.send(&test_packet) {
                 Ok(_) => {}
                 // a reflector not (yet) there: the packet counts as lost
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
@@ -232,7 +243,6 @@ mod tests {
                     ttl: Some(64),
                     tos: None,
                     to_port: at.port(),
-                    seq: [0; 4],
                 };
                 let now = || rfc_stamp::ntp_from_unix_nanos(2);
                 let r = r.reflect(&b[..n], &rx, now, &mut out).unwrap();

@@ -131,7 +131,6 @@ fn reflect_until_stopped(sock: &UdpSocket, local: SocketAddr, shared: &Shared) {
                 ttl: rx.ttl(i),
                 tos: rx.tos(i),
                 to_port: local.port(),
-                seq: [0; 4],
             };
             match reflector.reflect(req, &meta, ntp_now, &mut out) {
                 // Class of Service: the reflection marked with the DSCP

@@ -232,6 +232,18 @@ impl SenderPacket {
         b
     }
 
+    /// A packet [`SenderPacket::encode`] made, made the next one in place:
+    /// its sequence number and timestamp written, signed again in
+    /// authenticated mode (a sender sends without building each anew).
+    pub fn restamp(b: &mut [u8], mode: Mode, key: Option<&[u8]>, seq: u32, timestamp: u64) {
+        put(b, 0, &seq.to_be_bytes());
+        put(b, layout(mode).ts, &timestamp.to_be_bytes());
+        if mode == Mode::Authenticated {
+            let mac = hmac16(key.unwrap_or_default(), &[span(b, 0, 96)]);
+            put(b, 96, &mac);
+        }
+    }
+
     /// A test packet's fields (its TLVs read as [`parse_tlvs`] does).
     pub fn decode(b: &[u8], mode: Mode) -> Result<SenderPacket, StampError> {
         if b.len() < mode.base_len() {
@@ -400,8 +412,6 @@ pub struct Received {
     pub tos: Option<u8>,
     /// The port it came to (Location TLV).
     pub to_port: u16,
-    /// The request's sequence number's octets (filled by [`Reflector::reflect`]).
-    pub seq: [u8; 4],
 }
 
 /// A reflection to send: its length in the buffer, and the traffic class
@@ -496,10 +506,6 @@ impl Reflector {
             }
         }
         let sender = SenderPacket::decode(req, self.mode)?;
-        let rx = &Received {
-            seq: get(req, 0),
-            ..*rx
-        };
         let session = self.count(rx.from, sender.ssid);
         let key = self.key();
         let seq = match self.numbering {
@@ -512,7 +518,7 @@ impl Reflector {
         };
         out.copy_from_slice(req);
         let (head, out_tlvs) = out.split_at_mut(base);
-        let (tos, signed) = self.answer_tlvs(req_tlvs, rx, &session, out_tlvs);
+        let (tos, signed) = self.answer_tlvs(req_tlvs, rx, (sender.seq, &session), out_tlvs);
         let mut r = ReflectorPacket {
             seq,
             timestamp: 0,
@@ -582,13 +588,13 @@ impl Reflector {
         &self,
         tlv_area: &[u8],
         rx: &Received,
-        session: &Session,
+        (seq, session): (u32, &Session),
         out: &mut [u8],
     ) -> (Option<u8>, Option<usize>) {
         let (_, end) = parse_tlvs(tlv_area);
         let mut tos = None;
         // the HMAC TLV, if any: it must verify before any TLV is used
-        let hmac_ok = self.tlv_hmac_ok(rx.seq, tlv_area);
+        let hmac_ok = self.tlv_hmac_ok(seq.to_be_bytes(), tlv_area);
         let mut at = 0;
         while at < end {
             let len = usize::from(get_u16(tlv_area, at + 2));
@@ -714,7 +720,6 @@ mod tests {
             ttl: Some(ttl),
             tos: Some(tos),
             to_port: PORT,
-            seq: [0; 4],
         }
     }
 
@@ -755,6 +760,15 @@ mod tests {
         assert_eq!(&a[26..28], &[0xAB, 0xCD]);
         assert!(a[28..96].iter().all(|&x| x == 0));
         assert_eq!(&a[96..112], &hmac16(KEY, &[&a[..96]]));
+        // made the next one in place: as if encoded anew
+        let mut next = a.clone();
+        SenderPacket::restamp(&mut next, Mode::Authenticated, Some(KEY), 8, 42);
+        let fresh = SenderPacket {
+            seq: 8,
+            timestamp: 42,
+            ..sender(0, Vec::new())
+        };
+        assert_eq!(next, fresh.encode(Mode::Authenticated, Some(KEY)));
         // TLVs after the base packet: flags, type, length of the value
         let t = sender(1, vec![Tlv::request(TLV_EXTRA_PADDING, vec![9; 6])])
             .encode(Mode::Unauthenticated, None);
