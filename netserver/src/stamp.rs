@@ -70,8 +70,21 @@ fn ntp_now() -> u64 {
     rfc_stamp::ntp_from_unix_nanos(nanos)
 }
 
-/// Test packets read (recvmmsg) and reflections sent (sendmmsg) a call.
+/// Messages read (recvmmsg) and sent (sendmmsg) a call.
 const BATCH: usize = 64;
+
+/// A message's room where the kernel coalesces test packets (UDP_GRO): as
+/// much as one receive can hold.
+const COALESCED: usize = 65_536;
+
+/// Reflections sent as one message (UDP_SEGMENT) at most, and their
+/// octets: within what every kernel that has GSO takes (64 segments).
+const RUN_PACKETS: usize = 64;
+const RUN_OCTETS: usize = 65_000;
+
+/// Reflections larger than this go one a message: a run's datagrams must
+/// each fit the path's MTU whole, and 1,232 octets do on any IPv6 path.
+const RUN_PACKET_MAX: usize = 1_232;
 
 fn reflect_until_stopped(sock: &UdpSocket, local: SocketAddr, shared: &Shared) {
     let cfg = &shared.config.stamp;
@@ -80,14 +93,15 @@ fn reflect_until_stopped(sock: &UdpSocket, local: SocketAddr, shared: &Shared) {
     let mut pace = Pace::new(cfg.per_source);
     let metrics = &shared.config.metrics;
     let log = &shared.config.logger;
-    let slot = rfc_stamp::MAX_PACKET + 1;
-    let mut rx = MsgBatch::receiving(BATCH, slot);
-    let mut tx = Replies {
-        batch: MsgBatch::replying(BATCH, slot),
-        lens: Vec::with_capacity(BATCH),
-        tos: None,
-    };
-    let mut out = vec![0u8; slot];
+    // test packets the kernel took back to back from one sender come in
+    // one message where it can coalesce them (UDP_GRO); reflections to one
+    // sender go out the same way (UDP_SEGMENT): one pass through the
+    // stack for a run of them, each still its own datagram on the wire
+    let segmented = engine::sys::SEGMENTED_SENDS && engine::sys::opt::udp_gro(sock).is_ok();
+    let one = rfc_stamp::MAX_PACKET + 1;
+    let mut rx = MsgBatch::receiving(BATCH, if segmented { COALESCED } else { one });
+    let mut tx = Replies::new(segmented);
+    let mut out = vec![0u8; one];
     // `--policy`'s [stamp] allow: read again each second (SIGHUP reloads it)
     let mut allow = (shared.config.policy.stamp(), Instant::now());
     while !shared.shutdown.is_triggered() {
@@ -108,20 +122,11 @@ fn reflect_until_stopped(sock: &UdpSocket, local: SocketAddr, shared: &Shared) {
         let at = ntp_now();
         let now = Instant::now();
         for i in 0..n {
-            let (req, from, _) = rx.received(i);
+            let (message, from, coalesced) = rx.received(i);
             let Some(from) = from else { continue };
-            if !allow.0.allows(from.ip()) {
-                metrics.stamp_dropped("prefix", 1);
-                continue;
-            }
-            if !pace.admit(from.ip(), now) {
-                metrics.stamp_dropped("rate", 1);
-                continue;
-            }
-            if req.len() > rfc_stamp::MAX_PACKET {
-                metrics.stamp_dropped("long", 1);
-                continue;
-            }
+            // test packets the kernel coalesced share the first one's
+            // receipt, TTL and traffic class (it coalesces only those whose
+            // IP headers agree, taken in one poll)
             let meta = Received {
                 from,
                 // T2: the kernel's receipt, else when the batch was read
@@ -132,84 +137,207 @@ fn reflect_until_stopped(sock: &UdpSocket, local: SocketAddr, shared: &Shared) {
                 tos: rx.tos(i),
                 to_port: local.port(),
             };
-            match reflector.reflect(req, &meta, ntp_now, &mut out) {
-                // Class of Service: the reflection marked with the DSCP
-                // asked (never an ECN codepoint of its own)
-                Ok(r) => tx.add(
-                    sock,
-                    from,
-                    out.get(..r.len).unwrap_or_default(),
-                    r.tos.map(|t| t & !0x03),
-                    shared,
-                ),
-                Err(StampError::Hmac) => metrics.stamp_dropped("hmac", 1),
-                Err(StampError::Short(_)) => metrics.stamp_dropped("short", 1),
-                Err(StampError::Long(_)) => metrics.stamp_dropped("long", 1),
+            let size = coalesced.unwrap_or(message.len()).max(1);
+            for (k, req) in message.chunks(size).enumerate() {
+                if !allow.0.allows(from.ip()) {
+                    metrics.stamp_dropped("prefix", 1);
+                    continue;
+                }
+                if !pace.admit(from.ip(), now) {
+                    metrics.stamp_dropped("rate", 1);
+                    continue;
+                }
+                if req.len() > rfc_stamp::MAX_PACKET {
+                    metrics.stamp_dropped("long", 1);
+                    continue;
+                }
+                match reflector.reflect(req, &meta, ntp_now, &mut out) {
+                    // Class of Service: the reflection marked with the DSCP
+                    // asked (never an ECN codepoint of its own)
+                    Ok(r) => tx.add(
+                        sock,
+                        from,
+                        out.get(..r.len).unwrap_or_default(),
+                        r.tos.map(|t| t & !0x03),
+                        // the reflections of what came coalesced go back
+                        // so, those of packets that came one by one each
+                        // as its own: a path's drops then fall on the
+                        // reflections as they would on single packets
+                        k > 0,
+                        shared,
+                    ),
+                    Err(StampError::Hmac) => metrics.stamp_dropped("hmac", 1),
+                    Err(StampError::Short(_)) => metrics.stamp_dropped("short", 1),
+                    Err(StampError::Long(_)) => metrics.stamp_dropped("long", 1),
+                }
             }
         }
         tx.flush(sock, shared);
     }
 }
 
-/// Reflections waiting to go in one sendmmsg, all with one traffic class.
+/// Reflections waiting to go in one sendmmsg, all with one traffic class:
+/// each message a run of reflections to one sender, of one length, that
+/// the kernel cuts into datagrams (UDP_SEGMENT), or one reflection.
 #[derive(Debug)]
 struct Replies {
     batch: MsgBatch,
-    lens: Vec<usize>,
+    runs: Vec<Run>,
+    /// Whether runs may hold more than one reflection (until the kernel
+    /// refuses one).
+    segmented: bool,
     /// The socket's traffic class now (`None`: as it was made).
     tos: Option<u8>,
 }
 
+/// One message of [`Replies`]: `count` reflections of `size` octets to `to`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Run {
+    to: SocketAddr,
+    size: usize,
+    count: usize,
+}
+
+impl Run {
+    fn octets(&self) -> usize {
+        self.size * self.count
+    }
+
+    /// Whether a reflection of `size` octets to `to` goes at the end of
+    /// this run.
+    fn takes(&self, to: SocketAddr, size: usize) -> bool {
+        self.to == to
+            && self.size == size
+            && size <= RUN_PACKET_MAX
+            && self.count < RUN_PACKETS
+            && self.octets() + size <= RUN_OCTETS
+    }
+}
+
 impl Replies {
+    fn new(segmented: bool) -> Replies {
+        let slot = if segmented {
+            RUN_OCTETS
+        } else {
+            rfc_stamp::MAX_PACKET
+        };
+        Replies {
+            batch: MsgBatch::replying(BATCH, slot),
+            runs: Vec::with_capacity(BATCH),
+            segmented,
+            tos: None,
+        }
+    }
+
     /// One more reflection, to `to`, marked `tos` (those before it go
-    /// first where the mark changes, or the batch is full).
+    /// first where the mark changes, or the batch is full): at the end of
+    /// the last run where it `joins` it and the run takes it.
     fn add(
         &mut self,
         sock: &UdpSocket,
         to: SocketAddr,
         b: &[u8],
         tos: Option<u8>,
+        joins: bool,
         shared: &Shared,
     ) {
-        if tos != self.tos || self.lens.len() == self.batch.len() {
-            self.flush(sock, shared);
-        }
         if tos != self.tos {
+            self.flush(sock, shared);
             let v6 = to.is_ipv6();
             let _ = engine::sys::opt::set_tos(sock, v6, i32::from(tos.unwrap_or(0)));
             self.tos = tos;
         }
-        let i = self.lens.len();
-        let slot = self.batch.slot_mut(i);
-        if let Some(s) = slot.get_mut(..b.len()) {
+        let i = match self.runs.last() {
+            Some(r) if joins && self.segmented && r.takes(to, b.len()) => self.runs.len() - 1,
+            _ => {
+                if self.runs.len() == self.batch.len() {
+                    self.flush(sock, shared);
+                }
+                self.runs.push(Run {
+                    to,
+                    size: b.len(),
+                    count: 0,
+                });
+                self.runs.len() - 1
+            }
+        };
+        let Some(run) = self.runs.get_mut(i) else {
+            return;
+        };
+        let at = run.octets();
+        if let Some(s) = self.batch.slot_mut(i).get_mut(at..at + b.len()) {
             s.copy_from_slice(b);
-            self.batch.set_to(i, to);
-            self.lens.push(b.len());
+            run.count += 1;
         }
     }
 
     /// Send what waits; what the kernel would not take is counted dropped.
     fn flush(&mut self, sock: &UdpSocket, shared: &Shared) {
-        if self.lens.is_empty() {
+        if self.runs.is_empty() {
             return;
         }
         let m = &shared.config.metrics;
-        match self.batch.send(sock, &self.lens) {
-            Ok(sent) => {
-                m.stamp_reflected(sent as u64);
-                if sent < self.lens.len() {
-                    m.stamp_dropped("send", (self.lens.len() - sent) as u64);
-                }
+        let mut lens = [0usize; BATCH];
+        for (i, r) in self.runs.iter().enumerate() {
+            let size = (r.count > 1).then(|| u16::try_from(r.size).unwrap_or(u16::MAX));
+            self.batch.set_segment(i, size);
+            self.batch.set_to(i, r.to);
+            if let Some(l) = lens.get_mut(i) {
+                *l = r.octets();
             }
+        }
+        let lens = lens.get(..self.runs.len()).unwrap_or_default();
+        let sent = match self.batch.send(sock, lens) {
+            Ok(sent) => sent,
             Err(e) => {
+                let runs = self.runs.iter().any(|r| r.count > 1);
+                if runs && self.segmented {
+                    // a kernel or a route that will not cut datagrams
+                    // (EIO: no checksum offload; EINVAL): one a message
+                    // from here on, and these sent so
+                    self.segmented = false;
+                    shared.config.logger.log(
+                        1,
+                        &format!("--stamp: reflections go one a message from now: {e}"),
+                    );
+                    self.resend_one_by_one(sock, shared);
+                    return;
+                }
                 shared
                     .config
                     .logger
                     .warn_limited("stamp-send", &format!("--stamp: {e}"));
-                m.stamp_dropped("send", self.lens.len() as u64);
+                0
+            }
+        };
+        let (went, left) = self.runs.split_at(sent.min(self.runs.len()));
+        m.stamp_reflected(went.iter().map(|r| r.count as u64).sum());
+        let dropped: u64 = left.iter().map(|r| r.count as u64).sum();
+        if dropped > 0 {
+            m.stamp_dropped("send", dropped);
+        }
+        self.runs.clear();
+    }
+
+    /// What waits, sent a reflection a message.
+    fn resend_one_by_one(&mut self, sock: &UdpSocket, shared: &Shared) {
+        let m = &shared.config.metrics;
+        let (mut went, mut dropped) = (0u64, 0u64);
+        for (i, r) in self.runs.iter().enumerate() {
+            let slot = self.batch.slot_mut(i);
+            for k in 0..r.count {
+                let b = slot.get(k * r.size..(k + 1) * r.size).unwrap_or_default();
+                match sock.send_to(b, r.to) {
+                    Ok(_) => went += 1,
+                    Err(_) => dropped += 1,
+                }
             }
         }
-        self.lens.clear();
+        m.stamp_reflected(went);
+        if dropped > 0 {
+            m.stamp_dropped("send", dropped);
+        }
+        self.runs.clear();
     }
 }
 
@@ -273,6 +401,40 @@ mod tests {
         let t1 = t0 + Duration::from_millis(100);
         let more = (0..50).filter(|_| p.admit(a, t1)).count();
         assert!((9..=10).contains(&more), "{more}");
+    }
+
+    #[test]
+    fn a_run_takes_only_its_own_size_to_its_own_sender_within_bounds() {
+        let a: SocketAddr = "198.18.0.1:862".parse().unwrap();
+        let b: SocketAddr = "198.18.0.1:863".parse().unwrap();
+        let r = Run {
+            to: a,
+            size: 44,
+            count: 1,
+        };
+        assert!(r.takes(a, 44));
+        assert!(!r.takes(b, 44), "another sender");
+        assert!(!r.takes(a, 45), "another size");
+        let full = Run {
+            count: RUN_PACKETS,
+            ..r
+        };
+        assert!(!full.takes(a, 44), "as many as a run holds");
+        let big = Run {
+            to: a,
+            size: 1_200,
+            count: RUN_OCTETS / 1_200,
+        };
+        assert!(big.count < RUN_PACKETS && !big.takes(a, 1_200), "octets");
+        let over = Run {
+            to: a,
+            size: RUN_PACKET_MAX + 1,
+            count: 1,
+        };
+        assert!(
+            !over.takes(a, RUN_PACKET_MAX + 1),
+            "past what every MTU takes"
+        );
     }
 
     #[test]

@@ -235,6 +235,10 @@ pub mod opt {
     }
 }
 
+/// Whether a message may hold several datagrams that the kernel cuts
+/// ([`MsgBatch::set_segment`]).
+pub const SEGMENTED_SENDS: bool = true;
+
 /// `UDP_SEGMENT` and `UDP_GRO` (linux/udp.h), at level `SOL_UDP`.
 pub const UDP_SEGMENT: i32 = 103;
 pub const UDP_GRO: i32 = 104;
@@ -307,7 +311,7 @@ impl MsgBatch {
     /// `n` slots of `slot` bytes to send, to `to` when the socket is not
     /// connected.
     pub fn sending(n: usize, slot: usize, to: Option<std::net::SocketAddr>) -> MsgBatch {
-        let mut b = MsgBatch::alloc(n, slot, usize::from(to.is_some()), 0);
+        let mut b = MsgBatch::alloc(n, slot, usize::from(to.is_some()), n);
         if let (Some(to), Some(a)) = (to, b.addrs.first_mut()) {
             let to = socket2::SockAddr::from(to);
             // SAFETY: SockAddr's storage is a sockaddr_storage of `len`
@@ -325,11 +329,50 @@ impl MsgBatch {
     /// `n` slots of `slot` bytes to send, each to its own destination
     /// ([`MsgBatch::set_to`]): a reflector's replies, to their senders.
     pub fn replying(n: usize, slot: usize) -> MsgBatch {
-        let mut b = MsgBatch::alloc(n, slot, n, 0);
-        for (h, a) in b.hdrs.iter_mut().zip(b.addrs.iter_mut()) {
+        // (no control message until one is set: msg_controllen 0)
+        MsgBatch::each_own(n, slot)
+    }
+
+    /// `n` slots, each message with an address and a control buffer of
+    /// its own.
+    fn each_own(n: usize, slot: usize) -> MsgBatch {
+        let mut b = MsgBatch::alloc(n, slot, n, n);
+        for ((h, a), c) in b
+            .hdrs
+            .iter_mut()
+            .zip(b.addrs.iter_mut())
+            .zip(b.ctrl.iter_mut())
+        {
             h.msg_hdr.msg_name = std::ptr::from_mut(a).cast();
+            h.msg_hdr.msg_control = c.0.as_mut_ptr().cast();
         }
         b
+    }
+
+    /// Whether message `i` ([`MsgBatch::replying`]'s) goes as datagrams of
+    /// `size` bytes each, the last of what is left (UDP_SEGMENT: one send
+    /// through the stack, cut in the kernel or the NIC), or as one datagram
+    /// (`None`).
+    pub fn set_segment(&mut self, i: usize, size: Option<u16>) {
+        let (Some(h), Some(c)) = (self.hdrs.get_mut(i), self.ctrl.get_mut(i)) else {
+            return;
+        };
+        let Some(size) = size else {
+            h.msg_hdr.msg_controllen = 0;
+            return;
+        };
+        // SAFETY: CMSG_SPACE of two bytes (24) is within the control
+        // buffer's 128, which is aligned as a cmsghdr; the header points at
+        // it, and CMSG_FIRSTHDR/CMSG_DATA stay within the length set.
+        unsafe {
+            h.msg_hdr.msg_control = c.0.as_mut_ptr().cast();
+            h.msg_hdr.msg_controllen = libc::CMSG_SPACE(2) as _;
+            let m = libc::CMSG_FIRSTHDR(&h.msg_hdr);
+            (*m).cmsg_level = libc::SOL_UDP;
+            (*m).cmsg_type = UDP_SEGMENT;
+            (*m).cmsg_len = libc::CMSG_LEN(2) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(m).cast::<u16>(), size);
+        }
     }
 
     /// Message `i`'s destination ([`MsgBatch::replying`]'s).
@@ -346,17 +389,8 @@ impl MsgBatch {
     /// `n` slots of `slot` bytes to receive into, each with room for its
     /// sender's address and one control message.
     pub fn receiving(n: usize, slot: usize) -> MsgBatch {
-        let mut b = MsgBatch::alloc(n, slot, n, n);
-        for ((h, a), c) in b
-            .hdrs
-            .iter_mut()
-            .zip(b.addrs.iter_mut())
-            .zip(b.ctrl.iter_mut())
-        {
-            h.msg_hdr.msg_name = std::ptr::from_mut(a).cast();
-            h.msg_hdr.msg_control = c.0.as_mut_ptr().cast();
-        }
-        b
+        // (each receive sets the lengths it offers)
+        MsgBatch::each_own(n, slot)
     }
 
     pub fn len(&self) -> usize {

@@ -36,6 +36,10 @@ pub fn sendfile(
     Err(unsupported("sendfile"))
 }
 
+/// Whether a message may hold several datagrams that the kernel cuts
+/// ([`MsgBatch::set_segment`]): not here.
+pub const SEGMENTED_SENDS: bool = false;
+
 /// Linux's numbers for UDP_SEGMENT and UDP_GRO: setting them fails here,
 /// and `--gso` says so.
 pub const UDP_SEGMENT: i32 = 103;
@@ -51,6 +55,9 @@ pub struct MsgBatch {
     from: Vec<Option<std::net::SocketAddr>>,
     /// Each message's own destination ([`MsgBatch::replying`]).
     each: Vec<Option<std::net::SocketAddr>>,
+    /// Each message's datagram size, where it holds several
+    /// ([`MsgBatch::set_segment`]).
+    segment: Vec<Option<u16>>,
 }
 
 impl std::fmt::Debug for MsgBatch {
@@ -73,6 +80,7 @@ impl MsgBatch {
             lens: vec![0; n],
             from: vec![None; n],
             each: Vec::new(),
+            segment: vec![None; n],
         }
     }
 
@@ -87,6 +95,15 @@ impl MsgBatch {
     pub fn set_to(&mut self, i: usize, to: std::net::SocketAddr) {
         if let Some(a) = self.each.get_mut(i) {
             *a = Some(to);
+        }
+    }
+
+    /// Message `i` goes as datagrams of `size` bytes each (the last of
+    /// what is left): here one send a datagram, there being no
+    /// UDP_SEGMENT ([`SEGMENTED_SENDS`]).
+    pub fn set_segment(&mut self, i: usize, size: Option<u16>) {
+        if let Some(s) = self.segment.get_mut(i) {
+            *s = size;
         }
     }
 
@@ -127,14 +144,26 @@ impl MsgBatch {
                 .copied()
                 .flatten()
                 .map(socket2::SockAddr::from);
-            let sent = match (&each, &to) {
-                (Some(a), _) | (None, Some(a)) => s.send_to(buf, a),
-                (None, None) => s.send(buf),
-            };
-            let n = match sent {
-                Ok(n) => n,
-                Err(e) => return if i == 0 { Err(e) } else { Ok(i) },
-            };
+            let seg = self
+                .segment
+                .get(i)
+                .copied()
+                .flatten()
+                .map_or(buf.len(), usize::from)
+                .max(1);
+            let mut n = 0;
+            for one in buf.chunks(seg) {
+                let sent = match (&each, &to) {
+                    (Some(a), _) | (None, Some(a)) => s.send_to(one, a),
+                    (None, None) => s.send(one),
+                };
+                match sent {
+                    Ok(k) => n += k,
+                    Err(e) if n == 0 => return if i == 0 { Err(e) } else { Ok(i) },
+                    // part of the message went: it counts as sent
+                    Err(_) => break,
+                }
+            }
             if let Some(s) = self.lens.get_mut(i) {
                 *s = n;
             }

@@ -5,7 +5,12 @@
 //! Prints each run's figure and the median with min..max; the reflector's
 //! system calls a reflection (strace -c -f) once; asserts nothing.
 //!
-//! bench/stamp [--runs N] [--secs S] [--window W] [--size OCTETS]
+//! With `--burst N` the sender hands the kernel N test packets a message
+//! (UDP_SEGMENT), each still its own datagram, as a NIC's receive
+//! coalescing (GRO) hands a busy reflector packets that came back to back:
+//! the reflector then reads them coalesced and answers them the same way.
+//!
+//! bench/stamp [--runs N] [--secs S] [--window W] [--size OCTETS] [--burst N]
 
 use std::{
     net::{SocketAddr, UdpSocket},
@@ -23,6 +28,7 @@ struct Args {
     secs: f64,
     window: usize,
     size: usize,
+    burst: usize,
 }
 
 fn args() -> Args {
@@ -31,6 +37,7 @@ fn args() -> Args {
         secs: 3.0,
         window: 1024,
         size: 44,
+        burst: 1,
     };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -41,9 +48,10 @@ fn args() -> Args {
             "--secs" => a.secs = next.parse().expect("--secs S"),
             "--window" => a.window = next.parse().expect("--window W"),
             "--size" => a.size = next.parse::<usize>().expect("--size OCTETS").max(44),
-            other => {
-                panic!("{other}: bench/stamp [--runs N] [--secs S] [--window W] [--size OCTETS]")
-            }
+            "--burst" => a.burst = next.parse::<usize>().expect("--burst N").clamp(1, 64),
+            other => panic!(
+                "{other}: bench/stamp [--runs N] [--secs S] [--window W] [--size OCTETS] [--burst N]"
+            ),
         }
         i += 2;
     }
@@ -93,14 +101,23 @@ fn run(to: SocketAddr, a: &Args) -> (f64, u64) {
     let _ = s2.set_send_buffer_size(8 << 20);
     sock.set_read_timeout(Some(Duration::from_millis(20)))
         .expect("timeout");
-    let mut tx = MsgBatch::sending(BATCH, a.size, None);
+    // BATCH messages of `burst` test packets each
+    let burst = a.burst;
+    let msgs = (BATCH / burst).max(1);
+    let mut tx = MsgBatch::sending(msgs, a.size * burst, None);
     let mut rx = MsgBatch::receiving(BATCH, 2048);
     let pkt = SenderPacket::default().encode(Mode::Unauthenticated, None);
-    for i in 0..BATCH {
+    for i in 0..msgs {
+        if burst > 1 {
+            tx.set_segment(i, Some(a.size as u16));
+        }
         let s = tx.slot_mut(i);
-        s[..pkt.len()].copy_from_slice(&pkt);
+        for k in 0..burst {
+            s[k * a.size..k * a.size + pkt.len()].copy_from_slice(&pkt);
+        }
     }
-    let lens = vec![a.size; BATCH];
+    let lens = vec![a.size * burst; msgs];
+    let per_call = (msgs * burst) as u64;
     let (mut sent, mut got) = (0u64, 0u64);
     let start = Instant::now();
     let until = start + Duration::from_secs_f64(a.secs);
@@ -112,14 +129,17 @@ fn run(to: SocketAddr, a: &Args) -> (f64, u64) {
             measured_from = Some(Instant::now());
             at_start = got;
         }
-        let room = (a.window as u64).saturating_sub(sent - got) as usize;
-        if room >= BATCH {
-            for i in 0..BATCH {
-                let seq = (sent + i as u64) as u32;
-                tx.slot_mut(i)[..4].copy_from_slice(&seq.to_be_bytes());
+        let room = (a.window as u64).saturating_sub(sent - got);
+        if room >= per_call {
+            for i in 0..msgs {
+                let s = tx.slot_mut(i);
+                for k in 0..burst {
+                    let seq = (sent + (i * burst + k) as u64) as u32;
+                    s[k * a.size..k * a.size + 4].copy_from_slice(&seq.to_be_bytes());
+                }
             }
             if let Ok(n) = tx.send(&sock, &lens) {
-                sent += n as u64;
+                sent += (n * burst) as u64;
             }
         }
         match rx.recv(&sock, BATCH) {
@@ -138,12 +158,16 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 /// The kernel's floor: the same batches echoed back untouched (no STAMP
-/// rules, no clock, no sessions), as fast as recvmmsg and sendmmsg go.
+/// rules, no clock, no sessions), as fast as recvmmsg and sendmmsg go; what
+/// the kernel coalesced (UDP_GRO) sent back as it came (UDP_SEGMENT), as
+/// the reflector does.
 fn echo_server(port: u16) -> ! {
     let sock = UdpSocket::bind(("127.0.0.1", port)).expect("bind");
     let _ = socket2::SockRef::from(&sock).set_recv_buffer_size(8 << 20);
-    let mut rx = MsgBatch::receiving(BATCH, 2048);
-    let mut tx = MsgBatch::replying(BATCH, 2048);
+    let _ = engine::sys::opt::udp_gro(&sock);
+    let slot = 65_536;
+    let mut rx = MsgBatch::receiving(BATCH, slot);
+    let mut tx = MsgBatch::replying(BATCH, slot);
     let mut lens = Vec::with_capacity(BATCH);
     loop {
         let Ok(n) = rx.recv(&sock, BATCH) else {
@@ -151,12 +175,13 @@ fn echo_server(port: u16) -> ! {
         };
         lens.clear();
         for i in 0..n {
-            let (b, from, _) = rx.received(i);
+            let (b, from, gro) = rx.received(i);
             let Some(from) = from else { continue };
             let len = b.len();
             let j = lens.len();
-            tx.slot_mut(j)[..len].copy_from_slice(&rx.received(i).0[..len]);
+            tx.slot_mut(j)[..len].copy_from_slice(b);
             tx.set_to(j, from);
+            tx.set_segment(j, gro.filter(|&g| g < len).map(|g| g as u16));
             lens.push(len);
         }
         let _ = tx.send(&sock, &lens);
@@ -202,9 +227,10 @@ fn main() {
         figures.iter().copied().fold(0.0, f64::max),
     );
     println!(
-        "STAMP reflections/s, {} octets, window {}: median {:.0} ({:.0} .. {:.0}) over {} runs of {} s",
+        "STAMP reflections/s, {} octets, window {}, {} a message: median {:.0} ({:.0} .. {:.0}) over {} runs of {} s",
         a.size,
         a.window,
+        a.burst,
         median(&mut figures),
         min,
         max,

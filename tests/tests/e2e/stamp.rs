@@ -500,3 +500,156 @@ fn the_policy_names_whom_the_reflector_answers() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Two messages of test packets, as a busy sender's NIC would coalesce
+/// them: 16 of 44 octets, then 9 of 60 and one of 50 (UDP_SEGMENT cuts each
+/// message into its datagrams). Sequence numbers from `first`.
+fn send_bursts(s: &UdpSocket, first: u32) -> Vec<(u32, usize)> {
+    use engine::sys::MsgBatch;
+    let mut asked = Vec::new();
+    let mut tx = MsgBatch::sending(2, 16 * 60, None);
+    let mut lens = Vec::new();
+    for (i, sizes) in [vec![44; 16], [vec![60; 9], vec![50]].concat()]
+        .iter()
+        .enumerate()
+    {
+        tx.set_segment(i, Some(sizes[0] as u16));
+        let slot = tx.slot_mut(i);
+        let mut at = 0;
+        for &size in sizes {
+            let seq = first + asked.len() as u32;
+            let mut p = SenderPacket {
+                seq,
+                ..SenderPacket::default()
+            }
+            .encode(Mode::Unauthenticated, None);
+            p.resize(size, 0);
+            slot[at..at + size].copy_from_slice(&p);
+            at += size;
+            asked.push((seq, size));
+        }
+        lens.push(at);
+    }
+    assert_eq!(tx.send(s, &lens).expect("sendmmsg"), 2);
+    asked
+}
+
+/// Every reflection that comes within half a second, decoded, with its
+/// length.
+fn reflections(s: &UdpSocket) -> Vec<(ReflectorPacket, usize)> {
+    let mut got = Vec::new();
+    let mut b = [0u8; 2048];
+    while let Ok(len) = s.recv(&mut b) {
+        let r = ReflectorPacket::decode(&b[..len], Mode::Unauthenticated, None).expect("decodes");
+        got.push((r, len));
+    }
+    got
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn coalesced_test_packets_are_each_reflected_as_their_own_datagram() {
+    let n = Netserver::start(&["--stamp", "127.0.0.1:0"]);
+    let at = reflector(&n);
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.connect(at).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let asked = send_bursts(&s, 1000);
+    let got = reflections(&s);
+    // each its own datagram, as long as its request, numbered in order
+    // (stateful), in the order sent
+    let back: Vec<(u32, usize)> = got.iter().map(|(r, l)| (r.sender_seq, *l)).collect();
+    assert_eq!(back, asked);
+    let seqs: Vec<u32> = got.iter().map(|(r, _)| r.seq).collect();
+    assert_eq!(seqs, (0..26).collect::<Vec<u32>>());
+    // the kernel read the first 16 as one (UDP_GRO): one receipt, T2
+    let t2: Vec<u64> = got.iter().map(|(r, _)| r.receive_timestamp).collect();
+    assert!(t2[..16].iter().all(|&t| t == t2[0]), "{t2:?}");
+    assert!(t2[16..].iter().all(|&t| t == t2[16]), "{t2:?}");
+    // T3 is each reflection's own, after its T2
+    assert!(got.iter().all(|(r, _)| r.timestamp >= r.receive_timestamp));
+}
+
+/// The reflector's sends as strace saw them: each call's line, and the
+/// datagrams or messages it returned.
+fn sends(trace: &str) -> Vec<(&str, usize)> {
+    trace
+        .lines()
+        .filter(|l| l.contains("sendmmsg(") || l.contains("sendto("))
+        .map(|l| {
+            let n = l.rsplit("= ").next().and_then(|n| n.parse().ok());
+            (l, n.unwrap_or(0))
+        })
+        .collect()
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn reflections_go_in_runs_and_one_by_one_where_the_kernel_refuses_runs() {
+    if !harness::have_strace() {
+        return;
+    }
+    let exchange = |t: &harness::TracedServer, first: u32| {
+        let at = reflector(&t.ns);
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.connect(at).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let asked = send_bursts(&s, first);
+        let back: Vec<u32> = reflections(&s).iter().map(|(r, _)| r.sender_seq).collect();
+        let want: Vec<u32> = asked.iter().map(|&(q, _)| q).collect();
+        assert_eq!(back, want, "{}", t.trace());
+        s
+    };
+    // 26 reflections in three messages: a run of 16, a run of 9, and the
+    // shorter one alone, each run cut by the kernel (UDP_SEGMENT)
+    let t = harness::TracedServer::start(
+        &["-e", "trace=sendmmsg,sendto"],
+        &["--stamp", "127.0.0.1:0"],
+        "stamp-runs",
+    );
+    exchange(&t, 0);
+    let trace = t.trace();
+    let calls = sends(&trace);
+    assert!(
+        calls.iter().all(|(l, _)| l.contains("sendmmsg(")),
+        "{trace}"
+    );
+    assert_eq!(calls.iter().map(|&(_, n)| n).sum::<usize>(), 3, "{trace}");
+    assert!(
+        calls.iter().all(|(l, _)| l.contains("cmsg_level=SOL_UDP")),
+        "{trace}"
+    );
+    drop(t);
+    // the reflector's first sendmmsg refused as a route without checksum
+    // offload refuses a run (EIO): every reflection still comes, and from
+    // then on each goes as a datagram of its own
+    let t = harness::TracedServer::start(
+        &[
+            "-e",
+            "trace=sendmmsg,sendto",
+            "-e",
+            "inject=sendmmsg:error=EIO:when=1",
+        ],
+        &["--stamp", "127.0.0.1:0"],
+        "stamp-refused",
+    );
+    let s = exchange(&t, 0);
+    let asked = send_bursts(&s, 100);
+    assert_eq!(reflections(&s).len(), asked.len(), "{}", t.trace());
+    let trace = t.trace();
+    let calls = sends(&trace);
+    let (first, rest) = calls.split_first().expect("a send");
+    assert!(
+        first.0.contains("cmsg_level=SOL_UDP") && first.0.contains("INJECTED"),
+        "{trace}"
+    );
+    assert!(rest.iter().all(|(l, _)| !l.contains("SOL_UDP")), "{trace}");
+    // 52 datagrams after the refusal, each its own message or sendto
+    let datagrams: usize = rest
+        .iter()
+        .map(|&(l, n)| if l.contains("sendto(") { 1 } else { n })
+        .sum();
+    assert_eq!(datagrams, 52, "{trace}");
+}
