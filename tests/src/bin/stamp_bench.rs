@@ -10,7 +10,11 @@
 //! coalescing (GRO) hands a busy reflector packets that came back to back:
 //! the reflector then reads them coalesced and answers them the same way.
 //!
+//! `--other ADDR:PORT` measures another implementation's reflector,
+//! already running (put it on CPU 0), the same way, and nothing else.
+//!
 //! bench/stamp [--runs N] [--secs S] [--window W] [--size OCTETS] [--burst N]
+//!             [--other ADDR:PORT]
 
 use std::{
     net::{SocketAddr, UdpSocket},
@@ -29,6 +33,8 @@ struct Args {
     window: usize,
     size: usize,
     burst: usize,
+    /// Another reflector, already running (on CPU 0): measured alone.
+    other: Option<SocketAddr>,
 }
 
 fn args() -> Args {
@@ -38,6 +44,7 @@ fn args() -> Args {
         window: 1024,
         size: 44,
         burst: 1,
+        other: None,
     };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -49,8 +56,9 @@ fn args() -> Args {
             "--window" => a.window = next.parse().expect("--window W"),
             "--size" => a.size = next.parse::<usize>().expect("--size OCTETS").max(44),
             "--burst" => a.burst = next.parse::<usize>().expect("--burst N").clamp(1, 64),
+            "--other" => a.other = Some(next.parse().expect("--other ADDR:PORT")),
             other => panic!(
-                "{other}: bench/stamp [--runs N] [--secs S] [--window W] [--size OCTETS] [--burst N]"
+                "{other}: bench/stamp [--runs N] [--secs S] [--window W] [--size OCTETS] [--burst N] [--other ADDR:PORT]"
             ),
         }
         i += 2;
@@ -188,19 +196,42 @@ fn echo_server(port: u16) -> ! {
     }
 }
 
+/// This sender on CPU 1 (the reflector being on CPU 0).
+fn pin_to_cpu1() {
+    let _ = Command::new("taskset")
+        .args(["-p", "-c", "1", &std::process::id().to_string()])
+        .stdout(Stdio::null())
+        .status();
+}
+
+/// The least and the most of `v`.
+fn spread(v: &[f64]) -> (f64, f64) {
+    (
+        v.iter().copied().fold(f64::INFINITY, f64::min),
+        v.iter().copied().fold(0.0, f64::max),
+    )
+}
+
 fn main() {
     if let Some(port) = std::env::args().skip_while(|a| a != "--echo-server").nth(1) {
         echo_server(port.parse().expect("--echo-server PORT"));
     }
     let a = args();
+    if let Some(to) = a.other {
+        pin_to_cpu1();
+        let mut figures: Vec<f64> = (0..a.runs).map(|_| run(to, &a).0).collect();
+        let (min, max) = spread(&figures);
+        println!(
+            "reflector at {to}: median {:.0} ({min:.0} .. {max:.0}) reflections/s over {} runs",
+            median(&mut figures),
+            a.runs
+        );
+        return;
+    }
     let port = 18620;
     let mut ns = reflector(port, &[]);
     let to: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    // this sender on CPU 1
-    let _ = Command::new("taskset")
-        .args(["-p", "-c", "1", &std::process::id().to_string()])
-        .stdout(Stdio::null())
-        .status();
+    pin_to_cpu1();
     let mut figures = Vec::new();
     for r in 0..a.runs {
         let (f, _) = run(to, &a);
@@ -222,10 +253,7 @@ fn main() {
     let mut floor: Vec<f64> = (0..a.runs).map(|_| run(to_echo, &a).0).collect();
     let _ = echo.kill();
     let _ = echo.wait();
-    let (min, max) = (
-        figures.iter().copied().fold(f64::INFINITY, f64::min),
-        figures.iter().copied().fold(0.0, f64::max),
-    );
+    let (min, max) = spread(&figures);
     println!(
         "STAMP reflections/s, {} octets, window {}, {} a message: median {:.0} ({:.0} .. {:.0}) over {} runs of {} s",
         a.size,
@@ -237,10 +265,7 @@ fn main() {
         a.runs,
         a.secs
     );
-    let (fmin, fmax) = (
-        floor.iter().copied().fold(f64::INFINITY, f64::min),
-        floor.iter().copied().fold(0.0, f64::max),
-    );
+    let (fmin, fmax) = spread(&floor);
     println!(
         "a bare recvmmsg/sendmmsg echo on the same CPU (the kernel's floor): median {:.0} ({fmin:.0} .. {fmax:.0})",
         median(&mut floor)

@@ -12,6 +12,19 @@ use std::{
 use harness::Netserver;
 use proto::rfc_stamp::{Mode, ReflectorPacket, SenderPacket};
 
+/// A reflector in authenticated mode under the key in `key`, and its
+/// address.
+fn keyed_reflector(key: &Path) -> (Netserver, SocketAddr) {
+    let n = Netserver::start(&[
+        "--stamp",
+        "127.0.0.1:0",
+        "--stamp-key",
+        key.to_str().unwrap(),
+    ]);
+    let at = reflector(&n);
+    (n, at)
+}
+
 /// The reflector's address, from its banner.
 fn reflector(n: &Netserver) -> SocketAddr {
     assert!(
@@ -114,13 +127,7 @@ fn authenticated_mode_reflects_only_a_packet_whose_hmac_verifies() {
     let dir = tempfile_dir("stamp-key");
     let key = dir.join("key");
     std::fs::write(&key, "a lab's STAMP key\n").unwrap();
-    let n = Netserver::start(&[
-        "--stamp",
-        "127.0.0.1:0",
-        "--stamp-key",
-        key.to_str().unwrap(),
-    ]);
-    let at = reflector(&n);
+    let (n, at) = keyed_reflector(&key);
     let s = UdpSocket::bind("127.0.0.1:0").unwrap();
     s.set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
@@ -301,35 +308,39 @@ fn netperfs_sender_against_scapys_reflector() {
         );
         std::thread::sleep(Duration::from_millis(50));
     };
-    let doc = stamp_json(
-        &mut Command::new(harness::bin("netperf")),
-        &[
-            "-H",
-            "127.0.0.1",
-            "-l",
-            "-200",
-            "--",
-            "-P",
-            &format!(",{port}"),
-        ],
-    );
+    let doc = netperf_stamp_to(port, &[]);
     let out = child.wait_with_output().unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "served 200");
     let s = &doc["stamp"];
-    assert_eq!(
-        (s["sent"].as_u64(), s["reflected"].as_u64()),
-        (Some(200), Some(200)),
-        "{s}"
-    );
-    assert_eq!(s["stateful"], true, "its own count from 0");
-    assert_eq!(
-        (s["lost_forward"].as_u64(), s["lost_backward"].as_u64()),
-        (Some(0), Some(0))
-    );
+    all_back_counted_by_the_reflector(s, 200);
     // scapy's reflector says 255 where it does not read the TTL
     assert_eq!(s["ttl"], 255);
     assert_eq!(doc["latency_usec"]["count"], 200);
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `netperf -t STAMP`'s JSON: 200 test packets to 127.0.0.1:`port`.
+fn netperf_stamp_to(port: u16, extra: &[&str]) -> serde_json::Value {
+    let p = format!(",{port}");
+    let mut args = vec!["-H", "127.0.0.1", "-l", "-200", "--", "-P", &p];
+    args.extend_from_slice(extra);
+    stamp_json(&mut Command::new(harness::bin("netperf")), &args)
+}
+
+/// All `n` reflected, by a reflector counting them itself (stateful), and
+/// so nothing lost either way.
+fn all_back_counted_by_the_reflector(s: &serde_json::Value, n: u64) {
+    assert_eq!(
+        (s["sent"].as_u64(), s["reflected"].as_u64()),
+        (Some(n), Some(n)),
+        "{s}"
+    );
+    assert_eq!(s["stateful"], true, "its own count from 0: {s}");
+    assert_eq!(
+        (s["lost_forward"].as_u64(), s["lost_backward"].as_u64()),
+        (Some(0), Some(0)),
+        "{s}"
+    );
 }
 
 /// A router dropping every 7th test packet toward the reflector and every
@@ -652,4 +663,136 @@ fn reflections_go_in_runs_and_one_by_one_where_the_kernel_refuses_runs() {
         .map(|&(l, n)| if l.contains("sendto(") { 1 } else { n })
         .sum();
     assert_eq!(datagrams, 52, "{trace}");
+}
+
+/// stamp-suite (crates.io), a second implementation in Rust, where one is
+/// installed: `NETPERF_STAMP_SUITE=PATH`, or `stamp-suite` on the PATH
+/// (`cargo install stamp-suite`; not in Debian, so CI skips it, loudly).
+fn stamp_suite() -> Option<std::path::PathBuf> {
+    let found = std::env::var_os("NETPERF_STAMP_SUITE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| Some("stamp-suite".into()))
+        .filter(|p| {
+            Command::new(p)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+    if found.is_none() {
+        eprintln!("!!! SKIPPED stamp-suite's tests: no stamp-suite (NETPERF_STAMP_SUITE)");
+    }
+    found
+}
+
+/// stamp-suite's sender's JSON summary of `count` test packets at
+/// 1 ms to `to`, with `extra` options.
+fn stamp_suite_sends(ss: &Path, to: SocketAddr, count: u32, extra: &[&str]) -> serde_json::Value {
+    let out = Command::new(ss)
+        .args(["-r", &to.ip().to_string(), "-p", &to.port().to_string()])
+        .args(["-c", &count.to_string(), "-d", "1ms", "-L", "1"])
+        .args(["--output-format", "json"])
+        .args(extra)
+        .output()
+        .expect("stamp-suite");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|d| d["type"] == "summary")
+        .unwrap_or_else(|| panic!("no summary: {text}"))
+}
+
+#[test]
+fn stamp_suite_both_ways() {
+    let Some(ss) = stamp_suite() else {
+        return;
+    };
+    // its sender, with every TLV it sends, against our stateful reflector
+    let n = Netserver::start(&["--stamp", "127.0.0.1:0"]);
+    let at = reflector(&n);
+    let d = stamp_suite_sends(
+        &ss,
+        at,
+        100,
+        &[
+            "--timestamp-info",
+            "--direct-measurement",
+            "--location",
+            "--extra-padding",
+            "64",
+            "--cos",
+            "--dscp",
+            "34",
+        ],
+    );
+    assert_eq!(
+        (d["packets_sent"].as_u64(), d["packets_received"].as_u64()),
+        (Some(100), Some(100)),
+        "{d}"
+    );
+    let m = &d["measurements"];
+    assert_eq!(m["last_reflector_sequence"], 99, "stateful: {m}");
+    let tlv = &m["tlv_validation"];
+    assert_eq!(tlv["rejected_replies"], 0, "{tlv}");
+    for t in ["1", "2", "3", "4", "5"] {
+        assert_eq!(tlv["by_type"][t]["observed"], 100, "TLV {t}: {tlv}");
+    }
+    for f in ["unrecognized", "malformed", "integrity_failed"] {
+        assert_eq!(tlv["flags"][f], 0, "{f}: {tlv}");
+    }
+    let dm = &m["direct_measurement"];
+    assert_eq!(
+        (
+            dm["forward_missing"].as_u64(),
+            dm["reverse_missing"].as_u64()
+        ),
+        (Some(0), Some(0)),
+        "{dm}"
+    );
+    drop(n);
+
+    // authenticated: the same key (its hex, our file's bytes) or nothing
+    let dir = tempfile_dir("stamp-suite-key");
+    let key = dir.join("key");
+    std::fs::write(&key, "a lab STAMP key!xyz\n").unwrap();
+    let hex: String = b"a lab STAMP key!xyz"
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let (n, at) = keyed_reflector(&key);
+    let d = stamp_suite_sends(&ss, at, 30, &["-A", "A", "--hmac-key", &hex]);
+    assert_eq!(d["packets_received"], 30, "{d}");
+    let d = stamp_suite_sends(
+        &ss,
+        at,
+        30,
+        &["-A", "A", "--hmac-key", "00112233445566778899aabbccddeeff"],
+    );
+    assert_eq!(d["packets_received"], 0, "another key: {d}");
+    drop(n);
+
+    // its reflector (stateful), our sender
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut refl = Command::new(&ss)
+        .args([
+            "-i",
+            "-S",
+            "127.0.0.1",
+            "-o",
+            &port.to_string(),
+            "--stateful-reflector",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("stamp-suite -i");
+    std::thread::sleep(Duration::from_millis(500));
+    let doc = netperf_stamp_to(port, &["--rate", "800k"]);
+    let _ = refl.kill();
+    let _ = refl.wait();
+    all_back_counted_by_the_reflector(&doc["stamp"], 200);
+    let _ = std::fs::remove_dir_all(dir);
 }
