@@ -22,7 +22,7 @@ complete -c netserver -l pid-file -d 'Write the daemon\'s process id to this fil
 complete -c netserver -l record -d 'Append a JSON line to this file after each completed test, with both ends\' figures' -r
 complete -c netserver -l policy -d 'Budgets per client address, per prefix and for the daemon, and what one test may ask (TOML; read again on SIGHUP; see doc/service.md)' -r
 complete -c netserver -l iperf3 -d 'Also serve iperf3 3.x clients on this port (iperf3\'s own is 5201), many at once; with no address, on -L\'s address or every address' -r
-complete -c netserver -l stamp -d 'Also reflect STAMP test packets (RFC 8762/8972) on this UDP port (STAMP\'s own is 862); with no address, on -L\'s address or every address' -r
+complete -c netserver -l stamp -d 'Also reflect STAMP test packets (RFC 8762/8972) on this UDP port; with no port (--stamp alone, or an address alone), on STAMP\'s own, 862; with no address, on -L\'s address or every address' -r
 complete -c netserver -l stamp-key -d '--stamp in authenticated mode: HMAC-SHA-256 under the key in this file (its bytes, a trailing newline left out); a packet whose HMAC does not verify gets no reflection' -r
 complete -c netserver -l stamp-rate -d '--stamp reflects at most n packets a second to one address (default 100000); the rest are dropped and counted' -r
 complete -c netserver -l metrics -d 'Serve OpenMetrics text at http://addr:port/metrics (off by default; unauthenticated)' -r

@@ -209,9 +209,9 @@ pub const OPTIONS: &[OptDef] = &[
     OptDef::long_only(
         "stamp",
         "stamp",
-        Arity::Required,
+        Arity::OptionalWord,
         "[addr:]port",
-        "Also reflect STAMP test packets (RFC 8762/8972) on this UDP port (STAMP's own is 862); with no address, on -L's address or every address",
+        "Also reflect STAMP test packets (RFC 8762/8972) on this UDP port; with no port (--stamp alone, or an address alone), on STAMP's own, 862; with no address, on -L's address or every address",
     ),
     OptDef::long_only(
         "stamp_key",
@@ -577,7 +577,7 @@ fn daemon_option(
         }
         "metrics" => o.metrics = Some(metrics_addr(spelled, v)?),
         "iperf3" => o.iperf3 = Some(iperf3_addr(spelled, v)?),
-        "stamp" => o.stamp = Some(iperf3_addr(spelled, v)?),
+        "stamp" => o.stamp = Some(stamp_addr(spelled, v)?),
         "stamp_key" => {
             let bytes = std::fs::read(v).map_err(|e| CliError(format!("{spelled} {v}: {e}")))?;
             let key = bytes.trim_ascii_end().to_vec();
@@ -746,6 +746,25 @@ fn iperf3_addr(opt: &str, v: &str) -> Result<(Option<std::net::IpAddr>, u16), Cl
     Ok((Some(a.ip()), port))
 }
 
+/// `--stamp`'s address and port: as `--iperf3`'s, and where no port is
+/// given (nothing, `ADDR`, `[V6]`), STAMP's own (RFC 8762: 862).
+fn stamp_addr(opt: &str, v: &str) -> Result<(Option<std::net::IpAddr>, u16), CliError> {
+    if v.is_empty() {
+        return Ok((None, proto::rfc_stamp::PORT));
+    }
+    let alone = v
+        .strip_prefix('[')
+        .and_then(|a| a.strip_suffix(']'))
+        .unwrap_or(v);
+    match iperf3_addr(opt, v) {
+        Ok(a) => Ok(a),
+        Err(e) => match alone.parse::<std::net::IpAddr>() {
+            Ok(ip) => Ok((Some(ip), proto::rfc_stamp::PORT)),
+            Err(_) => Err(e),
+        },
+    }
+}
+
 /// `--metrics`'s address: `ADDR:PORT`, `[V6]:PORT`, or `:PORT` for every
 /// address.
 fn metrics_addr(opt: &str, v: &str) -> Result<std::net::SocketAddr, CliError> {
@@ -906,6 +925,23 @@ mod tests {
         assert_eq!(o.port, 2);
         assert!(!run(&[]).foreground);
         assert_eq!(run(&[]).port, 12865);
+    }
+
+    #[test]
+    fn stamp_takes_a_port_an_address_or_neither() {
+        let lo4 = Some("127.0.0.1".parse().unwrap());
+        let lo6 = Some("::1".parse().unwrap());
+        assert_eq!(run(&["--stamp"]).stamp, Some((None, 862)));
+        assert_eq!(run(&["--stamp", "-D"]).stamp, Some((None, 862)));
+        assert!(run(&["--stamp", "-D"]).foreground);
+        assert_eq!(run(&["--stamp", "8620"]).stamp, Some((None, 8620)));
+        assert_eq!(run(&["--stamp", "127.0.0.1"]).stamp, Some((lo4, 862)));
+        assert_eq!(run(&["--stamp", "127.0.0.1:0"]).stamp, Some((lo4, 0)));
+        assert_eq!(run(&["--stamp", "[::1]"]).stamp, Some((lo6, 862)));
+        assert_eq!(run(&["--stamp", "::1"]).stamp, Some((lo6, 862)));
+        assert_eq!(run(&["--stamp", "[::1]:8620"]).stamp, Some((lo6, 8620)));
+        assert!(err(&["--stamp", "nowhere"]).contains("--stamp"));
+        assert!(err(&["--stamp", "127.0.0.1:99999"]).contains("--stamp"));
     }
 
     #[test]

@@ -101,6 +101,7 @@ fn reflect_until_stopped(sock: &UdpSocket, local: SocketAddr, shared: &Shared) {
     let one = rfc_stamp::MAX_PACKET + 1;
     let mut rx = MsgBatch::receiving(BATCH, if segmented { COALESCED } else { one });
     let mut tx = Replies::new(segmented);
+    let mut left = Vec::new();
     let mut out = vec![0u8; one];
     // `--policy`'s [stamp] allow: read again each second (SIGHUP reloads it)
     let mut allow = (shared.config.policy.stamp(), Instant::now());
@@ -118,6 +119,16 @@ fn reflect_until_stopped(sock: &UdpSocket, local: SocketAddr, shared: &Shared) {
                 continue;
             }
         };
+        // when the reflections asked about left (Follow-Up Telemetry)
+        tx.departures(sock, &mut left);
+        for (to, ssid, seq, ns) in left.drain(..) {
+            reflector.transmitted(
+                to,
+                ssid,
+                seq,
+                rfc_stamp::ntp_from_unix_nanos(u128::from(ns)),
+            );
+        }
         // T2: when the batch came out of the kernel's queue
         let at = ntp_now();
         let now = Instant::now();
@@ -156,14 +167,19 @@ fn reflect_until_stopped(sock: &UdpSocket, local: SocketAddr, shared: &Shared) {
                     // asked (never an ECN codepoint of its own)
                     Ok(r) => tx.add(
                         sock,
-                        from,
-                        out.get(..r.len).unwrap_or_default(),
-                        r.tos.map(|t| t & !0x03),
-                        // the reflections of what came coalesced go back
-                        // so, those of packets that came one by one each
-                        // as its own: a path's drops then fall on the
-                        // reflections as they would on single packets
-                        k > 0,
+                        Reply {
+                            to: from,
+                            b: out.get(..r.len).unwrap_or_default(),
+                            tos: r.tos.map(|t| t & !0x03),
+                            // the reflections of what came coalesced go
+                            // back so, those of packets that came one by
+                            // one each as its own: a path's drops then
+                            // fall on the reflections as on single packets
+                            joins: k > 0,
+                            // the kernel to tell when it left, for the
+                            // session's next reflection
+                            follow_up: r.follow_up.then_some((r.ssid, r.seq)),
+                        },
                         shared,
                     ),
                     Err(StampError::Hmac) => metrics.stamp_dropped("hmac", 1),
@@ -188,14 +204,38 @@ struct Replies {
     segmented: bool,
     /// The socket's traffic class now (`None`: as it was made).
     tos: Option<u8>,
+    /// Whether the kernel can tell when a given reflection left (its
+    /// transmit timestamp by ID): found out when a sender first asks.
+    stamps: Option<bool>,
+    /// The next transmit timestamp's ID, and the reflections sent whose
+    /// departure the kernel is to tell, oldest first: (ID, to, SSID, seq).
+    next_id: u32,
+    awaited: std::collections::VecDeque<(u32, SocketAddr, u16, u32)>,
 }
 
-/// One message of [`Replies`]: `count` reflections of `size` octets to `to`.
+/// Departures awaited at most; past them the oldest are given up.
+const AWAITED: usize = 4096;
+
+/// One reflection for [`Replies::add`].
+struct Reply<'a> {
+    to: SocketAddr,
+    b: &'a [u8],
+    /// Its traffic class.
+    tos: Option<u8>,
+    /// Whether it may go at the end of the last run.
+    joins: bool,
+    /// Its SSID and sequence number, where the sender asked when it left.
+    follow_up: Option<(u16, u32)>,
+}
+
+/// One message of [`Replies`]: `count` reflections of `size` octets to `to`
+/// (one alone where its departure is awaited: `follow_up`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Run {
     to: SocketAddr,
     size: usize,
     count: usize,
+    follow_up: Option<(u16, u32)>,
 }
 
 impl Run {
@@ -207,6 +247,7 @@ impl Run {
     /// this run.
     fn takes(&self, to: SocketAddr, size: usize) -> bool {
         self.to == to
+            && self.follow_up.is_none()
             && self.size == size
             && size <= RUN_PACKET_MAX
             && self.count < RUN_PACKETS
@@ -226,21 +267,65 @@ impl Replies {
             runs: Vec::with_capacity(BATCH),
             segmented,
             tos: None,
+            stamps: None,
+            next_id: 0,
+            awaited: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// The awaited reflections whose departure the kernel has told since:
+    /// (to, SSID, seq, when, ns since the Unix epoch) into `out`.
+    fn departures(&mut self, sock: &UdpSocket, out: &mut Vec<(SocketAddr, u16, u32, u64)>) {
+        if self.awaited.is_empty() {
+            return;
+        }
+        let mut told = Vec::new();
+        let _ = engine::sys::tx_stamps(sock, &mut told);
+        for (id, ns) in told {
+            // IDs go up: those before this one were not told (dropped)
+            while let Some(&(first, to, ssid, seq)) = self.awaited.front() {
+                if id.wrapping_sub(first) >= 1 << 31 {
+                    break;
+                }
+                self.awaited.pop_front();
+                if first == id {
+                    out.push((to, ssid, seq, ns));
+                    break;
+                }
+            }
         }
     }
 
     /// One more reflection, to `to`, marked `tos` (those before it go
     /// first where the mark changes, or the batch is full): at the end of
     /// the last run where it `joins` it and the run takes it.
-    fn add(
-        &mut self,
-        sock: &UdpSocket,
-        to: SocketAddr,
-        b: &[u8],
-        tos: Option<u8>,
-        joins: bool,
-        shared: &Shared,
-    ) {
+    fn add(&mut self, sock: &UdpSocket, reply: Reply<'_>, shared: &Shared) {
+        let Reply {
+            to,
+            b,
+            tos,
+            joins,
+            follow_up,
+        } = reply;
+        if follow_up.is_some() && self.stamps.is_none() {
+            // the first sender to ask: the socket asks the kernel from now
+            let ok = if engine::sys::tx_stamp_ids() {
+                engine::sys::opt::tx_timestamps(sock).map_err(|e| e.to_string())
+            } else {
+                Err(
+                    "this kernel does not stamp a send by its own ID (SCM_TS_OPT_ID, Linux 6.13)"
+                        .into(),
+                )
+            };
+            if let Err(e) = &ok {
+                shared.config.logger.log(
+                    1,
+                    &format!("--stamp: Follow-Up Telemetry gets no departure times: {e}"),
+                );
+            }
+            self.stamps = Some(ok.is_ok());
+        }
+        let follow_up = follow_up.filter(|_| self.stamps == Some(true));
         if tos != self.tos {
             self.flush(sock, shared);
             let v6 = to.is_ipv6();
@@ -248,7 +333,9 @@ impl Replies {
             self.tos = tos;
         }
         let i = match self.runs.last() {
-            Some(r) if joins && self.segmented && r.takes(to, b.len()) => self.runs.len() - 1,
+            Some(r) if joins && follow_up.is_none() && self.segmented && r.takes(to, b.len()) => {
+                self.runs.len() - 1
+            }
             _ => {
                 if self.runs.len() == self.batch.len() {
                     self.flush(sock, shared);
@@ -257,6 +344,7 @@ impl Replies {
                     to,
                     size: b.len(),
                     count: 0,
+                    follow_up,
                 });
                 self.runs.len() - 1
             }
@@ -278,10 +366,16 @@ impl Replies {
         }
         let m = &shared.config.metrics;
         let mut lens = [0usize; BATCH];
+        let first_id = self.next_id;
         for (i, r) in self.runs.iter().enumerate() {
             let size = (r.count > 1).then(|| u16::try_from(r.size).unwrap_or(u16::MAX));
             self.batch.set_segment(i, size);
             self.batch.set_to(i, r.to);
+            let id = r.follow_up.map(|_| {
+                self.next_id = self.next_id.wrapping_add(1);
+                self.next_id.wrapping_sub(1)
+            });
+            self.batch.set_tx_stamp(i, id);
             if let Some(l) = lens.get_mut(i) {
                 *l = r.octets();
             }
@@ -312,6 +406,17 @@ impl Replies {
         };
         let (went, left) = self.runs.split_at(sent.min(self.runs.len()));
         m.stamp_reflected(went.iter().map(|r| r.count as u64).sum());
+        // the departures to hear of: those that went, by the IDs given
+        let mut id = first_id;
+        for r in went {
+            if let Some((ssid, seq)) = r.follow_up {
+                if self.awaited.len() >= AWAITED {
+                    self.awaited.pop_front();
+                }
+                self.awaited.push_back((id, r.to, ssid, seq));
+                id = id.wrapping_add(1);
+            }
+        }
         let dropped: u64 = left.iter().map(|r| r.count as u64).sum();
         if dropped > 0 {
             m.stamp_dropped("send", dropped);
@@ -411,6 +516,7 @@ mod tests {
             to: a,
             size: 44,
             count: 1,
+            follow_up: None,
         };
         assert!(r.takes(a, 44));
         assert!(!r.takes(b, 44), "another sender");
@@ -424,13 +530,20 @@ mod tests {
             to: a,
             size: 1_200,
             count: RUN_OCTETS / 1_200,
+            follow_up: None,
         };
         assert!(big.count < RUN_PACKETS && !big.takes(a, 1_200), "octets");
         let over = Run {
             to: a,
             size: RUN_PACKET_MAX + 1,
             count: 1,
+            follow_up: None,
         };
+        let awaited = Run {
+            follow_up: Some((7, 0)),
+            ..r
+        };
+        assert!(!awaited.takes(a, 44), "its departure told alone");
         assert!(
             !over.takes(a, RUN_PACKET_MAX + 1),
             "past what every MTU takes"

@@ -44,6 +44,7 @@ pub const TLV_LOCATION: u8 = 2;
 pub const TLV_TIMESTAMP_INFO: u8 = 3;
 pub const TLV_CLASS_OF_SERVICE: u8 = 4;
 pub const TLV_DIRECT_MEASUREMENT: u8 = 5;
+pub const TLV_FOLLOW_UP_TELEMETRY: u8 = 7;
 pub const TLV_HMAC: u8 = 8;
 
 /// Timestamp Information's codes: a clock running free, stamped by
@@ -420,6 +421,13 @@ pub struct Received {
 pub struct Reflection {
     pub len: usize,
     pub tos: Option<u8>,
+    /// Its sequence number and session (SSID), to name it when its
+    /// transmit time is known ([`Reflector::transmitted`]).
+    pub seq: u32,
+    pub ssid: u16,
+    /// Whether the sender asked for Follow-Up Telemetry: the time this
+    /// reflection really left, in the session's next reflection.
+    pub follow_up: bool,
 }
 
 /// How the reflector numbers its packets (RFC 8762 §4.3): stateless, its
@@ -438,6 +446,9 @@ struct Session {
     sent: u32,
     /// Test packets received (Direct Measurement's R_RxC).
     received: u32,
+    /// The last reflection whose transmit time is known: its sequence
+    /// number and that time (Follow-Up Telemetry).
+    left: Option<(u32, u64)>,
 }
 
 /// The most sessions a stateful reflector remembers; past them, the
@@ -518,7 +529,8 @@ impl Reflector {
         };
         out.copy_from_slice(req);
         let (head, out_tlvs) = out.split_at_mut(base);
-        let (tos, signed) = self.answer_tlvs(req_tlvs, rx, (sender.seq, &session), out_tlvs);
+        let (tos, signed, follow_up) =
+            self.answer_tlvs(req_tlvs, rx, (sender.seq, &session), out_tlvs);
         let mut r = ReflectorPacket {
             seq,
             timestamp: 0,
@@ -546,7 +558,23 @@ impl Reflector {
         Ok(Reflection {
             len: req.len(),
             tos,
+            seq,
+            ssid: sender.ssid,
+            follow_up,
         })
+    }
+
+    /// Reflection `seq` of the session of `from` and `ssid` left at `at`
+    /// (NTP format), as the kernel saw it go: what that session's next
+    /// Follow-Up Telemetry says (stateful; a session forgotten since, or a
+    /// later reflection's time already known, leaves it as it is).
+    pub fn transmitted(&mut self, from: SocketAddr, ssid: u16, seq: u32, at: u64) {
+        if let Some((s, _)) = self.sessions.get_mut(&(from, ssid))
+            && s.left
+                .is_none_or(|(last, _)| seq.wrapping_sub(last) < 1 << 31)
+        {
+            s.left = Some((seq, at));
+        }
     }
 
     /// The session's counts before this packet (stateful: counted; a
@@ -583,16 +611,18 @@ impl Reflector {
     /// known one filled and its U flag cleared, an unknown one returned
     /// with U set, a malformed one (and what follows it) with M set. The
     /// traffic class to reflect with, where Class of Service asks one;
-    /// where the request's HMAC TLV verified, where the reflection's is.
+    /// where the request's HMAC TLV verified, where the reflection's is;
+    /// whether Follow-Up Telemetry was asked.
     fn answer_tlvs(
         &self,
         tlv_area: &[u8],
         rx: &Received,
         (seq, session): (u32, &Session),
         out: &mut [u8],
-    ) -> (Option<u8>, Option<usize>) {
+    ) -> (Option<u8>, Option<usize>, bool) {
         let (_, end) = parse_tlvs(tlv_area);
         let mut tos = None;
+        let mut follow_up = false;
         // the HMAC TLV, if any: it must verify before any TLV is used
         let hmac_ok = self.tlv_hmac_ok(seq.to_be_bytes(), tlv_area);
         let mut at = 0;
@@ -632,6 +662,24 @@ impl Reflector {
                         put(value, 2, &rx.from.port().to_be_bytes());
                     }
                     (TLV_HMAC, 16) => {}
+                    (TLV_FOLLOW_UP_TELEMETRY, 16) => {
+                        // the session's last reflection whose departure
+                        // the kernel told (stateful); zeros where none is
+                        // known, and always where stateless (RFC 8972 4.7)
+                        follow_up = self.numbering == Numbering::Stateful;
+                        let left = session.left.filter(|_| follow_up);
+                        let (last, at) = left.unwrap_or((0, 0));
+                        put(value, 0, &last.to_be_bytes());
+                        put(value, 4, &at.to_be_bytes());
+                        let mode = if left.is_some() { STAMPED_SW_LOCAL } else { 0 };
+                        put(value, 12, &[mode, 0, 0, 0]);
+                    }
+                    (TLV_FOLLOW_UP_TELEMETRY, _) => {
+                        flags |= FLAG_M;
+                        if let Some(v) = value.get_mut(..len.min(12)) {
+                            v.fill(0);
+                        }
+                    }
                     (
                         TLV_TIMESTAMP_INFO
                         | TLV_CLASS_OF_SERVICE
@@ -656,7 +704,7 @@ impl Reflector {
             Some(true) => hmac_tlv_at(span(out, 0, end)),
             _ => None,
         };
-        (tos, signed)
+        (tos, signed, follow_up)
     }
 
     /// Whether the request's HMAC TLV verifies (`None`: it carries none).
@@ -967,6 +1015,93 @@ mod tests {
         cut.extend_from_slice(&[FLAG_U, TLV_EXTRA_PADDING, 0, 50, 1, 2]);
         let (b, _) = reflect(&mut r, &cut, &rx(64, 0));
         assert_eq!(&b[44..], &[FLAG_U | FLAG_M, TLV_EXTRA_PADDING, 0, 50, 1, 2]);
+    }
+
+    #[test]
+    fn follow_up_telemetry_tells_the_last_reflections_departure() {
+        let ask = || vec![Tlv::request(TLV_FOLLOW_UP_TELEMETRY, vec![0xEE; 16])];
+        let follow_up = |b: &[u8]| {
+            let t = ReflectorPacket::decode(b, Mode::Unauthenticated, None)
+                .unwrap()
+                .tlvs
+                .remove(0);
+            assert_eq!(t.flags, 0);
+            let v = t.value;
+            (
+                u32::from_be_bytes(v[0..4].try_into().unwrap()),
+                u64::from_be_bytes(v[4..12].try_into().unwrap()),
+                v[12..16].to_vec(),
+            )
+        };
+        let mut r = Reflector::new(Mode::Unauthenticated, Numbering::Stateful, None);
+        let from = rx(64, 0);
+        // the first: nothing has left yet; zeros
+        let (b, refl) = reflect(
+            &mut r,
+            &sender(10, ask()).encode(Mode::Unauthenticated, None),
+            &from,
+        );
+        assert!(refl.follow_up);
+        assert_eq!((refl.seq, refl.ssid), (0, 0xABCD));
+        assert_eq!(follow_up(&b), (0, 0, vec![0; 4]));
+        // the kernel tells when reflection 0 left; the next says so
+        r.transmitted(from.from, 0xABCD, refl.seq, 0x1111_2222_3333_5555);
+        let (b, refl) = reflect(
+            &mut r,
+            &sender(11, ask()).encode(Mode::Unauthenticated, None),
+            &from,
+        );
+        assert_eq!(
+            follow_up(&b),
+            (0, 0x1111_2222_3333_5555, vec![STAMPED_SW_LOCAL, 0, 0, 0])
+        );
+        // an older one's time, told late, does not go back
+        r.transmitted(from.from, 0xABCD, refl.seq, 0x1111_2222_3333_6666);
+        r.transmitted(from.from, 0xABCD, 0, 0x1111_2222_3333_5555);
+        let (b, _) = reflect(
+            &mut r,
+            &sender(12, ask()).encode(Mode::Unauthenticated, None),
+            &from,
+        );
+        assert_eq!(follow_up(&b).0, 1);
+        // another session (SSID) knows nothing of it
+        let mut other = sender(0, ask());
+        other.ssid = 7;
+        let (b, _) = reflect(&mut r, &other.encode(Mode::Unauthenticated, None), &from);
+        assert_eq!(follow_up(&b), (0, 0, vec![0; 4]));
+        // stateless: zeros, and nothing to stamp
+        let mut r = Reflector::new(Mode::Unauthenticated, Numbering::Stateless, None);
+        let (b, refl) = reflect(
+            &mut r,
+            &sender(5, ask()).encode(Mode::Unauthenticated, None),
+            &from,
+        );
+        assert!(!refl.follow_up);
+        assert_eq!(follow_up(&b), (0, 0, vec![0; 4]));
+        // a Follow-Up Telemetry of 8 octets: M, zeroed
+        let req = sender(
+            6,
+            vec![Tlv::request(TLV_FOLLOW_UP_TELEMETRY, vec![0xEE; 8])],
+        )
+        .encode(Mode::Unauthenticated, None);
+        let (b, _) = reflect(&mut r, &req, &from);
+        assert_eq!(
+            &b[44..],
+            &[
+                FLAG_M,
+                TLV_FOLLOW_UP_TELEMETRY,
+                0,
+                8,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0
+            ]
+        );
     }
 
     #[test]

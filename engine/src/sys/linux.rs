@@ -181,6 +181,17 @@ pub mod opt {
         set_int_option(sock, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)
     }
 
+    /// SO_TIMESTAMPING as a socket that asks the kernel when some of what
+    /// it sends left needs it: software timestamps reported, each with its
+    /// send's ID, without the packet ([`super::MsgBatch::set_tx_stamp`],
+    /// [`super::tx_stamps`]).
+    pub fn tx_timestamps(sock: &impl Sock) -> io::Result<()> {
+        let flags = libc::SOF_TIMESTAMPING_SOFTWARE
+            | libc::SOF_TIMESTAMPING_OPT_ID
+            | libc::SOF_TIMESTAMPING_OPT_TSONLY;
+        set_int_option(sock, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, flags as i32)
+    }
+
     /// UDP_GRO on a receiving socket.
     pub fn udp_gro(sock: &impl Sock) -> io::Result<()> {
         set_int_option(sock, libc::SOL_UDP, super::UDP_GRO, 1)
@@ -239,16 +250,116 @@ pub mod opt {
 /// ([`MsgBatch::set_segment`]).
 pub const SEGMENTED_SENDS: bool = true;
 
+/// `SCM_TS_OPT_ID` (asm-generic/socket.h, Linux 6.13): a send's own ID for
+/// its transmit timestamp.
+const SCM_TS_OPT_ID: i32 = 81;
+
+/// `SO_EE_ORIGIN_TIMESTAMPING` (linux/errqueue.h).
+const SO_EE_ORIGIN_TIMESTAMPING: u8 = 4;
+
+/// The transmit timestamps the kernel has queued for `sock` (its error
+/// queue, read without waiting, at most 1,024 a call): each send's ID
+/// ([`MsgBatch::set_tx_stamp`]) and when it left, nanoseconds since the
+/// Unix epoch (software: as the driver took it).
+pub fn tx_stamps(sock: &impl Sock, out: &mut Vec<(u32, u64)>) -> io::Result<()> {
+    for _ in 0..1024 {
+        let mut ctrl = Control([0; 256]);
+        // SAFETY: all-zero is a valid msghdr.
+        let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
+        h.msg_control = ctrl.0.as_mut_ptr().cast();
+        h.msg_controllen = std::mem::size_of::<Control>() as _;
+        // SAFETY: the header names no data and this frame's control buffer
+        // with its length; both outlive the call.
+        let n = unsafe {
+            libc::recvmsg(
+                raw(sock),
+                &raw mut h,
+                libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::WouldBlock {
+                Ok(())
+            } else {
+                Err(e)
+            };
+        }
+        let (mut id, mut at) = (None, None);
+        // SAFETY: CMSG_* walk the control buffer the kernel filled, within
+        // msg_controllen; each datum is read unaligned at its size.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&h);
+            while !c.is_null() {
+                let (level, typ) = ((*c).cmsg_level, (*c).cmsg_type);
+                if level == libc::SOL_SOCKET && typ == libc::SO_TIMESTAMPING {
+                    // scm_timestamping: [software, (legacy), hardware]
+                    let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                    at = u64::try_from(ts.tv_sec)
+                        .ok()
+                        .zip(u64::try_from(ts.tv_nsec).ok())
+                        .filter(|&(s, n)| s > 0 || n > 0)
+                        .map(|(s, n)| s.saturating_mul(1_000_000_000).saturating_add(n));
+                } else if (level == libc::SOL_IP && typ == libc::IP_RECVERR)
+                    || (level == libc::SOL_IPV6 && typ == libc::IPV6_RECVERR)
+                {
+                    let e: libc::sock_extended_err =
+                        std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                    if e.ee_origin == SO_EE_ORIGIN_TIMESTAMPING {
+                        id = Some(e.ee_data);
+                    }
+                }
+                c = libc::CMSG_NXTHDR(&h, c);
+            }
+        }
+        if let (Some(id), Some(at)) = (id, at) {
+            out.push((id, at));
+        }
+    }
+    Ok(())
+}
+
+/// Whether this kernel takes a send's own ID for its transmit timestamp
+/// (SCM_TS_OPT_ID, Linux 6.13): one datagram sent to a socket of this
+/// process on 127.0.0.1 asking it, and its timestamp read back.
+pub fn tx_stamp_ids() -> bool {
+    let probe = || -> io::Result<bool> {
+        let to = std::net::UdpSocket::bind("127.0.0.1:0")?;
+        let from = std::net::UdpSocket::bind("127.0.0.1:0")?;
+        opt::tx_timestamps(&from)?;
+        let mut b = MsgBatch::sending(1, 1, Some(to.local_addr()?));
+        b.set_tx_stamp(0, Some(0x5354_414D));
+        let h = b.hdrs.first_mut().ok_or(io::ErrorKind::InvalidInput)?;
+        // SAFETY: the header points at the batch's own one-octet slot, its
+        // address and its control messages; all outlive the call.
+        if unsafe { libc::sendmsg(raw(&from), &raw const h.msg_hdr, 0) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut got = Vec::new();
+        for _ in 0..50 {
+            tx_stamps(&from, &mut got)?;
+            if !got.is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        Ok(got.first().is_some_and(|&(id, _)| id == 0x5354_414D))
+    };
+    probe().unwrap_or(false)
+}
+
 /// `UDP_SEGMENT` and `UDP_GRO` (linux/udp.h), at level `SOL_UDP`.
 pub const UDP_SEGMENT: i32 = 103;
 pub const UDP_GRO: i32 = 104;
 
 /// Room for the control messages a receive asks (UDP_GRO's segment size,
 /// the codepoint IP_RECVTOS or IPV6_RECVTCLASS brings, the TTL or hop
-/// limit, SO_TIMESTAMPNS's arrival), aligned as a cmsghdr must be.
+/// limit, SO_TIMESTAMPNS's arrival, and SO_TIMESTAMPING's where a socket
+/// also stamps what it sends) or a send gives (UDP_SEGMENT, a transmit
+/// timestamp's request and its ID), aligned as a cmsghdr must be.
 #[derive(Clone, Copy)]
 #[repr(C, align(8))]
-struct Control([u8; 128]);
+struct Control([u8; 256]);
 
 /// `n` messages for sendmmsg(2) or recvmmsg(2), each over its own slot of
 /// `slot` bytes in a buffer this owns. Every pointer the headers hold goes
@@ -263,6 +374,9 @@ pub struct MsgBatch {
     /// first (sending on an unconnected socket).
     addrs: Vec<libc::sockaddr_storage>,
     ctrl: Vec<Control>,
+    /// Each message's control messages to send: its datagram size
+    /// (UDP_SEGMENT) and the ID of its transmit timestamp.
+    sends: Vec<(Option<u16>, Option<u32>)>,
 }
 
 // SAFETY: the raw pointers in `hdrs` and `iovs` point only into this
@@ -296,7 +410,8 @@ impl MsgBatch {
                 n
             ],
             addrs: vec![zero_addr; addrs],
-            ctrl: vec![Control([0; 128]); ctrl],
+            ctrl: vec![Control([0; 256]); ctrl],
+            sends: vec![(None, None); ctrl],
         };
         let base = b.data.as_mut_ptr();
         for (i, (h, iov)) in b.hdrs.iter_mut().zip(b.iovs.iter_mut()).enumerate() {
@@ -354,24 +469,70 @@ impl MsgBatch {
     /// through the stack, cut in the kernel or the NIC), or as one datagram
     /// (`None`).
     pub fn set_segment(&mut self, i: usize, size: Option<u16>) {
-        let (Some(h), Some(c)) = (self.hdrs.get_mut(i), self.ctrl.get_mut(i)) else {
+        if let Some(s) = self.sends.get_mut(i) {
+            s.0 = size;
+            self.write_control(i);
+        }
+    }
+
+    /// Whether the kernel tells when message `i` left (its software
+    /// transmit timestamp, on the socket's error queue under `id`:
+    /// [`tx_stamps`]; the socket set up by [`opt::tx_timestamps`]).
+    pub fn set_tx_stamp(&mut self, i: usize, id: Option<u32>) {
+        if let Some(s) = self.sends.get_mut(i) {
+            s.1 = id;
+            self.write_control(i);
+        }
+    }
+
+    /// Message `i`'s control messages, as [`MsgBatch::set_segment`] and
+    /// [`MsgBatch::set_tx_stamp`] left them.
+    fn write_control(&mut self, i: usize) {
+        let (Some(h), Some(c), Some(&(size, id))) = (
+            self.hdrs.get_mut(i),
+            self.ctrl.get_mut(i),
+            self.sends.get(i),
+        ) else {
             return;
         };
-        let Some(size) = size else {
-            h.msg_hdr.msg_controllen = 0;
-            return;
+        let space = |n: usize| {
+            // SAFETY: CMSG_SPACE only computes.
+            unsafe { libc::CMSG_SPACE(n as u32) as usize }
         };
-        // SAFETY: CMSG_SPACE of two bytes (24) is within the control
-        // buffer's 128, which is aligned as a cmsghdr; the header points at
-        // it, and CMSG_FIRSTHDR/CMSG_DATA stay within the length set.
+        let len = size.map_or(0, |_| space(2)) + id.map_or(0, |_| 2 * space(4));
+        h.msg_hdr.msg_control = c.0.as_mut_ptr().cast();
+        h.msg_hdr.msg_controllen = len as _;
+        if len == 0 {
+            return;
+        }
+        c.0.fill(0);
+        // SAFETY: at most 24 + 2 * 24 octets, within the control buffer's
+        // 256, which is aligned as a cmsghdr; the header points at it with
+        // that length, and CMSG_FIRSTHDR/CMSG_NXTHDR/CMSG_DATA stay within
+        // it.
         unsafe {
-            h.msg_hdr.msg_control = c.0.as_mut_ptr().cast();
-            h.msg_hdr.msg_controllen = libc::CMSG_SPACE(2) as _;
-            let m = libc::CMSG_FIRSTHDR(&h.msg_hdr);
-            (*m).cmsg_level = libc::SOL_UDP;
-            (*m).cmsg_type = UDP_SEGMENT;
-            (*m).cmsg_len = libc::CMSG_LEN(2) as _;
-            std::ptr::write_unaligned(libc::CMSG_DATA(m).cast::<u16>(), size);
+            let mut m = libc::CMSG_FIRSTHDR(&h.msg_hdr);
+            if let Some(size) = size {
+                (*m).cmsg_level = libc::SOL_UDP;
+                (*m).cmsg_type = UDP_SEGMENT;
+                (*m).cmsg_len = libc::CMSG_LEN(2) as _;
+                std::ptr::write_unaligned(libc::CMSG_DATA(m).cast::<u16>(), size);
+                m = libc::CMSG_NXTHDR(&h.msg_hdr, m);
+            }
+            if let Some(id) = id {
+                (*m).cmsg_level = libc::SOL_SOCKET;
+                (*m).cmsg_type = libc::SO_TIMESTAMPING;
+                (*m).cmsg_len = libc::CMSG_LEN(4) as _;
+                std::ptr::write_unaligned(
+                    libc::CMSG_DATA(m).cast::<u32>(),
+                    libc::SOF_TIMESTAMPING_TX_SOFTWARE,
+                );
+                m = libc::CMSG_NXTHDR(&h.msg_hdr, m);
+                (*m).cmsg_level = libc::SOL_SOCKET;
+                (*m).cmsg_type = SCM_TS_OPT_ID;
+                (*m).cmsg_len = libc::CMSG_LEN(4) as _;
+                std::ptr::write_unaligned(libc::CMSG_DATA(m).cast::<u32>(), id);
+            }
         }
     }
 
@@ -716,7 +877,7 @@ pub fn recv_marked(
 pub fn recv_stamped(sock: &impl Sock, buf: &mut [u8]) -> io::Result<super::Datagram> {
     // SAFETY: all-zero is a valid value of these plain C structs.
     let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let mut ctrl = Control([0; 128]);
+    let mut ctrl = Control([0; 256]);
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
@@ -803,7 +964,7 @@ pub enum ErrQueue {
 
 /// The next entry of the error queue, without waiting.
 pub fn zerocopy_done(sock: &impl Sock) -> io::Result<ErrQueue> {
-    let mut ctrl_big = Control([0; 128]);
+    let mut ctrl_big = Control([0; 256]);
     // SAFETY: all-zero is a valid msghdr.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_control = ctrl_big.0.as_mut_ptr().cast();

@@ -98,6 +98,9 @@ impl MsgBatch {
         }
     }
 
+    /// No transmit timestamps here ([`tx_stamp_ids`]).
+    pub fn set_tx_stamp(&mut self, _i: usize, _id: Option<u32>) {}
+
     /// Message `i` goes as datagrams of `size` bytes each (the last of
     /// what is left): here one send a datagram, there being no
     /// UDP_SEGMENT ([`SEGMENTED_SENDS`]).
@@ -252,6 +255,16 @@ pub fn wait_one_readable(
 }
 
 /// The system clock's synchronisation and error: not read here.
+/// Transmit timestamps: none here ([`tx_stamp_ids`] says so).
+pub fn tx_stamps(_sock: &impl Sock, _out: &mut Vec<(u32, u64)>) -> io::Result<()> {
+    Ok(())
+}
+
+/// Whether a send's transmit time can be asked by its own ID: not here.
+pub fn tx_stamp_ids() -> bool {
+    false
+}
+
 pub fn clock_error() -> Option<(bool, f64)> {
     None
 }
@@ -360,6 +373,9 @@ pub mod opt {
     }
     pub fn udp_gro(_: &impl Sock) -> io::Result<()> {
         Err(unsupported("UDP_GRO"))
+    }
+    pub fn tx_timestamps(_: &impl Sock) -> io::Result<()> {
+        Err(unsupported("SO_TIMESTAMPING's transmit timestamps"))
     }
     pub fn udp_segment(_: &impl Sock, _: i32) -> io::Result<()> {
         Err(unsupported("UDP_SEGMENT"))

@@ -748,6 +748,16 @@ fn stamp_suite_both_ways() {
         (Some(0), Some(0)),
         "{dm}"
     );
+    // Follow-Up Telemetry: each reflection names the one before it and
+    // when the kernel saw that one leave; stamp-suite matches them
+    let d = stamp_suite_sends(&ss, at, 50, &["--follow-up-telemetry"]);
+    let fu = &d["measurements"]["follow_up"];
+    assert!(fu["matched"].as_u64() >= Some(45), "{fu}");
+    assert_eq!(
+        (fu["unmatched"].as_u64(), fu["ambiguous"].as_u64()),
+        (Some(0), Some(0)),
+        "{fu}"
+    );
     drop(n);
 
     // authenticated: the same key (its hex, our file's bytes) or nothing
@@ -795,4 +805,47 @@ fn stamp_suite_both_ways() {
     let _ = refl.wait();
     all_back_counted_by_the_reflector(&doc["stamp"], 200);
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn follow_up_telemetry_tells_when_the_last_reflection_left() {
+    use proto::rfc_stamp::{TLV_FOLLOW_UP_TELEMETRY, Tlv};
+    let n = Netserver::start(&["--stamp", "127.0.0.1:0"]);
+    let at = reflector(&n);
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut before: Option<ReflectorPacket> = None;
+    for seq in 0..5u32 {
+        let req = SenderPacket {
+            seq,
+            tlvs: vec![Tlv::request(TLV_FOLLOW_UP_TELEMETRY, vec![0; 16])],
+            ..SenderPacket::default()
+        }
+        .encode(Mode::Unauthenticated, None);
+        let b = exchange(&s, at, &req).expect("a reflection");
+        let r = ReflectorPacket::decode(&b, Mode::Unauthenticated, None).unwrap();
+        let v = &r.tlvs[0].value;
+        assert_eq!(r.tlvs[0].flags, 0, "{r:?}");
+        let last = u32::from_be_bytes(v[0..4].try_into().unwrap());
+        let left = u64::from_be_bytes(v[4..12].try_into().unwrap());
+        match &before {
+            // the first: nothing has left before it
+            None => assert_eq!((last, left, v[12]), (0, 0, 0), "{r:?}"),
+            // the one before left after its T3 was read and before this
+            // one came in, as the kernel stamped it (software, local)
+            Some(p) => {
+                assert_eq!(last, p.seq, "{r:?}");
+                assert!(
+                    p.timestamp <= left && left <= r.receive_timestamp,
+                    "T3 {:#x} <= left {left:#x} <= T2 {:#x}",
+                    p.timestamp,
+                    r.receive_timestamp
+                );
+                assert_eq!(v[12], proto::rfc_stamp::STAMPED_SW_LOCAL);
+            }
+        }
+        before = Some(r);
+    }
 }
