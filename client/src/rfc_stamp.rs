@@ -8,7 +8,9 @@
 //! - `-l SECS` or `-l -COUNT`; `-- -m SIZE`: each test packet's octets (44
 //!   at least; more is an Extra Padding TLV); `-- --rate BITS`: the pace
 //!   (100 packets a second by default); `-Y`: the DSCP and ECN codepoint
-//!   the packets carry; `-- --stamp-key FILE`: authenticated mode
+//!   the packets carry and the reflections are asked to come back with
+//!   (a Class of Service TLV: how each arrived, each way, is counted);
+//!   `-- --stamp-key FILE`: authenticated mode
 //!   (112-octet packets, HMAC-SHA-256 under the file's key).
 //! - Figures: the round trip of each reflection (`(T4 - T1) - (T3 - T2)`:
 //!   the reflector's residence taken out) as the test's latency; the
@@ -95,11 +97,14 @@ impl Sender {
         } else {
             Mode::Unauthenticated
         };
+        // -Y: the Class of Service TLV (8 octets) in every test packet
+        let cos = plan.local.tos;
+        let least = mode.base_len() + if cos.is_some() { 8 } else { 0 };
         let size = plan
             .local
             .send_size
-            .map_or(mode.base_len(), |n| n as usize)
-            .max(mode.base_len());
+            .map_or(least, |n| n as usize)
+            .max(least);
         if size > proto::rfc_stamp::MAX_PACKET {
             anyhow::bail!(
                 "-- -m {size}: a STAMP test packet is at most {} octets",
@@ -130,6 +135,7 @@ impl Sender {
             mode,
             key,
             linger: std::time::Duration::from_secs(1),
+            cos,
         })
     }
 }
@@ -180,7 +186,7 @@ impl Source for Sender {
 /// A session's measurement: its round trips as the test's latency, its
 /// queueing delay each way, its counts.
 fn measurement(s: &engine::rfc_stamp::Session, sp: &SenderPlan) -> Measurement {
-    let figures = StampFigures::of(&s.replies, s.sent, s.foreign);
+    let figures = StampFigures::of(&s.replies, s.sent, s.foreign).with_cos(sp.cos, &s.replies);
     let mut first: Vec<&Reflected> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for r in &s.replies {

@@ -13,7 +13,7 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use proto::rfc_stamp::{self, Mode, ReflectorPacket, SenderPacket, Tlv};
+use proto::rfc_stamp::{self, CosAnswer, Mode, ReflectorPacket, SenderPacket, Tlv};
 
 use crate::timer::StopFlag;
 
@@ -35,6 +35,11 @@ pub struct SenderPlan {
     pub key: Option<Vec<u8>>,
     /// How long to wait for late reflections once the last is sent.
     pub linger: Duration,
+    /// The traffic class (DSCP and ECN) the test packets carry and their
+    /// reflections are asked to come back with: a Class of Service TLV in
+    /// each packet (RFC 8972, with the cos-ecn draft's EC1), and the
+    /// reflections' own read as they arrive.
+    pub cos: Option<u8>,
 }
 
 /// One reflection, with the four times in nanoseconds since the Unix
@@ -50,6 +55,11 @@ pub struct Reflected {
     pub t4: u64,
     /// The TTL (hop limit) the test packet arrived with.
     pub ttl: u8,
+    /// How the test packet arrived at the reflector and what the
+    /// reflection was sent with, as its Class of Service TLV says.
+    pub cos: Option<CosAnswer>,
+    /// The traffic class the reflection arrived here with, where read.
+    pub back_tos: Option<u8>,
 }
 
 /// What a session saw.
@@ -95,12 +105,19 @@ impl Clock {
 /// [`SenderPacket::restamp`]).
 fn packet(plan: &SenderPlan) -> Vec<u8> {
     let base = plan.mode.base_len();
-    let pad = plan.size.saturating_sub(base);
-    let tlvs = if pad >= 4 {
-        vec![Tlv::request(rfc_stamp::TLV_EXTRA_PADDING, vec![0; pad - 4])]
-    } else {
-        Vec::new()
-    };
+    let mut tlvs = Vec::new();
+    if let Some(tos) = plan.cos {
+        tlvs.push(Tlv::request(
+            rfc_stamp::TLV_CLASS_OF_SERVICE,
+            rfc_stamp::class_of_service_request(tos),
+        ));
+    }
+    let pad = plan
+        .size
+        .saturating_sub(base + tlvs.iter().map(Tlv::wire_len).sum::<usize>());
+    if pad >= 4 {
+        tlvs.push(Tlv::request(rfc_stamp::TLV_EXTRA_PADDING, vec![0; pad - 4]));
+    }
     // NTP format; the system clock's error, as the kernel keeps it
     let (synced, err) = crate::sys::clock_error().unwrap_or((false, 1.0));
     let mut b = SenderPacket {
@@ -117,6 +134,41 @@ fn packet(plan: &SenderPlan) -> Vec<u8> {
     b
 }
 
+/// A datagram that arrived at `t4` with traffic class `tos`, read as a
+/// reflection of one of this session's test packets (sent at `sent_at`,
+/// by their place in it); `None`: it is none (too short, another
+/// session's, an HMAC that does not verify).
+fn reflection(
+    got: &[u8],
+    tos: Option<u8>,
+    t4: u64,
+    plan: &SenderPlan,
+    sent_at: &[u64],
+) -> Option<Reflected> {
+    let r = ReflectorPacket::decode(got, plan.mode, plan.key.as_deref()).ok()?;
+    let place = r.sender_seq.wrapping_sub(plan.first_seq) as usize;
+    let &t1 = sent_at.get(place).filter(|_| r.ssid == plan.ssid)?;
+    let ns = |ntp: u64| u64::try_from(rfc_stamp::ntp_to_unix_nanos(ntp)).unwrap_or(0);
+    // a Class of Service answer the reflector understood (no U, M, I)
+    let cos = r
+        .tlvs
+        .iter()
+        .find(|t| t.typ == rfc_stamp::TLV_CLASS_OF_SERVICE && t.flags == 0)
+        .and_then(|t| CosAnswer::parse(&t.value))
+        .filter(|_| plan.cos.is_some());
+    Some(Reflected {
+        sender_seq: r.sender_seq,
+        seq: r.seq,
+        t1,
+        t2: ns(r.receive_timestamp),
+        t3: ns(r.timestamp),
+        t4,
+        ttl: r.sender_ttl,
+        cos,
+        back_tos: tos.filter(|_| plan.cos.is_some()),
+    })
+}
+
 /// Run a session on `sock` (connected to the reflector) until its count
 /// or duration, or `stop`; then wait `linger` for late reflections.
 pub fn run(sock: &UdpSocket, plan: &SenderPlan, stop: &StopFlag) -> io::Result<Session> {
@@ -129,6 +181,12 @@ pub fn run(sock: &UdpSocket, plan: &SenderPlan, stop: &StopFlag) -> io::Result<S
     // each packet's T1, by its place in the session
     let mut sent_at: Vec<u64> = Vec::new();
     let mut test_packet = packet(plan);
+    if plan.cos.is_some() {
+        // the reflections' traffic class, as they arrive (a platform that
+        // cannot tell leaves the way back unknown)
+        let v6 = sock.peer_addr().is_ok_and(|a| a.is_ipv6());
+        let _ = crate::sys::opt::recv_codepoint(sock, v6);
+    }
     let mut buf = vec![0u8; rfc_stamp::MAX_PACKET + 1];
     let mut next = start;
     let mut last_send = start;
@@ -193,25 +251,10 @@ pub fn run(sock: &UdpSocket, plan: &SenderPlan, stop: &StopFlag) -> io::Result<S
         };
         let t4 = clock.ns(Instant::now());
         let got = buf.get(..d.len).unwrap_or_default();
-        let Ok(r) = ReflectorPacket::decode(got, plan.mode, plan.key.as_deref()) else {
-            s.foreign += 1;
-            continue;
-        };
-        let place = r.sender_seq.wrapping_sub(plan.first_seq) as usize;
-        let Some(&t1) = sent_at.get(place).filter(|_| r.ssid == plan.ssid) else {
-            s.foreign += 1;
-            continue;
-        };
-        let ns = |ntp: u64| u64::try_from(rfc_stamp::ntp_to_unix_nanos(ntp)).unwrap_or(0);
-        s.replies.push(Reflected {
-            sender_seq: r.sender_seq,
-            seq: r.seq,
-            t1,
-            t2: ns(r.receive_timestamp),
-            t3: ns(r.timestamp),
-            t4,
-            ttl: r.sender_ttl,
-        });
+        match reflection(got, d.tos, t4, plan, &sent_at) {
+            Some(r) => s.replies.push(r),
+            None => s.foreign += 1,
+        }
     }
     s.elapsed = Instant::now().saturating_duration_since(start);
     Ok(s)
@@ -261,6 +304,7 @@ mod tests {
             mode: Mode::Unauthenticated,
             key: None,
             linger: Duration::from_secs(1),
+            cos: None,
         };
         let s = run(&sock, &plan, &StopFlag::new()).unwrap();
         t.join().unwrap();

@@ -736,10 +736,9 @@ fn iperf3_addr(opt: &str, v: &str) -> Result<(Option<std::net::IpAddr>, u16), Cl
         let port = value::port(v).map_err(|e| CliError(format!("{opt}: {e}")))?;
         return Ok((None, port));
     }
-    let with_port = if v.ends_with(":0") {
-        v.replace(":0", ":1")
-    } else {
-        v.to_string()
+    let with_port = match v.strip_suffix(":0") {
+        Some(host) => format!("{host}:1"),
+        None => v.to_string(),
     };
     let a = metrics_addr(opt, &with_port)?;
     let port = if v.ends_with(":0") { 0 } else { a.port() };
@@ -752,16 +751,14 @@ fn stamp_addr(opt: &str, v: &str) -> Result<(Option<std::net::IpAddr>, u16), Cli
     if v.is_empty() {
         return Ok((None, proto::rfc_stamp::PORT));
     }
+    // an address alone (an IPv6 one without brackets can hold no port)
     let alone = v
         .strip_prefix('[')
         .and_then(|a| a.strip_suffix(']'))
         .unwrap_or(v);
-    match iperf3_addr(opt, v) {
-        Ok(a) => Ok(a),
-        Err(e) => match alone.parse::<std::net::IpAddr>() {
-            Ok(ip) => Ok((Some(ip), proto::rfc_stamp::PORT)),
-            Err(_) => Err(e),
-        },
+    match alone.parse::<std::net::IpAddr>() {
+        Ok(ip) => Ok((Some(ip), proto::rfc_stamp::PORT)),
+        Err(_) => iperf3_addr(opt, v),
     }
 }
 
@@ -940,6 +937,16 @@ mod tests {
         assert_eq!(run(&["--stamp", "[::1]"]).stamp, Some((lo6, 862)));
         assert_eq!(run(&["--stamp", "::1"]).stamp, Some((lo6, 862)));
         assert_eq!(run(&["--stamp", "[::1]:8620"]).stamp, Some((lo6, 8620)));
+        let v6 = |a: &str| Some(a.parse().unwrap());
+        assert_eq!(
+            run(&["--stamp", "2001:db8::1:80"]).stamp,
+            Some((v6("2001:db8::1:80"), 862)),
+            "a bare IPv6 address is an address"
+        );
+        assert_eq!(
+            run(&["--stamp", "[2001:0db8::1]:0"]).stamp,
+            Some((v6("2001:db8::1"), 0))
+        );
         assert!(err(&["--stamp", "nowhere"]).contains("--stamp"));
         assert!(err(&["--stamp", "127.0.0.1:99999"]).contains("--stamp"));
     }

@@ -148,6 +148,10 @@ fn reflect_until_stopped(sock: &UdpSocket, local: SocketAddr, shared: &Shared) {
                 tos: rx.tos(i),
                 to_port: local.port(),
             };
+            if message.is_empty() {
+                metrics.stamp_dropped("short", 1);
+                continue;
+            }
             let size = coalesced.unwrap_or(message.len()).max(1);
             for (k, req) in message.chunks(size).enumerate() {
                 if !allow.0.allows(from.ip()) {
@@ -164,13 +168,13 @@ fn reflect_until_stopped(sock: &UdpSocket, local: SocketAddr, shared: &Shared) {
                 }
                 match reflector.reflect(req, &meta, ntp_now, &mut out) {
                     // Class of Service: the reflection marked with the DSCP
-                    // asked (never an ECN codepoint of its own)
+                    // and the ECN codepoint asked (ECT at most: never CE)
                     Ok(r) => tx.add(
                         sock,
                         Reply {
                             to: from,
                             b: out.get(..r.len).unwrap_or_default(),
-                            tos: r.tos.map(|t| t & !0x03),
+                            tos: r.tos,
                             // the reflections of what came coalesced go
                             // back so, those of packets that came one by
                             // one each as its own: a path's drops then
@@ -211,6 +215,8 @@ struct Replies {
     /// departure the kernel is to tell, oldest first: (ID, to, SSID, seq).
     next_id: u32,
     awaited: std::collections::VecDeque<(u32, SocketAddr, u16, u32)>,
+    /// Whether the kernel has told any departure yet.
+    told: bool,
 }
 
 /// Departures awaited at most; past them the oldest are given up.
@@ -270,6 +276,7 @@ impl Replies {
             stamps: None,
             next_id: 0,
             awaited: std::collections::VecDeque::new(),
+            told: false,
         }
     }
 
@@ -281,6 +288,7 @@ impl Replies {
         }
         let mut told = Vec::new();
         let _ = engine::sys::tx_stamps(sock, &mut told);
+        self.told |= !told.is_empty();
         for (id, ns) in told {
             // IDs go up: those before this one were not told (dropped)
             while let Some(&(first, to, ssid, seq)) = self.awaited.front() {
@@ -312,10 +320,7 @@ impl Replies {
             let ok = if engine::sys::tx_stamp_ids() {
                 engine::sys::opt::tx_timestamps(sock).map_err(|e| e.to_string())
             } else {
-                Err(
-                    "this kernel does not stamp a send by its own ID (SCM_TS_OPT_ID, Linux 6.13)"
-                        .into(),
-                )
+                Err("a send stamped by its own ID on 127.0.0.1 told no departure (SCM_TS_OPT_ID needs Linux 6.13, and a loopback that is up)".into())
             };
             if let Err(e) = &ok {
                 shared.config.logger.log(
@@ -381,30 +386,12 @@ impl Replies {
             }
         }
         let lens = lens.get(..self.runs.len()).unwrap_or_default();
-        let sent = match self.batch.send(sock, lens) {
-            Ok(sent) => sent,
-            Err(e) => {
-                let runs = self.runs.iter().any(|r| r.count > 1);
-                if runs && self.segmented {
-                    // a kernel or a route that will not cut datagrams
-                    // (EIO: no checksum offload; EINVAL): one a message
-                    // from here on, and these sent so
-                    self.segmented = false;
-                    shared.config.logger.log(
-                        1,
-                        &format!("--stamp: reflections go one a message from now: {e}"),
-                    );
-                    self.resend_one_by_one(sock, shared);
-                    return;
-                }
-                shared
-                    .config
-                    .logger
-                    .warn_limited("stamp-send", &format!("--stamp: {e}"));
-                0
-            }
+        // sendmmsg says why a message was refused only when it is the first
+        let (sent, error) = match self.batch.send(sock, lens) {
+            Ok(sent) => (sent.min(self.runs.len()), None),
+            Err(e) => (0, Some(e)),
         };
-        let (went, left) = self.runs.split_at(sent.min(self.runs.len()));
+        let went = self.runs.get(..sent).unwrap_or_default();
         m.stamp_reflected(went.iter().map(|r| r.count as u64).sum());
         // the departures to hear of: those that went, by the IDs given
         let mut id = first_id;
@@ -417,23 +404,57 @@ impl Replies {
                 id = id.wrapping_add(1);
             }
         }
-        let dropped: u64 = left.iter().map(|r| r.count as u64).sum();
-        if dropped > 0 {
-            m.stamp_dropped("send", dropped);
+        if self.awaited.len() >= AWAITED && !self.told {
+            // thousands asked, none told (a driver that stamps nothing it
+            // sends): asked no more
+            self.stamps = Some(false);
+            self.awaited.clear();
+            shared.config.logger.log(
+                1,
+                "--stamp: Follow-Up Telemetry gets no departure times: the kernel told none of 4,096",
+            );
+        }
+        if let Some(&refused) = self.runs.get(sent) {
+            // the refused one and those after it: a reflection a call,
+            // each as it goes
+            let alone = self.resend_from(sock, sent, shared);
+            if refused.count > 1 && alone && self.segmented {
+                // a run refused whose reflections go one by one: a kernel
+                // or route that will not cut datagrams (EIO: no checksum
+                // offload; EINVAL), not the destination: one a message
+                // from here on
+                self.segmented = false;
+                let why = error.as_ref().map_or("refused".into(), ToString::to_string);
+                shared.config.logger.log(
+                    1,
+                    &format!(
+                        "--stamp: a run of reflections was refused ({why}): one a message from now"
+                    ),
+                );
+            } else if let Some(e) = error {
+                shared
+                    .config
+                    .logger
+                    .warn_limited("stamp-send", &format!("--stamp: {e}"));
+            }
         }
         self.runs.clear();
     }
 
-    /// What waits, sent a reflection a message.
-    fn resend_one_by_one(&mut self, sock: &UdpSocket, shared: &Shared) {
+    /// The runs from `start` on, sent a reflection a call: whether any
+    /// reflection of the first of them went.
+    fn resend_from(&mut self, sock: &UdpSocket, start: usize, shared: &Shared) -> bool {
         let m = &shared.config.metrics;
-        let (mut went, mut dropped) = (0u64, 0u64);
-        for (i, r) in self.runs.iter().enumerate() {
+        let (mut went, mut dropped, mut first) = (0u64, 0u64, false);
+        for (i, r) in self.runs.iter().enumerate().skip(start) {
             let slot = self.batch.slot_mut(i);
             for k in 0..r.count {
                 let b = slot.get(k * r.size..(k + 1) * r.size).unwrap_or_default();
                 match sock.send_to(b, r.to) {
-                    Ok(_) => went += 1,
+                    Ok(_) => {
+                        went += 1;
+                        first |= i == start;
+                    }
                     Err(_) => dropped += 1,
                 }
             }
@@ -442,7 +463,7 @@ impl Replies {
         if dropped > 0 {
             m.stamp_dropped("send", dropped);
         }
-        self.runs.clear();
+        first
     }
 }
 

@@ -736,23 +736,67 @@ fn hmac_tlv_at(tlvs: &[u8]) -> Option<usize> {
     None
 }
 
-/// Class of Service (RFC 8972 §4.4): DSCP2 and ECN as received; the
-/// reflection marked with DSCP1 (RP 0). The traffic class to send with.
+/// Class of Service (RFC 8972 §4.4, with draft-ietf-ippm-stamp-cos-ecn's
+/// EC1 and RPE in octet 2, which RFC 8972 reserved): DSCP2 and EC2 as
+/// received; the reflection marked with DSCP1 (RPD 0) and with the ECN
+/// codepoint EC1 asks (RPE 0b11), except CE, which a reflector does not
+/// put on a packet itself (its ECN then 0, RPE 0b10). The traffic class
+/// to send with, ECN bits included.
 fn class_of_service(value: &mut [u8], rx: &Received) -> Option<u8> {
     let dscp1 = octet(value, 0) >> 2;
+    let ec1 = octet(value, 2) >> 6;
     let received = rx.tos.unwrap_or(0);
-    let (dscp2, ecn) = (received >> 2, received & 0x03);
+    let (dscp2, ec2) = (received >> 2, received & 0x03);
+    let (ecn, rpe) = if ec1 == 0b11 { (0, 0b10) } else { (ec1, 0b11) };
     put(
         value,
         0,
         &[
             (dscp1 << 2) | (dscp2 >> 4),
-            ((dscp2 & 0x0F) << 4) | (ecn << 2),
-            0,
+            ((dscp2 & 0x0F) << 4) | (ec2 << 2),
+            (ec1 << 6) | (rpe << 4),
             0,
         ],
     );
-    Some(dscp1 << 2)
+    Some((dscp1 << 2) | ecn)
+}
+
+/// A Class of Service TLV's value as a sender asks it: the reflection to
+/// come back with `tos`'s DSCP (DSCP1) and ECN codepoint (EC1).
+pub fn class_of_service_request(tos: u8) -> Vec<u8> {
+    vec![tos & !0x03, 0, (tos & 0x03) << 6, 0]
+}
+
+/// What a reflection's Class of Service TLV says: how the test packet
+/// arrived at the reflector (DSCP2, EC2), whether the reflection carries
+/// the DSCP asked (RPD 0) and the ECN codepoint asked (RPE 0b11; `None`: a
+/// reflector that does not say, RFC 8972's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CosAnswer {
+    pub dscp2: u8,
+    pub ec2: u8,
+    pub dscp_applied: bool,
+    pub ecn_applied: Option<bool>,
+}
+
+impl CosAnswer {
+    /// From a Class of Service TLV's 4 octets as a reflector filled them.
+    pub fn parse(value: &[u8]) -> Option<CosAnswer> {
+        let [a, b, c, _] = *value else {
+            return None;
+        };
+        let rpe = (c >> 4) & 0x03;
+        Some(CosAnswer {
+            dscp2: ((a & 0x03) << 4) | (b >> 4),
+            ec2: (b >> 2) & 0x03,
+            dscp_applied: b & 0x03 == 0,
+            ecn_applied: match rpe {
+                0b11 => Some(true),
+                0b10 => Some(false),
+                _ => None,
+            },
+        })
+    }
 }
 
 #[cfg(test)]
@@ -1015,6 +1059,54 @@ mod tests {
         cut.extend_from_slice(&[FLAG_U, TLV_EXTRA_PADDING, 0, 50, 1, 2]);
         let (b, _) = reflect(&mut r, &cut, &rx(64, 0));
         assert_eq!(&b[44..], &[FLAG_U | FLAG_M, TLV_EXTRA_PADDING, 0, 50, 1, 2]);
+    }
+
+    #[test]
+    fn class_of_service_reflects_the_dscp_and_ecn_asked() {
+        let mut r = Reflector::new(Mode::Unauthenticated, Numbering::Stateful, None);
+        let ask = |tos: u8| {
+            sender(
+                0,
+                vec![Tlv::request(
+                    TLV_CLASS_OF_SERVICE,
+                    class_of_service_request(tos),
+                )],
+            )
+            .encode(Mode::Unauthenticated, None)
+        };
+        // AF41 with ECT(0) asked back; the packet came in AF11 with CE
+        assert_eq!(
+            class_of_service_request((34 << 2) | 2),
+            vec![34 << 2, 0, 2 << 6, 0]
+        );
+        let (b, refl) = reflect(&mut r, &ask((34 << 2) | 2), &rx(64, (10 << 2) | 3));
+        assert_eq!(refl.tos, Some((34 << 2) | 2), "DSCP1 and EC1");
+        let got = ReflectorPacket::decode(&b, Mode::Unauthenticated, None).unwrap();
+        assert_eq!(got.tlvs[0].flags, 0);
+        let a = CosAnswer::parse(&got.tlvs[0].value).unwrap();
+        assert_eq!(
+            a,
+            CosAnswer {
+                dscp2: 10,
+                ec2: 3,
+                dscp_applied: true,
+                ecn_applied: Some(true)
+            }
+        );
+        // CE asked: not put on a reflection (ECN 0, RPE 0b10)
+        let (b, refl) = reflect(&mut r, &ask((34 << 2) | 3), &rx(64, 0));
+        assert_eq!(refl.tos, Some(34 << 2));
+        let got = ReflectorPacket::decode(&b, Mode::Unauthenticated, None).unwrap();
+        assert_eq!(
+            CosAnswer::parse(&got.tlvs[0].value).unwrap().ecn_applied,
+            Some(false)
+        );
+        // an RFC 8972 reflector's answer (RPE 0): ECN back unknown
+        assert_eq!(
+            CosAnswer::parse(&[34 << 2, 0, 0, 0]).unwrap().ecn_applied,
+            None
+        );
+        assert_eq!(CosAnswer::parse(&[0, 0, 0]), None);
     }
 
     #[test]

@@ -114,17 +114,37 @@ pub fn document(r: &Results<'_>) -> Document {
         rpm: m.rpm().map(rpm),
         one_way: m.one_way.as_ref().map(one_way),
         ecn: m.ecn(&t.spec).map(|e| ecn(&e)),
-        stamp: m.stamp.map(|s| StampJson {
-            sent: s.sent,
-            reflected: s.reflected,
-            lost: s.lost_round_trip,
-            lost_forward: s.lost_forward,
-            lost_backward: s.lost_backward,
-            duplicates: s.duplicates,
-            reordered: s.reordered,
-            stateful: s.stateful,
-            ttl: s.ttl,
-            foreign: s.foreign,
+        stamp: m.stamp.map(stamp),
+    }
+}
+
+/// A STAMP session's counts as JSON.
+fn stamp(s: crate::report::stamp::StampFigures) -> StampJson {
+    StampJson {
+        sent: s.sent,
+        reflected: s.reflected,
+        lost: s.lost_round_trip,
+        lost_forward: s.lost_forward,
+        lost_backward: s.lost_backward,
+        duplicates: s.duplicates,
+        reordered: s.reordered,
+        stateful: s.stateful,
+        ttl: s.ttl,
+        foreign: s.foreign,
+        cos: s.cos.map(|c| StampCosJson {
+            dscp: c.dscp,
+            ecn: c.ecn,
+            answered: c.answered,
+            forward_remarked: c.forward_remarked,
+            forward_dscp_seen: c.forward_dscp_seen,
+            forward_ce: c.forward_ce,
+            forward_not_ect: c.forward_not_ect,
+            back_dscp_read: c.back_dscp_read,
+            back_remarked: c.back_remarked,
+            back_dscp_seen: c.back_dscp_seen,
+            back_ecn_read: c.back_ecn_read,
+            back_ce: c.back_ce,
+            back_not_ect: c.back_not_ect,
         }),
     }
 }

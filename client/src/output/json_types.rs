@@ -65,6 +65,28 @@ pub struct StampJson {
     pub stateful: bool,
     pub ttl: Option<u8>,
     pub foreign: u64,
+    /// `-Y`: the traffic class each way (Class of Service).
+    pub cos: Option<StampCosJson>,
+}
+
+/// A STAMP session's traffic class each way (doc/json.md): the DSCP and
+/// ECN codepoint sent and asked back; toward the reflector as its Class of
+/// Service answers say; back as each reflection arrived.
+#[derive(Serialize, Deserialize, Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct StampCosJson {
+    pub dscp: u8,
+    pub ecn: u8,
+    pub answered: u64,
+    pub forward_remarked: u64,
+    pub forward_dscp_seen: Option<u8>,
+    pub forward_ce: u64,
+    pub forward_not_ect: u64,
+    pub back_dscp_read: u64,
+    pub back_remarked: u64,
+    pub back_dscp_seen: Option<u8>,
+    pub back_ecn_read: u64,
+    pub back_ce: u64,
+    pub back_not_ect: u64,
 }
 
 /// `--ecn`'s figures (doc/json.md): the receivers' counts together, and

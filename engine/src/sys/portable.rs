@@ -147,15 +147,19 @@ impl MsgBatch {
                 .copied()
                 .flatten()
                 .map(socket2::SockAddr::from);
+            // (a segment of 0 is none, as Linux reads it; an empty
+            // message is one empty datagram)
             let seg = self
                 .segment
                 .get(i)
                 .copied()
                 .flatten()
+                .filter(|&s| s > 0)
                 .map_or(buf.len(), usize::from)
                 .max(1);
             let mut n = 0;
-            for one in buf.chunks(seg) {
+            let pieces = buf.chunks(seg).chain(buf.is_empty().then_some(buf));
+            for one in pieces {
                 let sent = match (&each, &to) {
                     (Some(a), _) | (None, Some(a)) => s.send_to(one, a),
                     (None, None) => s.send(one),
