@@ -85,11 +85,8 @@ struct Clock {
 
 impl Clock {
     fn new() -> Clock {
-        let unix_ns = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
         Clock {
-            unix_ns,
+            unix_ns: unix_now(),
             at: Instant::now(),
         }
     }
@@ -132,6 +129,25 @@ fn packet(plan: &SenderPlan) -> Vec<u8> {
     // returns them as they came)
     b.resize(plan.size.max(base), 0);
     b
+}
+
+/// The system clock now, nanoseconds since the Unix epoch.
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// T4 on the session's clock: read now (`read`), less how long the
+/// reflection waited in the socket, where the kernel stamped its receipt
+/// (`kernel`, against the system clock `unix_now`); an age past a second
+/// is a clock that stepped, and is not taken.
+fn received_at(read: u64, kernel: Option<u64>, unix_now: u64) -> u64 {
+    let age = kernel
+        .and_then(|k| unix_now.checked_sub(k))
+        .filter(|&a| a < 1_000_000_000)
+        .unwrap_or(0);
+    read.saturating_sub(age)
 }
 
 /// A datagram that arrived at `t4` with traffic class `tos`, read as a
@@ -181,6 +197,8 @@ pub fn run(sock: &UdpSocket, plan: &SenderPlan, stop: &StopFlag) -> io::Result<S
     // each packet's T1, by its place in the session
     let mut sent_at: Vec<u64> = Vec::new();
     let mut test_packet = packet(plan);
+    // T4: the kernel's receipt of each reflection, where it says
+    let _ = crate::sys::opt::recv_timestamps(sock);
     if plan.cos.is_some() {
         // the reflections' traffic class, as they arrive (a platform that
         // cannot tell leaves the way back unknown)
@@ -249,7 +267,7 @@ pub fn run(sock: &UdpSocket, plan: &SenderPlan, stop: &StopFlag) -> io::Result<S
             }
             Err(e) => return Err(e),
         };
-        let t4 = clock.ns(Instant::now());
+        let t4 = received_at(clock.ns(Instant::now()), d.arrived, unix_now());
         let got = buf.get(..d.len).unwrap_or_default();
         match reflection(got, d.tos, t4, plan, &sent_at) {
             Some(r) => s.replies.push(r),
@@ -267,6 +285,19 @@ mod tests {
 
     /// A session against a reflector on a thread of its own (proto's
     /// rules over a real socket), every packet answered.
+    #[test]
+    fn t4_is_the_kernels_receipt_on_the_sessions_clock() {
+        // read 40 us after the kernel took it: 40 us earlier
+        assert_eq!(received_at(1_000_000, Some(9_960_000), 10_000_000), 960_000);
+        // no kernel stamp, or a clock that stepped: as read
+        assert_eq!(received_at(1_000_000, None, 10_000_000), 1_000_000);
+        assert_eq!(
+            received_at(1_000_000, Some(11_000_000), 10_000_000),
+            1_000_000
+        );
+        assert_eq!(received_at(1_000_000, Some(1), 5_000_000_000), 1_000_000);
+    }
+
     #[test]
     fn a_session_reads_back_each_reflection_with_its_times() {
         let refl = UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -902,6 +902,7 @@ pub fn recv_stamped(sock: &impl Sock, buf: &mut [u8]) -> io::Result<super::Datag
         tos: tos_of(&h),
         ttl: ttl_of(&h),
         truncated: h.msg_flags & libc::MSG_TRUNC != 0,
+        arrived: arrival_of(&h),
     })
 }
 

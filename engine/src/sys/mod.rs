@@ -48,7 +48,9 @@ pub const PLATFORM: &str = if cfg!(target_os = "linux") {
 
 /// One datagram as a receive read it: its length, its sender, and what its
 /// IP header said where the socket asks and the platform tells (traffic
-/// class, TTL or hop limit); whether it was longer than the buffer.
+/// class, TTL or hop limit); whether it was longer than the buffer; when
+/// the kernel received it (nanoseconds since the Unix epoch), where the
+/// socket asks (`opt::recv_timestamps`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Datagram {
     pub len: usize,
@@ -56,6 +58,7 @@ pub struct Datagram {
     pub tos: Option<u8>,
     pub ttl: Option<u8>,
     pub truncated: bool,
+    pub arrived: Option<u64>,
 }
 
 /// A receive that found nothing yet (its timeout passed, a signal came):

@@ -283,6 +283,7 @@ pub fn recv_stamped(sock: &std::net::UdpSocket, buf: &mut [u8]) -> io::Result<su
         tos: None,
         ttl: None,
         truncated: len > buf.len(),
+        arrived: None,
     })
 }
 
