@@ -140,11 +140,12 @@ fn unix_now() -> u64 {
 
 /// T4 on the session's clock: read now (`read`), less how long the
 /// reflection waited in the socket, where the kernel stamped its receipt
-/// (`kernel`, against the system clock `unix_now`); an age past a second
+/// (`kernel`, against the system clock, `unix_now`); an age past a second
 /// is a clock that stepped, and is not taken.
-fn received_at(read: u64, kernel: Option<u64>, unix_now: u64) -> u64 {
+fn received_at(read: u64, kernel: Option<u64>, unix_now: impl FnOnce() -> u64) -> u64 {
+    // (the system clock read only where there is a stamp to age)
     let age = kernel
-        .and_then(|k| unix_now.checked_sub(k))
+        .and_then(|k| unix_now().checked_sub(k))
         .filter(|&a| a < 1_000_000_000)
         .unwrap_or(0);
     read.saturating_sub(age)
@@ -267,7 +268,7 @@ pub fn run(sock: &UdpSocket, plan: &SenderPlan, stop: &StopFlag) -> io::Result<S
             }
             Err(e) => return Err(e),
         };
-        let t4 = received_at(clock.ns(Instant::now()), d.arrived, unix_now());
+        let t4 = received_at(clock.ns(Instant::now()), d.arrived, unix_now);
         let got = buf.get(..d.len).unwrap_or_default();
         match reflection(got, d.tos, t4, plan, &sent_at) {
             Some(r) => s.replies.push(r),
@@ -283,21 +284,28 @@ mod tests {
     use super::*;
     use proto::rfc_stamp::{Numbering, Received, Reflector};
 
-    /// A session against a reflector on a thread of its own (proto's
-    /// rules over a real socket), every packet answered.
     #[test]
     fn t4_is_the_kernels_receipt_on_the_sessions_clock() {
+        let at = |ns: u64| move || ns;
         // read 40 us after the kernel took it: 40 us earlier
-        assert_eq!(received_at(1_000_000, Some(9_960_000), 10_000_000), 960_000);
-        // no kernel stamp, or a clock that stepped: as read
-        assert_eq!(received_at(1_000_000, None, 10_000_000), 1_000_000);
         assert_eq!(
-            received_at(1_000_000, Some(11_000_000), 10_000_000),
+            received_at(1_000_000, Some(9_960_000), at(10_000_000)),
+            960_000
+        );
+        // no kernel stamp, or a clock that stepped: as read
+        assert_eq!(received_at(1_000_000, None, at(10_000_000)), 1_000_000);
+        assert_eq!(
+            received_at(1_000_000, Some(11_000_000), at(10_000_000)),
             1_000_000
         );
-        assert_eq!(received_at(1_000_000, Some(1), 5_000_000_000), 1_000_000);
+        assert_eq!(
+            received_at(1_000_000, Some(1), at(5_000_000_000)),
+            1_000_000
+        );
     }
 
+    /// A session against a reflector on a thread of its own (proto's
+    /// rules over a real socket), every packet answered.
     #[test]
     fn a_session_reads_back_each_reflection_with_its_times() {
         let refl = UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -153,11 +153,12 @@ fn reflect_until_stopped(sock: &UdpSocket, local: SocketAddr, shared: &Shared) {
                 continue;
             }
             let size = coalesced.unwrap_or(message.len()).max(1);
+            if !allow.0.allows(from.ip()) {
+                // (each test packet of it counted)
+                metrics.stamp_dropped("prefix", message.len().div_ceil(size) as u64);
+                continue;
+            }
             for (k, req) in message.chunks(size).enumerate() {
-                if !allow.0.allows(from.ip()) {
-                    metrics.stamp_dropped("prefix", 1);
-                    continue;
-                }
                 if !pace.admit(from.ip(), now) {
                     metrics.stamp_dropped("rate", 1);
                     continue;

@@ -346,57 +346,82 @@ fn all_back_counted_by_the_reflector(s: &serde_json::Value, n: u64) {
     );
 }
 
+/// A reflector on `port` behind a router (network namespaces) whose
+/// nftables rules each count and act on the packets one way (`name`,
+/// "to the reflector" or "back", a match, an action); `netperf -t STAMP`
+/// with `global` options and `test_opts` (after `-- -P ,port`): its
+/// JSON and each rule's count, in order. `None`: no namespaces here.
+fn through_a_router(
+    test: &str,
+    port: u16,
+    rules: &[(&str, &str, &str, &str)],
+    global: &[&str],
+    test_opts: &[&str],
+) -> Option<(serde_json::Value, Vec<u64>)> {
+    use harness::netns::{ROUTED_SERVER, Routed, TO_CLIENT, TO_SERVER, nft, nft_counter};
+    let r = Routed::new(test)?;
+    let mut cmd = r.command(&r.server, &harness::bin("netserver"));
+    cmd.args(["-D", "-p", "0", "-L", ROUTED_SERVER])
+        .args(["--stamp", &format!("{ROUTED_SERVER}:{port}")]);
+    let _n = Netserver::spawn(cmd);
+    let counters: String = rules
+        .iter()
+        .map(|(name, ..)| format!("counter {name} {{ }}\n"))
+        .collect();
+    let lines: String = rules
+        .iter()
+        .map(|(name, way, select, act)| {
+            let way = if *way == "back" {
+                format!("oifname \"{TO_CLIENT}\" udp sport {port}")
+            } else {
+                format!("oifname \"{TO_SERVER}\" udp dport {port}")
+            };
+            format!("{way} {select} counter name \"{name}\" {act}\n")
+        })
+        .collect();
+    nft(
+        &r.router,
+        &format!(
+            "table inet npstamp {{
+               {counters}
+               chain forward {{
+                 type filter hook forward priority 0; policy accept;
+                 {lines}
+               }}
+             }}"
+        ),
+    );
+    let p = format!(",{port}");
+    let mut args = vec!["-H", ROUTED_SERVER];
+    args.extend_from_slice(global);
+    args.extend_from_slice(&["--", "-P", &p]);
+    args.extend_from_slice(test_opts);
+    let doc = stamp_json(&mut r.command(&r.client, &harness::bin("netperf")), &args);
+    let counts = rules
+        .iter()
+        .map(|(name, ..)| nft_counter(&r.router, "npstamp", name))
+        .collect();
+    Some((doc, counts))
+}
+
 /// A router dropping every 7th test packet toward the reflector and every
 /// 5th reflection back (nftables' own counters): the loss each way is
 /// exactly the router's.
 #[test]
 fn loss_each_way_is_exactly_the_routers() {
-    use harness::netns::{ROUTED_SERVER, Routed, TO_CLIENT, TO_SERVER, nft, nft_counter};
-    let Some(r) = Routed::new("loss_each_way_is_exactly_the_routers") else {
+    let Some((doc, counts)) = through_a_router(
+        "loss_each_way_is_exactly_the_routers",
+        8620,
+        &[
+            ("up", "to the reflector", "numgen inc mod 7 0", "drop"),
+            ("down", "back", "numgen inc mod 5 0", "drop"),
+        ],
+        &["-l", "-2000"],
+        &["--rate", "3520k"],
+    ) else {
         return;
     };
-    let mut cmd = r.command(&r.server, &harness::bin("netserver"));
-    cmd.args([
-        "-D",
-        "-p",
-        "0",
-        "-L",
-        ROUTED_SERVER,
-        "--stamp",
-        &format!("{ROUTED_SERVER}:8620"),
-    ]);
-    let _n = Netserver::spawn(cmd);
-    nft(
-        &r.router,
-        &format!(
-            "table inet npstamp {{
-               counter up {{ }}
-               counter down {{ }}
-               chain forward {{
-                 type filter hook forward priority 0; policy accept;
-                 oifname \"{TO_SERVER}\" udp dport 8620 numgen inc mod 7 0 counter name \"up\" drop
-                 oifname \"{TO_CLIENT}\" udp sport 8620 numgen inc mod 5 0 counter name \"down\" drop
-               }}
-             }}"
-        ),
-    );
-    let mut netperf = r.command(&r.client, &harness::bin("netperf"));
-    let doc = stamp_json(
-        &mut netperf,
-        &[
-            "-H",
-            ROUTED_SERVER,
-            "-l",
-            "-2000",
-            "--",
-            "-P",
-            ",8620",
-            "--rate",
-            "3520k",
-        ],
-    );
-    let up = nft_counter(&r.router, "npstamp", "up");
-    let down = nft_counter(&r.router, "npstamp", "down");
+    let (up, down) = (counts[0], counts[1]);
     let s = &doc["stamp"];
     eprintln!("router dropped {up} up, {down} down: {s}");
     assert!(up > 200 && down > 200, "{up} {down}");
@@ -423,52 +448,25 @@ fn loss_each_way_is_exactly_the_routers() {
 /// is the router's.
 #[test]
 fn class_of_service_each_way_is_the_routers() {
-    use harness::netns::{ROUTED_SERVER, Routed, TO_CLIENT, TO_SERVER, nft, nft_counter};
-    let Some(r) = Routed::new("class_of_service_each_way_is_the_routers") else {
+    let Some((doc, counts)) = through_a_router(
+        "class_of_service_each_way_is_the_routers",
+        8621,
+        &[
+            (
+                "fce",
+                "to the reflector",
+                "numgen inc mod 4 0",
+                "ip ecn set ce",
+            ),
+            ("bdscp", "back", "numgen inc mod 3 0", "ip dscp set cs1"),
+            ("bce", "back", "numgen inc mod 5 0", "ip ecn set ce"),
+        ],
+        &["-l", "-400", "-Y", "0x8a"],
+        &["--rate", "1m"],
+    ) else {
         return;
     };
-    let mut cmd = r.command(&r.server, &harness::bin("netserver"));
-    cmd.args(["-D", "-p", "0", "-L", ROUTED_SERVER])
-        .args(["--stamp", &format!("{ROUTED_SERVER}:8621")]);
-    let _n = Netserver::spawn(cmd);
-    nft(
-        &r.router,
-        &format!(
-            "table inet npcos {{
-               counter fce {{ }}
-               counter bdscp {{ }}
-               counter bce {{ }}
-               chain forward {{
-                 type filter hook forward priority 0; policy accept;
-                 oifname \"{TO_SERVER}\" udp dport 8621 numgen inc mod 4 0 counter name \"fce\" ip ecn set ce
-                 oifname \"{TO_CLIENT}\" udp sport 8621 numgen inc mod 3 0 counter name \"bdscp\" ip dscp set cs1
-                 oifname \"{TO_CLIENT}\" udp sport 8621 numgen inc mod 5 0 counter name \"bce\" ip ecn set ce
-               }}
-             }}"
-        ),
-    );
-    let mut netperf = r.command(&r.client, &harness::bin("netperf"));
-    let doc = stamp_json(
-        &mut netperf,
-        &[
-            "-H",
-            ROUTED_SERVER,
-            "-l",
-            "-400",
-            "-Y",
-            "0x8a",
-            "--",
-            "-P",
-            ",8621",
-            "--rate",
-            "1m",
-        ],
-    );
-    let (fce, bdscp, bce) = (
-        nft_counter(&r.router, "npcos", "fce"),
-        nft_counter(&r.router, "npcos", "bdscp"),
-        nft_counter(&r.router, "npcos", "bce"),
-    );
+    let (fce, bdscp, bce) = (counts[0], counts[1], counts[2]);
     let s = &doc["stamp"];
     let c = &s["cos"];
     eprintln!("router: {fce} CE there, {bdscp} CS1 back, {bce} CE back: {c}");
